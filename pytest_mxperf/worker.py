@@ -1,0 +1,285 @@
+"""The measurement worker: one fresh process per measurement.
+
+Run as ``python -m pytest_mxperf.worker SPEC.json RESULT.json`` (or ``--probe RESULT.json``).
+The parent (``runner.py``) builds the environment *before* this process starts, because
+MXNet reads its threading variables only at import.
+
+This module is deliberately standalone: the standard library, numpy, the model zoo and
+MXNet APIs that exist across the 1.x releases (Module, DataBatch, nd.waitall), so it can
+run under another MXNet install. It never imports pytest.
+
+Method (the same as MXNet's ``example/image-classification/benchmark_score.py``, with the
+synchronisation made explicit):
+  bind -> init random weights (Xavier) -> first batch (timed separately, reported as
+  "first batch") -> untimed warm-up -> rounds of k batches, each round
+  ``waitall(); t0; k x step; waitall(); t1``. Throughput is computed from the median time
+  per batch; the per-round images/s are the samples.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import resource
+import sys
+import time
+import traceback
+import warnings
+
+OOM_MARKERS = ("out of memory", "std::bad_alloc", "memoryerror", "cannot allocate memory",
+               "failed to allocate", "cudamalloc", "cuda_error_out_of_memory", "resource exhausted")
+
+
+def looks_like_oom(text: str) -> bool:
+    low = text.lower()
+    return any(m in low for m in OOM_MARKERS)
+
+
+def _write_json(path: str, payload: dict) -> None:
+    tmp = path + ".tmp"
+    with open(tmp, "w") as fh:
+        json.dump(payload, fh, sort_keys=True)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+
+
+def _set_memory_cap(limit):
+    if limit:
+        limit = int(limit)
+        soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+        if hard != resource.RLIM_INFINITY:
+            limit = min(limit, hard)
+        resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
+
+
+def _import_mxnet():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        import mxnet as mx  # noqa: F401  (import-time DeprecationWarnings are MXNet's, not ours)
+    # Scoring declares the label without binding it, exactly as benchmark_score.py does.
+    warnings.filterwarnings("ignore", message="Data provided by label_shapes")
+    return mx
+
+
+def _thread_pools():
+    """The thread pools that are loaded in this process, as threadpoolctl reports them."""
+    try:
+        from threadpoolctl import threadpool_info
+    except ImportError:
+        return {"openmp": None, "pools": [], "source": "threadpoolctl not installed"}
+    pools = threadpool_info()
+    omp = [p["num_threads"] for p in pools if p.get("user_api") == "openmp"]
+    slim = [{k: p.get(k) for k in ("user_api", "internal_api", "num_threads", "prefix", "version")}
+            for p in pools]
+    return {"openmp": max(omp) if omp else None, "pools": slim, "source": "threadpoolctl"}
+
+
+def _runtime_info(mx):
+    info = {"mxnet_version": getattr(mx, "__version__", "unknown"), "python": sys.version.split()[0]}
+    try:
+        feats = mx.runtime.Features()
+        info["features"] = sorted(name for name, f in feats.items() if f.enabled)
+    except Exception:  # older 1.x without mx.runtime
+        info["features"] = None
+    try:
+        info["num_gpus"] = mx.context.num_gpus()
+    except Exception:
+        info["num_gpus"] = 0
+    gpus = []
+    for i in range(info["num_gpus"] or 0):
+        try:
+            free, total = mx.context.gpu_memory_info(i)
+            gpus.append({"index": i, "memory_total": total, "memory_free": free})
+        except Exception:
+            gpus.append({"index": i})
+    info["gpus"] = gpus
+    try:
+        import numpy
+        info["numpy_version"] = numpy.__version__
+    except ImportError:  # pragma: no cover
+        pass
+    return info
+
+
+def probe(result_path: str) -> int:
+    mx = _import_mxnet()
+    out = _runtime_info(mx)
+    out["threads"] = _thread_pools()
+    out["status"] = "ok"
+    _write_json(result_path, out)
+    return 0
+
+
+def _contexts(mx, names):
+    ctxs = []
+    for name in names:
+        kind, _, idx = name.partition(":")
+        ctxs.append(mx.gpu(int(idx)) if kind == "gpu" else mx.cpu(int(idx)))
+    return ctxs
+
+
+class _Cell:
+    """A bound Module plus one synthetic batch and the step that a round repeats."""
+
+    def __init__(self, mx, w, seed):
+        import numpy as np
+        from pytest_mxperf import zoo
+
+        spec = zoo.get_model(w["model"])
+        self.mx = mx
+        ctxs = _contexts(mx, w["contexts"])
+        total = w["batch_size"] * len(ctxs)
+        self.total_batch = total
+        mx.random.seed(seed)
+        np.random.seed(seed)
+        sym = zoo.build_symbol(w["model"])
+        dtype = np.float16 if w["dtype"] == "float16" else np.float32
+        data_desc = [mx.io.DataDesc("data", (total,) + tuple(spec.input_shape), dtype)]
+        train = w["mode"] == "train"
+        t0 = time.perf_counter()
+        if train:
+            mod = mx.mod.Module(sym, data_names=["data"], label_names=["softmax_label"], context=ctxs)
+            mod.bind(data_shapes=data_desc, label_shapes=[("softmax_label", (total,))], for_training=True)
+        else:
+            # As benchmark_score.py: the label is declared but not bound when scoring.
+            mod = mx.mod.Module(sym, data_names=["data"], label_names=["softmax_label"], context=ctxs)
+            mod.bind(data_shapes=data_desc, for_training=False)
+        mod.init_params(initializer=mx.init.Xavier(magnitude=2.0))
+        if train:
+            params = {"learning_rate": 0.01, "wd": 1e-4, "rescale_grad": 1.0 / total}
+            if w.get("optimizer", "sgd") == "sgd":
+                params["momentum"] = 0.9
+            kv = w.get("kvstore") or ("device" if len(ctxs) > 1 else "local")
+            mod.init_optimizer(kvstore=kv, optimizer=w.get("optimizer", "sgd"), optimizer_params=params)
+        mx.nd.waitall()
+        self.bind_seconds = time.perf_counter() - t0
+        # Random input, as benchmark_score.py: uniform in [-1, 1), on the first context
+        # (Module slices it across the contexts, as it does a real batch).
+        data = mx.nd.array(np.random.uniform(-1.0, 1.0, size=(total,) + tuple(spec.input_shape)),
+                           dtype=dtype)
+        label = [mx.nd.array(np.random.randint(0, spec.num_classes, size=(total,)))] if train else []
+        self.batch = mx.io.DataBatch(data=[data], label=label)
+        self.mod = mod
+        self.train = train
+
+    def step(self):
+        self.mod.forward(self.batch, is_train=self.train)
+        if self.train:
+            self.mod.backward()
+            self.mod.update()
+
+    def timed(self, n):
+        """n steps between two full synchronisations; returns seconds."""
+        mx = self.mx
+        mx.nd.waitall()
+        t0 = time.perf_counter()
+        for _ in range(n):
+            self.step()
+        mx.nd.waitall()  # outputs *and* optimizer updates, gradients, copies
+        return time.perf_counter() - t0
+
+
+def _cpu_seconds():
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
+def measure(spec: dict) -> dict:
+    w = spec["workload"]
+    budget = float(spec.get("time_budget", 3.0))
+    min_rounds = int(spec.get("min_rounds", 5))
+    max_rounds = int(spec.get("max_rounds", 60))
+    round_target = float(spec.get("round_seconds", 0.2))
+    warmup_min = int(spec.get("warmup_batches", 2))
+    warmup_seconds = float(spec.get("warmup_seconds", 1.0))
+    smoke = bool(spec.get("smoke", False))
+
+    t_start = time.perf_counter()
+    mx = _import_mxnet()
+    import_seconds = time.perf_counter() - t_start
+    meta = _runtime_info(mx)
+    meta["import_seconds"] = import_seconds
+    needed = [c for c in w["contexts"] if c.startswith("gpu")]
+    if needed:
+        have = meta["num_gpus"] or 0
+        top = max(int(c.split(":")[1]) for c in needed)
+        if top >= have:
+            return {"status": "unavailable", "meta": meta,
+                    "message": f"needs {','.join(needed)} but this machine has {have} GPU(s)"}
+
+    cell = _Cell(mx, w, int(spec.get("seed", 0)))
+    meta["bind_seconds"] = cell.bind_seconds
+    first = cell.timed(1)
+    meta["first_batch_seconds"] = first
+
+    # Untimed warm-up: at least warmup_min batches, and until warmup_seconds have passed.
+    warm = []
+    if not smoke:
+        t_w = time.perf_counter()
+        while len(warm) < warmup_min or (time.perf_counter() - t_w < warmup_seconds and len(warm) < 20):
+            warm.append(cell.timed(1))
+    else:
+        warm.append(cell.timed(1))
+    meta["warmup_batches"] = len(warm) + 1
+    per_batch = min(warm[-2:]) if len(warm) >= 2 else warm[-1]
+
+    if smoke:
+        k, rounds = 1, 1
+    else:
+        k = max(1, int(round(round_target / max(per_batch, 1e-6))))
+        rounds = int(budget // max(k * per_batch, 1e-6))
+        rounds = max(min_rounds, min(max_rounds, rounds))
+
+    cpu0, wall0 = _cpu_seconds(), time.perf_counter()
+    round_seconds = [cell.timed(k) for _ in range(rounds)]
+    wall = time.perf_counter() - wall0
+    meta["cpu_utilization"] = (_cpu_seconds() - cpu0) / wall if wall > 0 else None
+    meta["threads"] = _thread_pools()
+    meta["peak_rss_bytes"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    meta["total_batch"] = cell.total_batch
+    meta["timed_seconds"] = wall
+    return {
+        "status": "ok",
+        "message": "",
+        "batches_per_round": k,
+        "round_seconds": round_seconds,
+        "meta": meta,
+    }
+
+
+def main(argv=None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if len(argv) == 2 and argv[0] == "--probe":
+        return probe(argv[1])
+    if len(argv) != 2:
+        print("usage: python -m pytest_mxperf.worker SPEC.json RESULT.json | --probe RESULT.json",
+              file=sys.stderr)
+        return 2
+    spec_path, result_path = argv
+    with open(spec_path) as fh:
+        spec = json.load(fh)
+    _set_memory_cap(spec.get("memory_limit"))
+    try:
+        result = measure(spec)
+    except BaseException as exc:  # report, never hang: the runner classifies the rest
+        text = "".join(traceback.format_exception_only(type(exc), exc)).strip()
+        status = "oom" if isinstance(exc, MemoryError) or looks_like_oom(text) else "error"
+        last = text.splitlines()[-1] if text else type(exc).__name__
+        # MXNet errors carry a long C++ stack: keep the first line that names the problem.
+        for line in text.splitlines():
+            if "Error" in line or "error" in line:
+                last = line.strip()
+                break
+        traceback.print_exc()
+        result = {"status": status, "message": last[:500], "meta": {}}
+    _write_json(result_path, result)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # os._exit: skip MXNet's engine shutdown, which can hang after an error.
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    main()
