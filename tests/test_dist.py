@@ -1,0 +1,123 @@
+"""The ps-lite launcher (pytest_mxperf.dist): correctness, fault handling, clean-up.
+
+Every cluster runs in fresh processes (the launcher itself through runner.run_process);
+this pytest process never imports mxnet. Each test takes a few seconds.
+"""
+
+import socket
+import sys
+
+import numpy as np
+import psutil
+import pytest
+
+from pytest_mxperf import dist, runner
+
+LAUNCHER = [sys.executable, "-m", "pytest_mxperf.dist"]
+WORKER = {"model": "mlp", "global_batch": 128, "steps": 30, "seed": 3, "learning_rate": 0.1,
+          "momentum": 0.9, "report_every": 5}
+
+
+def launch(spec, timeout=180):
+    out = runner.run_process(LAUNCHER, spec, timeout=timeout, env=dist.base_env())
+    assert out.payload is not None, f"launcher left no result: {out.status} {out.message} {out.stderr_tail}"
+    return out.payload
+
+
+def assert_nothing_left(res):
+    pids = [p["pid"] for p in res["processes"] if p["pid"]]
+    assert pids, res
+    still = []
+    for pid in pids:
+        try:
+            if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
+                still.append(pid)
+        except psutil.Error:
+            pass
+    assert still == [], f"processes left behind: {still}"
+    assert res["leftover_pids"] == [] and res["leftover_ports"] == []
+    listening = {c.laddr.port for c in psutil.net_connections(kind="tcp")
+                 if c.status == psutil.CONN_LISTEN and c.laddr}
+    assert not listening & set(res["listen_ports"]), f"ports still listening: {listening & set(res['listen_ports'])}"
+
+
+def load(path):
+    with np.load(path) as z:
+        return {k: z[k] for k in z.files}
+
+
+def test_free_port_is_bindable_on_loopback():
+    port = dist.free_port()
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", port))
+
+
+def test_unknown_kvstore_is_rejected_without_starting_anything():
+    res = dist.launch({"kvstore": "dist_nonsense"})
+    assert res["status"] == "error" and "dist_nonsense" in res["message"]
+
+
+@pytest.mark.parametrize("kvstore", ["dist_sync", "dist_device_sync"])
+def test_dist_sync_weights_match_local_run(tmp_path, kvstore):
+    local = launch({"kvstore": "local", "worker": WORKER, "weights_dir": str(tmp_path)})
+    assert local["status"] == "ok", local["message"]
+    res = launch({"kvstore": kvstore, "num_workers": 2, "num_servers": 1, "worker": WORKER,
+                  "weights_dir": str(tmp_path)})
+    assert res["status"] == "ok", res["message"]
+    assert sorted(w["rank"] for w in res["workers"]) == [0, 1]
+    assert all(w["worker_batch"] == 64 for w in res["workers"])
+    assert res["samples_per_second"] > 0
+    ref = load(tmp_path / "local-worker0.npz")
+    for i in range(2):
+        got = load(tmp_path / f"{kvstore}-worker{i}.npz")
+        assert sorted(got) == sorted(ref)
+        for name in ref:
+            np.testing.assert_allclose(got[name], ref[name], rtol=1e-4, atol=1e-5, err_msg=name)
+    # The run really trained (same total data, same seed, same SGD as the local run).
+    w0 = res["workers"][0]
+    assert w0["final_loss"] < w0["first_loss"]
+    assert_nothing_left(res)
+
+
+def test_dist_async_runs_to_completion():
+    res = launch({"kvstore": "dist_async", "num_workers": 2, "worker": WORKER})
+    assert res["status"] == "ok", res["message"]
+    assert [w["status"] for w in res["workers"]] == ["ok", "ok"]
+    assert all(np.isfinite(w["weights_checksum"]) for w in res["workers"])
+    assert_nothing_left(res)
+
+
+def test_sigkilled_worker_stops_the_whole_cluster():
+    worker = dict(WORKER, steps=100000, step_sleep=0.02)
+    res = launch({"kvstore": "dist_sync", "num_workers": 2, "worker": worker,
+                  "inject_kill": {"worker": 1, "after_step": 5}, "timeout": 120})
+    assert res["status"] == "crash", res["message"]
+    dead = res["dead"]
+    assert dead["role"] == "worker" and dead["index"] == 1
+    assert dead["state"] == "killed by SIGKILL"
+    assert "worker 1" in res["message"] and "SIGKILL" in res["message"]
+    # its last output travels with the result
+    assert any("step=" in line for line in dead["tail"])
+    assert "step=" in res["message"]
+    # every other process was stopped, within the stated time
+    assert res["teardown_seconds"] <= dist.KILL_WITHIN_SECONDS
+    assert all(p["returncode"] is not None for p in res["processes"])
+    assert_nothing_left(res)
+
+
+def test_worker_error_stops_the_cluster_and_reports_it():
+    worker = dict(WORKER, steps=100000, step_sleep=0.02, fail_at_step=3, fail_rank=1)
+    res = launch({"kvstore": "dist_sync", "num_workers": 2, "worker": worker, "timeout": 120})
+    assert res["status"] == "error", res["message"]
+    assert res["dead"]["role"] == "worker" and res["dead"]["rank"] == 1
+    assert "injected failure at step 3" in res["message"]
+    assert res["teardown_seconds"] <= dist.KILL_WITHIN_SECONDS
+    assert_nothing_left(res)
+
+
+def test_overall_timeout_stops_everything():
+    worker = dict(WORKER, steps=100000, step_sleep=0.05)
+    res = launch({"kvstore": "dist_sync", "num_workers": 2, "worker": worker, "timeout": 4})
+    assert res["status"] == "timeout"
+    assert "timed out after 4 s" in res["message"]
+    assert_nothing_left(res)
