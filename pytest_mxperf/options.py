@@ -1,0 +1,168 @@
+"""Command-line option values: parsing and validation, without pytest.
+
+Every parser raises ``OptionError`` (a ValueError) with a one-line message naming the
+option; the plugin turns it into a pytest usage error before any worker starts.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import re
+from typing import FrozenSet, Optional, Sequence, Tuple
+
+from . import zoo
+from .workload import WorkloadError, parse_contexts
+
+DEFAULT_BATCH_SIZES = (1, 2, 4, 8, 16, 32)  # benchmark_score.py's grid
+DEFAULT_CTX_GROUPS = ("cpu", "gpu")
+FAIL_ON_CHOICES = ("none-measured", "no-baseline", "regression", "floor")
+MAX_BATCH = 65536
+
+
+class OptionError(ValueError):
+    """A malformed option value (one-line message)."""
+
+
+def parse_models(text: Optional[str]) -> Optional[Tuple[str, ...]]:
+    if text is None:
+        return None
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    if not names:
+        raise OptionError("--perf-models: empty list")
+    unknown = [n for n in names if n not in zoo.MODELS]
+    if unknown:
+        raise OptionError(f"--perf-models: unknown model {', '.join(map(repr, unknown))} "
+                          f"(known: {', '.join(zoo.model_names())})")
+    return tuple(dict.fromkeys(names))
+
+
+def parse_batch_sizes(text: Optional[str]) -> Optional[Tuple[int, ...]]:
+    if text is None:
+        return None
+    out = []
+    for part in text.split(","):
+        part = part.strip()
+        if not part:
+            continue
+        if not re.fullmatch(r"[+-]?\d+", part):
+            raise OptionError(f"--perf-batch-sizes: {part!r} is not an integer")
+        value = int(part)
+        if value < 1:
+            raise OptionError(f"--perf-batch-sizes: batch size must be at least 1, got {value}")
+        if value > MAX_BATCH:
+            raise OptionError(f"--perf-batch-sizes: batch size {value} is larger than {MAX_BATCH}")
+        out.append(value)
+    if not out:
+        raise OptionError("--perf-batch-sizes: empty list")
+    return tuple(dict.fromkeys(out))
+
+
+def parse_ctx_groups(values: Optional[Sequence[str]]) -> Tuple[Tuple[str, ...], ...]:
+    """Each --perf-ctx value is one context list (``cpu``, ``cpu:0,1``, ``gpu:0,1``)."""
+    values = list(values or DEFAULT_CTX_GROUPS)
+    groups = []
+    for v in values:
+        try:
+            groups.append(parse_contexts(v))
+        except WorkloadError as exc:
+            raise OptionError(f"--perf-ctx: {exc}") from None
+    return tuple(dict.fromkeys(groups))
+
+
+def parse_positive_float(name: str, text, *, allow_zero: bool = False) -> float:
+    try:
+        value = float(text)
+    except (TypeError, ValueError):
+        raise OptionError(f"{name}: {text!r} is not a number") from None
+    if not math.isfinite(value) or value < 0 or (value == 0 and not allow_zero):
+        raise OptionError(f"{name}: must be a {'non-negative' if allow_zero else 'positive'} number, got {text!r}")
+    return value
+
+
+def parse_positive_int(name: str, text) -> int:
+    if isinstance(text, int) and not isinstance(text, bool):
+        value = text
+    elif isinstance(text, str) and re.fullmatch(r"\s*\+?\d+\s*", text):
+        value = int(text)
+    else:
+        raise OptionError(f"{name}: {text!r} is not a positive integer")
+    if value < 1:
+        raise OptionError(f"{name}: must be at least 1, got {value}")
+    return value
+
+
+def parse_fraction(name: str, text) -> float:
+    value = parse_positive_float(name, text, allow_zero=True)
+    if value >= 1:
+        raise OptionError(f"{name}: must be a fraction in [0, 1), got {text!r}")
+    return value
+
+
+_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(i?b?)\s*$", re.IGNORECASE)
+
+
+def parse_memory(text) -> Optional[int]:
+    """``none`` -> no cap; ``default`` -> -1 (75% of RAM); ``12G``, ``512M``, bytes."""
+    if text is None:
+        return -1
+    t = str(text).strip().lower()
+    if t in ("none", "off", "0"):
+        return None
+    if t == "default":
+        return -1
+    m = _SIZE_RE.match(t)
+    if not m:
+        raise OptionError(f"--perf-memory-limit: {text!r} is not a size (e.g. 12G, 512M, none)")
+    number, unit = float(m.group(1)), m.group(2).lower()
+    scale = {"": 1, "k": 1024, "m": 1024 ** 2, "g": 1024 ** 3, "t": 1024 ** 4}[unit]
+    value = int(number * scale)
+    if value < 64 * 1024 ** 2:
+        raise OptionError(f"--perf-memory-limit: {text!r} is below 64M, too small to import MXNet")
+    return value
+
+
+def parse_fail_on(text: Optional[str]) -> FrozenSet[str]:
+    if not text:
+        return frozenset()
+    items = {p.strip() for p in text.split(",") if p.strip()}
+    unknown = items - set(FAIL_ON_CHOICES)
+    if unknown:
+        raise OptionError(f"--perf-fail-on: unknown policy {', '.join(sorted(unknown))} "
+                          f"(known: {', '.join(FAIL_ON_CHOICES)})")
+    return frozenset(items)
+
+
+@dataclasses.dataclass(frozen=True)
+class PerfOptions:
+    ctx_groups: Tuple[Tuple[str, ...], ...] = (("cpu:0",), ("gpu:0",))
+    ctx_explicit: bool = False
+    models: Optional[Tuple[str, ...]] = None
+    batch_sizes: Optional[Tuple[int, ...]] = None
+    processes: int = 2
+    time_budget: float = 1.5
+    timeout: float = 600.0
+    memory_limit: Optional[int] = -1
+    smoke: bool = False
+    include_slow: bool = False
+    floor_tolerance: float = 0.10
+    fail_on: FrozenSet[str] = frozenset()
+    python: Optional[str] = None
+    # baselines and verdicts
+    update_baselines: bool = False
+    baselines_dir: Optional[str] = None
+    machine: Optional[str] = None
+    min_effect: float = 0.05
+    baseline_processes: int = 5
+    confirm_processes: int = 5
+    report_dir: Optional[str] = None
+
+    def selected_models(self, allowed: Sequence[str]) -> Tuple[str, ...]:
+        if self.models is None:
+            return tuple(allowed)
+        return tuple(m for m in allowed if m in self.models)
+
+    def selected_batches(self, allowed: Sequence[int]) -> Tuple[int, ...]:
+        if self.batch_sizes is None:
+            return tuple(allowed)
+        return tuple(self.batch_sizes)

@@ -1,0 +1,295 @@
+"""pytest wiring: options, markers, fixtures and hooks. The logic lives in plain modules.
+
+Data flow: options -> Workload -> runner (fresh worker process) -> CellMeasurement ->
+floor / baseline verdict -> report. This process never imports mxnet.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Dict, List, Optional
+
+import pytest
+
+from . import options as opts
+from .fixture import Measurer, PerfSession
+
+MARKERS = {
+    "cpu": "measures on CPU contexts",
+    "gpu": "measures on GPU contexts (skipped with the reason when mx.context.num_gpus() is 0)",
+    "scoring": "forward-only throughput, as MXNet's benchmark_score.py",
+    "training": "forward, backward and optimizer update throughput",
+    "multi_device": "data parallel over several contexts",
+    "distributed": "distributed kvstore (ps-lite roles on 127.0.0.1)",
+    "slow": "heavy cells; deselected unless --perf-slow or a -m expression that names 'slow'",
+    "mxperf_grid(models=None, batch_sizes=None, slow=None): the model x batch grid of a test; "
+    "slow maps model -> smallest batch that is slow on CPU": "",
+}
+
+
+
+def pytest_addoption(parser):
+    g = parser.getgroup("mxperf", "MXNet performance gate (pytest-mxperf)")
+    g.addoption("--perf-ctx", action="append", default=None, metavar="CTX",
+                help="a context list to measure on: cpu, cpu:0,1, gpu:0, gpu:0,1 (repeatable; "
+                     "default: cpu and gpu, selected with -m cpu / -m gpu)")
+    g.addoption("--perf-models", default=None, metavar="A,B",
+                help="narrow the model grid to these zoo models")
+    g.addoption("--perf-batch-sizes", default=None, metavar="N,M",
+                help="batch sizes per device (default: 1,2,4,8,16,32 as benchmark_score.py)")
+    g.addoption("--perf-processes", default="2", metavar="N",
+                help="fresh worker processes per cell; the process is the unit of replication (default 2)")
+    g.addoption("--perf-time-budget", default="1.5", metavar="SEC",
+                help="timed seconds per worker process; rounds are sized to fit (default 1.5)")
+    g.addoption("--perf-timeout", default="600", metavar="SEC",
+                help="a worker still running after this is killed and its cell reports timeout (default 600)")
+    g.addoption("--perf-memory-limit", default="default", metavar="SIZE",
+                help="address-space cap per worker: e.g. 12G, none, default (75%% of RAM)")
+    g.addoption("--perf-smoke", action="store_true", default=False,
+                help="one short round per cell and one process: checks that the suite works, not speed")
+    g.addoption("--perf-slow", action="store_true", default=False,
+                help="also run cells marked slow")
+    g.addoption("--perf-floor-tolerance", default="0.10", metavar="FRAC",
+                help="tolerance below a published figure before a floor fails (default 0.10)")
+    g.addoption("--perf-fail-on", default="", metavar="POLICY",
+                help="make the session fail on: " + ", ".join(opts.FAIL_ON_CHOICES))
+    g.addoption("--perf-python", default=None, metavar="PATH",
+                help="python interpreter for the workers (another MXNet install)")
+    g.addoption("--perf-update-baselines", action="store_true", default=False,
+                help="record every measured cell into this machine's baseline file")
+    g.addoption("--perf-baselines-dir", default=None, metavar="DIR",
+                help="where machine baselines live (default: the repository's baselines/)")
+    g.addoption("--perf-machine", default=None, metavar="NAME",
+                help="use NAME as the machine id instead of the hardware fingerprint")
+    g.addoption("--perf-min-effect", default="0.05", metavar="FRAC",
+                help="smallest change reported as a regression or improvement (default 0.05)")
+    g.addoption("--perf-report", default=None, metavar="DIR",
+                help="write results.json and PNG plots to DIR")
+
+
+def _parse(config) -> opts.PerfOptions:
+    g = config.getoption
+    smoke = bool(g("--perf-smoke"))
+    processes = opts.parse_positive_int("--perf-processes", g("--perf-processes"))
+    return opts.PerfOptions(
+        ctx_groups=opts.parse_ctx_groups(g("--perf-ctx")),
+        ctx_explicit=g("--perf-ctx") is not None,
+        models=opts.parse_models(g("--perf-models")),
+        batch_sizes=opts.parse_batch_sizes(g("--perf-batch-sizes")),
+        processes=1 if smoke else processes,
+        time_budget=opts.parse_positive_float("--perf-time-budget", g("--perf-time-budget")),
+        timeout=opts.parse_positive_float("--perf-timeout", g("--perf-timeout")),
+        memory_limit=opts.parse_memory(g("--perf-memory-limit")),
+        smoke=smoke,
+        include_slow=bool(g("--perf-slow")),
+        floor_tolerance=opts.parse_fraction("--perf-floor-tolerance", g("--perf-floor-tolerance")),
+        fail_on=opts.parse_fail_on(g("--perf-fail-on")),
+        python=g("--perf-python"),
+        update_baselines=bool(g("--perf-update-baselines")),
+        baselines_dir=g("--perf-baselines-dir"),
+        machine=g("--perf-machine"),
+        min_effect=opts.parse_fraction("--perf-min-effect", g("--perf-min-effect")),
+        report_dir=g("--perf-report"),
+    )
+
+
+def pytest_configure(config):
+    for name, doc in MARKERS.items():
+        config.addinivalue_line("markers", f"{name}: {doc}" if doc else name)
+    try:
+        options = _parse(config)
+    except opts.OptionError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    session = PerfSession(options)
+    config._mxperf_session = session
+    if options.ctx_explicit:
+        # An explicit GPU list that this machine cannot satisfy is a usage error, said
+        # before anything is measured; with no GPU at all, GPU tests skip instead.
+        for group in options.ctx_groups:
+            if any(c.startswith("gpu") for c in group):
+                reason = session.gpu_unavailable_reason(group)
+                if reason and session.num_gpus > 0:
+                    raise pytest.UsageError(f"--perf-ctx {','.join(group)}: {reason}")
+
+
+def _session(config) -> PerfSession:
+    return config._mxperf_session
+
+
+def _ctx_id(group) -> str:
+    kind = group[0].split(":")[0]
+    return kind + "-".join(c.split(":")[1] for c in group)
+
+
+def pytest_generate_tests(metafunc):
+    session = _session(metafunc.config)
+    options = session.options
+    names = metafunc.fixturenames
+    if "ctx" in names:
+        params = [pytest.param(list(g), id=_ctx_id(g), marks=getattr(pytest.mark, g[0].split(":")[0]))
+                  for g in options.ctx_groups]
+        metafunc.parametrize("ctx", params)
+    grid = metafunc.definition.get_closest_marker("mxperf_grid")
+    kw = grid.kwargs if grid else {}
+    if "model" in names:
+        from . import zoo
+        allowed = kw.get("models") or zoo.model_names()
+        models = options.selected_models(allowed)
+        slow = kw.get("slow") or {}
+        batches = options.selected_batches(kw.get("batch_sizes") or opts.DEFAULT_BATCH_SIZES)
+        if "batch_size" in names:
+            params = []
+            for m in models:
+                for b in batches:
+                    marks = [pytest.mark.slow] if m in slow and b >= slow[m] else []
+                    params.append(pytest.param(m, b, id=f"{m}-b{b}", marks=marks))
+            metafunc.parametrize("model,batch_size", params)
+        else:
+            metafunc.parametrize("model", list(models))
+    elif "batch_size" in names:
+        batches = options.selected_batches(kw.get("batch_sizes") or opts.DEFAULT_BATCH_SIZES)
+        metafunc.parametrize("batch_size", list(batches), ids=[f"b{b}" for b in batches])
+
+
+def _markexpr_names_slow(config) -> bool:
+    expr = config.getoption("markexpr", "") or ""
+    return "slow" in expr
+
+
+def pytest_collection_modifyitems(session, config, items):
+    options = _session(config).options
+    measuring = [it for it in items if "mxperf" in getattr(it, "fixturenames", ())]
+    if measuring and getattr(config.option, "numprocesses", None) and \
+            getattr(config.option, "dist", "no") != "no":
+        raise pytest.UsageError("pytest-mxperf refuses pytest-xdist: cells must never run concurrently "
+                                "(run without -n)")
+    if options.include_slow or _markexpr_names_slow(config):
+        return
+    keep, drop = [], []
+    for it in items:
+        (drop if it.get_closest_marker("slow") else keep).append(it)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep
+        _session(config).deselected_slow = len(drop)
+
+
+@pytest.fixture(scope="session")
+def mxperf_session(request) -> PerfSession:
+    return _session(request.config)
+
+
+@pytest.fixture
+def mxperf(request, record_property, mxperf_session):
+    """Measure MXNet workloads in fresh worker processes; see Measurer."""
+    return Measurer(mxperf_session, request.node.nodeid, record_property=record_property,
+                    on_cell=lambda rec: _add_benchmark_record(request, rec),
+                    skip=pytest.skip, fail=lambda msg: pytest.fail(msg, pytrace=False))
+
+
+@pytest.fixture
+def zoo_model(model):
+    """The ModelSpec of the parametrised ``model`` (name, input shape, classes, FLOPs)."""
+    from . import zoo
+    return zoo.get_model(model)
+
+
+# -- pytest-benchmark integration ---------------------------------------------------------
+
+def _add_benchmark_record(request, rec) -> None:
+    """Hand a measured cell to pytest-benchmark, so --benchmark-json/--benchmark-autosave keep it.
+
+    Its ``benchmark`` fixture would time a callable inside this process (spawn + bind
+    included); instead we build its Metadata record from the worker's seconds per batch.
+    """
+    bs = getattr(request.config, "_benchmarksession", None)
+    cell = rec.cell
+    if bs is None or not cell.ok_runs:
+        return
+    try:
+        from pytest_benchmark.stats import Metadata
+    except ImportError:  # pragma: no cover
+        return
+
+    class _Origin:
+        name = request.node.name
+        fullname = request.node.nodeid
+        group = f"mxperf-{cell.workload.mode}"
+        param = getattr(getattr(request.node, "callspec", None), "id", None)
+        params = {k: (list(v) if isinstance(v, (list, tuple)) else v)
+                  for k, v in getattr(getattr(request.node, "callspec", None), "params", {}).items()}
+        cprofile_stats = None
+        has_error = False
+        extra_info = {
+            "cell": cell.workload.key(),
+            "images_per_s": cell.median,
+            "process_medians": cell.process_medians,
+            "batch_size": cell.workload.batch_size,
+            "total_batch": cell.workload.total_batch,
+            "contexts": list(cell.workload.contexts),
+            "mode": cell.workload.mode,
+            "unit": "seconds per batch",
+        }
+
+    k = max(r.batches_per_round for r in cell.ok_runs)
+    meta = Metadata(_Origin, iterations=k, options={"timer": "worker perf_counter", "min_rounds": 1})
+    for r in cell.ok_runs:
+        for s in r.seconds_per_batch:
+            meta.update(s)
+    bs.benchmarks.append(meta)
+
+
+def pytest_benchmark_update_machine_info(config, machine_info):
+    from . import hardware
+    machine_info["mxperf"] = {"hardware": hardware.summary()}
+
+
+def pytest_benchmark_update_json(config, benchmarks, output_json):
+    s = _session(config)
+    output_json["mxperf"] = {"cells": [r.to_dict() for r in s.records]}
+
+
+# -- end of session -----------------------------------------------------------------------
+
+def pytest_sessionfinish(session, exitstatus):
+    s = getattr(session.config, "_mxperf_session", None)
+    if s is None:
+        return
+    options = s.options
+    msgs: List[str] = []
+    measured = [r for r in s.records if r.cell.status == "ok"]
+    if not measured and (s.records or s.skipped_reasons):
+        reasons = sorted(set(s.skipped_reasons)) or ["every cell failed to measure"]
+        msgs.append(f"mxperf: nothing was measured ({'; '.join(reasons)})")
+        if "none-measured" in options.fail_on:
+            msgs.append("mxperf: --perf-fail-on none-measured: failing the session")
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+    s.end_messages = msgs
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    s = getattr(config, "_mxperf_session", None)
+    if s is None or not (s.records or s.findings or getattr(s, "end_messages", None)):
+        return
+    from . import hardware, report, topology
+    software = ""
+    for r in s.records:
+        for run in r.cell.runs:
+            if run.meta.get("mxnet_version"):
+                software = f"mxnet {run.meta['mxnet_version']}, python {run.meta.get('python')}, " \
+                           f"OpenMP threads {run.meta.get('threads', {}).get('openmp')}"
+                break
+        if software:
+            break
+    env = {}
+    for r in s.records:
+        for run in r.cell.runs:
+            env = run.meta.get("env") or env
+    context = {"hardware": hardware.summary(), "software": software,
+               "env": ", ".join(f"{k}={v}" for k, v in sorted(env.items())) or "(none recorded)",
+               "messages": getattr(s, "end_messages", [])}
+    terminalreporter.section("mxperf")
+    for line in report.summary_lines(s.records, s.findings, context):
+        terminalreporter.write_line(line)
+    if getattr(s, "deselected_slow", 0):
+        terminalreporter.write_line(f"mxperf: {s.deselected_slow} slow cells deselected (--perf-slow runs them)")
