@@ -1,0 +1,330 @@
+"""The baseline store: one human-readable JSON file per machine fingerprint.
+
+``<baselines dir>/<machine id>.json``::
+
+    {
+      "schema": 1,
+      "machine_id": "intel-xeon-processor-2c-4a84bda4",
+      "machine": {...fingerprint "hardware" of the last recording...},
+      "updated": "2026-11-22T02:40:00+00:00",
+      "cells": {
+        "score/resnet50_v2/b8/cpu:0/float32/threads=auto": {
+          "workload": {...Workload.to_dict()...},
+          "history": [ {recording}, ... ]        # oldest first, at most HISTORY (5) kept
+        }, ...
+      }
+    }
+
+A recording holds the per-process medians (the unit of replication, what verdicts use),
+their median and between-process spread, a summary of all per-round samples, the date,
+MXNet version and software facts, the recorded environment and thread pools, peak
+memory, and bind + first-batch seconds. Keys are sorted and indented so that a change
+reads well in ``git diff``.
+
+Writes are atomic (temporary file in the same directory, fsync, ``os.replace``) and
+serialised with ``filelock.FileLock("<file>.lock")``; ``update`` merges (cells not
+measured keep their history). A file that is corrupt, of an unknown or newer schema, or
+unreadable raises ``BaselineError`` with a one-line message naming the file and what to do,
+and is never overwritten (``update`` refuses too).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import math
+import os
+import statistics
+import tempfile
+from pathlib import Path
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Union
+
+from .samples import CellMeasurement, quantile
+
+SCHEMA_VERSION = 1
+HISTORY = 5
+LOCK_TIMEOUT = 120.0
+DEFAULT_DIRNAME = "baselines"
+
+PathLike = Union[str, os.PathLike]
+
+
+class BaselineError(Exception):
+    """A baseline file that cannot be used (one-line message naming the file and the fix)."""
+
+
+def default_dir() -> Path:
+    """``./baselines`` relative to the current directory (the plugin passes its rootdir's)."""
+    return Path.cwd() / DEFAULT_DIRNAME
+
+
+def baseline_path(machine_id: str, baselines_dir: Optional[PathLike] = None) -> Path:
+    from .fingerprint import validate_machine_name
+    try:
+        validate_machine_name(machine_id)
+    except ValueError as exc:
+        raise BaselineError(str(exc)) from None
+    return Path(baselines_dir if baselines_dir is not None else default_dir()) / f"{machine_id}.json"
+
+
+def now_iso() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+
+
+# ----------------------------------------------------------------------------- loading
+
+def _num_or_none(x) -> bool:
+    return x is None or (isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x))
+
+
+def _validate(doc: Any, path: Path) -> Dict[str, Any]:
+    fix = "restore it from version control (git checkout -- FILE) or delete it and re-record with --perf-update-baselines"
+
+    def bad(what: str) -> BaselineError:
+        return BaselineError(f"baseline file {path} is malformed ({what}); {fix.replace('FILE', str(path))}")
+
+    if not isinstance(doc, dict):
+        raise bad("top level is not an object")
+    schema = doc.get("schema")
+    if not isinstance(schema, int) or isinstance(schema, bool):
+        raise bad("no integer 'schema' field")
+    if schema > SCHEMA_VERSION:
+        raise BaselineError(f"baseline file {path} has schema {schema}, newer than this pytest-mxperf "
+                            f"understands ({SCHEMA_VERSION}); upgrade pytest-mxperf or use another --perf-baselines-dir")
+    if schema < 1:
+        raise BaselineError(f"baseline file {path} has unknown schema {schema}; delete it and re-record "
+                            "with --perf-update-baselines")
+    cells = doc.get("cells", {})
+    if not isinstance(cells, dict):
+        raise bad("'cells' is not an object")
+    for key, entry in cells.items():
+        if not isinstance(entry, dict):
+            raise bad(f"cell {key!r} is not an object")
+        if not isinstance(entry.get("workload", {}), dict):
+            raise bad(f"cell {key!r} has no workload object")
+        hist = entry.get("history", [])
+        if not isinstance(hist, list):
+            raise bad(f"cell {key!r} history is not a list")
+        for rec in hist:
+            if not isinstance(rec, dict):
+                raise bad(f"cell {key!r} has a recording that is not an object")
+            pm = rec.get("process_medians", [])
+            if not isinstance(pm, list) or not all(_num_or_none(v) and v is not None for v in pm):
+                raise bad(f"cell {key!r} has non-numeric process_medians")
+            for f in ("median", "peak_rss_bytes", "bind_seconds", "first_batch_seconds"):
+                if not _num_or_none(rec.get(f)):
+                    raise bad(f"cell {key!r} has a non-numeric {f}")
+            for f in ("env", "software", "spread", "rounds", "threads"):
+                if rec.get(f) is not None and not isinstance(rec.get(f), dict):
+                    raise bad(f"cell {key!r} has a {f} that is not an object")
+    if not isinstance(doc.get("machine", {}), dict):
+        raise bad("'machine' is not an object")
+    return doc
+
+
+def load_path(path: PathLike) -> Dict[str, Any]:
+    """Load and validate one baseline file. Raises BaselineError (one line) for any problem."""
+    path = Path(path)
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise BaselineError(f"baseline file {path} does not exist; record one with --perf-update-baselines") from None
+    except OSError as exc:
+        raise BaselineError(f"cannot read baseline file {path} ({exc.strerror or exc.__class__.__name__}); "
+                            "check that it is a readable file") from None
+    try:
+        doc = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        detail = str(exc).splitlines()[0][:120] if str(exc) else exc.__class__.__name__
+        raise BaselineError(f"baseline file {path} is corrupt (not valid JSON: {detail}); restore it from version "
+                            f"control (git checkout -- {path}) or delete it and re-record with --perf-update-baselines"
+                            ) from None
+    try:
+        return _validate(doc, path)
+    except RecursionError:
+        raise BaselineError(f"baseline file {path} is malformed (nested too deeply); delete it and re-record") from None
+
+
+def load(machine_id: str, baselines_dir: Optional[PathLike] = None) -> Optional[Dict[str, Any]]:
+    """The baseline document for ``machine_id``, or None when there is no file yet."""
+    path = baseline_path(machine_id, baselines_dir)
+    if not path.exists() and not path.is_symlink():
+        return None
+    return load_path(path)
+
+
+def latest_recording(doc: Optional[Mapping[str, Any]], key: str) -> Optional[Dict[str, Any]]:
+    """The newest recording of cell ``key`` that has per-process medians, or None."""
+    if not doc:
+        return None
+    entry = (doc.get("cells") or {}).get(key)
+    if not entry:
+        return None
+    for rec in reversed(entry.get("history") or []):
+        if rec.get("process_medians"):
+            return rec
+    return None
+
+
+def baseline_values(doc: Optional[Mapping[str, Any]], key: str) -> Optional[List[float]]:
+    """Per-process medians of the newest recording of ``key`` (what verdicts compare with)."""
+    rec = latest_recording(doc, key)
+    return list(rec["process_medians"]) if rec else None
+
+
+# ----------------------------------------------------------------------------- recordings
+
+def _median(values: Iterable[Optional[float]]) -> Optional[float]:
+    vals = [float(v) for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)]
+    return statistics.median(vals) if vals else None
+
+
+def summarize_cell(cell: CellMeasurement, software: Optional[Mapping[str, Any]] = None,
+                   date: Optional[str] = None, source: str = "measured") -> Dict[str, Any]:
+    """One recording (history entry) from a CellMeasurement's successful processes."""
+    ok = cell.ok_runs
+    rounds = [s for r in ok for s in r.samples]
+    metas = [r.meta or {} for r in ok]
+    first = metas[0] if metas else {}
+    rec: Dict[str, Any] = {
+        "date": date or now_iso(),
+        "source": source,
+        "process_medians": [round(float(m), 6) for m in cell.process_medians],
+        "median": cell.median,
+        "spread": cell.spread,
+        "rounds": ({"n": len(rounds), "median": statistics.median(rounds), "q1": quantile(rounds, 0.25),
+                    "q3": quantile(rounds, 0.75), "min": min(rounds), "max": max(rounds)} if rounds else None),
+        "mxnet_version": first.get("mxnet_version") or (software or {}).get("mxnet_version"),
+        "software": dict(software) if software else None,
+        "env": first.get("env", {}),
+        "env_defaults_applied": first.get("env_defaults_applied", {}),
+        "threads": first.get("threads") if isinstance(first.get("threads"), dict) else None,
+        "peak_rss_bytes": max((m["peak_rss_bytes"] for m in metas if isinstance(m.get("peak_rss_bytes"), (int, float))),
+                              default=None),
+        "bind_seconds": _median(m.get("bind_seconds") for m in metas),
+        "first_batch_seconds": _median(m.get("first_batch_seconds") for m in metas),
+        "cpu_utilization": _median(m.get("cpu_utilization") for m in metas),
+        "n_processes": len(ok),
+        "n_failed": len(cell.runs) - len(ok),
+    }
+    return rec
+
+
+def _dumps(doc: Mapping[str, Any]) -> str:
+    return json.dumps(doc, indent=1, sort_keys=True, allow_nan=False) + "\n"
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` so that readers see the old or the new content, never a mix:
+    a temporary file in the same directory, flush + fsync, ``os.replace``, then fsync the dir."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=str(path.parent), prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    try:
+        dfd = os.open(str(path.parent), os.O_RDONLY)
+        try:
+            os.fsync(dfd)
+        finally:
+            os.close(dfd)
+    except OSError:  # pragma: no cover - some filesystems refuse directory fsync
+        pass
+
+
+def _lock(path: Path):
+    from filelock import FileLock
+    return FileLock(str(path) + ".lock", timeout=LOCK_TIMEOUT)
+
+
+def merge_recordings(doc: Dict[str, Any], recordings: Mapping[str, Mapping[str, Any]],
+                     workloads: Mapping[str, Mapping[str, Any]], history: int = HISTORY) -> Dict[str, Any]:
+    """Append each recording to its cell's history (keeping the newest ``history``); other cells untouched."""
+    cells = doc.setdefault("cells", {})
+    for key, rec in recordings.items():
+        entry = cells.setdefault(key, {"workload": dict(workloads.get(key, {})), "history": []})
+        if workloads.get(key):
+            entry["workload"] = dict(workloads[key])
+        entry.setdefault("history", []).append(dict(rec))
+        if history > 0:
+            entry["history"] = entry["history"][-history:]
+    return doc
+
+
+def write_recordings(machine_id: str, recordings: Mapping[str, Mapping[str, Any]],
+                     workloads: Mapping[str, Mapping[str, Any]], machine: Optional[Mapping[str, Any]] = None,
+                     baselines_dir: Optional[PathLike] = None, history: int = HISTORY) -> Path:
+    """Merge prepared recordings into ``<dir>/<machine_id>.json`` under the lock, atomically."""
+    path = baseline_path(machine_id, baselines_dir)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with _lock(path):
+        if path.exists() or path.is_symlink():
+            doc = load_path(path)  # refuses (BaselineError) to touch a corrupt / newer file
+        else:
+            doc = {"schema": SCHEMA_VERSION, "machine_id": machine_id, "cells": {}}
+        merge_recordings(doc, recordings, workloads, history)
+        doc["schema"] = SCHEMA_VERSION
+        doc["machine_id"] = machine_id
+        if machine:
+            doc["machine"] = dict(machine.get("hardware", machine)) if isinstance(machine, Mapping) else machine
+        doc["updated"] = now_iso()
+        atomic_write_text(path, _dumps(doc))
+    return path
+
+
+def update(machine_id: str, cells: Sequence[CellMeasurement], machine: Optional[Mapping[str, Any]] = None,
+           software: Optional[Mapping[str, Any]] = None, *, baselines_dir: Optional[PathLike] = None,
+           history: int = HISTORY, date: Optional[str] = None) -> Path:
+    """Record measured cells into the machine's baseline file (``--perf-update-baselines``).
+
+    Merges: cells not in ``cells`` keep their history; a measured cell gets one new recording
+    (oldest dropped beyond ``history``). Cells without any successful process are skipped.
+    ``machine`` is the fingerprint (its ``hardware`` part is stored); ``software`` the
+    session's software facts (mxnet_version, features, cuda, cudnn, gpu_driver).
+    Returns the file's path. Raises BaselineError for an existing unusable file.
+    """
+    recs, wls = {}, {}
+    for cell in cells:
+        if not cell.ok_runs:
+            continue
+        key = cell.workload.key()
+        recs[key] = summarize_cell(cell, software, date)
+        wls[key] = cell.workload.to_dict()
+    return write_recordings(machine_id, recs, wls, machine, baselines_dir, history)
+
+
+def promote(results_json_path: PathLike, *, baselines_dir: Optional[PathLike] = None,
+            machine_id: Optional[str] = None, history: int = HISTORY) -> Dict[str, Any]:
+    """Record a CI run's results.json into the baseline without measuring again.
+
+    The machine id is ``machine_id`` (``--machine``) or the one stored in the results file.
+    Returns {"path", "machine_id", "promoted": [keys], "skipped": [keys]}.
+    Raises BaselineError (bad baseline file) or results.ResultsError (bad results file).
+    """
+    from . import results as _results
+    doc = _results.load_results(results_json_path)
+    machine = doc.get("machine") or {}
+    mid = machine_id or machine.get("id")
+    if not mid:
+        raise BaselineError(f"results file {results_json_path} names no machine id; pass --machine NAME")
+    software = (doc.get("session") or {}).get("software")
+    date = (doc.get("session") or {}).get("date")
+    recs, wls, skipped = {}, {}, []
+    for cell in _results.record_cells(doc):
+        key = cell.workload.key()
+        if not cell.ok_runs:
+            skipped.append(key)
+            continue
+        recs[key] = summarize_cell(cell, software, date, source=f"promoted from {Path(results_json_path).name}")
+        wls[key] = cell.workload.to_dict()
+    path = write_recordings(mid, recs, wls, machine, baselines_dir, history)
+    return {"path": path, "machine_id": mid, "promoted": sorted(recs), "skipped": sorted(skipped)}

@@ -1,0 +1,127 @@
+"""Offline, benchstat-like comparison of two session results, and baseline promotion.
+
+    python -m pytest_mxperf.compare OLD.json NEW.json [--min-effect 0.05] [--fdr 0.05]
+    python -m pytest_mxperf.compare promote RESULT.json [--baselines-dir D] [--machine NAME]
+
+The comparison uses exactly the statistics of ``verdict.judge_session`` (per-process medians,
+threshold ``max(min_effect, noise allowance)``, one-sided Mann-Whitney, Benjamini-Hochberg
+across the compared cells). Exit codes: 0 no regression, 1 at least one regression,
+2 bad input (one-line message on stderr).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any, Dict, List, Optional, Sequence
+
+from . import verdict as V
+from .results import ResultsError, load_results, records_by_key
+
+
+def _spread_pct(rec: Dict[str, Any]) -> str:
+    sp = rec.get("spread") or {}
+    rel = sp.get("rel")
+    return f"±{100 * rel:.0f}%" if isinstance(rel, (int, float)) else "    "
+
+
+def _fmt_side(rec: Optional[Dict[str, Any]]) -> str:
+    if not rec or rec.get("median") is None:
+        return "-"
+    return f"{rec['median']:.4g} {_spread_pct(rec)} n={len(rec.get('process_medians') or [])}"
+
+
+def _first_meta(rec: Optional[Dict[str, Any]]) -> Dict[str, Any]:
+    for run in (rec or {}).get("runs", []):
+        if run.get("status") == "ok":
+            return run.get("meta") or {}
+    return {}
+
+
+def compare_docs(old: Dict[str, Any], new: Dict[str, Any], *, min_effect: float = V.MIN_EFFECT,
+                 q: float = V.FDR_Q) -> Dict[str, V.Verdict]:
+    """key -> Verdict for every cell in ``new`` (old side: the same key in ``old``)."""
+    olds, news = records_by_key(old), records_by_key(new)
+    pairs = {k: (news[k].get("process_medians") or [], (olds.get(k) or {}).get("process_medians"))
+             for k in news}
+    out = V.judge_session(pairs, min_effect=min_effect, q=q)
+    for k, v in out.items():
+        mo, mn = _first_meta(olds.get(k)), _first_meta(news.get(k))
+        if mo and mn:
+            v.env_diff = V.env_diff(mn.get("env"), mo.get("env")) + V.version_diff(
+                {"mxnet_version": mn.get("mxnet_version")}, {"mxnet_version": mo.get("mxnet_version")})
+    return out
+
+
+def format_table(old: Dict[str, Any], new: Dict[str, Any], verdicts: Dict[str, V.Verdict]) -> str:
+    olds, news = records_by_key(old), records_by_key(new)
+    rows = [("cell", "old img/s", "new img/s", "change", "p", "verdict")]
+    for k, v in verdicts.items():
+        rows.append((k, _fmt_side(olds.get(k)), _fmt_side(news.get(k)),
+                     "-" if v.change is None else f"{100 * v.change:+.1f}%",
+                     "-" if v.p_value is None else f"{v.p_value:.3g}", v.kind))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
+    for k, v in verdicts.items():
+        if v.kind in ("regression", "improvement", "suspect") or v.env_diff:
+            lines.append(f"{k}: {v.reason}")
+            lines.extend(f"    {d}" for d in v.env_diff)
+    gone = sorted(set(olds) - set(news))
+    if gone:
+        lines.append(f"only in old: {', '.join(gone)}")
+    return "\n".join(lines)
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        if argv and argv[0] == "promote":
+            return _promote(argv[1:])
+        return _compare(argv)
+    except (ResultsError, ValueError) as exc:
+        print(f"pytest_mxperf.compare: {str(exc).splitlines()[0] if str(exc) else exc}", file=sys.stderr)
+        return 2
+    except Exception as exc:  # BaselineError and anything else: one line, exit 2
+        from .baselines import BaselineError
+        if isinstance(exc, BaselineError):
+            print(f"pytest_mxperf.compare: {exc}", file=sys.stderr)
+            return 2
+        raise
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # one line, exit 2 (argparse prints usage otherwise)
+        print(f"pytest_mxperf.compare: {message}", file=sys.stderr)
+        raise SystemExit(2)
+
+
+def _compare(argv: List[str]) -> int:
+    ap = _Parser(prog="python -m pytest_mxperf.compare",
+                 description="Compare two pytest-mxperf results.json files (old, new).")
+    ap.add_argument("old")
+    ap.add_argument("new")
+    ap.add_argument("--min-effect", type=float, default=V.MIN_EFFECT)
+    ap.add_argument("--fdr", type=float, default=V.FDR_Q, help="Benjamini-Hochberg rate")
+    args = ap.parse_args(argv)
+    old, new = load_results(args.old), load_results(args.new)
+    verdicts = compare_docs(old, new, min_effect=args.min_effect, q=args.fdr)
+    print(format_table(old, new, verdicts))
+    return 1 if any(v.kind == "regression" for v in verdicts.values()) else 0
+
+
+def _promote(argv: List[str]) -> int:
+    from .baselines import promote
+    ap = _Parser(prog="python -m pytest_mxperf.compare promote",
+                 description="Record a CI run's results.json into the baseline without measuring again.")
+    ap.add_argument("results")
+    ap.add_argument("--baselines-dir", default=None)
+    ap.add_argument("--machine", default=None, help="machine id (default: the one in the results file)")
+    args = ap.parse_args(argv)
+    out = promote(args.results, baselines_dir=args.baselines_dir, machine_id=args.machine)
+    print(f"promoted {len(out['promoted'])} cell(s) into {out['path']}"
+          + (f"; skipped {len(out['skipped'])} without a successful process" if out["skipped"] else ""))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
