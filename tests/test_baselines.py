@@ -157,11 +157,11 @@ WRITER = textwrap.dedent("""
     from pathlib import Path
     from pytest_mxperf import baselines as B
     path = Path(sys.argv[1])
-    contents = [json.loads(Path(p).read_text()) for p in sys.argv[2:4]]
+    texts = [B._dumps(json.loads(Path(p).read_text())) for p in sys.argv[2:4]]
     print("ready", flush=True)
     i = 0
     while True:
-        B.atomic_write_text(path, B._dumps(contents[i % 2]))
+        B.atomic_write_text(path, texts[i % 2])
         i += 1
 """)
 
@@ -179,12 +179,13 @@ def test_sigkill_during_writes_leaves_old_or_new_content(tmp_path):
     B.atomic_write_text(target, B._dumps(a))
     assert target.stat().st_size > 500_000
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    for delay in (0.7, 1.1, 1.6):  # three kills at different moments of the write loop
+    mid_write_kills = 0
+    for attempt in range(12):  # kill at different moments until a kill provably hit a write
         proc = subprocess.Popen([sys.executable, "-c", WRITER, str(target), str(tmp_path / "a.src"),
                                  str(tmp_path / "b.src")], env=env, stdout=subprocess.PIPE)
         try:
             assert proc.stdout.readline().strip() == b"ready"
-            time.sleep(delay)  # several complete writes, and (very likely) one in progress
+            time.sleep(0.3 + 0.137 * attempt)
         finally:
             proc.send_signal(signal.SIGKILL)
             proc.wait()
@@ -192,6 +193,13 @@ def test_sigkill_during_writes_leaves_old_or_new_content(tmp_path):
         assert proc.returncode == -signal.SIGKILL
         doc = B.load_path(target)
         assert doc in (a, b)
+        leftovers = list(tmp_path.glob(".m.json.*.tmp"))  # a temp file left = killed mid-write
+        for p in leftovers:
+            p.unlink()
+        mid_write_kills += bool(leftovers)
+        if mid_write_kills >= 2:
+            break
+    assert mid_write_kills >= 1, "no kill landed during a write; the test proved nothing"
 
 
 # ----------------------------------------------------------------------------- locking
