@@ -128,7 +128,7 @@ def parse_fail_on(text: Optional[str]) -> FrozenSet[str]:
     items = {p.strip() for p in text.split(",") if p.strip()}
     unknown = items - set(FAIL_ON_CHOICES)
     if unknown:
-        raise OptionError(f"--perf-fail-on: unknown policy {', '.join(sorted(unknown))} "
+        raise OptionError(f"--perf-fail-on: unknown policy {', '.join(sorted(map(repr, unknown)))} "
                           f"(known: {', '.join(FAIL_ON_CHOICES)})")
     return frozenset(items)
 

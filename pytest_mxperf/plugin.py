@@ -100,6 +100,9 @@ def pytest_configure(config):
         options = _parse(config)
     except opts.OptionError as exc:
         raise pytest.UsageError(str(exc)) from None
+    if getattr(config.option, "numprocesses", None) or getattr(config.option, "dist", "no") != "no":
+        raise pytest.UsageError("pytest-mxperf refuses pytest-xdist: measurements must never run "
+                                "concurrently on one machine (run without -n/--dist)")
     session = PerfSession(options)
     config._mxperf_session = session
     if options.ctx_explicit:
@@ -158,11 +161,6 @@ def _markexpr_names_slow(config) -> bool:
 
 def pytest_collection_modifyitems(session, config, items):
     options = _session(config).options
-    measuring = [it for it in items if "mxperf" in getattr(it, "fixturenames", ())]
-    if measuring and getattr(config.option, "numprocesses", None) and \
-            getattr(config.option, "dist", "no") != "no":
-        raise pytest.UsageError("pytest-mxperf refuses pytest-xdist: cells must never run concurrently "
-                                "(run without -n)")
     if options.include_slow or _markexpr_names_slow(config):
         return
     keep, drop = [], []

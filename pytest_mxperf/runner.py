@@ -156,6 +156,8 @@ def run_process(command: Sequence[str], spec: Dict, *, timeout: float = DEFAULT_
                 payload = None
 
     last = tail[-1] if tail else "(no output)"
+    from .worker import looks_like_oom
+    oom_line = next((ln.strip() for ln in tail if looks_like_oom(ln)), None)
 
     def outcome(status, message):
         return ProcessOutcome(status, message, payload, tail, rc, wall)
@@ -163,15 +165,14 @@ def run_process(command: Sequence[str], spec: Dict, *, timeout: float = DEFAULT_
     if timed_out:
         return outcome("timeout", f"worker timed out after {timeout:g} s; last output: {last}")
     if payload is None or not isinstance(payload, dict):
-        from .worker import looks_like_oom
         if rc is not None and rc < 0:
             sig = _signal_name(-rc)
-            if looks_like_oom("\n".join(tail)):
-                return outcome("oom", f"worker ran out of memory ({sig}): {last}")
+            if oom_line:
+                return outcome("oom", f"worker ran out of memory ({sig}): {oom_line}")
             hint = " (possibly the kernel's OOM killer)" if -rc == signal.SIGKILL else ""
             return outcome("crash", f"worker killed by {sig}{hint}; last output: {last}")
-        if looks_like_oom("\n".join(tail)):
-            return outcome("oom", f"worker ran out of memory: {last}")
+        if oom_line:
+            return outcome("oom", f"worker ran out of memory: {oom_line}")
         return outcome("crash", f"worker exited with code {rc} and no result; last output: {last}")
     return outcome(str(payload.get("status", "error")), str(payload.get("message", "")))
 

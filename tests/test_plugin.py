@@ -1,0 +1,113 @@
+"""The pytest wiring, end to end in a separate pytest process (pytester)."""
+
+import importlib.util
+import json
+import xml.etree.ElementTree as ET
+
+import pytest
+
+USER_TEST = """
+import pytest
+
+@pytest.mark.mxperf_grid(models=("lenet",), batch_sizes=(8,))
+def test_lenet(mxperf, ctx, model, batch_size):
+    cell = mxperf.measure(model, batch_size, contexts=ctx)
+    mxperf.expect_ok(cell)
+    assert cell.median > 0
+"""
+
+
+def _run(pytester, *args):
+    return pytester.runpytest_subprocess("-p", "no:cacheprovider", *args)
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["--perf-models", "lenet,resnet9000"], "unknown model 'resnet9000'"),
+    (["--perf-batch-sizes", "8,0"], "batch size must be at least 1"),
+    (["--perf-batch-sizes", "-2"], "batch size must be at least 1"),
+    (["--perf-batch-sizes", "eight"], "is not an integer"),
+    (["--perf-processes", "0"], "--perf-processes"),
+    (["--perf-time-budget", "soon"], "--perf-time-budget"),
+    (["--perf-ctx", "tpu:0"], "--perf-ctx"),
+    (["--perf-fail-on", "sunrise"], "--perf-fail-on"),
+])
+def test_bad_options_are_usage_errors_before_any_measurement(pytester, args, needle):
+    pytester.makepyfile(test_user=USER_TEST.replace("mxperf.measure", "1/0; mxperf.measure"))
+    result = _run(pytester, *args)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert needle in result.stderr.str()
+    assert "passed" not in result.stdout.str() and "failed" not in result.stdout.str()
+
+
+def test_measuring_fixture_records_junit_properties_and_benchmark_json(pytester):
+    pytester.makepyfile(test_user=USER_TEST)
+    result = _run(pytester, "-m", "cpu", "--perf-smoke", "-W", "error", "--junitxml=junit.xml",
+                  "-o", "junit_family=xunit1", "--benchmark-json=bench.json")
+    result.assert_outcomes(passed=1, deselected=1)
+    out = result.stdout.str()
+    assert "score lenet b8 cpu:0" in out  # the session report row
+    tree = ET.parse(pytester.path / "junit.xml")
+    props = {p.get("name"): p.get("value") for p in tree.iter("property")}
+    assert float(props["mxperf_median_per_s"]) > 0
+    assert props["mxperf_cell"] == "score/lenet/b8/cpu:0/float32/threads=auto"
+    bench = json.loads((pytester.path / "bench.json").read_text())
+    cells = [b for b in bench["benchmarks"] if b["extra_info"].get("cell")]
+    assert len(cells) == 1 and cells[0]["extra_info"]["images_per_s"] > 0
+    assert cells[0]["stats"]["median"] > 0  # seconds per batch, measured in the worker
+    assert "mxperf" in bench["machine_info"]
+
+
+def test_gpu_selection_without_gpu_skips_with_reason_and_policy_can_fail(pytester):
+    pytester.makepyfile(test_user=USER_TEST)
+    result = _run(pytester, "-m", "gpu", "-rs")
+    if "no GPU here" not in result.stdout.str():  # pragma: no cover - a machine with a GPU
+        pytest.skip("this machine has a GPU")
+    result.assert_outcomes(skipped=1, deselected=1)
+    assert "mx.context.num_gpus() is 0" in result.stdout.str()
+    assert "nothing was measured" in result.stdout.str()
+    assert result.ret == 0
+    strict = _run(pytester, "-m", "gpu", "--perf-fail-on", "none-measured")
+    assert strict.ret == pytest.ExitCode.TESTS_FAILED
+    assert "nothing was measured" in strict.stdout.str()
+
+
+def test_slow_cells_are_deselected_unless_asked_for(pytester):
+    pytester.makepyfile(test_user="""
+import pytest
+
+@pytest.mark.mxperf_grid(models=("lenet", "mlp"), batch_sizes=(1, 64), slow={"mlp": 64})
+def test_grid(model, batch_size):
+    pass
+""")
+    result = _run(pytester)
+    result.assert_outcomes(passed=3, deselected=1)
+    result = _run(pytester, "--perf-slow")
+    result.assert_outcomes(passed=4)
+    result = _run(pytester, "--perf-models", "mlp", "--perf-batch-sizes", "64", "--perf-slow")
+    result.assert_outcomes(passed=1)
+
+
+def test_a_failing_worker_fails_its_test_with_the_reason(pytester):
+    pytester.makepyfile(test_user=USER_TEST)
+    # An address-space cap far too small for a worker that imports MXNet.
+    result = _run(pytester, "-m", "cpu", "--perf-smoke", "--perf-memory-limit", "200M")
+    result.assert_outcomes(failed=1, deselected=1)
+    out = result.stdout.str()
+    assert "score/lenet/b8" in out and ("oom" in out or "crash" in out or "error" in out)
+
+
+@pytest.mark.skipif(importlib.util.find_spec("xdist") is None, reason="pytest-xdist is not installed")
+def test_xdist_is_refused(pytester):
+    pytester.makepyfile(test_user=USER_TEST)
+    result = _run(pytester, "-n", "2")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "refuses pytest-xdist" in result.stderr.str()
+
+
+def test_zoo_model_fixture(pytester):
+    pytester.makepyfile(test_user="""
+def test_spec(zoo_model):
+    assert zoo_model.num_classes in (10, 1000)
+""")
+    result = _run(pytester, "--perf-models", "lenet,alexnet")
+    result.assert_outcomes(passed=2)

@@ -1,0 +1,149 @@
+"""The isolated measurement engine: real workers for the threading facts, stand-ins for faults."""
+
+import os
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from pytest_mxperf import runner, topology
+from pytest_mxperf.workload import Workload
+
+FAULT = [sys.executable, str(Path(__file__).with_name("fault_worker.py"))]
+LENET = Workload("lenet", batch_size=8)
+
+
+def _env(**extra):
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OMP_", "MXNET_", "KMP_"))}
+    env.update(extra)
+    return env
+
+
+@pytest.mark.parametrize("threads", ["1", "2"])
+def test_user_omp_threads_reach_the_worker_and_are_recorded(threads):
+    r = runner.run_workload(LENET, smoke=True, env=_env(OMP_NUM_THREADS=threads), timeout=120)
+    assert r.status == "ok", r.message
+    # threadpoolctl, inside the worker, reads MXNet's libgomp pool
+    assert r.meta["threads"]["openmp"] == int(threads)
+    assert r.meta["env"]["OMP_NUM_THREADS"] == threads
+    assert r.meta["env_defaults_applied"] == {}
+
+
+def test_unset_threads_are_filled_with_physical_cores():
+    r = runner.run_workload(LENET, smoke=True, env=_env(MXNET_SUBGRAPH_BACKEND="NONE"), timeout=120)
+    assert r.status == "ok", r.message
+    cores = topology.available_physical_cores()
+    assert r.meta["env_defaults_applied"] == {"OMP_NUM_THREADS": str(cores)}
+    assert r.meta["threads"]["openmp"] == cores
+    assert r.meta["env"]["MXNET_SUBGRAPH_BACKEND"] == "NONE"
+    assert r.meta["mxnet_version"] and isinstance(r.meta["features"], list)
+    assert r.meta["bind_seconds"] > 0 and r.meta["first_batch_seconds"] > 0
+    assert r.meta["peak_rss_bytes"] > 0
+
+
+def test_a_measurement_has_warmup_rounds_and_samples():
+    r = runner.run_workload(LENET, time_budget=0.5, env=_env(), timeout=120)
+    assert r.status == "ok", r.message
+    assert len(r.round_seconds) >= 5 and r.batches_per_round >= 1
+    assert r.meta["warmup_batches"] >= 3  # first batch + at least two untimed warm-up batches
+    assert r.median == pytest.approx(8 / (sorted(r.seconds_per_batch)[len(r.seconds_per_batch) // 2]), rel=0.5)
+    assert all(s > 0 for s in r.samples)
+
+
+def test_python_warnings_as_errors_do_not_break_the_worker():
+    r = runner.run_workload(LENET, smoke=True, env=_env(PYTHONWARNINGS="error"), timeout=120)
+    assert r.status == "ok", r.message
+
+
+def test_training_mode_runs_forward_backward_update():
+    r = runner.run_workload(Workload("lenet", mode="train", batch_size=8), smoke=True, env=_env(), timeout=120)
+    assert r.status == "ok", r.message
+    assert r.median > 0
+
+
+def test_gpu_context_without_gpu_is_unavailable_not_a_crash():
+    r = runner.run_workload(Workload("lenet", contexts=("gpu:0",)), smoke=True, env=_env(), timeout=120)
+    if r.status == "ok":  # pragma: no cover - a machine with a GPU
+        pytest.skip("this machine has a GPU")
+    assert r.status == "unavailable"
+    assert "GPU" in r.message
+
+
+def test_unknown_model_in_a_spec_is_a_clear_error():
+    spec = runner.make_spec(LENET, smoke=True)
+    spec["workload"]["model"] = "nope"
+    env, _ = runner.build_env(LENET, _env())
+    r = runner.run_spec(spec, LENET, timeout=120, env=env)
+    assert r.status == "error"
+    assert "nope" in r.message and "\n" not in r.message
+
+
+def test_real_out_of_memory_is_reported_as_oom():
+    w = Workload("resnet152_v2", batch_size=32)
+    r = runner.run_workload(w, smoke=True, memory_limit=1_500_000_000, env=_env(), timeout=300)
+    assert r.status == "oom", (r.status, r.message)
+    assert "alloc" in r.message.lower() or "memory" in r.message.lower()
+    assert r.stderr_tail
+
+
+def _fault(mode, timeout=60, tmp_path=None):
+    env, _ = runner.build_env(LENET, _env())
+    return runner.run_spec({"workload": LENET.to_dict()}, LENET, timeout=timeout, env=env,
+                           command=FAULT + [mode])
+
+
+def test_segfault_reports_crash_with_last_stderr_lines():
+    r = _fault("segfault")
+    assert r.status == "crash"
+    assert "SIGSEGV" in r.message
+    assert any("about to segfault" in ln for ln in r.stderr_tail)
+
+
+def _child_pid_from(tail):
+    for ln in tail:
+        if "hanging with child" in ln:
+            return int(ln.rsplit(" ", 1)[1])
+    return None
+
+
+def test_hang_reports_timeout_near_its_limit_and_leaves_no_process():
+    t0 = time.monotonic()
+    r = _fault("hang", timeout=3)
+    elapsed = time.monotonic() - t0
+    assert r.status == "timeout"
+    assert "timed out after 3 s" in r.message
+    assert elapsed < 3 + 15  # the suite is never held hostage by a hung worker
+    child = _child_pid_from(r.stderr_tail)
+    assert child is not None
+    time.sleep(0.2)
+    assert not psutil.pid_exists(child) or psutil.Process(child).status() == psutil.STATUS_ZOMBIE
+
+
+def test_children_left_by_a_finished_worker_are_reaped():
+    before = {p.pid for p in psutil.Process().children(recursive=True)}
+    r = _fault("orphan")
+    assert r.status == "ok"
+    time.sleep(0.2)
+    after = {p.pid for p in psutil.Process().children(recursive=True) if p.status() != psutil.STATUS_ZOMBIE}
+    assert after <= before
+
+
+@pytest.mark.parametrize("mode,status,needle", [
+    ("exit3", "crash", "code 3"),
+    ("garbage", "crash", "no result"),
+    ("oom-abort", "oom", "bad_alloc"),
+])
+def test_other_deaths_are_classified(mode, status, needle):
+    r = _fault(mode)
+    assert r.status == status
+    assert needle in r.message
+    assert "\n" not in r.message
+
+
+def test_probe_reports_mxnet_without_importing_it_here():
+    info = runner.probe()
+    assert info["status"] == "ok"
+    assert info["num_gpus"] >= 0
+    assert "mxnet" not in sys.modules

@@ -1,0 +1,141 @@
+"""Plain logic: workload specs, samples, topology, floors, options."""
+
+import dataclasses
+
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from pytest_mxperf import options as opts, topology
+from pytest_mxperf.fixture import judge_floor
+from pytest_mxperf.samples import CellMeasurement, RunResult, quantile
+from pytest_mxperf.tables import Floor
+from pytest_mxperf.workload import Workload, WorkloadError, parse_contexts
+
+
+def test_workload_is_hashable_and_round_trips():
+    w = Workload("resnet50_v2", batch_size=8, contexts=("cpu:0", "cpu:1"), mode="train", kvstore="device")
+    assert hash(w) == hash(Workload.from_dict(w.to_dict()))
+    assert Workload.from_dict(w.to_dict()) == w
+    assert w.total_batch == 16
+    assert w.key() == "train/resnet50_v2/b8/cpu:0,cpu:1/float32/threads=auto/opt=sgd/kv=device"
+
+
+@pytest.mark.parametrize("bad", [dict(batch_size=0), dict(batch_size=-3), dict(mode="fly"),
+                                 dict(contexts=("cpu:0", "gpu:0")), dict(threads="lots"), dict(dtype="int3")])
+def test_impossible_workloads_are_refused(bad):
+    with pytest.raises(WorkloadError):
+        Workload("lenet", **bad)
+
+
+def test_parse_contexts():
+    assert parse_contexts("cpu") == ("cpu:0",)
+    assert parse_contexts("gpu:0,1") == ("gpu:0", "gpu:1")
+    assert parse_contexts("cpu:0,cpu:1") == ("cpu:0", "cpu:1")
+    for bad in ("", "tpu:0", "cpu:x", "cpu:0,gpu:1", "cpu:0,0"):
+        with pytest.raises(WorkloadError):
+            parse_contexts(bad)
+
+
+def _run(seconds, k=1, batch=8, status="ok"):
+    return RunResult(Workload("lenet", batch_size=batch), status, batches_per_round=k, round_seconds=seconds)
+
+
+def test_throughput_comes_from_the_median_time_per_batch():
+    r = _run([0.2, 0.4, 1.0], k=2, batch=8)  # per batch 0.1, 0.2, 0.5 s
+    assert r.median == pytest.approx(8 / 0.2)
+    assert r.samples == pytest.approx([80, 40, 16])
+
+
+def test_cell_statistics_use_processes_as_replicates():
+    cell = CellMeasurement(Workload("lenet", batch_size=8), [_run([0.1] * 5), _run([0.2] * 5), _run([0.4] * 5)])
+    assert cell.process_medians == pytest.approx([80, 40, 20])
+    assert cell.median == pytest.approx(40)
+    assert cell.spread["basis"] == "processes" and cell.spread["n"] == 3
+    one = CellMeasurement(Workload("lenet", batch_size=8), [_run([0.1, 0.2, 0.4])])
+    assert one.spread["basis"] == "rounds"
+    failed = CellMeasurement(Workload("lenet"), [RunResult(Workload("lenet"), "timeout", message="t")])
+    assert failed.status == "timeout" and failed.median is None and failed.spread is None
+    assert CellMeasurement.from_dict(cell.to_dict()).process_medians == pytest.approx(cell.process_medians)
+
+
+def test_quantile_matches_linear_interpolation():
+    assert quantile([1, 2, 3, 4], 0.25) == pytest.approx(1.75)
+    assert quantile([5], 0.75) == 5
+
+
+def test_physical_cores_from_a_fake_topology(tmp_path):
+    # 4 logical CPUs, 2 cores with 2 hyperthreads each
+    for cpu, core in [(0, 0), (1, 1), (2, 0), (3, 1)]:
+        d = tmp_path / f"cpu{cpu}" / "topology"
+        d.mkdir(parents=True)
+        (d / "core_id").write_text(str(core))
+        (d / "physical_package_id").write_text("0")
+    assert topology.physical_cores([0, 1, 2, 3], sysfs=tmp_path) == 2
+    assert topology.physical_cores([0, 2], sysfs=tmp_path) == 1
+    assert topology.physical_cores([7], sysfs=tmp_path) == 1  # no topology: count logical CPUs
+
+
+def test_cgroup_quota(tmp_path):
+    (tmp_path / "cpu.max").write_text("150000 100000\n")
+    assert topology.cgroup_cpu_quota(tmp_path) == 1.5
+    (tmp_path / "cpu.max").write_text("max 100000\n")
+    assert topology.cgroup_cpu_quota(tmp_path) is None
+
+
+def test_user_environment_wins_over_suite_defaults():
+    env, defaults = topology.worker_env({"OMP_NUM_THREADS": "7", "PYTHONWARNINGS": "error"}, "auto", 1, cores=2)
+    assert env["OMP_NUM_THREADS"] == "7" and defaults == {}
+    assert "PYTHONWARNINGS" not in env
+    env, defaults = topology.worker_env({}, "per-context", 2, cores=2)
+    assert defaults == {"OMP_NUM_THREADS": "1"}
+    env, defaults = topology.worker_env({}, "auto", 2, cores=2)
+    assert defaults == {"OMP_NUM_THREADS": "2"}
+
+
+def _floor(kind="legacy-sanity", value=10.0, oom=False):
+    return Floor(kind, "score/c4.large", 11.0, value, 0.1, oom, "reason")
+
+
+def _cell(status="ok", seconds=(0.5,)):
+    return CellMeasurement(Workload("alexnet", batch_size=8),
+                           [RunResult(Workload("alexnet", batch_size=8), status, message="m",
+                                      batches_per_round=1, round_seconds=list(seconds) if status == "ok" else [])])
+
+
+def test_judge_floor():
+    assert judge_floor(_cell(seconds=(0.5,)), _floor(value=10.0))[0] == "passed"  # 16 img/s
+    assert judge_floor(_cell(seconds=(1.0,)), _floor(value=10.0))[0] == "failed"  # 8 img/s
+    assert judge_floor(_cell(), _floor(kind=None, value=None))[0] == "skipped"
+    assert judge_floor(_cell("oom"), _floor(value=None, oom=True))[0] == "passed"
+    assert judge_floor(_cell("oom"), _floor())[0] == "failed"
+    assert judge_floor(_cell("timeout"), _floor())[0] == "failed"
+    assert judge_floor(_cell("unavailable"), _floor())[0] == "skipped"
+
+
+def test_option_parsers():
+    assert opts.parse_models("lenet,alexnet") == ("lenet", "alexnet")
+    assert opts.parse_batch_sizes("1, 8,8") == (1, 8)
+    assert opts.parse_memory("12G") == 12 * 1024 ** 3
+    assert opts.parse_memory("none") is None
+    assert opts.parse_fail_on("none-measured") == {"none-measured"}
+    for fn, bad in [(opts.parse_models, "lenet,resnet9000"), (opts.parse_batch_sizes, "0"),
+                    (opts.parse_batch_sizes, "-4"), (opts.parse_batch_sizes, "x"),
+                    (opts.parse_memory, "lots"), (opts.parse_fail_on, "everything")]:
+        with pytest.raises(opts.OptionError) as e:
+            fn(bad)
+        assert "\n" not in str(e.value) and str(e.value).startswith("--perf-")
+
+
+PARSERS = [opts.parse_models, opts.parse_batch_sizes, opts.parse_memory, opts.parse_fail_on,
+           lambda t: opts.parse_ctx_groups([t]), lambda t: opts.parse_positive_int("--perf-processes", t),
+           lambda t: opts.parse_positive_float("--perf-time-budget", t),
+           lambda t: opts.parse_fraction("--perf-min-effect", t)]
+
+
+@settings(deadline=None, max_examples=300)
+@given(st.sampled_from(range(len(PARSERS))), st.text(max_size=40))
+def test_option_parsers_accept_or_refuse_cleanly(which, text):
+    try:
+        PARSERS[which](text)
+    except opts.OptionError as exc:
+        assert "\n" not in str(exc)
