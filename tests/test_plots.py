@@ -1,0 +1,37 @@
+"""Throughput plots: one PNG per (model, mode), with baseline and documented curves."""
+
+from pathlib import Path
+
+import pytest
+
+from pytest_mxperf import baselines as B
+from pytest_mxperf.plots import plot_throughput
+from pytest_mxperf.samples import CellMeasurement, RunResult
+from pytest_mxperf.workload import Workload
+
+pytest.importorskip("matplotlib")
+
+
+def cell(model, batch, medians, mode="score"):
+    w = Workload(model, mode=mode, batch_size=batch)
+    return CellMeasurement(w, [RunResult(w, "ok", batches_per_round=1, round_seconds=[batch / m] * 3)
+                               for m in medians])
+
+
+def test_one_png_per_model_and_mode(tmp_path):
+    cells = [cell("resnet50_v2", b, [10 * b ** 0.5 * f for f in (0.9, 1.0, 1.1)]) for b in (1, 2, 4, 8, 16)]
+    cells += [cell("alexnet", b, [30.0 * b, 31.0 * b]) for b in (1, 8)]
+    cells += [cell("lenet", 64, [5000.0], mode="train")]
+    B.update("m", cells[:3], {}, {}, baselines_dir=tmp_path / "bl")
+    doc = B.load("m", tmp_path / "bl")
+    paths = plot_throughput([c.to_dict() for c in cells], doc, tmp_path / "plots")
+    names = sorted(p.name for p in paths)
+    assert names == ["throughput-alexnet-score.png", "throughput-lenet-train.png", "throughput-resnet50_v2-score.png"]
+    for p in paths:
+        assert Path(p).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and Path(p).stat().st_size > 5000
+
+
+def test_no_baseline_and_cell_objects(tmp_path):
+    paths = plot_throughput([cell("inception-bn", 4, [70.0, 75.0])], None, tmp_path)
+    assert len(paths) == 1 and paths[0].exists()
+    assert plot_throughput([], None, tmp_path / "empty") == []
