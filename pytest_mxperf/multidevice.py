@@ -1,0 +1,147 @@
+"""N contexts vs 1 context: does data parallelism compute the same parameter update?
+
+Run as ``python -m pytest_mxperf.multidevice SPEC.json RESULT.json`` (through
+``mxperf.run_module`` / ``runner.run_process``), in a fresh process.
+
+From identical initial weights (numpy, from the seed) and one combined batch of
+``batch_size x len(contexts)`` samples, it runs ``steps`` SGD steps (default 1, no
+momentum, no weight decay, ``rescale_grad = 1 / total batch``) twice:
+
+* reference: one Module on the first context with the whole batch (no kvstore);
+* data parallel: one Module over all ``contexts`` with the given ``kvstore``
+  (``local``, ``device``, ``nccl``): Module slices the batch across the contexts, the
+  kvstore sums the per-device gradients, every device applies the same update.
+
+The two updates must be equal up to float summation order. Result: ``max_abs_diff`` of
+the final weights, ``update_rel_err`` = ||dW_parallel - dW_single|| / ||dW_single|| over
+all parameters, ``per_param`` detail, and status ok / unavailable / error.
+
+Tolerance used by the tests: ``UPDATE_REL_TOL`` (measured here: ~5e-7 for LeNet and
+the MLP on two CPU contexts).
+
+Models with BatchNorm are refused: each device normalises its slice with its own batch
+statistics, so N devices legitimately differ from one (use lenet or mlp).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import traceback
+import warnings
+
+UPDATE_REL_TOL = 1e-4
+
+
+def _write_json(path, payload):
+    tmp = path + ".tmp"
+    with open(tmp, "w") as fh:
+        json.dump(payload, fh, sort_keys=True)
+    os.replace(tmp, path)
+
+
+def _ctx(mx, name):
+    kind, _, idx = name.partition(":")
+    return mx.gpu(int(idx)) if kind == "gpu" else mx.cpu(int(idx))
+
+
+def run(spec):
+    import numpy as np
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        import mxnet as mx
+    from pytest_mxperf import zoo
+    from pytest_mxperf.dist_worker import initial_params
+
+    model = spec.get("model", "lenet")
+    names = list(spec.get("contexts") or ["cpu:0", "cpu:1"])
+    kvstore = spec.get("kvstore", "device")
+    b = int(spec.get("batch_size", 32))
+    steps = int(spec.get("steps", 1))
+    seed = int(spec.get("seed", 0))
+    lr = float(spec.get("learning_rate", 0.1))
+    if len(names) < 2:
+        return {"status": "error", "message": "needs at least two contexts to compare with one"}
+    gpus = [n for n in names if n.startswith("gpu")]
+    if gpus:
+        have = mx.context.num_gpus()
+        top = max(int(n.split(":")[1]) for n in gpus)
+        if top >= have:
+            return {"status": "unavailable", "message": f"needs {','.join(gpus)} but this machine has {have} GPU(s)"}
+    if kvstore == "nccl" and not gpus:
+        return {"status": "unavailable", "message": "the nccl kvstore needs GPU contexts"}
+    mspec = zoo.get_model(model)
+    sym = zoo.build_symbol(model)
+    if any(op.get("op") == "BatchNorm" for op in json.loads(sym.tojson())["nodes"]):
+        return {"status": "error", "message": f"{model} has BatchNorm: per-device batch statistics differ "
+                                              "from one device's by design; use a model without BatchNorm"}
+    total = b * len(names)
+    rng = np.random.RandomState(seed)
+    xs = [rng.uniform(-1, 1, size=(total,) + tuple(mspec.input_shape)).astype(np.float32) for _ in range(steps)]
+    ys = [rng.randint(0, mspec.num_classes, size=(total,)).astype(np.float32) for _ in range(steps)]
+    init = {k: v.asnumpy() for k, v in initial_params(mx, sym, mspec.input_shape, total, seed).items()}
+
+    # Negative control for the tests: scale the data-parallel learning rate.
+    lr_scale = float(spec.get("multi_lr_scale", 1.0))
+
+    def train(ctxs, kv, lr=lr):
+        mod = mx.mod.Module(sym, data_names=["data"], label_names=["softmax_label"], context=ctxs)
+        mod.bind(data_shapes=[("data", (total,) + tuple(mspec.input_shape))],
+                 label_shapes=[("softmax_label", (total,))], for_training=True)
+        mod.init_params(arg_params={k: mx.nd.array(v) for k, v in init.items()}, aux_params={},
+                        allow_missing=False, force_init=True)
+        mod.init_optimizer(kvstore=kv, optimizer="sgd",
+                           optimizer_params={"learning_rate": lr, "momentum": 0.0, "wd": 0.0,
+                                             "rescale_grad": 1.0 / total})
+        for x, y in zip(xs, ys):
+            mod.forward(mx.io.DataBatch(data=[mx.nd.array(x)], label=[mx.nd.array(y)]), is_train=True)
+            mod.backward()
+            mod.update()
+        mx.nd.waitall()
+        arg, _ = mod.get_params()
+        return {k: v.asnumpy() for k, v in arg.items()}
+
+    ctxs = [_ctx(mx, n) for n in names]
+    single = train([ctxs[0]], "local")
+    multi = train(ctxs, kvstore, lr * lr_scale)
+    num = den = 0.0
+    max_abs = 0.0
+    per = {}
+    for k in sorted(init):
+        d1 = single[k].astype(np.float64) - init[k]
+        dn = multi[k].astype(np.float64) - init[k]
+        diff = float(np.abs(multi[k] - single[k]).max())
+        max_abs = max(max_abs, diff)
+        num += float(((dn - d1) ** 2).sum())
+        den += float((d1 ** 2).sum())
+        per[k] = {"max_abs_diff": diff, "update_norm": float(np.sqrt((d1 ** 2).sum()))}
+    rel = (num ** 0.5) / (den ** 0.5) if den > 0 else None
+    return {"status": "ok", "message": "", "model": model, "contexts": names, "kvstore": kvstore,
+            "batch_per_device": b, "total_batch": total, "steps": steps, "max_abs_diff": max_abs,
+            "update_rel_err": rel, "update_norm": den ** 0.5, "per_param": per}
+
+
+def main(argv=None):
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if len(argv) != 2:
+        print("usage: python -m pytest_mxperf.multidevice SPEC.json RESULT.json", file=sys.stderr)
+        return 2
+    with open(argv[0]) as fh:
+        spec = json.load(fh)
+    try:
+        result = run(spec)
+    except BaseException as exc:
+        traceback.print_exc()
+        text = "".join(traceback.format_exception_only(type(exc), exc)).strip()
+        line = next((ln for ln in text.splitlines() if "Error" in ln), text.splitlines()[0] if text else repr(exc))
+        result = {"status": "error", "message": line[:500]}
+    _write_json(argv[1], result)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,57 @@
+"""multidevice worker: N contexts produce the same SGD update as 1 context (fresh processes)."""
+
+import sys
+
+import pytest
+
+from pytest_mxperf import dist, multidevice, runner
+
+CMD = [sys.executable, "-m", "pytest_mxperf.multidevice"]
+
+
+def run(**spec):
+    spec.setdefault("batch_size", 16)
+    spec.setdefault("contexts", ["cpu:0", "cpu:1"])
+    out = runner.run_process(CMD, spec, timeout=300, env=dist.base_env(threads=1))
+    assert out.payload is not None, f"{out.status}: {out.message} {out.stderr_tail}"
+    return out.payload
+
+
+@pytest.mark.parametrize("model,kvstore", [("lenet", "device"), ("lenet", "local"), ("mlp", "device")])
+def test_two_cpu_contexts_match_one_context_with_combined_batch(model, kvstore):
+    res = run(model=model, kvstore=kvstore, steps=2)
+    assert res["status"] == "ok", res["message"]
+    assert res["total_batch"] == 32
+    assert res["update_norm"] > 0
+    assert res["update_rel_err"] < multidevice.UPDATE_REL_TOL, res
+
+
+def test_three_contexts_match_too():
+    res = run(model="mlp", kvstore="device", contexts=["cpu:0", "cpu:1", "cpu:2"], batch_size=8)
+    assert res["status"] == "ok", res["message"]
+    assert res["update_rel_err"] < multidevice.UPDATE_REL_TOL
+
+
+def test_a_wrong_update_is_detected():
+    # negative control: a 1% different learning rate on the data-parallel side
+    res = run(model="lenet", kvstore="device", multi_lr_scale=1.01)
+    assert res["status"] == "ok"
+    assert res["update_rel_err"] > 100 * multidevice.UPDATE_REL_TOL
+
+
+def test_batchnorm_models_are_refused_with_the_reason():
+    res = run(model="inception-bn", kvstore="device", batch_size=1)
+    assert res["status"] == "error" and "BatchNorm" in res["message"]
+
+
+def test_nccl_needs_gpus():
+    res = run(model="lenet", kvstore="nccl")
+    assert res["status"] == "unavailable" and "GPU" in res["message"]
+
+
+def test_gpu_contexts_are_unavailable_without_gpus():
+    res = run(model="lenet", kvstore="device", contexts=["gpu:0", "gpu:1"])
+    if res["status"] == "ok":  # a machine with two GPUs
+        assert res["update_rel_err"] < multidevice.UPDATE_REL_TOL
+    else:
+        assert res["status"] == "unavailable" and "GPU" in res["message"], res
