@@ -51,6 +51,7 @@ def main(argv=None) -> int:
     ap.add_argument("--time-budget", type=float, default=2.0)
     ap.add_argument("--out-dir", type=Path, default=HERE / "data")
     ap.add_argument("--machine", default=None, help="override the machine id")
+    ap.add_argument("--append", action="store_true", help="add processes to an existing data file")
     args = ap.parse_args(argv)
 
     fp = machine_fingerprint(args.machine)
@@ -65,8 +66,15 @@ def main(argv=None) -> int:
         "cells": {w.key(): {"workload": w.to_dict(), "process_medians": [], "processes": []}
                   for w in DEFAULT_CELLS},
     }
+    start = 0
+    if args.append and out.exists():
+        old = json.loads(out.read_text())
+        data["cells"].update(old["cells"])
+        data["date"] = old["date"]
+        data["appended"] = old.get("appended", []) + [_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")]
+        start = old.get("finished_rounds", 0)
     cells = list(DEFAULT_CELLS)
-    for r in range(args.processes):
+    for r in range(start, start + args.processes):
         order = cells[r % len(cells):] + cells[:r % len(cells)]
         for w in order:
             res = runner.run_workload(w, time_budget=args.time_budget, seed=r)
@@ -78,13 +86,14 @@ def main(argv=None) -> int:
                 "round": r, "status": res.status, "message": res.message, "median": res.median,
                 "n_rounds": len(res.round_seconds), "wall_seconds": round(res.wall_seconds, 2),
                 "cpu_utilization": meta.get("cpu_utilization"),
+                "openmp_threads": (meta.get("threads") or {}).get("openmp"),
                 "loadavg": list(os.getloadavg()),
                 "env_defaults_applied": meta.get("env_defaults_applied"),
             }
             entry["processes"].append(proc)
             if res.ok:
                 entry["process_medians"].append(res.median)
-            print(f"[{r + 1}/{args.processes}] {w.key()}: {res.status} "
+            print(f"[{r + 1}/{start + args.processes}] {w.key()}: {res.status} "
                   f"{res.median if res.median is None else round(res.median, 2)} img/s", flush=True)
         data["finished_rounds"] = r + 1
         _atomic_write(out, data)

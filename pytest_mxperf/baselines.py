@@ -15,7 +15,8 @@
       }
     }
 
-A recording holds the per-process medians (the unit of replication, what verdicts use),
+A recording holds the per-process medians (the unit of replication, what verdicts use)
+and their CPU shares (for the verdict's CPU-starvation screen),
 their median and between-process spread, a summary of all per-round samples, the date,
 MXNet version and software facts, the recorded environment and thread pools, peak
 memory, and bind + first-batch seconds. Keys are sorted and indented so that a change
@@ -40,6 +41,7 @@ from pathlib import Path
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Union
 
 from .samples import CellMeasurement, quantile
+from .verdict import cpu_share
 
 SCHEMA_VERSION = 1
 HISTORY = 5
@@ -111,6 +113,9 @@ def _validate(doc: Any, path: Path) -> Dict[str, Any]:
             pm = rec.get("process_medians", [])
             if not isinstance(pm, list) or not all(_num_or_none(v) and v is not None for v in pm):
                 raise bad(f"cell {key!r} has non-numeric process_medians")
+            cs = rec.get("process_cpu_share")
+            if cs is not None and (not isinstance(cs, list) or not all(_num_or_none(v) for v in cs)):
+                raise bad(f"cell {key!r} has non-numeric process_cpu_share")
             for f in ("median", "peak_rss_bytes", "bind_seconds", "first_batch_seconds"):
                 if not _num_or_none(rec.get(f)):
                     raise bad(f"cell {key!r} has a non-numeric {f}")
@@ -190,6 +195,9 @@ def summarize_cell(cell: CellMeasurement, software: Optional[Mapping[str, Any]] 
         "date": date or now_iso(),
         "source": source,
         "process_medians": [round(float(m), 6) for m in cell.process_medians],
+        # per-process CPU share (utilisation / OpenMP threads), aligned with process_medians,
+        # for the verdict's CPU-starvation screen (None when unknown)
+        "process_cpu_share": [None if s is None else round(s, 4) for s in (cpu_share(r.meta) for r in ok)],
         "median": cell.median,
         "spread": cell.spread,
         "rounds": ({"n": len(rounds), "median": statistics.median(rounds), "q1": quantile(rounds, 0.25),

@@ -38,11 +38,22 @@ def _first_meta(rec: Optional[Dict[str, Any]]) -> Dict[str, Any]:
     return {}
 
 
+def _shares(rec: Optional[Dict[str, Any]]) -> Optional[List[Optional[float]]]:
+    """CPU shares of a record's successful runs, aligned with its process_medians."""
+    if not rec:
+        return None
+    oks = [r for r in rec.get("runs", []) if r.get("status") == "ok" and r.get("round_seconds")]
+    if len(oks) != len(rec.get("process_medians") or []):
+        return None
+    return [V.cpu_share(r.get("meta")) for r in oks]
+
+
 def compare_docs(old: Dict[str, Any], new: Dict[str, Any], *, min_effect: float = V.MIN_EFFECT,
                  q: float = V.FDR_Q) -> Dict[str, V.Verdict]:
     """key -> Verdict for every cell in ``new`` (old side: the same key in ``old``)."""
     olds, news = records_by_key(old), records_by_key(new)
-    pairs = {k: (news[k].get("process_medians") or [], (olds.get(k) or {}).get("process_medians"))
+    pairs = {k: (news[k].get("process_medians") or [], (olds.get(k) or {}).get("process_medians"),
+                 _shares(news.get(k)), _shares(olds.get(k)))
              for k in news}
     out = V.judge_session(pairs, min_effect=min_effect, q=q)
     for k, v in out.items():

@@ -32,6 +32,17 @@ past the threshold but not significant while the current side has fewer than
 the plugin re-measures suspects with more processes at session end and judges again.
 **unchanged** is everything else, **no-baseline** when the baseline has no figure.
 
+**CPU-starved processes.** On a shared machine a worker can get a fraction of the CPUs it
+asked for (measured here: with neighbours running, ResNet-50 processes that got 0.5 of 2
+CPUs ran at 8-12 img/s instead of 35, LeNet training at 59 instead of 5000). When the
+per-process CPU share (``cpu_utilization / OpenMP threads``, see ``cpu_share``) is known, a
+process whose share is below ``STARVED_RATIO`` (0.75) x the best share *on its own side*
+is excluded before the statistics, and the reason says how many were. The screen is
+side-relative, so a change that lowers every process's utilisation alike (fewer threads,
+a less parallel kernel) is still judged; when the best current share is itself below
+``STARVED_RATIO`` x the best baseline share, a would-be regression becomes **suspect**
+("machine busy or the workload became less parallel; re-measure") instead of failing.
+
 Besides throughput, ``resource_notes`` compares peak memory and bind + first-batch time
 (memory growth above ``MEMORY_GROWTH_NOTE`` = 20 % becomes a note), and ``env_diff`` /
 ``version_diff`` list what changed in the recorded environment and software.
@@ -50,6 +61,7 @@ NOISE_Z = 2.0              # noise allowance in standard errors of the median di
 MIN_PROCESSES = 5          # per side, for the one-sided U test to be able to reach p < 0.05
 CONFIRM_PROCESSES = 10     # a suspect is re-measured until the current side has this many
 MEMORY_GROWTH_NOTE = 0.20  # peak memory growth that becomes a note
+STARVED_RATIO = 0.75       # a process with CPU share < this x its side's best share is excluded
 
 KINDS = ("regression", "improvement", "unchanged", "suspect", "no-baseline")
 
@@ -156,6 +168,52 @@ def benjamini_hochberg(pvalues: Sequence[Optional[float]]) -> List[Optional[floa
     return out
 
 
+def cpu_share(meta: Optional[Mapping[str, Any]]) -> Optional[float]:
+    """CPU share a worker process got: ``cpu_utilization`` / the OpenMP threads it ran with
+    (``meta["threads"]["openmp"]``, else ``OMP_NUM_THREADS`` from its env), capped to the
+    CPUs available. None when unknown."""
+    if not meta:
+        return None
+    util = meta.get("cpu_utilization")
+    if not isinstance(util, (int, float)) or isinstance(util, bool) or not math.isfinite(util) or util <= 0:
+        return None
+    threads = (meta.get("threads") or {}).get("openmp") if isinstance(meta.get("threads"), Mapping) else None
+    if not threads:
+        env = meta.get("env") or {}
+        applied = meta.get("env_defaults_applied") or {}
+        threads = env.get("OMP_NUM_THREADS") or applied.get("OMP_NUM_THREADS")
+    try:
+        threads = int(threads)
+    except (TypeError, ValueError):
+        return None
+    if threads < 1:
+        return None
+    try:
+        import os
+        threads = min(threads, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):  # pragma: no cover
+        pass
+    return float(util) / threads
+
+
+def screen_starved(values: Sequence[Any], shares: Optional[Sequence[Optional[float]]],
+                   ratio: float = STARVED_RATIO) -> Tuple[List[Any], int, Optional[float]]:
+    """Drop processes whose CPU share is below ``ratio`` x the best share among ``values``.
+
+    Returns (kept values, number excluded, best share or None). Processes with an unknown
+    share are kept; without shares nothing is excluded.
+    """
+    values = list(values or [])
+    if not shares or len(shares) != len(values):
+        return values, 0, None
+    known = [s for s in shares if isinstance(s, (int, float)) and s > 0]
+    if not known:
+        return values, 0, None
+    best = max(known)
+    kept = [v for v, s in zip(values, shares) if not (isinstance(s, (int, float)) and s < ratio * best)]
+    return kept, len(values) - len(kept), best
+
+
 # ----------------------------------------------------------------------------- verdicts
 
 @dataclasses.dataclass
@@ -167,10 +225,33 @@ class _Stats:
     allowance: Optional[float]
     p_less: Optional[float]
     p_greater: Optional[float]
+    excluded: Tuple[int, int] = (0, 0)
+    starved_side: Optional[str] = None
 
 
-def _stats(current, baseline, min_effect) -> Tuple[Optional[_Stats], Optional[Verdict]]:
-    cur, base = _clean(current), _clean(baseline)
+def _pairs(values, shares):
+    """Clean values, keeping each value's share aligned (None when unknown)."""
+    values = list(values or [])
+    shares = list(shares) if shares is not None and len(shares) == len(values) else [None] * len(values)
+    out_v, out_s = [], []
+    for v, sh in zip(values, shares):
+        c = _clean([v])
+        if c:
+            out_v.append(c[0])
+            out_s.append(sh)
+    return out_v, out_s
+
+
+def _stats(current, baseline, min_effect, current_cpu=None, baseline_cpu=None
+           ) -> Tuple[Optional[_Stats], Optional[Verdict]]:
+    cur, cur_sh = _pairs(current, current_cpu)
+    base, base_sh = _pairs(baseline, baseline_cpu)
+    cur, ex_c, best_c = screen_starved(cur, cur_sh)
+    base, ex_b, best_b = screen_starved(base, base_sh)
+    starved = None
+    if best_c is not None and best_b is not None and best_c < STARVED_RATIO * best_b:
+        starved = (f"current processes got at most {100 * best_c:.0f}% of their CPUs vs {100 * best_b:.0f}% "
+                   "in the baseline (machine busy, or the workload became less parallel)")
     if not base:
         return None, Verdict("no-baseline", "no baseline figure for this cell on this machine "
                              "(record one with --perf-update-baselines)", n_current=len(cur),
@@ -183,7 +264,7 @@ def _stats(current, baseline, min_effect) -> Tuple[Optional[_Stats], Optional[Ve
     allowance = noise_allowance(base, len(cur))
     threshold = max(min_effect, allowance or 0.0)
     return _Stats(cur, base, change, threshold, allowance,
-                  one_sided_p(cur, base, "less"), one_sided_p(cur, base, "greater")), None
+                  one_sided_p(cur, base, "less"), one_sided_p(cur, base, "greater"), (ex_c, ex_b), starved), None
 
 
 def _decide(st: _Stats, q_less: Optional[float], q_greater: Optional[float], q: float) -> Verdict:
@@ -191,6 +272,16 @@ def _decide(st: _Stats, q_less: Optional[float], q_greater: Optional[float], q: 
     common = dict(change=st.change, threshold=st.threshold, n_current=n_c, n_baseline=n_b,
                   current_median=statistics.median(st.cur), baseline_median=statistics.median(st.base),
                   noise_allowance=st.allowance)
+    v = _decide_core(st, q_less, q_greater, q, common, n_c, n_b)
+    if any(st.excluded):
+        note = (f"excluded CPU-starved processes (share < {100 * STARVED_RATIO:.0f}% of the best): "
+                f"{st.excluded[0]} current, {st.excluded[1]} baseline")
+        v.notes.append(note)
+        v.reason += f"; {st.excluded[0]}+{st.excluded[1]} CPU-starved process(es) excluded"
+    return v
+
+
+def _decide_core(st: _Stats, q_less, q_greater, q: float, common: Dict[str, Any], n_c: int, n_b: int) -> Verdict:
     pct = f"{100 * st.change:+.1f}%"
     thr = f"{100 * st.threshold:.1f}%"
     slower = st.change < -st.threshold
@@ -201,6 +292,9 @@ def _decide(st: _Stats, q_less: Optional[float], q_greater: Optional[float], q: 
                        q_value=q_less if st.change < 0 else q_greater, **common)
     p, qv = (st.p_less, q_less) if slower else (st.p_greater, q_greater)
     word = "slower" if slower else "faster"
+    if qv is not None and qv <= q and slower and st.starved_side:
+        return Verdict("suspect", f"{word} by {abs(100 * st.change):.1f}% (> {thr}), p={p:.3g}, but "
+                       f"{st.starved_side}; re-measure", p_value=p, q_value=qv, **common)
     if qv is not None and qv <= q:
         kind = "regression" if slower else "improvement"
         tail = "" if slower else "; consider updating the baseline (--perf-update-baselines)"
@@ -222,29 +316,37 @@ def _decide(st: _Stats, q_less: Optional[float], q_greater: Optional[float], q: 
 
 
 def judge(current: Sequence[float], baseline: Optional[Sequence[float]], *,
-          min_effect: float = MIN_EFFECT, q: float = FDR_Q) -> Verdict:
+          min_effect: float = MIN_EFFECT, q: float = FDR_Q,
+          current_cpu: Optional[Sequence[Optional[float]]] = None,
+          baseline_cpu: Optional[Sequence[Optional[float]]] = None) -> Verdict:
     """Verdict for ONE cell from per-process medians (no multiple-testing adjustment).
 
     ``current``/``baseline``: per-process medians in images/s (higher is better).
+    ``current_cpu``/``baseline_cpu``: optional per-process CPU shares (``cpu_share``), aligned
+    with the values, for the CPU-starvation screen.
     """
-    st, early = _stats(current, baseline or [], min_effect)
+    st, early = _stats(current, baseline or [], min_effect, current_cpu, baseline_cpu)
     if early:
         return early
     return _decide(st, st.p_less, st.p_greater, q)
 
 
-def judge_session(cells: Mapping[str, Tuple[Sequence[float], Optional[Sequence[float]]]], *,
+def judge_session(cells: Mapping[str, Sequence[Any]], *,
                   min_effect: float = MIN_EFFECT, q: float = FDR_Q) -> Dict[str, Verdict]:
     """Verdicts for all cells of a session, Benjamini-Hochberg at rate ``q`` across them.
 
-    ``cells``: key -> (current per-process medians, baseline per-process medians or None).
+    ``cells``: key -> (current per-process medians, baseline per-process medians or None
+    [, current CPU shares, baseline CPU shares]).
     Regressions and improvements are separate BH families over the cells that have both
     sides; a cell's q-value is its adjusted p in the direction of its change.
     """
     out: Dict[str, Verdict] = {}
     stats: Dict[str, _Stats] = {}
-    for key, (cur, base) in cells.items():
-        st, early = _stats(cur, base or [], min_effect)
+    for key, item in cells.items():
+        cur, base = item[0], item[1]
+        cur_cpu = item[2] if len(item) > 2 else None
+        base_cpu = item[3] if len(item) > 3 else None
+        st, early = _stats(cur, base or [], min_effect, cur_cpu, base_cpu)
         if early:
             out[key] = early
         else:
@@ -345,7 +447,8 @@ def verdicts_for_session(cells: Sequence[Any], baseline_doc: Optional[Mapping[st
         key = cell.workload.key()
         rec = _bl.latest_recording(baseline_doc, key) if baseline_doc else None
         recs[key] = (cell, rec)
-        pairs[key] = (cell.process_medians, rec.get("process_medians") if rec else None)
+        pairs[key] = (cell.process_medians, rec.get("process_medians") if rec else None,
+                      [cpu_share(r.meta) for r in cell.ok_runs], rec.get("process_cpu_share") if rec else None)
     out = judge_session(pairs, min_effect=min_effect, q=q)
     for key, v in out.items():
         cell, rec = recs[key]

@@ -146,3 +146,44 @@ def test_verdicts_for_session_with_baseline_doc(tmp_path):
     assert v.env_diff == ["MXNET_SUBGRAPH_BACKEND: unset -> NONE"]
     assert any("peak memory" in n for n in v.notes)
     assert V.Verdict.from_dict(v.to_dict()) == v
+
+
+def test_cpu_share_from_meta():
+    assert V.cpu_share({"cpu_utilization": 1.9, "threads": {"openmp": 2}}) == pytest.approx(0.95)
+    assert V.cpu_share({"cpu_utilization": 0.5, "env_defaults_applied": {"OMP_NUM_THREADS": "2"}}) == pytest.approx(0.25)
+    assert V.cpu_share({"cpu_utilization": 0.98, "env": {"OMP_NUM_THREADS": "1"}}) == pytest.approx(0.98)
+    assert V.cpu_share({}) is None and V.cpu_share(None) is None
+    assert V.cpu_share({"cpu_utilization": float("nan"), "threads": {"openmp": 2}}) is None
+
+
+def test_starved_processes_are_excluded_from_the_statistics():
+    base = [35.0, 36.0, 34.5, 35.5, 36.2]
+    base_cpu = [0.95] * 5
+    cur = [26.6, 27.0, 26.8, 9.0, 8.0]           # 3 clean processes 24% slower, 2 starved
+    cur_cpu = [0.96, 0.95, 0.94, 0.25, 0.23]
+    v = V.judge(cur, base, current_cpu=cur_cpu, baseline_cpu=base_cpu)
+    assert v.kind == "regression" and v.n_current == 3
+    assert v.change == pytest.approx(26.8 / 35.5 - 1)
+    assert "CPU-starved" in v.reason and any("2 current" in n for n in v.notes)
+    # identical sides where some processes were starved: never a regression
+    v = V.judge(cur, cur, current_cpu=cur_cpu, baseline_cpu=cur_cpu)
+    assert v.kind == "unchanged"
+
+
+def test_fewer_threads_is_still_judged_but_whole_session_starvation_is_suspect():
+    base = [35.0, 36.0, 34.5, 35.5, 36.2]
+    cur = [x * 0.55 for x in base]
+    # OMP_NUM_THREADS=1: utilisation halves, but so do the threads -> share unchanged -> regression
+    v = V.judge(cur, base, current_cpu=[0.97] * 5, baseline_cpu=[0.95] * 5)
+    assert v.kind == "regression"
+    # same numbers, but every current process got a third of its CPUs: busy machine -> suspect
+    v = V.judge(cur, base, current_cpu=[0.33] * 5, baseline_cpu=[0.95] * 5)
+    assert v.kind == "suspect" and "busy" in v.reason
+
+
+@settings(deadline=None, max_examples=100)
+@given(st.lists(st.tuples(values, st.floats(0.05, 1.0)), min_size=1, max_size=12))
+def test_identical_sets_with_cpu_shares_never_regress(pairs):
+    xs = [p[0] for p in pairs]
+    sh = [p[1] for p in pairs]
+    assert V.judge(xs, xs, current_cpu=sh, baseline_cpu=sh).kind == "unchanged"
