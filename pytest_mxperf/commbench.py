@@ -1,0 +1,226 @@
+"""Communication cost per batch: kvstore push/pull of a model's gradients, and compute.
+
+Run as ``python -m pytest_mxperf.commbench SPEC.json RESULT.json`` (through
+``mxperf.run_module`` / ``runner.run_process``), in a fresh process.
+
+The method is MXNet's ``tools/bandwidth/measure.py``: take the shapes of the network's
+learnable parameters from the symbol's ``infer_shape``, ``kv.init`` one key per array,
+then each round push one random gradient per context for every key and pull every key
+back into one weight array per context, and wait for all of them (``waitall``). With no
+optimizer set on the kvstore, the pulled value is the sum of the pushed gradients: that
+is checked (``error``, relative). Reported per round (= per batch: a data-parallel step
+pushes and pulls every gradient once):
+
+* ``comm_seconds``: median seconds of a push+pull round;
+* ``bandwidth_gbps``: measure.py's figure, ``size x 2 x (n-1)/n / time`` (0 for n=1);
+* ``moved_gbps``: bytes pushed plus bytes pulled over all contexts per second.
+
+On CPU contexts every "transfer" is a memory copy (plus the sum) in the same RAM: this is
+memory bandwidth, not PCIe or NVLink, and says nothing about GPUs.
+
+``compute: true`` also times the training step (forward, backward, SGD update; Module on
+the first context, no kvstore, ``waitall`` around rounds, median seconds per batch), for
+networks that are not in the zoo (the wide MLP); zoo networks take their compute time
+from a training cell (``mxperf.measure(..., mode="train")``).
+
+Networks: ``{"model": "<zoo name>"}`` or ``{"wide_mlp": {"inputs": 25000, "hidden":
+[1024, 512], "outputs": 20000}}`` - the forum's wide MLP (250k inputs, 1024 and 512
+hidden, 200k outputs) scaled down by 10 in its two wide layers to fit a small machine;
+it is still almost all parameters (36.4M weights for 1.5k activations per sample).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import sys
+import time
+import traceback
+import warnings
+
+#: a model is communication-bound when comm seconds per batch >= this x compute seconds
+COMM_BOUND_RATIO = 1.0
+
+WIDE_MLP_FORUM = {"inputs": 250000, "hidden": [1024, 512], "outputs": 200000}
+WIDE_MLP_SCALED = {"inputs": 25000, "hidden": [1024, 512], "outputs": 20000}
+
+
+def classify(comm_seconds: float, compute_seconds: float, ratio: float = COMM_BOUND_RATIO) -> str:
+    """'communication-bound' when comm per batch >= ratio x compute per batch, else 'compute-bound'."""
+    if comm_seconds is None or compute_seconds is None or compute_seconds <= 0:
+        raise ValueError("need positive communication and compute seconds per batch")
+    return "communication-bound" if comm_seconds >= ratio * compute_seconds else "compute-bound"
+
+
+def wide_mlp_params(cfg) -> int:
+    dims = [cfg["inputs"]] + list(cfg["hidden"]) + [cfg["outputs"]]
+    return sum(a * b + b for a, b in zip(dims[:-1], dims[1:]))
+
+
+def _write_json(path, payload):
+    tmp = path + ".tmp"
+    with open(tmp, "w") as fh:
+        json.dump(payload, fh, sort_keys=True)
+    os.replace(tmp, path)
+
+
+def build_network(mx, net):
+    """(symbol, input shape without batch) of a zoo model or the wide MLP."""
+    if "wide_mlp" in net:
+        cfg = net["wide_mlp"]
+        x = mx.sym.Variable("data")
+        for i, h in enumerate(cfg["hidden"]):
+            x = mx.sym.FullyConnected(x, num_hidden=int(h), name=f"fc{i + 1}")
+            x = mx.sym.Activation(x, act_type="relu", name=f"relu{i + 1}")
+        x = mx.sym.FullyConnected(x, num_hidden=int(cfg["outputs"]), name="out")
+        return mx.sym.SoftmaxOutput(x, name="softmax"), (int(cfg["inputs"]),), int(cfg["outputs"])
+    from pytest_mxperf import zoo
+    spec = zoo.get_model(net["model"])
+    return zoo.build_symbol(net["model"]), tuple(spec.input_shape), spec.num_classes
+
+
+def param_shapes(sym, data_shape):
+    arg_shapes, _, _ = sym.infer_shape(data=data_shape)
+    return [s for n, s in zip(sym.list_arguments(), arg_shapes) if n not in ("data", "softmax_label")]
+
+
+def _ctx(mx, name):
+    kind, _, idx = name.partition(":")
+    return mx.gpu(int(idx)) if kind == "gpu" else mx.cpu(int(idx))
+
+
+def measure_comm(mx, shapes, ctxs, kv_type, rounds, warmup):
+    import numpy as np
+
+    kv = mx.kv.create(kv_type)
+    for i, s in enumerate(shapes):
+        kv.init(i, mx.nd.zeros(s))
+    grads_val = [[mx.random.uniform(-1, 1, shape=s) for _ in ctxs] for s in shapes]
+    grads = [[g.as_in_context(c) for g, c in zip(gs, ctxs)] for gs in grads_val]
+    weights = [[mx.nd.zeros(s, c) for c in ctxs] for s in shapes]
+    mx.nd.waitall()
+    times = []
+    for r in range(warmup + rounds):
+        mx.nd.waitall()
+        t0 = time.perf_counter()
+        for i, g in enumerate(grads):
+            kv.push(i, g, priority=-i)
+        for i, w in enumerate(weights):
+            kv.pull(i, w, priority=-i)
+        mx.nd.waitall()
+        if r >= warmup:
+            times.append(time.perf_counter() - t0)
+    # Without an optimizer the store keeps the sum of what was pushed: check what came back.
+    err = 0.0
+    for gs, ws in zip(grads_val, weights):
+        expect = sum(g.asnumpy().astype(np.float64) for g in gs)
+        scale = max(1e-12, float(np.abs(expect).max()))
+        for w in ws:
+            err = max(err, float(np.abs(w.asnumpy() - expect).max()) / scale)
+    return times, err, kv.type
+
+
+def measure_compute(mx, sym, input_shape, num_classes, ctx, batch, rounds, warmup, seed=0):
+    import numpy as np
+
+    mod = mx.mod.Module(sym, data_names=["data"], label_names=["softmax_label"], context=[ctx])
+    mod.bind(data_shapes=[("data", (batch,) + tuple(input_shape))], label_shapes=[("softmax_label", (batch,))],
+             for_training=True)
+    mx.random.seed(seed)
+    mod.init_params(initializer=mx.init.Xavier(magnitude=2.0))
+    mod.init_optimizer(kvstore=None, optimizer="sgd",
+                       optimizer_params={"learning_rate": 0.01, "momentum": 0.9, "wd": 1e-4,
+                                         "rescale_grad": 1.0 / batch})
+    rng = np.random.RandomState(seed)
+    data = mx.nd.array(rng.uniform(-1, 1, size=(batch,) + tuple(input_shape)))
+    label = mx.nd.array(rng.randint(0, num_classes, size=(batch,)))
+    b = mx.io.DataBatch(data=[data], label=[label])
+    times = []
+    for r in range(warmup + rounds):
+        mx.nd.waitall()
+        t0 = time.perf_counter()
+        mod.forward(b, is_train=True)
+        mod.backward()
+        mod.update()
+        mx.nd.waitall()
+        if r >= warmup:
+            times.append(time.perf_counter() - t0)
+    return times
+
+
+def run(spec):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        import mxnet as mx
+
+    names = list(spec.get("contexts") or ["cpu:0"])
+    kv_type = spec.get("kvstore") or ("device" if len(names) > 1 else "local")
+    gpus = [n for n in names if n.startswith("gpu")]
+    if gpus:
+        have = mx.context.num_gpus()
+        if max(int(n.split(":")[1]) for n in gpus) >= have:
+            return {"status": "unavailable", "message": f"needs {','.join(gpus)} but this machine has {have} GPU(s)"}
+    if kv_type == "nccl" and not gpus:
+        return {"status": "unavailable", "message": "the nccl kvstore needs GPU contexts"}
+    net = spec.get("network") or {"model": spec.get("model", "resnet50_v2")}
+    batch = int(spec.get("batch_size", 32))
+    rounds = int(spec.get("rounds", 10))
+    warmup = int(spec.get("warmup", 2))
+    sym, input_shape, num_classes = build_network(mx, net)
+    shapes = param_shapes(sym, (batch,) + tuple(input_shape))
+    nparams = sum(int(_prod(s)) for s in shapes)
+    size_bytes = 4.0 * nparams
+    ctxs = [_ctx(mx, n) for n in names]
+    times, err, kv_real = measure_comm(mx, shapes, ctxs, kv_type, rounds, warmup)
+    comm = statistics.median(times)
+    n = len(ctxs)
+    out = {
+        "status": "ok", "message": "", "network": net, "contexts": names, "kvstore": kv_real,
+        "device": "gpu" if gpus else "cpu", "num_arrays": len(shapes), "num_params": nparams,
+        "size_mb": size_bytes / 1e6, "round_seconds": times, "comm_seconds": comm,
+        "bandwidth_gbps": size_bytes * 2 * (n - 1) / n / comm / 1e9,
+        "moved_gbps": size_bytes * 2 * n / comm / 1e9, "error": err,
+        "note": ("cpu contexts: every transfer is a memory copy in the same RAM (memory bandwidth, "
+                 "not PCIe)") if not gpus else "",
+    }
+    if spec.get("compute"):
+        ct = measure_compute(mx, sym, input_shape, num_classes, ctxs[0], batch,
+                             int(spec.get("compute_rounds", 5)), int(spec.get("compute_warmup", 2)))
+        out["compute_round_seconds"] = ct
+        out["compute_seconds"] = statistics.median(ct)
+        out["comm_to_compute"] = comm / out["compute_seconds"]
+        out["classification"] = classify(comm, out["compute_seconds"])
+    return out
+
+
+def _prod(shape):
+    p = 1
+    for d in shape:
+        p *= int(d)
+    return p
+
+
+def main(argv=None):
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if len(argv) != 2:
+        print("usage: python -m pytest_mxperf.commbench SPEC.json RESULT.json", file=sys.stderr)
+        return 2
+    with open(argv[0]) as fh:
+        spec = json.load(fh)
+    try:
+        result = run(spec)
+    except BaseException as exc:
+        traceback.print_exc()
+        text = "".join(traceback.format_exception_only(type(exc), exc)).strip()
+        line = next((ln for ln in text.splitlines() if "Error" in ln), text.splitlines()[0] if text else repr(exc))
+        status = "oom" if isinstance(exc, MemoryError) or "out of memory" in text.lower() else "error"
+        result = {"status": status, "message": line[:500]}
+    _write_json(argv[1], result)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    main()
