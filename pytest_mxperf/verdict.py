@@ -39,9 +39,12 @@ per-process CPU share (``cpu_utilization / OpenMP threads``, see ``cpu_share``) 
 process whose share is below ``STARVED_RATIO`` (0.75) x the best share *on its own side*
 is excluded before the statistics, and the reason says how many were. The screen is
 side-relative, so a change that lowers every process's utilisation alike (fewer threads,
-a less parallel kernel) is still judged; when the best current share is itself below
-``STARVED_RATIO`` x the best baseline share, a would-be regression becomes **suspect**
-("machine busy or the workload became less parallel; re-measure") instead of failing.
+a less parallel kernel) is still judged. A comparison is *unreliable* when one side's best
+share is below ``STARVED_RATIO`` x the other side's best, or below ``BUSY_SHARE`` (0.6) in
+absolute terms (no process got 60% of the CPUs it ran threads for). An unreliable cell whose
+change exceeds ``min_effect`` either way is **suspect** ("machine busy ...; cannot judge,
+re-measure"), never a regression or improvement: on a busy machine the gate says so instead
+of failing or passing silently.
 
 Besides throughput, ``resource_notes`` compares peak memory and bind + first-batch time
 (memory growth above ``MEMORY_GROWTH_NOTE`` = 20 % becomes a note), and ``env_diff`` /
@@ -62,6 +65,7 @@ MIN_PROCESSES = 5          # per side, for the one-sided U test to be able to re
 CONFIRM_PROCESSES = 10     # a suspect is re-measured until the current side has this many
 MEMORY_GROWTH_NOTE = 0.20  # peak memory growth that becomes a note
 STARVED_RATIO = 0.75       # a process with CPU share < this x its side's best share is excluded
+BUSY_SHARE = 0.6           # a side whose best process got less than this share of its CPUs was busy
 
 KINDS = ("regression", "improvement", "unchanged", "suspect", "no-baseline")
 
@@ -227,6 +231,7 @@ class _Stats:
     p_greater: Optional[float]
     excluded: Tuple[int, int] = (0, 0)
     starved_side: Optional[str] = None
+    min_effect: float = MIN_EFFECT
 
 
 def _pairs(values, shares):
@@ -252,6 +257,13 @@ def _stats(current, baseline, min_effect, current_cpu=None, baseline_cpu=None
     if best_c is not None and best_b is not None and best_c < STARVED_RATIO * best_b:
         starved = (f"current processes got at most {100 * best_c:.0f}% of their CPUs vs {100 * best_b:.0f}% "
                    "in the baseline (machine busy, or the workload became less parallel)")
+    elif best_c is not None and best_b is not None and best_b < STARVED_RATIO * best_c:
+        starved = (f"the baseline's processes got at most {100 * best_b:.0f}% of their CPUs vs {100 * best_c:.0f}% "
+                   "now (recorded on a busy machine: re-record it)")
+    elif best_c is not None and best_c < BUSY_SHARE:
+        starved = f"no current process got more than {100 * best_c:.0f}% of its CPUs (machine busy)"
+    elif best_b is not None and best_b < BUSY_SHARE:
+        starved = f"no baseline process got more than {100 * best_b:.0f}% of its CPUs (recorded on a busy machine)"
     if not base:
         return None, Verdict("no-baseline", "no baseline figure for this cell on this machine "
                              "(record one with --perf-update-baselines)", n_current=len(cur),
@@ -264,7 +276,7 @@ def _stats(current, baseline, min_effect, current_cpu=None, baseline_cpu=None
     allowance = noise_allowance(base, len(cur))
     threshold = max(min_effect, allowance or 0.0)
     return _Stats(cur, base, change, threshold, allowance,
-                  one_sided_p(cur, base, "less"), one_sided_p(cur, base, "greater"), (ex_c, ex_b), starved), None
+                  one_sided_p(cur, base, "less"), one_sided_p(cur, base, "greater"), (ex_c, ex_b), starved, min_effect), None
 
 
 def _decide(st: _Stats, q_less: Optional[float], q_greater: Optional[float], q: float) -> Verdict:
@@ -286,15 +298,17 @@ def _decide_core(st: _Stats, q_less, q_greater, q: float, common: Dict[str, Any]
     thr = f"{100 * st.threshold:.1f}%"
     slower = st.change < -st.threshold
     faster = st.change > st.threshold
+    if st.starved_side and abs(st.change) > st.min_effect:
+        p, qv = (st.p_less, q_less) if st.change < 0 else (st.p_greater, q_greater)
+        return Verdict("suspect", f"{'slower' if st.change < 0 else 'faster'} by {abs(100 * st.change):.1f}% "
+                       f"(p={p:.3g}, n={n_c} vs {n_b} processes), but {st.starved_side}; cannot judge, "
+                       "re-measure on a quiet machine", p_value=p, q_value=qv, **common)
     if not (slower or faster):
         return Verdict("unchanged", f"{pct} is within the {thr} threshold (n={n_c} vs {n_b} processes)",
                        p_value=st.p_less if st.change < 0 else st.p_greater,
                        q_value=q_less if st.change < 0 else q_greater, **common)
     p, qv = (st.p_less, q_less) if slower else (st.p_greater, q_greater)
     word = "slower" if slower else "faster"
-    if qv is not None and qv <= q and slower and st.starved_side:
-        return Verdict("suspect", f"{word} by {abs(100 * st.change):.1f}% (> {thr}), p={p:.3g}, but "
-                       f"{st.starved_side}; re-measure", p_value=p, q_value=qv, **common)
     if qv is not None and qv <= q:
         kind = "regression" if slower else "improvement"
         tail = "" if slower else "; consider updating the baseline (--perf-update-baselines)"
