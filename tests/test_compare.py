@@ -113,3 +113,12 @@ def test_promote_cli(tmp_path):
     out = cli("promote", res, "--baselines-dir", tmp_path / "bl")
     assert out.returncode == 2 and "corrupt" in out.stderr
     assert (tmp_path / "bl" / "ci-1.json").read_bytes() == before
+
+
+def test_modules_do_not_import_mxnet():
+    code = ("import sys; import pytest_mxperf.fingerprint, pytest_mxperf.baselines, pytest_mxperf.verdict, "
+            "pytest_mxperf.results, pytest_mxperf.compare, pytest_mxperf.plots; "
+            "pytest_mxperf.fingerprint.machine_fingerprint(); assert 'mxnet' not in sys.modules, 'mxnet imported'")
+    out = subprocess.run([sys.executable, "-c", code], env=dict(os.environ, PYTHONPATH=str(ROOT)),
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
