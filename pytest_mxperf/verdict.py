@@ -472,7 +472,10 @@ def verdicts_for_session(cells: Sequence[Any], baseline_doc: Optional[Mapping[st
         v.env_diff = env_diff(summary.get("env"), rec.get("env"))
         cur_soft = dict(software or {})
         cur_soft.setdefault("mxnet_version", summary.get("mxnet_version"))
-        v.env_diff += version_diff(cur_soft, rec.get("software") or {"mxnet_version": rec.get("mxnet_version")})
+        base_soft = dict(rec.get("software") or {})
+        base_soft.setdefault("mxnet_version", rec.get("mxnet_version"))
+        shared = (set(cur_soft) & set(base_soft)) | {"mxnet_version"}  # facts only one side recorded are not changes
+        v.env_diff += version_diff({k: cur_soft.get(k) for k in shared}, {k: base_soft.get(k) for k in shared})
         changes, notes = resource_notes(summary, rec)
         v.notes.extend(notes)
         if changes["startup_change"] is not None and abs(changes["startup_change"]) > 0.5:
