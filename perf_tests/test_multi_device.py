@@ -70,8 +70,8 @@ def _check_update(mxperf, model, kvstore, contexts):
     assert out.status == "ok", f"{out.status}: {out.message} {out.stderr_tail[-3:]}"
     res = out.payload
     mxperf.report(f"update_match_{model}_{kvstore}", {
-        "contexts": ",".join(contexts), "update_rel_err": res["update_rel_err"],
-        "max_abs_diff": res["max_abs_diff"], "tolerance": UPDATE_REL_TOL})
+        "contexts": ",".join(contexts), "update_rel_err": f"{res['update_rel_err']:.2e}",
+        "max_abs_diff": f"{res['max_abs_diff']:.2e}", "tolerance": f"{UPDATE_REL_TOL:.0e}"})
     assert res["update_rel_err"] < UPDATE_REL_TOL, (
         f"{len(contexts)} contexts ({kvstore}) update differs from 1 context with the combined batch: "
         f"relative error {res['update_rel_err']:.3g} >= {UPDATE_REL_TOL:g}")
