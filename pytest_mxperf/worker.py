@@ -157,8 +157,9 @@ class _Cell:
         self.bind_seconds = time.perf_counter() - t0
         # Random input, as benchmark_score.py: uniform in [-1, 1), on the first context
         # (Module slices it across the contexts, as it does a real batch).
-        data = mx.nd.array(np.random.uniform(-1.0, 1.0, size=(total,) + tuple(spec.input_shape)),
-                           dtype=dtype)
+        data = mx.random.uniform(-1.0, 1.0, shape=(total,) + tuple(spec.input_shape), ctx=ctxs[0])
+        if dtype is not np.float32:
+            data = data.astype(dtype)
         label = [mx.nd.array(np.random.randint(0, spec.num_classes, size=(total,)))] if train else []
         self.batch = mx.io.DataBatch(data=[data], label=label)
         self.mod = mod
