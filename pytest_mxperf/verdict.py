@@ -47,7 +47,8 @@ re-measure"), never a regression or improvement: on a busy machine the gate says
 of failing or passing silently.
 
 Besides throughput, ``resource_notes`` compares peak memory and bind + first-batch time
-(memory growth above ``MEMORY_GROWTH_NOTE`` = 20 % becomes a note), and ``env_diff`` /
+(memory growth above ``MEMORY_GROWTH_NOTE`` = 20 % becomes a note, so does a bind +
+first-batch change beyond ``STARTUP_CHANGE_NOTE`` = 50 %), and ``env_diff`` /
 ``version_diff`` list what changed in the recorded environment and software.
 """
 
@@ -65,6 +66,7 @@ MIN_PROCESSES = 5          # per side, for the one-sided U test to be able to re
 CONFIRM_PROCESSES = 10     # a suspect is re-measured until the current side has this many
 MEMORY_GROWTH_NOTE = 0.20  # peak memory growth that becomes a note
 STARVED_RATIO = 0.75       # a process with CPU share < this x its side's best share is excluded
+STARTUP_CHANGE_NOTE = 0.50  # bind + first-batch time change that becomes a note
 BUSY_SHARE = 0.6           # a side whose best process got less than this share of its CPUs was busy
 
 KINDS = ("regression", "improvement", "unchanged", "suspect", "no-baseline")
@@ -478,6 +480,6 @@ def verdicts_for_session(cells: Sequence[Any], baseline_doc: Optional[Mapping[st
         v.env_diff += version_diff({k: cur_soft.get(k) for k in shared}, {k: base_soft.get(k) for k in shared})
         changes, notes = resource_notes(summary, rec)
         v.notes.extend(notes)
-        if changes["startup_change"] is not None and abs(changes["startup_change"]) > 0.5:
+        if changes["startup_change"] is not None and abs(changes["startup_change"]) > STARTUP_CHANGE_NOTE:
             v.notes.append(f"bind + first batch time {100 * changes['startup_change']:+.0f}%")
     return out
