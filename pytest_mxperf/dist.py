@@ -263,7 +263,8 @@ def launch(spec: Dict, workdir: Optional[str] = None) -> Dict:
         while time.perf_counter() < end and any(p.poll() is None for p in running):
             time.sleep(0.02)
         for p in procs:
-            if p.popen:
+            # Only groups whose leader we have not reaped: a reaped pid may be reused.
+            if p.popen and p.poll() is None:
                 p.signal_group(signal.SIGKILL)
                 try:
                     p.popen.kill()

@@ -121,3 +121,31 @@ def test_overall_timeout_stops_everything():
     assert res["status"] == "timeout"
     assert "timed out after 4 s" in res["message"]
     assert_nothing_left(res)
+
+
+def _cluster_processes(since):
+    found = []
+    for p in psutil.process_iter(["cmdline", "create_time"]):
+        cmd = p.info["cmdline"] or []
+        if (p.info["create_time"] or 0) < since - 1:
+            continue
+        if "pytest_mxperf.dist_worker" in cmd or cmd[-2:] == ["-c", "import mxnet"]:
+            try:
+                if p.status() != psutil.STATUS_ZOMBIE:
+                    found.append((p.pid, cmd))
+            except psutil.Error:
+                pass
+    return found
+
+
+def test_killing_the_launcher_leaves_no_role_behind():
+    import time
+    t0 = time.time()
+    worker = dict(WORKER, steps=100000, step_sleep=0.05)
+    out = runner.run_process(LAUNCHER, {"kvstore": "dist_sync", "num_workers": 2, "worker": worker, "timeout": 120},
+                             timeout=8, env=dist.base_env())
+    assert out.status == "timeout"
+    deadline = time.time() + 5
+    while _cluster_processes(t0) and time.time() < deadline:
+        time.sleep(0.1)
+    assert _cluster_processes(t0) == []
