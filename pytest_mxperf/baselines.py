@@ -325,7 +325,12 @@ def promote(results_json_path: PathLike, *, baselines_dir: Optional[PathLike] = 
     if not mid:
         raise BaselineError(f"results file {results_json_path} names no machine id; pass --machine NAME")
     software = (doc.get("session") or {}).get("software")
-    date = (doc.get("session") or {}).get("date")
+    session = doc.get("session") or {}
+    date = session.get("date") or session.get("started")
+    if isinstance(date, (int, float)) and not isinstance(date, bool):  # a time.time() stamp
+        date = _dt.datetime.fromtimestamp(date, _dt.timezone.utc).isoformat(timespec="seconds")
+    elif not isinstance(date, str):
+        date = None
     recs, wls, skipped = {}, {}, []
     for cell in _results.record_cells(doc):
         key = cell.workload.key()

@@ -15,6 +15,8 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from .samples import CellMeasurement
 
+PLOTTED_MODES = ("score", "train")
+
 
 def _as_record(r: Union[CellMeasurement, Mapping[str, Any]]) -> Dict[str, Any]:
     return r.to_dict() if isinstance(r, CellMeasurement) else dict(r)
@@ -47,6 +49,8 @@ def plot_throughput(records: Sequence[Union[CellMeasurement, Mapping[str, Any]]]
                     tables=None) -> List[Path]:
     """Write ``<out_dir>/throughput-<model>-<mode>.png`` per (model, mode) measured; return the paths.
 
+    Only score and train cells with a median are plotted (other modes measure other units).
+
     ``records``: results records (``CellMeasurement.to_dict()`` dicts) or CellMeasurements.
     ``baseline_cells``: a loaded baseline document or its ``"cells"`` mapping (may be None).
     """
@@ -66,7 +70,9 @@ def plot_throughput(records: Sequence[Union[CellMeasurement, Mapping[str, Any]]]
     ours: Dict[Tuple[str, str], list] = defaultdict(list)
     for r in map(_as_record, records):
         w = r.get("workload") or {}
-        if "model" in w and "batch_size" in w:
+        # images/s against batch size only means something for score and train cells
+        if "model" in w and "batch_size" in w and w.get("mode", "score") in PLOTTED_MODES \
+                and isinstance(r.get("median"), (int, float)):
             ours[(w["model"], w.get("mode", "score"))].append((w, r.get("median"), r.get("spread")))
     base: Dict[Tuple[str, str], list] = defaultdict(list)
     for key, entry in baseline_cells.items():

@@ -319,3 +319,10 @@ def test_promote_records_a_results_file(tmp_path):
     assert rec["date"] == "2026-11-22T00:00:00+00:00" and rec["source"].startswith("promoted")
     out = B.promote(res, baselines_dir=tmp_path / "bl", machine_id="other-box")
     assert (tmp_path / "bl" / "other-box.json").exists()
+
+
+def test_promote_uses_session_start_stamp(tmp_path):
+    res = R.dump_results(tmp_path / "results.json", [cell()], {"id": "box"}, {"started": 1795000000.0})
+    B.promote(res, baselines_dir=tmp_path)
+    rec = B.load("box", tmp_path)["cells"][cell().workload.key()]["history"][-1]
+    assert rec["date"].startswith("2026-11-18")

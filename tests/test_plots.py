@@ -35,3 +35,11 @@ def test_no_baseline_and_cell_objects(tmp_path):
     paths = plot_throughput([cell("inception-bn", 4, [70.0, 75.0])], None, tmp_path)
     assert len(paths) == 1 and paths[0].exists()
     assert plot_throughput([], None, tmp_path / "empty") == []
+
+
+def test_other_modes_and_missing_medians_are_not_plotted(tmp_path):
+    kv = Workload("resnet50_v2", mode="kvstore", batch_size=8)
+    records = [CellMeasurement(kv, [RunResult(kv, "ok", batches_per_round=1, round_seconds=[0.1])]).to_dict(),
+               CellMeasurement(Workload("alexnet", batch_size=8), [RunResult(Workload("alexnet", batch_size=8), "oom",
+                                                                            message="out of memory")]).to_dict()]
+    assert plot_throughput(records, None, tmp_path) == []
