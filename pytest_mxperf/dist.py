@@ -398,8 +398,12 @@ def main(argv=None) -> int:
         return 2
     with open(argv[0]) as fh:
         spec = json.load(fh)
+    # Work inside RESULT.json's directory: runner.run_process removes it even when it had
+    # to kill this launcher (a TemporaryDirectory of our own would then be left behind).
+    workdir = Path(argv[1]).resolve().parent / "cluster"
     try:
-        result = launch(spec)
+        workdir.mkdir(exist_ok=True)
+        result = launch(spec, str(workdir))
     except Exception as exc:  # the launcher itself failed; launch() already cleaned up
         import traceback
         traceback.print_exc()
