@@ -68,6 +68,10 @@ class PerfSession:
         self._probe: Optional[Dict[str, Any]] = None
         self._hw: Optional[tables.HardwareInfo] = None
         self.started = time.time()
+        self.machine: Dict[str, Any] = {"id": "unknown"}
+        self.baseline_doc: Optional[Dict[str, Any]] = None
+        self.end_messages: List[str] = []
+        self.deselected_slow = 0
 
     # -- facts, gathered once and only when needed ------------------------------------
     @property

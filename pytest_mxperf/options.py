@@ -154,7 +154,7 @@ class PerfOptions:
     machine: Optional[str] = None
     min_effect: float = 0.05
     baseline_processes: int = 5
-    confirm_processes: int = 5
+    confirm_processes: int = 10
     report_dir: Optional[str] = None
 
     def selected_models(self, allowed: Sequence[str]) -> Tuple[str, ...]:

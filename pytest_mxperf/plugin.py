@@ -37,8 +37,9 @@ def pytest_addoption(parser):
                 help="narrow the model grid to these zoo models")
     g.addoption("--perf-batch-sizes", default=None, metavar="N,M",
                 help="batch sizes per device (default: 1,2,4,8,16,32 as benchmark_score.py)")
-    g.addoption("--perf-processes", default="2", metavar="N",
-                help="fresh worker processes per cell; the process is the unit of replication (default 2)")
+    g.addoption("--perf-processes", default=None, metavar="N",
+                help="fresh worker processes per cell; the process is the unit of replication "
+                     "(default 2; 5 with --perf-update-baselines)")
     g.addoption("--perf-time-budget", default="1.5", metavar="SEC",
                 help="timed seconds per worker process; rounds are sized to fit (default 1.5)")
     g.addoption("--perf-timeout", default="600", metavar="SEC",
@@ -70,7 +71,8 @@ def pytest_addoption(parser):
 def _parse(config) -> opts.PerfOptions:
     g = config.getoption
     smoke = bool(g("--perf-smoke"))
-    processes = opts.parse_positive_int("--perf-processes", g("--perf-processes"))
+    update = bool(g("--perf-update-baselines"))
+    processes = opts.parse_positive_int("--perf-processes", g("--perf-processes") or ("5" if update else "2"))
     return opts.PerfOptions(
         ctx_groups=opts.parse_ctx_groups(g("--perf-ctx")),
         ctx_explicit=g("--perf-ctx") is not None,
@@ -85,7 +87,7 @@ def _parse(config) -> opts.PerfOptions:
         floor_tolerance=opts.parse_fraction("--perf-floor-tolerance", g("--perf-floor-tolerance")),
         fail_on=opts.parse_fail_on(g("--perf-fail-on")),
         python=g("--perf-python"),
-        update_baselines=bool(g("--perf-update-baselines")),
+        update_baselines=update,
         baselines_dir=g("--perf-baselines-dir"),
         machine=g("--perf-machine"),
         min_effect=opts.parse_fraction("--perf-min-effect", g("--perf-min-effect")),
@@ -103,8 +105,22 @@ def pytest_configure(config):
     if getattr(config.option, "numprocesses", None) or getattr(config.option, "dist", "no") != "no":
         raise pytest.UsageError("pytest-mxperf refuses pytest-xdist: measurements must never run "
                                 "concurrently on one machine (run without -n/--dist)")
+    if options.baselines_dir is None:
+        import dataclasses
+        options = dataclasses.replace(options, baselines_dir=str(config.rootpath / "baselines"))
     session = PerfSession(options)
     config._mxperf_session = session
+    from . import baselines, fingerprint
+    try:
+        session.machine = fingerprint.machine_fingerprint(options.machine)
+    except ValueError as exc:
+        raise pytest.UsageError(f"--perf-machine: {exc}") from None
+    try:
+        # A corrupt or newer-schema baseline is refused now, before anything is measured,
+        # and never overwritten.
+        session.baseline_doc = baselines.load(session.machine["id"], options.baselines_dir)
+    except baselines.BaselineError as exc:
+        raise pytest.UsageError(str(exc)) from None
     if options.ctx_explicit:
         # An explicit GPU list that this machine cannot satisfy is a usage error, said
         # before anything is measured; with no GPU at all, GPU tests skip instead.
@@ -253,6 +269,7 @@ def pytest_sessionfinish(session, exitstatus):
     s = getattr(session.config, "_mxperf_session", None)
     if s is None:
         return
+    from . import gate
     options = s.options
     msgs: List[str] = []
     measured = [r for r in s.records if r.cell.status == "ok"]
@@ -262,6 +279,16 @@ def pytest_sessionfinish(session, exitstatus):
         if "none-measured" in options.fail_on:
             msgs.append("mxperf: --perf-fail-on none-measured: failing the session")
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
+    if s.records:
+        try:
+            outcome = gate.finish_session(s, s.machine, s.baseline_doc, options.baselines_dir)
+        except Exception as exc:  # a broken baseline or report must not hide the measurements
+            msgs.append(f"mxperf: could not finish the session: {type(exc).__name__}: {exc}")
+            session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
+        else:
+            msgs.extend(outcome.messages)
+            if outcome.failed:
+                session.exitstatus = pytest.ExitCode.TESTS_FAILED
     s.end_messages = msgs
 
 
@@ -283,7 +310,11 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     for r in s.records:
         for run in r.cell.runs:
             env = run.meta.get("env") or env
-    context = {"hardware": hardware.summary(), "software": software,
+    from . import baselines
+    doc = s.baseline_doc
+    context = {"hardware": hardware.summary(), "software": software, "machine_id": s.machine.get("id"),
+               "baseline": (f"{baselines.baseline_path(s.machine['id'], s.options.baselines_dir)} "
+                            f"({len(doc.get('cells') or {})} cells)") if doc else None,
                "env": ", ".join(f"{k}={v}" for k, v in sorted(env.items())) or "(none recorded)",
                "messages": getattr(s, "end_messages", [])}
     terminalreporter.section("mxperf")

@@ -70,6 +70,8 @@ def summary_lines(records: Sequence[CellRecord], findings: Sequence[Finding],
     hw = context.get("hardware") or {}
     lines.append(f"machine: {hw.get('cpu_model', '?')}, {hw.get('logical_cpus', '?')} logical CPUs, "
                  f"{hw.get('physical_cores', '?')} physical cores; GPUs: {', '.join(hw.get('gpus') or []) or 'none'}")
+    if context.get("machine_id"):
+        lines.append(f"machine id: {context['machine_id']}; baseline: {context.get('baseline') or 'none'}")
     if context.get("software"):
         lines.append(f"software: {context['software']}")
     if context.get("env"):

@@ -111,3 +111,44 @@ def test_spec(zoo_model):
 """)
     result = _run(pytester, "--perf-models", "lenet,alexnet")
     result.assert_outcomes(passed=2)
+
+
+def test_corrupt_baseline_is_refused_before_measuring_and_left_as_it_was(pytester):
+    pytester.makepyfile(test_user=USER_TEST)
+    bdir = pytester.path / "bl"
+    bdir.mkdir()
+    bad = bdir / "box.json"
+    bad.write_text('{"schema": 1, "cells": {"x": ')  # truncated
+    before = bad.read_bytes()
+    result = _run(pytester, "-m", "cpu", "--perf-smoke", "--perf-machine", "box",
+                  "--perf-baselines-dir", str(bdir), "--perf-update-baselines")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    err = result.stderr.str()
+    assert str(bad) in err
+    assert bad.read_bytes() == before
+
+
+def test_bad_machine_name_is_a_usage_error(pytester):
+    pytester.makepyfile(test_user=USER_TEST)
+    result = _run(pytester, "--perf-machine", "../../etc/passwd")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "--perf-machine" in result.stderr.str()
+
+
+def test_no_baseline_is_said_and_recording_one_then_comparing_works(pytester):
+    pytester.makepyfile(test_user=USER_TEST)
+    bdir = pytester.path / "bl"
+    common = ["-m", "cpu", "--perf-machine", "box", "--perf-baselines-dir", str(bdir), "--perf-time-budget", "0.3"]
+    result = _run(pytester, *common, "--perf-processes", "1", "--perf-fail-on", "no-baseline")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    assert "no baseline for this machine (box)" in result.stdout.str()
+    result = _run(pytester, *common, "--perf-processes", "3", "--perf-update-baselines")
+    assert result.ret == 0, result.stdout.str()
+    assert (bdir / "box.json").exists()
+    assert "recorded 1 cell(s)" in result.stdout.str()
+    result = _run(pytester, *common, "--perf-processes", "1", "--perf-report", "rep")
+    out = result.stdout.str()
+    assert "no baseline" not in out
+    assert "baseline: " in out and "box.json" in out
+    assert (pytester.path / "rep" / "results.json").exists()
+    assert list((pytester.path / "rep").glob("*.png"))
