@@ -17,9 +17,9 @@ def run(**spec):
     return out.payload
 
 
-@pytest.mark.parametrize("model,kvstore", [("lenet", "device"), ("lenet", "local"), ("mlp", "device")])
-def test_two_cpu_contexts_match_one_context_with_combined_batch(model, kvstore):
-    res = run(model=model, kvstore=kvstore, steps=2)
+@pytest.mark.parametrize("net,kvstore", [("lenet", "device"), ("lenet", "local"), ("mlp", "device")])
+def test_two_cpu_contexts_match_one_context_with_combined_batch(net, kvstore):
+    res = run(model=net, kvstore=kvstore, steps=2)
     assert res["status"] == "ok", res["message"]
     assert res["total_batch"] == 32
     assert res["update_norm"] > 0
