@@ -57,3 +57,14 @@ def test_bad_requests_are_reported():
     assert run(model="lenet", batch_size=4096)["status"] == "error"
     res = run(model="lenet", batch_size=32, contexts=["gpu:0"])
     assert res["status"] in ("unavailable", "ok")
+
+
+def test_digits_file_is_the_one_the_script_wrote():
+    """sha256 over x_train, y_train, x_val, y_val, as scripts/make_digits_npz.py prints it."""
+    import hashlib
+    h = hashlib.sha256()
+    with np.load(convergence.DATA) as z:
+        for k in ("x_train", "y_train", "x_val", "y_val"):
+            h.update(np.ascontiguousarray(z[k]).tobytes())
+        assert "UCI" in str(z["meta"]) and "scikit-learn" in str(z["meta"])
+    assert h.hexdigest() == "b4619b375085729ec342e4fa3eed86b96de01f557f65aeb7d32067ef2337814e"
