@@ -152,3 +152,14 @@ def test_no_baseline_is_said_and_recording_one_then_comparing_works(pytester):
     assert "baseline: " in out and "box.json" in out
     assert (pytester.path / "rep" / "results.json").exists()
     assert list((pytester.path / "rep").glob("*.png"))
+
+
+def test_benchmark_stats_are_seconds_per_batch(pytester):
+    pytester.makepyfile(test_user=USER_TEST)
+    result = _run(pytester, "-m", "cpu", "--perf-processes", "1", "--perf-time-budget", "0.3",
+                  "--benchmark-json=bench.json")
+    result.assert_outcomes(passed=1, deselected=1)
+    bench = json.loads((pytester.path / "bench.json").read_text())
+    (cell,) = [b for b in bench["benchmarks"] if b["extra_info"].get("cell")]
+    # images/s and the median seconds per batch describe the same measurement
+    assert cell["stats"]["median"] == pytest.approx(8 / cell["extra_info"]["images_per_s"], rel=1e-6)
