@@ -140,10 +140,21 @@ def _ctx_id(group) -> str:
     return kind + "-".join(c.split(":")[1] for c in group)
 
 
+def _explicitly_parametrized(metafunc) -> set:
+    names = set()
+    for mark in metafunc.definition.iter_markers("parametrize"):
+        argnames = mark.args[0] if mark.args else mark.kwargs.get("argnames", ())
+        if isinstance(argnames, str):
+            argnames = [a.strip() for a in argnames.split(",")]
+        names.update(argnames)
+    return names
+
+
 def pytest_generate_tests(metafunc):
     session = _session(metafunc.config)
     options = session.options
-    names = metafunc.fixturenames
+    # A test that parametrises model / batch_size / ctx itself keeps its own values.
+    names = [n for n in metafunc.fixturenames if n not in _explicitly_parametrized(metafunc)]
     if "ctx" in names:
         params = [pytest.param(list(g), id=_ctx_id(g), marks=getattr(pytest.mark, g[0].split(":")[0]))
                   for g in options.ctx_groups]

@@ -36,6 +36,21 @@ def looks_like_oom(text: str) -> bool:
     return any(m in low for m in OOM_MARKERS)
 
 
+def error_line(text: str, fallback: str) -> str:
+    """The one line of an exception text that names the problem.
+
+    MXNet errors carry a C++ stack between "MXNetError: Traceback ..." and the real
+    message: prefer an out-of-memory line, then the last "...Error: ..." line that is
+    not a traceback header.
+    """
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    for ln in lines:
+        if looks_like_oom(ln):
+            return ln[:500]
+    named = [ln for ln in lines if "Error" in ln.split(":")[0] and "Traceback" not in ln]
+    return (named[-1] if named else lines[-1] if lines else fallback)[:500]
+
+
 def _write_json(path: str, payload: dict) -> None:
     tmp = path + ".tmp"
     with open(tmp, "w") as fh:
@@ -267,14 +282,8 @@ def main(argv=None) -> int:
     except BaseException as exc:  # report, never hang: the runner classifies the rest
         text = "".join(traceback.format_exception_only(type(exc), exc)).strip()
         status = "oom" if isinstance(exc, MemoryError) or looks_like_oom(text) else "error"
-        last = text.splitlines()[-1] if text else type(exc).__name__
-        # MXNet errors carry a long C++ stack: keep the first line that names the problem.
-        for line in text.splitlines():
-            if "Error" in line or "error" in line:
-                last = line.strip()
-                break
+        result = {"status": status, "message": error_line(text, type(exc).__name__), "meta": {}}
         traceback.print_exc()
-        result = {"status": status, "message": last[:500], "meta": {}}
     _write_json(result_path, result)
     sys.stdout.flush()
     sys.stderr.flush()

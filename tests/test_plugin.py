@@ -163,3 +163,15 @@ def test_benchmark_stats_are_seconds_per_batch(pytester):
     (cell,) = [b for b in bench["benchmarks"] if b["extra_info"].get("cell")]
     # images/s and the median seconds per batch describe the same measurement
     assert cell["stats"]["median"] == pytest.approx(8 / cell["extra_info"]["images_per_s"], rel=1e-6)
+
+
+def test_a_test_that_parametrises_model_itself_keeps_its_values(pytester):
+    pytester.makepyfile(test_user="""
+import pytest
+
+@pytest.mark.parametrize("model", ["mine"])
+def test_own(model, batch_size):
+    assert model == "mine"
+""")
+    result = _run(pytester, "--perf-batch-sizes", "3")
+    result.assert_outcomes(passed=1)

@@ -49,3 +49,15 @@ def test_a_gpu_oom_on_a_documented_oom_cell_is_not_a_failure():
     other = Floor("documented", "score/p100", 294.17, 264.75, 0.1, False, "P100")
     outcome, message = judge_floor(cell, other)
     assert outcome == "failed" and "out of memory" in message and "\n" not in message
+
+
+def test_the_error_line_skips_mxnet_traceback_headers():
+    from pytest_mxperf.worker import error_line
+    text = ("mxnet.base.MXNetError: Traceback (most recent call last):\n"
+            "  File \"../src/storage/./cpu_device_storage.h\", line 74\n"
+            "MXNetError: Failed to allocate CPU Memory")
+    assert error_line(text, "X") == "MXNetError: Failed to allocate CPU Memory"
+    text = ("mxnet.base.MXNetError: Traceback (most recent call last):\n  File \"x.cc\", line 1\n"
+            "MXNetError: Shape inconsistent, Provided = [8], inferred shape=(4,)")
+    assert error_line(text, "X") == "MXNetError: Shape inconsistent, Provided = [8], inferred shape=(4,)"
+    assert error_line("", "ValueError") == "ValueError"
