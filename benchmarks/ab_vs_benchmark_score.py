@@ -9,7 +9,6 @@ Usage: python benchmarks/ab_vs_benchmark_score.py [--pairs 10] [--model resnet50
 """
 import argparse
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path

@@ -31,13 +31,11 @@ it is still almost all parameters (36.4M weights for 1.5k activations per sample
 
 from __future__ import annotations
 
-import json
-import os
 import statistics
-import sys
 import time
-import traceback
 import warnings
+
+from pytest_mxperf.worker import serve
 
 #: the stated ratio: a data-parallel step is communication-bound when exchanging its
 #: gradients (one push + pull round) costs at least this fraction of computing them (one
@@ -63,12 +61,6 @@ def wide_mlp_params(cfg) -> int:
     dims = [cfg["inputs"]] + list(cfg["hidden"]) + [cfg["outputs"]]
     return sum(a * b + b for a, b in zip(dims[:-1], dims[1:]))
 
-
-def _write_json(path, payload):
-    tmp = path + ".tmp"
-    with open(tmp, "w") as fh:
-        json.dump(payload, fh, sort_keys=True)
-    os.replace(tmp, path)
 
 
 def build_network(mx, net):
@@ -208,24 +200,8 @@ def _prod(shape):
 
 
 def main(argv=None):
-    argv = list(sys.argv[1:] if argv is None else argv)
-    if len(argv) != 2:
-        print("usage: python -m pytest_mxperf.commbench SPEC.json RESULT.json", file=sys.stderr)
-        return 2
-    with open(argv[0]) as fh:
-        spec = json.load(fh)
-    try:
-        result = run(spec)
-    except BaseException as exc:
-        traceback.print_exc()
-        text = "".join(traceback.format_exception_only(type(exc), exc)).strip()
-        line = next((ln for ln in text.splitlines() if "Error" in ln), text.splitlines()[0] if text else repr(exc))
-        status = "oom" if isinstance(exc, MemoryError) or "out of memory" in text.lower() else "error"
-        result = {"status": status, "message": line[:500]}
-    _write_json(argv[1], result)
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(0)
+    # A failed commbench worker writes a one-line error result; see worker.serve.
+    return serve(run, argv, "pytest_mxperf.commbench")
 
 
 if __name__ == "__main__":

@@ -25,23 +25,15 @@ samples/s of the training passes.
 
 from __future__ import annotations
 
-import json
-import os
-import sys
 import time
-import traceback
 import warnings
 from pathlib import Path
+
+from pytest_mxperf.worker import serve
 
 DATA = Path(__file__).resolve().parent / "data" / "digits28.npz"
 DEFAULT_TARGET = 0.95
 
-
-def _write_json(path, payload):
-    tmp = path + ".tmp"
-    with open(tmp, "w") as fh:
-        json.dump(payload, fh, sort_keys=True)
-    os.replace(tmp, path)
 
 
 def load_digits(path=DATA):
@@ -157,23 +149,8 @@ def run(spec):
 
 
 def main(argv=None):
-    argv = list(sys.argv[1:] if argv is None else argv)
-    if len(argv) != 2:
-        print("usage: python -m pytest_mxperf.convergence SPEC.json RESULT.json", file=sys.stderr)
-        return 2
-    with open(argv[0]) as fh:
-        spec = json.load(fh)
-    try:
-        result = run(spec)
-    except BaseException as exc:
-        traceback.print_exc()
-        text = "".join(traceback.format_exception_only(type(exc), exc)).strip()
-        line = next((ln for ln in text.splitlines() if "Error" in ln), text.splitlines()[0] if text else repr(exc))
-        result = {"status": "error", "message": line[:500]}
-    _write_json(argv[1], result)
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(0)
+    # A failed convergence worker writes a one-line error result; see worker.serve.
+    return serve(run, argv, "pytest_mxperf.convergence")
 
 
 if __name__ == "__main__":

@@ -27,21 +27,15 @@ after warm-up, ``waitall`` at both ends), rank and a weights checksum.
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import time
-import traceback
 import warnings
+
+from pytest_mxperf.worker import serve
 
 PREFIX = "mxperf-dist-worker:"
 
-
-def _write_json(path, payload):
-    tmp = path + ".tmp"
-    with open(tmp, "w") as fh:
-        json.dump(payload, fh, sort_keys=True)
-    os.replace(tmp, path)
 
 
 def _say(msg):
@@ -185,28 +179,10 @@ def run(spec):
 
 
 def main(argv=None):
-    argv = list(sys.argv[1:] if argv is None else argv)
-    if len(argv) != 2:
-        print("usage: python -m pytest_mxperf.dist_worker SPEC.json RESULT.json", file=sys.stderr)
-        return 2
-    with open(argv[0]) as fh:
-        spec = json.load(fh)
-    try:
-        result = run(spec)
-    except BaseException as exc:
-        traceback.print_exc()
-        text = "".join(traceback.format_exception_only(type(exc), exc)).strip()
-        _write_json(argv[1], {"status": "error", "message": text.splitlines()[0][:500] if text else repr(exc)})
-        sys.stdout.flush()
-        sys.stderr.flush()
-        # A failed worker must not wait in ps-lite's finalize barrier: leave now, the
-        # launcher sees the exit code and stops the rest of the cluster.
-        os._exit(1)
-    _write_json(argv[1], result)
-    sys.stdout.flush()
-    # A normal exit: the kvstore's destructor finalizes ps-lite, which lets the
-    # scheduler and the servers exit too.
-    return 0
+    # A failed dist_worker worker must not wait in ps-lite's finalize barrier: it exits
+    # at once with code 1 and the launcher stops the rest of the cluster; a normal exit
+    # lets the kvstore's destructor finalise ps-lite, so the scheduler and servers exit too.
+    return serve(run, argv, "pytest_mxperf.dist_worker", exit_on_success=False, error_exit_code=1)
 
 
 if __name__ == "__main__":

@@ -6,8 +6,7 @@ floor / baseline verdict -> report. This process never imports mxnet.
 
 from __future__ import annotations
 
-import os
-from typing import Dict, List, Optional
+from typing import List
 
 import pytest
 
@@ -308,7 +307,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     s = getattr(config, "_mxperf_session", None)
     if s is None or not (s.records or s.findings or getattr(s, "end_messages", None)):
         return
-    from . import hardware, report, topology
+    from . import hardware, report
     software = ""
     for r in s.records:
         for run in r.cell.runs:

@@ -19,7 +19,6 @@ synchronisation made explicit):
 from __future__ import annotations
 
 import json
-import math
 import os
 import resource
 import sys
@@ -265,30 +264,50 @@ def measure(spec: dict) -> dict:
     }
 
 
-def main(argv=None) -> int:
+def serve(run, argv=None, prog: str = "pytest_mxperf.worker", *, exit_on_success: bool = True,
+          error_exit_code: int = 0) -> int:
+    """The worker protocol shared by every worker module: ``SPEC.json RESULT.json``.
+
+    Applies the spec's memory cap, runs ``run(spec) -> dict``, and writes its result, or
+    on any exception a one-line ``error`` / ``oom`` result (the traceback goes to stderr,
+    whose tail the runner keeps). Exits with ``os._exit`` so that MXNet's engine shutdown,
+    which can hang after an error, is skipped; a worker whose clean shutdown matters (a
+    ps-lite worker finalises its cluster on exit) passes ``exit_on_success=False``.
+    """
     argv = list(sys.argv[1:] if argv is None else argv)
-    if len(argv) == 2 and argv[0] == "--probe":
-        return probe(argv[1])
     if len(argv) != 2:
-        print("usage: python -m pytest_mxperf.worker SPEC.json RESULT.json | --probe RESULT.json",
-              file=sys.stderr)
+        print(f"usage: python -m {prog} SPEC.json RESULT.json", file=sys.stderr)
         return 2
     spec_path, result_path = argv
     with open(spec_path) as fh:
         spec = json.load(fh)
     _set_memory_cap(spec.get("memory_limit"))
     try:
-        result = measure(spec)
+        result = run(spec)
     except BaseException as exc:  # report, never hang: the runner classifies the rest
         text = "".join(traceback.format_exception_only(type(exc), exc)).strip()
         status = "oom" if isinstance(exc, MemoryError) or looks_like_oom(text) else "error"
-        result = {"status": status, "message": error_line(text, type(exc).__name__), "meta": {}}
         traceback.print_exc()
+        _write_json(result_path, {"status": status, "message": error_line(text, type(exc).__name__), "meta": {}})
+        sys.stdout.flush()
+        sys.stderr.flush()
+        # Exit here, while the traceback still holds the failed run's objects: leaving the
+        # except block would free them, and a KVStore's destructor then waits in ps-lite's
+        # finalize barrier for peers that will never come.
+        os._exit(error_exit_code)
     _write_json(result_path, result)
     sys.stdout.flush()
     sys.stderr.flush()
-    # os._exit: skip MXNet's engine shutdown, which can hang after an error.
-    os._exit(0)
+    if exit_on_success:
+        os._exit(0)
+    return 0
+
+
+def main(argv=None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if len(argv) == 2 and argv[0] == "--probe":
+        return probe(argv[1])
+    return serve(measure, argv, "pytest_mxperf.worker | --probe RESULT.json")
 
 
 if __name__ == "__main__":

@@ -1,6 +1,5 @@
 """results.json round trip and the compare / promote CLI (run in a subprocess, no mxnet)."""
 
-import json
 import os
 import subprocess
 import sys

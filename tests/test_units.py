@@ -1,6 +1,5 @@
 """Plain logic: workload specs, samples, topology, floors, options."""
 
-import dataclasses
 
 import pytest
 from hypothesis import given, settings, strategies as st
