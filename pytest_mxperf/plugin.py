@@ -21,10 +21,9 @@ MARKERS = {
     "multi_device": "data parallel over several contexts",
     "distributed": "distributed kvstore (ps-lite roles on 127.0.0.1)",
     "slow": "heavy cells; deselected unless --perf-slow or a -m expression that names 'slow'",
-    "mxperf_grid(models=None, batch_sizes=None, slow=None): the model x batch grid of a test; "
-    "slow maps model -> smallest batch that is slow on CPU": "",
+    "mxperf_grid(models=None, batch_sizes=None, slow=None)":
+        "the model x batch grid of a test; slow maps a model to the smallest batch that is slow on CPU",
 }
-
 
 
 def pytest_addoption(parser):
@@ -96,7 +95,7 @@ def _parse(config) -> opts.PerfOptions:
 
 def pytest_configure(config):
     for name, doc in MARKERS.items():
-        config.addinivalue_line("markers", f"{name}: {doc}" if doc else name)
+        config.addinivalue_line("markers", f"{name}: {doc}")
     try:
         options = _parse(config)
     except opts.OptionError as exc:
