@@ -74,9 +74,13 @@ def finish_session(session: PerfSession, machine: Dict[str, Any], doc: Optional[
     if records:
         if doc is None:
             path = baselines.baseline_path(machine["id"], baselines_dir)
-            out.messages.append(
-                f"mxperf: no baseline for this machine ({machine['id']}): nothing was compared with a "
-                f"previous measurement; record one with --perf-update-baselines (writes {path})")
+            if options.update_baselines:
+                out.messages.append(f"mxperf: no baseline existed for this machine ({machine['id']}); "
+                                    f"this run records the first one")
+            else:
+                out.messages.append(
+                    f"mxperf: no baseline for this machine ({machine['id']}): nothing was compared with a "
+                    f"previous measurement; record one with --perf-update-baselines (writes {path})")
             if "no-baseline" in options.fail_on and not options.update_baselines:
                 out.failed = True
                 out.messages.append("mxperf: --perf-fail-on no-baseline: failing the session")

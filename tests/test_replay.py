@@ -3,7 +3,8 @@
 ``benchmarks/data/replay-*.json`` holds per-process medians of unchanged cells, measured by
 ``benchmarks/collect_replay_data.py`` in fresh worker processes, interleaved, while other
 engineers were measuring on the same 2 cores (so many processes were CPU-starved: that is
-the noise the gate must live with). Each resample is one simulated session: for every cell,
+the noise the gate must live with); ``replay-*-quiet.json`` holds the same cells measured
+later on the same machine with nothing else running. Each resample is one simulated session: for every cell,
 draw a "baseline" set of BASE processes and a disjoint "current" set of CUR processes
 without replacement, judge all cells together (Benjamini-Hochberg across them), and, like
 the plugin, re-measure suspects: add processes from the rest of the pool until the current
@@ -135,3 +136,15 @@ def test_slowdown_is_detected_as_regression_on_unstarved_processes(pools):
         pytest.skip("fewer than 6 unstarved processes per cell in the replay data")
     for key, (k, n, r) in rates.items():
         assert r.get("regression", 0) >= 0.95, (key, k, n, r)
+
+
+def test_slowdown_is_a_regression_when_no_process_was_starved(pools):
+    """On data where every process got its CPUs (a quiet machine), x0.76 must end as a
+    confirmed "regression" (not merely "suspect") in >= 95% of simulated sessions."""
+    if clean_pools(pools) != pools or any(s is None for p in pools.values() for _, s in p):
+        pytest.skip("this data set has CPU-starved processes; see the starved-data tests")
+    out = simulate(pools, SLOWDOWN, random.Random(SEED + 3))
+    rates = {k: _rates(c) for k, c in out["per_cell"].items()}
+    print("\nx0.76, quiet data, per cell:", {k.split('/')[1]: r for k, r in rates.items()})
+    for key, r in rates.items():
+        assert r.get("regression", 0) >= 0.95, (key, r)
