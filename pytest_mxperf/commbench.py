@@ -36,6 +36,7 @@ import time
 import warnings
 
 from pytest_mxperf.worker import serve
+from pytest_mxperf.zoo.count import prod
 
 #: the stated ratio: a data-parallel step is communication-bound when exchanging its
 #: gradients (one push + pull round) costs at least this fraction of computing them (one
@@ -167,7 +168,7 @@ def run(spec):
     warmup = int(spec.get("warmup", 2))
     sym, input_shape, num_classes = build_network(mx, net)
     shapes = param_shapes(sym, (batch,) + tuple(input_shape))
-    nparams = sum(int(_prod(s)) for s in shapes)
+    nparams = sum(int(prod(s)) for s in shapes)
     size_bytes = 4.0 * nparams
     ctxs = [_ctx(mx, n) for n in names]
     times, err, kv_real = measure_comm(mx, shapes, ctxs, kv_type, rounds, warmup)
@@ -190,13 +191,6 @@ def run(spec):
         out["comm_to_compute"] = comm / out["compute_seconds"]
         out["classification"] = classify(comm, out["compute_seconds"])
     return out
-
-
-def _prod(shape):
-    p = 1
-    for d in shape:
-        p *= int(d)
-    return p
 
 
 def main(argv=None):

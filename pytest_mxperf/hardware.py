@@ -18,6 +18,10 @@ from . import topology
 NVIDIA_SMI_QUERY = "name,memory.total,driver_version"
 
 
+CPUINFO_FIELDS = {"vendor_id": "vendor", "model name": "model_name", "cpu family": "family", "model": "model",
+                  "stepping": "stepping", "cache size": "cache_size", "cpu MHz": "mhz"}
+
+
 def parse_cpuinfo(text: str) -> Dict[str, object]:
     """The first processor block's identity fields and the flags, from /proc/cpuinfo text."""
     info: Dict[str, object] = {}
@@ -28,22 +32,10 @@ def parse_cpuinfo(text: str) -> Dict[str, object]:
             continue
         key, _, value = line.partition(":")
         key, value = key.strip(), value.strip()
-        if key == "vendor_id":
-            info["vendor"] = value
-        elif key == "model name":
-            info["model_name"] = value
-        elif key == "cpu family":
-            info["family"] = value
-        elif key == "model":
-            info["model"] = value
-        elif key == "stepping":
-            info["stepping"] = value
-        elif key == "cache size":
-            info["cache_size"] = value
-        elif key == "flags":
+        if key == "flags":
             info["flags"] = value.split()
-        elif key == "cpu MHz":
-            info["mhz"] = value
+        elif key in CPUINFO_FIELDS:
+            info[CPUINFO_FIELDS[key]] = value
     return info
 
 

@@ -138,3 +138,14 @@ def test_option_parsers_accept_or_refuse_cleanly(which, text):
         PARSERS[which](text)
     except opts.OptionError as exc:
         assert "\n" not in str(exc)
+
+
+def test_parse_cpuinfo_reads_the_first_block():
+    from pytest_mxperf.hardware import parse_cpuinfo
+    text = ("processor\t: 0\nvendor_id\t: GenuineIntel\ncpu family\t: 6\nmodel\t\t: 167\n"
+            "model name\t: Intel(R) Xeon(R) Processor\nstepping\t: 1\ncache size\t: 491520 KB\n"
+            "flags\t\t: fpu avx2 avx512f\n\nprocessor\t: 1\nmodel name\t: Other\n")
+    info = parse_cpuinfo(text)
+    assert info == {"vendor": "GenuineIntel", "family": "6", "model": "167",
+                    "model_name": "Intel(R) Xeon(R) Processor", "stepping": "1", "cache_size": "491520 KB",
+                    "flags": ["fpu", "avx2", "avx512f"]}

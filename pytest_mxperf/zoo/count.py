@@ -23,18 +23,13 @@ import json
 import sys
 import warnings
 
+from pytest_mxperf.worker import _import_mxnet
+
 _NON_PARAM_ARGS = ("data", "softmax_label")
 _MAC_OPS = ("Convolution", "FullyConnected")
 
 
-def _import_mxnet():
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        import mxnet as mx
-    return mx
-
-
-def _prod(values):
+def prod(values):
     out = 1
     for v in values:
         out *= int(v)
@@ -50,7 +45,7 @@ def count_params(sym, data_shape):
     for name, shape in zip(sym.list_arguments(), arg_shapes):
         if name in _NON_PARAM_ARGS:
             continue
-        total += _prod(shape)
+        total += prod(shape)
     return total
 
 
@@ -75,8 +70,8 @@ def mac_layers(sym, data_shape):
         weight_node = nodes[node["inputs"][1][0]]
         weight_shape = arg_shape[weight_node["name"]]
         output = out_shape[name + "_output"]
-        per_image = _prod(output[1:])  # batch is 1
-        layers.append((op, name, per_image * _prod(weight_shape[1:])))
+        per_image = prod(output[1:])  # batch is 1
+        layers.append((op, name, per_image * prod(weight_shape[1:])))
     return layers
 
 
