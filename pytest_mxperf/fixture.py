@@ -258,8 +258,7 @@ class Measurer:
         env, _ = runner.build_env(w, self.session.environ, extra_env)
         python = self.options.python or sys.executable
         spec = dict(spec)
-        spec.setdefault("memory_limit", runner.default_memory_limit() if self.options.memory_limit == -1
-                        else self.options.memory_limit)
+        spec.setdefault("memory_limit", runner.resolve_memory_limit(self.options.memory_limit))
         return runner.run_process([python, "-m", module], spec, timeout=timeout or self.options.timeout, env=env)
 
     def report(self, name: str, figures: Dict[str, Any], note: str = "") -> None:

@@ -38,6 +38,11 @@ def default_memory_limit() -> Optional[int]:
         return None
 
 
+def resolve_memory_limit(limit: Optional[int]) -> Optional[int]:
+    """-1 means the default cap (75% of RAM), None no cap, anything else bytes."""
+    return default_memory_limit() if limit == -1 else limit
+
+
 def worker_command(python: Optional[str] = None) -> List[str]:
     return [python or sys.executable, "-m", "pytest_mxperf.worker"]
 
@@ -212,8 +217,7 @@ def run_workload(workload: Workload, *, time_budget: float = 3.0, smoke: bool = 
     ``env`` replaces os.environ as the base environment; ``extra_env`` is laid over it
     (both before the suite's defaults fill what is still unset).
     """
-    if memory_limit == -1:
-        memory_limit = default_memory_limit()
+    memory_limit = resolve_memory_limit(memory_limit)
     full_env, defaults = build_env(workload, env, extra_env)
     spec = make_spec(workload, time_budget=time_budget, smoke=smoke, memory_limit=memory_limit,
                      seed=seed, **options)
