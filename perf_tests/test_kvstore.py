@@ -1,6 +1,6 @@
 """Communication cost per batch: kvstore push/pull bandwidth against compute per batch.
 
-In the manner of MXNet's ``tools/bandwidth/measure.py`` (``pytest_mxperf.commbench``):
+In the manner of MXNet's ``tools/bandwidth/measure.py`` (``pytest_mxperf.workers.commbench``):
 gradient arrays shaped like a network's parameters (from the zoo symbol's infer_shape)
 are pushed and pulled through a kvstore over the given contexts, ``waitall`` per round,
 giving GB/s and communication seconds per batch. That is set against the compute
@@ -19,7 +19,7 @@ while a conv net at the same batch must classify as compute-bound.
 
 import pytest
 
-from pytest_mxperf import commbench
+from pytest_mxperf.workers import commbench
 
 CPU_CONTEXTS = ("cpu:0", "cpu:1")
 BATCH = 8  # per device, for both sides of the comparison
@@ -30,7 +30,7 @@ def _comm(mxperf, network, contexts, kvstore, compute=False):
     spec = {"network": network, "contexts": list(contexts), "kvstore": kvstore, "batch_size": BATCH,
             "rounds": 3 if mxperf.options.smoke else COMM_ROUNDS, "compute": compute,
             "compute_rounds": 3 if mxperf.options.smoke else 6}
-    out = mxperf.run_module("pytest_mxperf.commbench", spec, contexts=contexts, threads="auto",
+    out = mxperf.run_module("pytest_mxperf.workers.commbench", spec, contexts=contexts, threads="auto",
                             mode="kvstore", model=network.get("model", "mlp"), timeout=600)
     if out.status == "unavailable":
         pytest.skip(out.message)

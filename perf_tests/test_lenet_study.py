@@ -7,7 +7,7 @@ with more devices (per-device overhead: slicing the batch, aggregating gradients
 update per device); that is reported as a finding, never asserted away. On CPU the
 "devices" are contexts on the same cores (threads profile "per-context").
 
-Time-to-accuracy (``pytest_mxperf.convergence``): LeNet trained on the UCI hand-written
+Time-to-accuracy (``pytest_mxperf.workers.convergence``): LeNet trained on the UCI hand-written
 digits at 28x28 (``pytest_mxperf/data/digits28.npz``) until ``TARGET`` validation accuracy
 on the hold-out. Asserted over seeds 0, 1, 2 for the default batch sizes: the target is
 reached within ``MAX_EPOCHS`` epochs. Seconds-to-accuracy and epochs are reported per
@@ -16,7 +16,7 @@ batch size and device count, never asserted (wall-clock is the machine's, not MX
 
 import pytest
 
-from pytest_mxperf.convergence import DEFAULT_TARGET
+from pytest_mxperf.workers.convergence import DEFAULT_TARGET
 
 TARGET = DEFAULT_TARGET  # 0.95 on the digits hold-out
 #: measured here: 1-9 epochs over these batch sizes and seeds (lr 0.1, momentum 0.9)
@@ -82,7 +82,7 @@ def _time_to_accuracy(mxperf, total_batch, contexts):
         pytest.skip(f"total batch {total_batch} does not split over {len(contexts)} devices")
     rows = []
     for seed in SEEDS:
-        out = mxperf.run_module("pytest_mxperf.convergence",
+        out = mxperf.run_module("pytest_mxperf.workers.convergence",
                                 {"model": "lenet", "batch_size": total_batch // len(contexts),
                                  "contexts": list(contexts), "seed": seed, "target_accuracy": TARGET,
                                  "max_epochs": MAX_EPOCHS},

@@ -13,7 +13,7 @@ fair. Measured here: LeNet b256 training 3014 samples/s on 1 context x 2 threads
 2 contexts x 1 thread (threads profile "per-context"), 2696 on 2 contexts x 2 threads.
 The CPU path asserts instead
   (a) correctness: N contexts produce the same parameter update as 1 context with the
-      combined batch (``pytest_mxperf.multidevice``, from identical initial weights);
+      combined batch (``pytest_mxperf.workers.multidevice``, from identical initial weights);
   (b) that both cells are measured; their efficiency throughput(N) / throughput(1) on the
       same cores is reported, and the N-context cell is recorded, so the baseline
       comparison catches a regression of MXNet's multi-device path.
@@ -23,7 +23,7 @@ per-context overhead dominates) is a reported finding, not a weakened assertion.
 
 import pytest
 
-from pytest_mxperf.multidevice import UPDATE_REL_TOL
+from pytest_mxperf.workers.multidevice import UPDATE_REL_TOL
 
 CPU_CONTEXTS = ("cpu:0", "cpu:1")
 CPU_KVSTORES = ("local", "device")
@@ -61,7 +61,7 @@ def _gpu_contexts(mxperf):
 # -- correctness ---------------------------------------------------------------------------
 
 def _check_update(mxperf, model, kvstore, contexts):
-    out = mxperf.run_module("pytest_mxperf.multidevice",
+    out = mxperf.run_module("pytest_mxperf.workers.multidevice",
                             {"model": model, "kvstore": kvstore, "contexts": list(contexts),
                              "batch_size": 32, "steps": 2, "seed": 0},
                             contexts=contexts, threads="per-context", model=model)

@@ -1,7 +1,7 @@
 """pytest-mxperf: a performance regression gate for Apache MXNet workloads.
 
 The pytest process never imports mxnet: every measurement runs in a fresh worker
-process (``pytest_mxperf.worker``). Modules here are plain Python that can be used
+process (``pytest_mxperf.workers``). Modules here are plain Python that can be used
 and tested without pytest; ``plugin.py`` only wires options, markers and fixtures.
 """
 

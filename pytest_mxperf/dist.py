@@ -6,7 +6,7 @@ module never imports mxnet: every role is its own fresh process.
 
 * The scheduler and the servers are ``python -c "import mxnet"`` with ``DMLC_ROLE`` =
   scheduler / server: MXNet runs that role at import and exits when the workers finalize.
-  The workers are ``python -m pytest_mxperf.dist_worker`` with ``DMLC_ROLE=worker``.
+  The workers are ``python -m pytest_mxperf.workers.dist_worker`` with ``DMLC_ROLE=worker``.
   (MXNet's bundled ``dmlc_tracker`` is not used.)
 * Every process gets ``DMLC_PS_ROOT_URI=127.0.0.1``, a free ``DMLC_PS_ROOT_PORT`` (a
   socket bound to 127.0.0.1:0), ``DMLC_NUM_SERVER``, ``DMLC_NUM_WORKER``,
@@ -32,17 +32,17 @@ import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Dict, List, Optional
 
-PACKAGE_PARENT = str(Path(__file__).resolve().parent.parent)
+from . import spawn
+from .jsonio import write_json
+
 #: after a process of the cluster dies with an error, all the others are gone within this
 KILL_WITHIN_SECONDS = 10.0
 DIST_KVSTORES = ("dist_sync", "dist_async", "dist_device_sync")
 KVSTORES = ("local",) + DIST_KVSTORES
-TAIL_LINES = 15
 POLL_SECONDS = 0.05
 
 
@@ -51,25 +51,6 @@ def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind((host, 0))
         return s.getsockname()[1]
-
-
-def _tail(path: Path, n: int = TAIL_LINES) -> List[str]:
-    try:
-        data = path.read_bytes()[-16384:].decode("utf-8", "replace")
-    except OSError:
-        return []
-    return [ln.rstrip() for ln in data.splitlines() if ln.strip()][-n:]
-
-
-def _describe_rc(rc: Optional[int]) -> str:
-    if rc is None:
-        return "still running"
-    if rc < 0:
-        try:
-            return f"killed by {signal.Signals(-rc).name}"
-        except ValueError:
-            return f"killed by signal {-rc}"
-    return f"exit code {rc}"
 
 
 class _Proc:
@@ -84,9 +65,7 @@ class _Proc:
         self.ended_at: Optional[float] = None
 
     def start(self):
-        with open(self.log, "wb") as log:
-            self.popen = subprocess.Popen(self.cmd, env=self.env, stdin=subprocess.DEVNULL, stdout=log,
-                                          stderr=subprocess.STDOUT, start_new_session=True, close_fds=True)
+        self.popen = spawn.start(self.cmd, env=self.env, log_path=self.log)
 
     @property
     def pid(self) -> int:
@@ -112,7 +91,7 @@ class _Proc:
 
     def last_step(self) -> int:
         last = 0
-        for line in _tail(self.log, 40):
+        for line in spawn.tail(self.log, 40):
             if "mxperf-dist-worker:" in line and " step=" in line:
                 try:
                     last = max(last, int(line.split(" step=")[1].split()[0]))
@@ -123,7 +102,7 @@ class _Proc:
     def report(self) -> dict:
         rc = self.popen.returncode if self.popen else None
         return {"role": self.role, "index": self.index, "pid": self.pid if self.popen else None,
-                "returncode": rc, "state": _describe_rc(rc), "tail": _tail(self.log)}
+                "returncode": rc, "state": spawn.describe_returncode(rc), "tail": spawn.tail(self.log)}
 
 
 def _listening_ports(pids: List[int]) -> List[int]:
@@ -185,7 +164,7 @@ def alive(pids: List[int]) -> List[int]:
 def base_env(threads: int = 1, base: Optional[Dict[str, str]] = None) -> Dict[str, str]:
     env = {k: v for k, v in (os.environ if base is None else base).items()
            if not k.startswith(("DMLC_", "PS_"))}
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (PACKAGE_PARENT, env.get("PYTHONPATH")) if p)
+    env = spawn.with_package_path(env)
     env.setdefault("OMP_NUM_THREADS", str(threads))
     env.pop("PYTHONWARNINGS", None)
     return env
@@ -201,7 +180,7 @@ def launch(spec: Dict, workdir: Optional[str] = None) -> Dict:
     momentum, ...). ``weights_dir``: where workers save their final weights (npz).
     """
     if workdir is None:
-        with tempfile.TemporaryDirectory(prefix="mxperf-dist-") as tmp:
+        with spawn.WorkDir(prefix="mxperf-dist-") as tmp:
             return launch(spec, tmp)
     work = Path(workdir)
     kv = spec.get("kvstore", "dist_sync")
@@ -243,7 +222,7 @@ def launch(spec: Dict, workdir: Optional[str] = None) -> Dict:
         if weights_dir:
             wspec["weights_path"] = str(Path(weights_dir) / f"{kv}-worker{i}.npz")
         p.spec_path.write_text(json.dumps(wspec, sort_keys=True))
-        p.cmd = [python, "-m", "pytest_mxperf.dist_worker", str(p.spec_path), str(p.result_path)]
+        p.cmd = [python, "-m", "pytest_mxperf.workers.dist_worker", str(p.spec_path), str(p.result_path)]
         workers.append(p)
 
     inject = spec.get("inject_kill")
@@ -384,13 +363,6 @@ def launch(spec: Dict, workdir: Optional[str] = None) -> Dict:
     return out
 
 
-def _write_json(path: str, payload: dict) -> None:
-    tmp = path + ".tmp"
-    with open(tmp, "w") as fh:
-        json.dump(payload, fh, sort_keys=True)
-    os.replace(tmp, path)
-
-
 def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if len(argv) != 2:
@@ -408,7 +380,7 @@ def main(argv=None) -> int:
         import traceback
         traceback.print_exc()
         result = {"status": "error", "message": f"launcher failed: {exc!r}"[:500]}
-    _write_json(argv[1], result)
+    write_json(argv[1], result)
     for p in result.get("processes", []):
         print(f"{p['role']} {p['index']} pid {p['pid']}: {p['state']}")
     print(f"status {result['status']}: {result.get('message', '')}")

@@ -12,20 +12,16 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import signal
 import subprocess
 import sys
-import tempfile
 import time
-from pathlib import Path
 from typing import Dict, List, Mapping, Optional, Sequence
 
-from . import topology
+from . import spawn, topology
 from .samples import RunResult
 from .workload import Workload
 
-PACKAGE_PARENT = str(Path(__file__).resolve().parent.parent)
-STDERR_TAIL_LINES = 15
+WORKER_MODULE = "pytest_mxperf.workers.throughput"
 DEFAULT_TIMEOUT = 600.0
 
 
@@ -44,61 +40,7 @@ def resolve_memory_limit(limit: Optional[int]) -> Optional[int]:
 
 
 def worker_command(python: Optional[str] = None) -> List[str]:
-    return [python or sys.executable, "-m", "pytest_mxperf.worker"]
-
-
-def _signal_name(num: int) -> str:
-    try:
-        return signal.Signals(num).name
-    except ValueError:
-        return f"signal {num}"
-
-
-def _tail(path: Path, n: int = STDERR_TAIL_LINES) -> List[str]:
-    try:
-        with open(path, "rb") as fh:
-            fh.seek(0, os.SEEK_END)
-            size = fh.tell()
-            fh.seek(max(0, size - 16384))
-            text = fh.read().decode("utf-8", "replace")
-    except OSError:
-        return []
-    lines = [ln.rstrip() for ln in text.splitlines() if ln.strip()]
-    return lines[-n:]
-
-
-def kill_process_tree(pid: int, pgid: Optional[int] = None, grace: float = 0.0) -> None:
-    """Kill a worker, its process group and any descendant that left the group."""
-    try:
-        import psutil
-        try:
-            descendants = psutil.Process(pid).children(recursive=True)
-        except psutil.Error:
-            descendants = []
-    except ImportError:  # pragma: no cover
-        psutil, descendants = None, []
-    if pgid is not None:
-        try:
-            os.killpg(pgid, signal.SIGTERM if grace else signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-        if grace:
-            time.sleep(grace)
-            try:
-                os.killpg(pgid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
-    for proc in descendants:
-        try:
-            proc.kill()
-        except Exception:
-            pass
-    try:
-        os.kill(pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-    if psutil is not None and descendants:
-        psutil.wait_procs(descendants, timeout=5)
+    return spawn.python_command(python, WORKER_MODULE)
 
 
 def build_env(workload: Workload, base: Optional[Mapping[str, str]] = None,
@@ -108,8 +50,7 @@ def build_env(workload: Workload, base: Optional[Mapping[str, str]] = None,
         base.update(extra)
     ncpu = workload.num_devices if workload.device == "cpu" else 1
     env, defaults = topology.worker_env(base, workload.threads, ncpu)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (PACKAGE_PARENT, env.get("PYTHONPATH")) if p)
-    return env, defaults
+    return spawn.with_package_path(env), defaults
 
 
 @dataclasses.dataclass
@@ -131,27 +72,24 @@ def run_process(command: Sequence[str], spec: Dict, *, timeout: float = DEFAULT_
     The worker protocol: read the spec, write a JSON object with at least ``status``
     ("ok", "error", "oom", "unavailable", ...) and ``message`` to RESULT.json.
     """
-    with tempfile.TemporaryDirectory(prefix="mxperf-") as tmp:
-        spec_path = Path(tmp) / "spec.json"
-        result_path = Path(tmp) / "result.json"
-        log_path = Path(tmp) / "worker.log"
+    with spawn.WorkDir() as tmp:
+        spec_path = tmp / "spec.json"
+        result_path = tmp / "result.json"
+        log_path = tmp / "worker.log"
         spec_path.write_text(json.dumps(spec, sort_keys=True))
         t0 = time.perf_counter()
         timed_out = False
-        with open(log_path, "wb") as log:
-            proc = subprocess.Popen(list(command) + [str(spec_path), str(result_path)], env=env,
-                                    stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                    start_new_session=True, close_fds=True)
-            try:
-                proc.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                timed_out = True
-            finally:
-                # Always reap the whole group: a worker that exited may leave children.
-                kill_process_tree(proc.pid, proc.pid)
-                proc.wait()
+        proc = spawn.start(list(command) + [str(spec_path), str(result_path)], env=env, log_path=log_path)
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+        finally:
+            # Always reap the whole group: a worker that exited may leave children.
+            spawn.kill_process_tree(proc.pid, proc.pid)
+            proc.wait()
         wall = time.perf_counter() - t0
-        tail = _tail(log_path)
+        tail = spawn.tail(log_path)
         rc = proc.returncode
         payload = None
         if result_path.exists():
@@ -161,7 +99,7 @@ def run_process(command: Sequence[str], spec: Dict, *, timeout: float = DEFAULT_
                 payload = None
 
     last = tail[-1] if tail else "(no output)"
-    from .worker import looks_like_oom
+    from .workers.protocol import looks_like_oom
     oom_line = next((ln.strip() for ln in tail if looks_like_oom(ln)), None)
 
     def outcome(status, message):
@@ -171,10 +109,10 @@ def run_process(command: Sequence[str], spec: Dict, *, timeout: float = DEFAULT_
         return outcome("timeout", f"worker timed out after {timeout:g} s; last output: {last}")
     if payload is None or not isinstance(payload, dict):
         if rc is not None and rc < 0:
-            sig = _signal_name(-rc)
+            sig = spawn.signal_name(-rc)
             if oom_line:
                 return outcome("oom", f"worker ran out of memory ({sig}): {oom_line}")
-            hint = " (possibly the kernel's OOM killer)" if -rc == signal.SIGKILL else ""
+            hint = " (possibly the kernel's OOM killer)" if -rc == 9 else ""  # SIGKILL
             return outcome("crash", f"worker killed by {sig}{hint}; last output: {last}")
         if oom_line:
             return outcome("oom", f"worker ran out of memory: {oom_line}")
@@ -228,13 +166,12 @@ def run_workload(workload: Workload, *, time_budget: float = 3.0, smoke: bool = 
 def probe(python: Optional[str] = None, timeout: float = 120.0,
           env: Optional[Mapping[str, str]] = None) -> Dict:
     """Ask a fresh process what MXNet is installed: version, build features, GPUs, threads."""
-    env = dict(os.environ if env is None else env)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (PACKAGE_PARENT, env.get("PYTHONPATH")) if p)
+    env = spawn.with_package_path(os.environ if env is None else env)
     env.pop("PYTHONWARNINGS", None)
-    with tempfile.TemporaryDirectory(prefix="mxperf-probe-") as tmp:
-        out = Path(tmp) / "probe.json"
+    with spawn.WorkDir() as tmp:
+        out = tmp / "probe.json"
         try:
-            proc = subprocess.run(worker_command(python) + ["--probe", str(out)], env=env,
+            proc = subprocess.run(spawn.python_command(python, "pytest_mxperf.workers.protocol") + ["--probe", str(out)], env=env,
                                   stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                   timeout=timeout, start_new_session=True)
         except subprocess.TimeoutExpired:

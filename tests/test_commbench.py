@@ -4,9 +4,10 @@ import sys
 
 import pytest
 
-from pytest_mxperf import commbench, dist, runner, zoo
+from pytest_mxperf import dist, runner, zoo
+from pytest_mxperf.workers import commbench
 
-CMD = [sys.executable, "-m", "pytest_mxperf.commbench"]
+CMD = [sys.executable, "-m", "pytest_mxperf.workers.commbench"]
 
 
 def run(spec, threads=2):

@@ -4,9 +4,10 @@ import sys
 
 import numpy as np
 
-from pytest_mxperf import convergence, dist, runner
+from pytest_mxperf import dist, runner
+from pytest_mxperf.workers import convergence
 
-CMD = [sys.executable, "-m", "pytest_mxperf.convergence"]
+CMD = [sys.executable, "-m", "pytest_mxperf.workers.convergence"]
 
 
 def run(**spec):

@@ -4,9 +4,10 @@ import sys
 
 import pytest
 
-from pytest_mxperf import dist, multidevice, runner
+from pytest_mxperf import dist, runner
+from pytest_mxperf.workers import multidevice
 
-CMD = [sys.executable, "-m", "pytest_mxperf.multidevice"]
+CMD = [sys.executable, "-m", "pytest_mxperf.workers.multidevice"]
 
 
 def run(**spec):

@@ -8,7 +8,7 @@ from pytest_mxperf.fixture import PerfSession, judge_floor
 from pytest_mxperf.options import PerfOptions
 from pytest_mxperf.samples import CellMeasurement, RunResult
 from pytest_mxperf.tables import Floor
-from pytest_mxperf.worker import looks_like_oom
+from pytest_mxperf.workers.protocol import looks_like_oom
 from pytest_mxperf.workload import Workload
 
 
@@ -52,7 +52,7 @@ def test_a_gpu_oom_on_a_documented_oom_cell_is_not_a_failure():
 
 
 def test_the_error_line_skips_mxnet_traceback_headers():
-    from pytest_mxperf.worker import error_line
+    from pytest_mxperf.workers.protocol import error_line
     text = ("mxnet.base.MXNetError: Traceback (most recent call last):\n"
             "  File \"../src/storage/./cpu_device_storage.h\", line 74\n"
             "MXNetError: Failed to allocate CPU Memory")

@@ -23,7 +23,7 @@ import json
 import sys
 import warnings
 
-from pytest_mxperf.worker import _import_mxnet
+from pytest_mxperf.workers.protocol import import_mxnet
 
 _NON_PARAM_ARGS = ("data", "softmax_label")
 _MAC_OPS = ("Convolution", "FullyConnected")
@@ -83,7 +83,7 @@ def count_macs(sym, data_shape):
 def forward_output_shape(sym, data_shape, mx=None):
     """Bind ``sym`` in an inference Module at batch 1 with random weights, run
     one forward pass on random data and return the output shape."""
-    mx = mx or _import_mxnet()
+    mx = mx or import_mxnet()
     shape = (1,) + tuple(data_shape)
     mod = mx.mod.Module(sym, data_names=("data",), label_names=("softmax_label",),
                         context=mx.cpu())
@@ -103,7 +103,7 @@ def measure(name, forward=True):
     """Count one registry model; returns the JSON-able record."""
     from pytest_mxperf.zoo import build_symbol, get_model
 
-    mx = _import_mxnet()
+    mx = import_mxnet()
     spec = get_model(name)
     sym = build_symbol(name)
     rec = {
@@ -120,7 +120,7 @@ def measure(name, forward=True):
 def measure_gluon(factory_name, input_shape=(3, 224, 224)):
     """Count an arbitrary ``mx.gluon.model_zoo.vision`` network (no forward pass);
     used to show that look-alikes (Gluon alexnet, resnet50_v1, vgg16) differ."""
-    mx = _import_mxnet()
+    mx = import_mxnet()
     net = getattr(mx.gluon.model_zoo.vision, factory_name)(pretrained=False,
                                                           prefix=factory_name + "_")
     sym = net(mx.sym.var("data"))

@@ -1,6 +1,6 @@
 """One worker of a (possibly distributed) kvstore training run.
 
-Run as ``python -m pytest_mxperf.dist_worker SPEC.json RESULT.json`` by ``dist.py``: with
+Run as ``python -m pytest_mxperf.workers.dist_worker SPEC.json RESULT.json`` by ``dist.py``: with
 the DMLC environment of a ps-lite worker for ``dist_sync`` / ``dist_async`` /
 ``dist_device_sync``, or with no DMLC environment for the single-process ``local``
 reference run.
@@ -32,7 +32,7 @@ import sys
 import time
 import warnings
 
-from pytest_mxperf.worker import serve
+from pytest_mxperf.workers.protocol import serve
 
 PREFIX = "mxperf-dist-worker:"
 
@@ -182,7 +182,7 @@ def main(argv=None):
     # A failed dist_worker worker must not wait in ps-lite's finalize barrier: it exits
     # at once with code 1 and the launcher stops the rest of the cluster; a normal exit
     # lets the kvstore's destructor finalise ps-lite, so the scheduler and servers exit too.
-    return serve(run, argv, "pytest_mxperf.dist_worker", exit_on_success=False, error_exit_code=1)
+    return serve(run, argv, "pytest_mxperf.workers.dist_worker", exit_on_success=False, error_exit_code=1)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """Time-to-accuracy, in the manner of MLPerf: train until a validation accuracy is reached.
 
-Run as ``python -m pytest_mxperf.convergence SPEC.json RESULT.json`` (through
+Run as ``python -m pytest_mxperf.workers.convergence SPEC.json RESULT.json`` (through
 ``mxperf.run_module`` / ``runner.run_process``), in a fresh process.
 
 Data: ``pytest_mxperf/data/digits28.npz`` (the UCI hand-written digits at 28x28, a fixed
@@ -29,7 +29,7 @@ import time
 import warnings
 from pathlib import Path
 
-from pytest_mxperf.worker import serve
+from pytest_mxperf.workers.protocol import serve
 
 DATA = Path(__file__).resolve().parent / "data" / "digits28.npz"
 DEFAULT_TARGET = 0.95
@@ -150,7 +150,7 @@ def run(spec):
 
 def main(argv=None):
     # A failed convergence worker writes a one-line error result; see worker.serve.
-    return serve(run, argv, "pytest_mxperf.convergence")
+    return serve(run, argv, "pytest_mxperf.workers.convergence")
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """The measurement worker: one fresh process per measurement.
 
-Run as ``python -m pytest_mxperf.worker SPEC.json RESULT.json`` (or ``--probe RESULT.json``).
+Run as ``python -m pytest_mxperf.workers.throughput SPEC.json RESULT.json``.
 The parent (``runner.py``) builds the environment *before* this process starts, because
 MXNet reads its threading variables only at import.
 
@@ -18,113 +18,11 @@ synchronisation made explicit):
 
 from __future__ import annotations
 
-import json
-import os
 import resource
 import sys
 import time
-import traceback
-import warnings
 
-OOM_MARKERS = ("out of memory", "std::bad_alloc", "memoryerror", "cannot allocate memory",
-               "failed to allocate", "cudamalloc", "cuda_error_out_of_memory", "resource exhausted")
-
-
-def looks_like_oom(text: str) -> bool:
-    low = text.lower()
-    return any(m in low for m in OOM_MARKERS)
-
-
-def error_line(text: str, fallback: str) -> str:
-    """The one line of an exception text that names the problem.
-
-    MXNet errors carry a C++ stack between "MXNetError: Traceback ..." and the real
-    message: prefer an out-of-memory line, then the last "...Error: ..." line that is
-    not a traceback header.
-    """
-    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
-    for ln in lines:
-        if looks_like_oom(ln):
-            return ln[:500]
-    named = [ln for ln in lines if "Error" in ln.split(":")[0] and "Traceback" not in ln]
-    return (named[-1] if named else lines[-1] if lines else fallback)[:500]
-
-
-def _write_json(path: str, payload: dict) -> None:
-    tmp = path + ".tmp"
-    with open(tmp, "w") as fh:
-        json.dump(payload, fh, sort_keys=True)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
-
-
-def _set_memory_cap(limit):
-    if limit:
-        limit = int(limit)
-        soft, hard = resource.getrlimit(resource.RLIMIT_AS)
-        if hard != resource.RLIM_INFINITY:
-            limit = min(limit, hard)
-        resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
-
-
-def _import_mxnet():
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        import mxnet as mx  # noqa: F401  (import-time DeprecationWarnings are MXNet's, not ours)
-    # Scoring declares the label without binding it, exactly as benchmark_score.py does.
-    warnings.filterwarnings("ignore", message="Data provided by label_shapes")
-    return mx
-
-
-def _thread_pools():
-    """The thread pools that are loaded in this process, as threadpoolctl reports them."""
-    try:
-        from threadpoolctl import threadpool_info
-    except ImportError:
-        return {"openmp": None, "pools": [], "source": "threadpoolctl not installed"}
-    pools = threadpool_info()
-    omp = [p["num_threads"] for p in pools if p.get("user_api") == "openmp"]
-    slim = [{k: p.get(k) for k in ("user_api", "internal_api", "num_threads", "prefix", "version")}
-            for p in pools]
-    return {"openmp": max(omp) if omp else None, "pools": slim, "source": "threadpoolctl"}
-
-
-def _runtime_info(mx):
-    info = {"mxnet_version": getattr(mx, "__version__", "unknown"), "python": sys.version.split()[0]}
-    try:
-        feats = mx.runtime.Features()
-        info["features"] = sorted(name for name, f in feats.items() if f.enabled)
-    except Exception:  # older 1.x without mx.runtime
-        info["features"] = None
-    try:
-        info["num_gpus"] = mx.context.num_gpus()
-    except Exception:
-        info["num_gpus"] = 0
-    gpus = []
-    for i in range(info["num_gpus"] or 0):
-        try:
-            free, total = mx.context.gpu_memory_info(i)
-            gpus.append({"index": i, "memory_total": total, "memory_free": free})
-        except Exception:
-            gpus.append({"index": i})
-    info["gpus"] = gpus
-    try:
-        import numpy
-        info["numpy_version"] = numpy.__version__
-    except ImportError:  # pragma: no cover
-        pass
-    return info
-
-
-def probe(result_path: str) -> int:
-    mx = _import_mxnet()
-    out = _runtime_info(mx)
-    out["threads"] = _thread_pools()
-    out["status"] = "ok"
-    _write_json(result_path, out)
-    return 0
-
+from pytest_mxperf.workers.protocol import import_mxnet, runtime_info, serve, thread_pools
 
 def _contexts(mx, names):
     ctxs = []
@@ -212,9 +110,9 @@ def measure(spec: dict) -> dict:
     smoke = bool(spec.get("smoke", False))
 
     t_start = time.perf_counter()
-    mx = _import_mxnet()
+    mx = import_mxnet()
     import_seconds = time.perf_counter() - t_start
-    meta = _runtime_info(mx)
+    meta = runtime_info(mx)
     meta["import_seconds"] = import_seconds
     needed = [c for c in w["contexts"] if c.startswith("gpu")]
     if needed:
@@ -251,7 +149,7 @@ def measure(spec: dict) -> dict:
     round_seconds = [cell.timed(k) for _ in range(rounds)]
     wall = time.perf_counter() - wall0
     meta["cpu_utilization"] = (_cpu_seconds() - cpu0) / wall if wall > 0 else None
-    meta["threads"] = _thread_pools()
+    meta["threads"] = thread_pools()
     meta["peak_rss_bytes"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     meta["total_batch"] = cell.total_batch
     meta["timed_seconds"] = wall
@@ -264,50 +162,8 @@ def measure(spec: dict) -> dict:
     }
 
 
-def serve(run, argv=None, prog: str = "pytest_mxperf.worker", *, exit_on_success: bool = True,
-          error_exit_code: int = 0) -> int:
-    """The worker protocol shared by every worker module: ``SPEC.json RESULT.json``.
-
-    Applies the spec's memory cap, runs ``run(spec) -> dict``, and writes its result, or
-    on any exception a one-line ``error`` / ``oom`` result (the traceback goes to stderr,
-    whose tail the runner keeps). Exits with ``os._exit`` so that MXNet's engine shutdown,
-    which can hang after an error, is skipped; a worker whose clean shutdown matters (a
-    ps-lite worker finalises its cluster on exit) passes ``exit_on_success=False``.
-    """
-    argv = list(sys.argv[1:] if argv is None else argv)
-    if len(argv) != 2:
-        print(f"usage: python -m {prog} SPEC.json RESULT.json", file=sys.stderr)
-        return 2
-    spec_path, result_path = argv
-    with open(spec_path) as fh:
-        spec = json.load(fh)
-    _set_memory_cap(spec.get("memory_limit"))
-    try:
-        result = run(spec)
-    except BaseException as exc:  # report, never hang: the runner classifies the rest
-        text = "".join(traceback.format_exception_only(type(exc), exc)).strip()
-        status = "oom" if isinstance(exc, MemoryError) or looks_like_oom(text) else "error"
-        traceback.print_exc()
-        _write_json(result_path, {"status": status, "message": error_line(text, type(exc).__name__), "meta": {}})
-        sys.stdout.flush()
-        sys.stderr.flush()
-        # Exit here, while the traceback still holds the failed run's objects: leaving the
-        # except block would free them, and a KVStore's destructor then waits in ps-lite's
-        # finalize barrier for peers that will never come.
-        os._exit(error_exit_code)
-    _write_json(result_path, result)
-    sys.stdout.flush()
-    sys.stderr.flush()
-    if exit_on_success:
-        os._exit(0)
-    return 0
-
-
 def main(argv=None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    if len(argv) == 2 and argv[0] == "--probe":
-        return probe(argv[1])
-    return serve(measure, argv, "pytest_mxperf.worker | --probe RESULT.json")
+    return serve(measure, argv, "pytest_mxperf.workers.throughput")
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """N contexts vs 1 context: does data parallelism compute the same parameter update?
 
-Run as ``python -m pytest_mxperf.multidevice SPEC.json RESULT.json`` (through
+Run as ``python -m pytest_mxperf.workers.multidevice SPEC.json RESULT.json`` (through
 ``mxperf.run_module`` / ``runner.run_process``), in a fresh process.
 
 From identical initial weights (numpy, from the seed) and one combined batch of
@@ -28,7 +28,7 @@ from __future__ import annotations
 import json
 import warnings
 
-from pytest_mxperf.worker import serve
+from pytest_mxperf.workers.protocol import serve
 
 UPDATE_REL_TOL = 1e-4
 
@@ -46,7 +46,7 @@ def run(spec):
         warnings.simplefilter("ignore")
         import mxnet as mx
     from pytest_mxperf import zoo
-    from pytest_mxperf.dist_worker import initial_params
+    from pytest_mxperf.workers.dist_worker import initial_params
 
     model = spec.get("model", "lenet")
     names = list(spec.get("contexts") or ["cpu:0", "cpu:1"])
@@ -118,7 +118,7 @@ def run(spec):
 
 def main(argv=None):
     # A failed multidevice worker writes a one-line error result; see worker.serve.
-    return serve(run, argv, "pytest_mxperf.multidevice")
+    return serve(run, argv, "pytest_mxperf.workers.multidevice")
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """Communication cost per batch: kvstore push/pull of a model's gradients, and compute.
 
-Run as ``python -m pytest_mxperf.commbench SPEC.json RESULT.json`` (through
+Run as ``python -m pytest_mxperf.workers.commbench SPEC.json RESULT.json`` (through
 ``mxperf.run_module`` / ``runner.run_process``), in a fresh process.
 
 The method is MXNet's ``tools/bandwidth/measure.py``: take the shapes of the network's
@@ -35,7 +35,7 @@ import statistics
 import time
 import warnings
 
-from pytest_mxperf.worker import serve
+from pytest_mxperf.workers.protocol import serve
 from pytest_mxperf.zoo.count import prod
 
 #: the stated ratio: a data-parallel step is communication-bound when exchanging its
@@ -195,7 +195,7 @@ def run(spec):
 
 def main(argv=None):
     # A failed commbench worker writes a one-line error result; see worker.serve.
-    return serve(run, argv, "pytest_mxperf.commbench")
+    return serve(run, argv, "pytest_mxperf.workers.commbench")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,167 @@
+"""The worker protocol: what every child process of the suite shares.
+
+A worker is started by the parent (``pytest_mxperf.runner`` / ``pytest_mxperf.spawn``)
+as ``python -m pytest_mxperf.workers.<kind> SPEC.json RESULT.json``. It reads the spec,
+applies the spec's memory cap *before* importing MXNet, runs, and writes one JSON object
+with at least ``status`` ("ok", "error", "oom", "unavailable") and ``message``. Any
+exception becomes a one-line ``error`` / ``oom`` result; the traceback goes to stderr,
+whose tail the parent keeps.
+
+Child side: the standard library, numpy and MXNet APIs that exist across the 1.x
+releases, so that a worker runs under another MXNet install. It never imports pytest.
+
+``python -m pytest_mxperf.workers.protocol --probe RESULT.json`` reports what MXNet is
+installed (version, build features, GPUs, thread pools).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import sys
+import traceback
+import warnings
+
+from pytest_mxperf.jsonio import write_json
+
+OOM_MARKERS = ("out of memory", "std::bad_alloc", "memoryerror", "cannot allocate memory",
+               "failed to allocate", "cudamalloc", "cuda_error_out_of_memory", "resource exhausted")
+
+
+def looks_like_oom(text: str) -> bool:
+    low = text.lower()
+    return any(m in low for m in OOM_MARKERS)
+
+
+def error_line(text: str, fallback: str) -> str:
+    """The one line of an exception text that names the problem.
+
+    MXNet errors carry a C++ stack between "MXNetError: Traceback ..." and the real
+    message: prefer an out-of-memory line, then the last "...Error: ..." line that is
+    not a traceback header.
+    """
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    for ln in lines:
+        if looks_like_oom(ln):
+            return ln[:500]
+    named = [ln for ln in lines if "Error" in ln.split(":")[0] and "Traceback" not in ln]
+    return (named[-1] if named else lines[-1] if lines else fallback)[:500]
+
+
+def set_memory_cap(limit):
+    if limit:
+        limit = int(limit)
+        soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+        if hard != resource.RLIM_INFINITY:
+            limit = min(limit, hard)
+        resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
+
+
+def import_mxnet():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        import mxnet as mx  # noqa: F401  (import-time DeprecationWarnings are MXNet's, not ours)
+    # Scoring declares the label without binding it, exactly as benchmark_score.py does.
+    warnings.filterwarnings("ignore", message="Data provided by label_shapes")
+    return mx
+
+
+def thread_pools():
+    """The thread pools that are loaded in this process, as threadpoolctl reports them."""
+    try:
+        from threadpoolctl import threadpool_info
+    except ImportError:
+        return {"openmp": None, "pools": [], "source": "threadpoolctl not installed"}
+    pools = threadpool_info()
+    omp = [p["num_threads"] for p in pools if p.get("user_api") == "openmp"]
+    slim = [{k: p.get(k) for k in ("user_api", "internal_api", "num_threads", "prefix", "version")}
+            for p in pools]
+    return {"openmp": max(omp) if omp else None, "pools": slim, "source": "threadpoolctl"}
+
+
+def runtime_info(mx):
+    info = {"mxnet_version": getattr(mx, "__version__", "unknown"), "python": sys.version.split()[0]}
+    try:
+        feats = mx.runtime.Features()
+        info["features"] = sorted(name for name, f in feats.items() if f.enabled)
+    except Exception:  # older 1.x without mx.runtime
+        info["features"] = None
+    try:
+        info["num_gpus"] = mx.context.num_gpus()
+    except Exception:
+        info["num_gpus"] = 0
+    gpus = []
+    for i in range(info["num_gpus"] or 0):
+        try:
+            free, total = mx.context.gpu_memory_info(i)
+            gpus.append({"index": i, "memory_total": total, "memory_free": free})
+        except Exception:
+            gpus.append({"index": i})
+    info["gpus"] = gpus
+    try:
+        import numpy
+        info["numpy_version"] = numpy.__version__
+    except ImportError:  # pragma: no cover
+        pass
+    return info
+
+
+def probe(result_path: str) -> int:
+    mx = import_mxnet()
+    out = runtime_info(mx)
+    out["threads"] = thread_pools()
+    out["status"] = "ok"
+    write_json(result_path, out)
+    return 0
+
+
+def serve(run, argv=None, prog: str = "pytest_mxperf.workers", *, exit_on_success: bool = True,
+          error_exit_code: int = 0) -> int:
+    """The worker protocol shared by every worker module: ``SPEC.json RESULT.json``.
+
+    Applies the spec's memory cap, runs ``run(spec) -> dict``, and writes its result, or
+    on any exception a one-line ``error`` / ``oom`` result (the traceback goes to stderr,
+    whose tail the runner keeps). Exits with ``os._exit`` so that MXNet's engine shutdown,
+    which can hang after an error, is skipped; a worker whose clean shutdown matters (a
+    ps-lite worker finalises its cluster on exit) passes ``exit_on_success=False``.
+    """
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if len(argv) != 2:
+        print(f"usage: python -m {prog} SPEC.json RESULT.json", file=sys.stderr)
+        return 2
+    spec_path, result_path = argv
+    with open(spec_path) as fh:
+        spec = json.load(fh)
+    set_memory_cap(spec.get("memory_limit"))
+    try:
+        result = run(spec)
+    except BaseException as exc:  # report, never hang: the runner classifies the rest
+        text = "".join(traceback.format_exception_only(type(exc), exc)).strip()
+        status = "oom" if isinstance(exc, MemoryError) or looks_like_oom(text) else "error"
+        traceback.print_exc()
+        write_json(result_path, {"status": status, "message": error_line(text, type(exc).__name__), "meta": {}})
+        sys.stdout.flush()
+        sys.stderr.flush()
+        # Exit here, while the traceback still holds the failed run's objects: leaving the
+        # except block would free them, and a KVStore's destructor then waits in ps-lite's
+        # finalize barrier for peers that will never come.
+        os._exit(error_exit_code)
+    write_json(result_path, result)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    if exit_on_success:
+        os._exit(0)
+    return 0
+
+
+def main(argv=None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if len(argv) == 2 and argv[0] == "--probe":
+        return probe(argv[1])
+    print("usage: python -m pytest_mxperf.workers.protocol --probe RESULT.json", file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
