@@ -20,7 +20,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from pytest_mxperf import runner  # noqa: E402
 from pytest_mxperf.samples import CellMeasurement  # noqa: E402
-from pytest_mxperf.verdict import cpu_share, screen_starved  # noqa: E402
 from pytest_mxperf.workload import Workload  # noqa: E402
 
 
@@ -43,24 +42,18 @@ def main(argv=None) -> int:
 
     w = Workload(args.model, mode=args.mode, batch_size=args.batch)
     print(f"cell {w.key()}: {args.repeats} repeats x {args.processes} processes, time budget {args.time_budget:g} s")
-    reported, screened, all_rounds, within = [], [], [], []
+    reported, all_rounds, within = [], [], []
     for k in range(args.repeats):
         runs = [runner.run_workload(w, time_budget=args.time_budget, seed=k * 100 + p) for p in range(args.processes)]
         cell = CellMeasurement(w, runs)
         meds = cell.process_medians
-        shares = [cpu_share(r.meta) for r in cell.ok_runs]
-        kept, excluded, _ = screen_starved(meds, shares)
         reported.append(cell.median)
-        screened.append(statistics.median(kept) if kept else None)
         for r in cell.ok_runs:
             all_rounds.extend(r.samples)
             within.append(cv(r.samples))
         print(f"  repeat {k + 1}: per-process medians {[round(m, 2) for m in meds]}, "
-              f"CPU shares {[None if s is None else round(s, 2) for s in shares]}, "
-              f"reported {cell.median and round(cell.median, 2)}, screened {screened[-1] and round(screened[-1], 2)}"
-              f" ({excluded} starved excluded)")
+              f"reported {cell.median and round(cell.median, 2)}")
     print(f"CV of the reported median across {args.repeats} repeats: {100 * cv(reported):.1f}%")
-    print(f"CV of the screened median across repeats:            {100 * cv(screened):.1f}%")
     print(f"CV of all per-round samples pooled ({len(all_rounds)} rounds): {100 * cv(all_rounds):.1f}%")
     print(f"median within-process CV of rounds:                  {100 * statistics.median(within):.1f}%")
     return 0

@@ -52,10 +52,20 @@ def _single_cell(mxperf, model, batch, contexts):
 
 
 def _gpu_contexts(mxperf):
+    """The multi-GPU list of --perf-ctx (e.g. gpu:0,1), else every GPU the machine has."""
+    groups = [g for g in mxperf.options.ctx_groups if g[0].startswith("gpu") and len(g) > 1]
+    if mxperf.options.ctx_explicit and groups:
+        mxperf.require(groups[0])
+        return tuple(groups[0])
     n = mxperf.num_gpus
     if n < 2:
         pytest.skip(f"multi-GPU scaling needs at least 2 GPUs; mx.context.num_gpus() is {n}")
     return tuple(f"gpu:{i}" for i in range(n))
+
+
+def _require_kvstore(mxperf, kvstore):
+    if kvstore == "nccl":
+        mxperf.require_feature("NCCL", "the nccl kvstore")
 
 
 # -- correctness ---------------------------------------------------------------------------
@@ -89,6 +99,7 @@ def test_cpu_data_parallel_update_matches_one_context(mxperf, net, kvstore):
 @pytest.mark.multi_device
 @pytest.mark.parametrize("kvstore", GPU_KVSTORES)
 def test_gpu_data_parallel_update_matches_one_context(mxperf, kvstore):
+    _require_kvstore(mxperf, kvstore)
     _check_update(mxperf, "lenet", kvstore, _gpu_contexts(mxperf))
 
 
@@ -122,6 +133,7 @@ def test_cpu_weak_scaling(mxperf, net, kvstore, threads):
 @pytest.mark.parametrize("kvstore", GPU_KVSTORES)
 @pytest.mark.parametrize("net", sorted(GPU_MODELS))
 def test_gpu_weak_scaling(mxperf, net, kvstore):
+    _require_kvstore(mxperf, kvstore)
     ctxs = _gpu_contexts(mxperf)
     batch = GPU_MODELS[net]
     one = _single_cell(mxperf, net, batch, ctxs)

@@ -15,12 +15,19 @@
       }
     }
 
-A recording holds the per-process medians (the unit of replication, what verdicts use)
-and their CPU shares (for the verdict's CPU-starvation screen),
-their median and between-process spread, a summary of all per-round samples, the date,
-MXNet version and software facts, the recorded environment and thread pools, peak
-memory, and bind + first-batch seconds. Keys are sorted and indented so that a change
-reads well in ``git diff``.
+A recording (one session) holds the per-process values of the cell's primary figure in
+``process_medians`` (the unit of replication, what verdicts use; its ``metric`` and
+``unit`` say what they are), the per-process values of its other figures in ``figures``
+(e.g. peak memory, latency p50), each process's machine-state label and calibration probe
+(``process_states``, ``process_probes``: see machine_state.py), their median and
+between-process spread, a summary of all per-round samples, the date, MXNet version and
+software facts, the recorded environment and thread pools, peak memory, and bind +
+first-batch seconds. ``pool`` is how it is compared: ``replace`` (the default) starts a new
+comparison set; ``add`` (``--perf-update-baselines=add``) pools its processes with the
+recordings since the last ``replace``, so a baseline can span sessions (and a VM's speed
+regimes). The medians of all recorded sessions give the cell's between-session drift,
+which widens its threshold, and its trend in the report. Keys are sorted and indented so
+that a change reads well in ``git diff``.
 
 Writes are atomic (temporary file in the same directory, fsync, ``os.replace``) and
 serialised with ``filelock.FileLock("<file>.lock")``; ``update`` merges (cells not
@@ -36,12 +43,12 @@ import json
 import math
 import os
 import statistics
-import tempfile
 from pathlib import Path
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Union
 
-from .samples import CellMeasurement, quantile
-from .verdict import cpu_share
+from .jsonio import atomic_write_text
+from .samples import CellMeasurement
+from .stats import quantile
 
 SCHEMA_VERSION = 1
 HISTORY = 5
@@ -116,6 +123,12 @@ def _validate(doc: Any, path: Path) -> Dict[str, Any]:
             cs = rec.get("process_cpu_share")
             if cs is not None and (not isinstance(cs, list) or not all(_num_or_none(v) for v in cs)):
                 raise bad(f"cell {key!r} has non-numeric process_cpu_share")
+            figs = rec.get("figures")
+            if figs is not None and (not isinstance(figs, dict) or not all(
+                    isinstance(v, list) and all(_num_or_none(x) and x is not None for x in v) for v in figs.values())):
+                raise bad(f"cell {key!r} has figures that are not lists of numbers")
+            if rec.get("pool") not in (None, "replace", "add"):
+                raise bad(f"cell {key!r} has an unknown pool {rec.get('pool')!r}")
             for f in ("median", "peak_rss_bytes", "bind_seconds", "first_batch_seconds"):
                 if not _num_or_none(rec.get(f)):
                     raise bad(f"cell {key!r} has a non-numeric {f}")
@@ -160,44 +173,100 @@ def load(machine_id: str, baselines_dir: Optional[PathLike] = None) -> Optional[
 
 def latest_recording(doc: Optional[Mapping[str, Any]], key: str) -> Optional[Dict[str, Any]]:
     """The newest recording of cell ``key`` that has per-process medians, or None."""
+    recs = comparison_set(doc, key)
+    return recs[-1] if recs else None
+
+
+def _history(doc: Optional[Mapping[str, Any]], key: str) -> List[Dict[str, Any]]:
     if not doc:
+        return []
+    entry = (doc.get("cells") or {}).get(key) or {}
+    return [r for r in entry.get("history") or [] if r.get("process_medians")]
+
+
+def comparison_set(doc: Optional[Mapping[str, Any]], key: str) -> List[Dict[str, Any]]:
+    """The recordings a run of ``key`` is compared with: the newest one, and the ones before
+    it back to the last that started a pool (``pool`` "replace" or unset)."""
+    hist = _history(doc, key)
+    out: List[Dict[str, Any]] = []
+    for rec in reversed(hist):
+        out.insert(0, rec)
+        if rec.get("pool") != "add":
+            break
+    return out
+
+
+def _rec_values(rec: Mapping[str, Any], metric: Optional[str]) -> List[float]:
+    """One recording's per-process values of ``metric`` (None = the cell's primary figure).
+    A recording made before ``figures`` existed gives its peak memory as one value."""
+    if metric is None or metric == rec.get("metric"):
+        return list(rec["process_medians"])
+    figs = rec.get("figures") or {}
+    if metric in figs:
+        return list(figs[metric])
+    if metric == "peak_rss_mib" and isinstance(rec.get("peak_rss_bytes"), (int, float)):
+        return [rec["peak_rss_bytes"] / 2 ** 20]
+    return []
+
+
+def baseline_values(doc: Optional[Mapping[str, Any]], key: str, metric: Optional[str] = None
+                    ) -> Optional[List[float]]:
+    """Per-process values of ``metric`` (default: the primary figure) over the comparison set."""
+    out = [v for rec in comparison_set(doc, key) for v in _rec_values(rec, metric)]
+    return out or None
+
+
+def baseline_states(doc: Optional[Mapping[str, Any]], key: str) -> Optional[List[Optional[str]]]:
+    """Machine-state labels aligned with ``baseline_values(doc, key)`` (None where unknown)."""
+    recs = comparison_set(doc, key)
+    if not recs:
         return None
-    entry = (doc.get("cells") or {}).get(key)
-    if not entry:
-        return None
-    for rec in reversed(entry.get("history") or []):
-        if rec.get("process_medians"):
-            return rec
-    return None
+    out: List[Optional[str]] = []
+    for rec in recs:
+        st = rec.get("process_states")
+        n = len(rec["process_medians"])
+        out.extend(st if isinstance(st, list) and len(st) == n else [None] * n)
+    return out
 
 
-def baseline_values(doc: Optional[Mapping[str, Any]], key: str) -> Optional[List[float]]:
-    """Per-process medians of the newest recording of ``key`` (what verdicts compare with)."""
-    rec = latest_recording(doc, key)
-    return list(rec["process_medians"]) if rec else None
+def session_medians(doc: Optional[Mapping[str, Any]], key: str, metric: Optional[str] = None) -> List[float]:
+    """The cell's median in each recorded session (oldest first): its drift and trend."""
+    return [statistics.median(v) for v in (_rec_values(r, metric) for r in _history(doc, key)) if v]
 
-
-# ----------------------------------------------------------------------------- recordings
 
 def _median(values: Iterable[Optional[float]]) -> Optional[float]:
     vals = [float(v) for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)]
     return statistics.median(vals) if vals else None
 
 
+def _probe_record(ms: Optional[Mapping[str, Any]]) -> Optional[Dict[str, Any]]:
+    """What a later session needs to relabel a process: its probes and the load around it."""
+    if not ms or not (ms.get("probe_before") or ms.get("probe_after")):
+        return None
+    return {k: ms.get(k) for k in ("probe_before", "probe_after", "load")}
+
+
 def summarize_cell(cell: CellMeasurement, software: Optional[Mapping[str, Any]] = None,
-                   date: Optional[str] = None, source: str = "measured") -> Dict[str, Any]:
+                   date: Optional[str] = None, source: str = "measured", pool: str = "replace") -> Dict[str, Any]:
     """One recording (history entry) from a CellMeasurement's successful processes."""
     ok = cell.ok_runs
     rounds = [s for r in ok for s in r.samples]
     metas = [r.meta or {} for r in ok]
     first = metas[0] if metas else {}
+    primary = cell.primary
     rec: Dict[str, Any] = {
         "date": date or now_iso(),
         "source": source,
-        "process_medians": [round(float(m), 6) for m in cell.process_medians],
-        # per-process CPU share (utilisation / OpenMP threads), aligned with process_medians,
-        # for the verdict's CPU-starvation screen (None when unknown)
-        "process_cpu_share": [None if s is None else round(s, 4) for s in (cpu_share(r.meta) for r in ok)],
+        "pool": pool,
+        "metric": primary.name,
+        "unit": primary.unit,
+        "process_medians": [round(float(r.value(primary.name)), 6) for r in ok],
+        "figures": {m.name: [round(float(v), 6) for v in cell.values(m.name)]
+                    for m in cell.metrics() if m.name != primary.name},
+        # machine state while each process ran (aligned with process_medians), for the
+        # verdict's busy-machine screen; the probe figures let a later session relabel them
+        "process_states": [(r.meta.get("machine_state") or {}).get("state") for r in ok],
+        "process_probes": [_probe_record(r.meta.get("machine_state")) for r in ok],
         "median": cell.median,
         "spread": cell.spread,
         "rounds": ({"n": len(rounds), "median": statistics.median(rounds), "q1": quantile(rounds, 0.25),
@@ -220,33 +289,6 @@ def summarize_cell(cell: CellMeasurement, software: Optional[Mapping[str, Any]] 
 
 def _dumps(doc: Mapping[str, Any]) -> str:
     return json.dumps(doc, indent=1, sort_keys=True, allow_nan=False) + "\n"
-
-
-def atomic_write_text(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` so that readers see the old or the new content, never a mix:
-    a temporary file in the same directory, flush + fsync, ``os.replace``, then fsync the dir."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=str(path.parent), prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-    try:
-        dfd = os.open(str(path.parent), os.O_RDONLY)
-        try:
-            os.fsync(dfd)
-        finally:
-            os.close(dfd)
-    except OSError:  # pragma: no cover - some filesystems refuse directory fsync
-        pass
 
 
 def _lock(path: Path):
@@ -291,7 +333,7 @@ def write_recordings(machine_id: str, recordings: Mapping[str, Mapping[str, Any]
 
 def update(machine_id: str, cells: Sequence[CellMeasurement], machine: Optional[Mapping[str, Any]] = None,
            software: Optional[Mapping[str, Any]] = None, *, baselines_dir: Optional[PathLike] = None,
-           history: int = HISTORY, date: Optional[str] = None) -> Path:
+           history: int = HISTORY, date: Optional[str] = None, pool: str = "replace") -> Path:
     """Record measured cells into the machine's baseline file (``--perf-update-baselines``).
 
     Merges: cells not in ``cells`` keep their history; a measured cell gets one new recording
@@ -305,7 +347,7 @@ def update(machine_id: str, cells: Sequence[CellMeasurement], machine: Optional[
         if not cell.ok_runs:
             continue
         key = cell.workload.key()
-        recs[key] = summarize_cell(cell, software, date)
+        recs[key] = summarize_cell(cell, software, date, pool=pool)
         wls[key] = cell.workload.to_dict()
     return write_recordings(machine_id, recs, wls, machine, baselines_dir, history)
 
@@ -341,3 +383,22 @@ def promote(results_json_path: PathLike, *, baselines_dir: Optional[PathLike] = 
         wls[key] = cell.workload.to_dict()
     path = write_recordings(mid, recs, wls, machine, baselines_dir, history)
     return {"path": path, "machine_id": mid, "promoted": sorted(recs), "skipped": sorted(skipped)}
+
+
+class BaselineStore:
+    """The baselines of one directory: ``<dir>/<machine id>.json`` per machine."""
+
+    def __init__(self, directory: Optional[PathLike] = None):
+        self.directory = Path(directory) if directory is not None else default_dir()
+
+    def path(self, machine_id: str) -> Path:
+        return baseline_path(machine_id, self.directory)
+
+    def load(self, machine_id: str) -> Optional[Dict[str, Any]]:
+        return load(machine_id, self.directory)
+
+    def update(self, machine_id: str, cells: Sequence[CellMeasurement], **kw) -> Path:
+        return update(machine_id, cells, baselines_dir=self.directory, **kw)
+
+    def promote(self, results_json_path: PathLike, **kw) -> Dict[str, Any]:
+        return promote(results_json_path, baselines_dir=self.directory, **kw)

@@ -3,20 +3,24 @@
     python -m pytest_mxperf.compare OLD.json NEW.json [--min-effect 0.05] [--fdr 0.05]
     python -m pytest_mxperf.compare promote RESULT.json [--baselines-dir D] [--machine NAME]
 
-The comparison uses exactly the statistics of ``verdict.judge_session`` (per-process medians,
-threshold ``max(min_effect, noise allowance)``, one-sided Mann-Whitney, Benjamini-Hochberg
-across the compared cells). Exit codes: 0 no regression, 1 at least one regression,
-2 bad input (one-line message on stderr).
+The comparison uses exactly the statistics of ``verdict.judge_session`` (per-process
+figures of every judged metric, machine-state labels, threshold ``max(min_effect, noise
+allowance)``, one-sided Mann-Whitney, Benjamini-Hochberg across the compared figures); the
+files' processes are all there is, so an unclear slowdown is "unresolved". Exit codes:
+0 nothing failing, 1 at least one regression or unresolved slowdown, 2 bad input
+(one-line message on stderr).
 """
 
 from __future__ import annotations
 
 import argparse
+import statistics
 import sys
 from typing import Any, Dict, List, Optional, Sequence
 
-from . import verdict as V
+from . import machine_state, verdict as V
 from .results import ResultsError, load_results, records_by_key
+from .samples import CellMeasurement, metric_key
 
 
 def _spread_pct(rec: Dict[str, Any]) -> str:
@@ -25,8 +29,13 @@ def _spread_pct(rec: Dict[str, Any]) -> str:
     return f"±{100 * rel:.0f}%" if isinstance(rel, (int, float)) else "    "
 
 
-def _fmt_side(rec: Optional[Dict[str, Any]]) -> str:
-    if not rec or rec.get("median") is None:
+def _fmt_side(rec: Optional[Dict[str, Any]], metric: str = "") -> str:
+    if not rec:
+        return "-"
+    if metric:
+        vals = _cell(rec).values(metric)
+        return f"{statistics.median(vals):.4g} n={len(vals)}" if vals else "-"
+    if rec.get("median") is None:
         return "-"
     return f"{rec['median']:.4g} {_spread_pct(rec)} n={len(rec.get('process_medians') or [])}"
 
@@ -38,24 +47,27 @@ def _first_meta(rec: Optional[Dict[str, Any]]) -> Dict[str, Any]:
     return {}
 
 
-def _shares(rec: Optional[Dict[str, Any]]) -> Optional[List[Optional[float]]]:
-    """CPU shares of a record's successful runs, aligned with its process_medians."""
-    if not rec:
-        return None
-    oks = [r for r in rec.get("runs", []) if r.get("status") == "ok" and r.get("round_seconds")]
-    if len(oks) != len(rec.get("process_medians") or []):
-        return None
-    return [V.cpu_share(r.get("meta")) for r in oks]
+def _cell(rec: Optional[Dict[str, Any]]):
+    return CellMeasurement.from_dict(rec) if rec else None
 
 
 def compare_docs(old: Dict[str, Any], new: Dict[str, Any], *, min_effect: float = V.MIN_EFFECT,
                  q: float = V.FDR_Q) -> Dict[str, V.Verdict]:
-    """key -> Verdict for every cell in ``new`` (old side: the same key in ``old``)."""
+    """Verdicts for every judged figure of every cell in ``new`` against the same cell in
+    ``old`` (key = cell key, ``#metric`` for figures besides the primary one)."""
     olds, news = records_by_key(old), records_by_key(new)
-    pairs = {k: (news[k].get("process_medians") or [], (olds.get(k) or {}).get("process_medians"),
-                 _shares(news.get(k)), _shares(olds.get(k)))
-             for k in news}
-    out = V.judge_session(pairs, min_effect=min_effect, q=q)
+    comparisons = {}
+    for k, rec in news.items():
+        cur, base = _cell(rec), _cell(olds.get(k))
+        for m in cur.metrics():
+            if not m.judged:
+                continue
+            ok_c = [r for r in cur.ok_runs if r.value(m.name) is not None]
+            ok_b = [r for r in (base.ok_runs if base else []) if r.value(m.name) is not None]
+            comparisons[metric_key(k, m.name, cur.workload.mode)] = V.Comparison(
+                m, [r.value(m.name) for r in ok_c], [r.value(m.name) for r in ok_b],
+                machine_state.states(ok_c), machine_state.states(ok_b), screened=cur.workload.device != "gpu", confirmed=True)
+    out = V.judge_session(comparisons, min_effect=min_effect, q=q)
     for k, v in out.items():
         mo, mn = _first_meta(olds.get(k)), _first_meta(news.get(k))
         if mo and mn:
@@ -66,15 +78,16 @@ def compare_docs(old: Dict[str, Any], new: Dict[str, Any], *, min_effect: float 
 
 def format_table(old: Dict[str, Any], new: Dict[str, Any], verdicts: Dict[str, V.Verdict]) -> str:
     olds, news = records_by_key(old), records_by_key(new)
-    rows = [("cell", "old img/s", "new img/s", "change", "p", "verdict")]
+    rows = [("figure", "unit", "old", "new", "change", "p", "verdict")]
     for k, v in verdicts.items():
-        rows.append((k, _fmt_side(olds.get(k)), _fmt_side(news.get(k)),
+        cell_key, _, metric = k.partition("#")
+        rows.append((k, v.unit, _fmt_side(olds.get(cell_key), metric), _fmt_side(news.get(cell_key), metric),
                      "-" if v.change is None else f"{100 * v.change:+.1f}%",
                      "-" if v.p_value is None else f"{v.p_value:.3g}", v.kind))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
     for k, v in verdicts.items():
-        if v.kind in ("regression", "improvement", "suspect") or v.env_diff:
+        if v.kind in ("regression", "improvement", "unresolved", "not-gated") or v.env_diff:
             lines.append(f"{k}: {v.reason}")
             lines.extend(f"    {d}" for d in v.env_diff)
     gone = sorted(set(olds) - set(news))
@@ -117,7 +130,7 @@ def _compare(argv: List[str]) -> int:
     old, new = load_results(args.old), load_results(args.new)
     verdicts = compare_docs(old, new, min_effect=args.min_effect, q=args.fdr)
     print(format_table(old, new, verdicts))
-    return 1 if any(v.kind == "regression" for v in verdicts.values()) else 0
+    return 1 if any(v.failed for v in verdicts.values()) else 0
 
 
 def _promote(argv: List[str]) -> int:

@@ -1,23 +1,24 @@
-"""The measuring session and the per-test ``mxperf`` fixture object, without pytest.
+"""The ``mxperf`` fixture object, without pytest: what a test calls to measure.
 
-``PerfSession`` holds what a pytest session measured (cells, floors, findings) and the
-lazily gathered facts (hardware, the MXNet probe). ``Measurer`` is what a test sees as
-the ``mxperf`` fixture: it measures a cell in fresh worker processes, checks floors,
-runs other worker modules and records findings. The plugin passes in callbacks for
-what is pytest's (skip, fail, record_property).
+``Measurer.measure`` measures a zoo model or the user's own network (a symbol JSON file or
+a ``package.module:function``); ``measure_module`` measures any other worker kind
+(kvstore cost, a distributed cluster, convergence, the input pipeline) as a cell of
+figures with units; ``check_floor`` holds a cell to the published tables. Every cell goes
+into the session, where the gate judges all its figures against the machine's baseline
+(or the reference install in A/B mode). The plugin passes in callbacks for what is
+pytest's (skip, fail, record_property).
 """
 
 from __future__ import annotations
 
-import dataclasses
-import os
+import json
 import sys
-import time
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
+from typing import Any, Callable, Dict, Mapping, Optional, Sequence
 
-from . import hardware, runner, tables
+from . import runner, tables
 from .options import PerfOptions
 from .samples import CellMeasurement, RunResult
+from .session import CellRecord, Finding, PerfSession
 from .workload import Workload
 
 
@@ -29,114 +30,10 @@ class Fail(AssertionError):
     """Raised when a cell fails its floor or its measurement failed."""
 
 
-@dataclasses.dataclass
-class CellRecord:
-    """One measured cell with everything the report shows about it."""
-
-    nodeid: str
-    cell: CellMeasurement
-    floor: Optional[tables.Floor] = None
-    outcome: str = "measured"  # passed / failed / skipped / measured
-    note: str = ""
-    verdict: Optional[Dict[str, Any]] = None
-
-    def to_dict(self) -> Dict[str, Any]:
-        d = self.cell.to_dict()
-        d["nodeid"] = self.nodeid
-        d["floor"] = dataclasses.asdict(self.floor) if self.floor else None
-        d["outcome"] = self.outcome
-        d["note"] = self.note
-        d["verdict"] = self.verdict
-        return d
-
-
-@dataclasses.dataclass
-class Finding:
-    nodeid: str
-    name: str
-    figures: Dict[str, Any]
-    note: str = ""
-
-
-class PerfSession:
-    def __init__(self, options: PerfOptions, environ: Optional[Mapping[str, str]] = None):
-        self.options = options
-        self.environ = dict(os.environ if environ is None else environ)
-        self.records: List[CellRecord] = []
-        self.findings: List[Finding] = []
-        self.skipped_reasons: List[str] = []
-        self._probe: Optional[Dict[str, Any]] = None
-        self._hw: Optional[tables.HardwareInfo] = None
-        self.started = time.time()
-        self.machine: Dict[str, Any] = {"id": "unknown"}
-        self.baseline_doc: Optional[Dict[str, Any]] = None
-        self.end_messages: List[str] = []
-        self.deselected_slow = 0
-
-    # -- facts, gathered once and only when needed ------------------------------------
-    @property
-    def probe(self) -> Dict[str, Any]:
-        if self._probe is None:
-            self._probe = runner.probe(self.options.python, env=self.environ)
-        return self._probe
-
-    @property
-    def num_gpus(self) -> int:
-        return int(self.probe.get("num_gpus") or 0)
-
-    @property
-    def hardware(self) -> tables.HardwareInfo:
-        if self._hw is None:
-            self._hw = hardware.hardware_info()
-        return self._hw
-
-    def gpu_unavailable_reason(self, contexts: Sequence[str]) -> Optional[str]:
-        """Why GPU contexts cannot run here, or None when they can (or are CPU)."""
-        gpus = [c for c in contexts if c.startswith("gpu")]
-        if not gpus:
-            return None
-        have = self.num_gpus
-        if self.probe.get("status") not in (None, "ok"):
-            return f"cannot probe MXNet for GPUs: {self.probe.get('message')}"
-        if have == 0:
-            return "no GPU here: mx.context.num_gpus() is 0"
-        top = max(int(c.split(":")[1]) for c in gpus)
-        if top >= have:
-            return f"{','.join(gpus)} requested but this machine has {have} GPU(s) (gpu:0..gpu:{have - 1})"
-        return None
-
-    # -- measuring ------------------------------------------------------------------------
-    def measure(self, workload: Workload, processes: Optional[int] = None,
-                extra_env: Optional[Mapping[str, str]] = None) -> CellMeasurement:
-        """Measure one cell in ``processes`` fresh worker processes, one after the other."""
-        n = processes or self.options.processes
-        runs: List[RunResult] = []
-        for i in range(n):
-            r = runner.run_workload(workload, time_budget=self.options.time_budget, smoke=self.options.smoke,
-                                    timeout=self.options.timeout, memory_limit=self.options.memory_limit,
-                                    env=self.environ, extra_env=extra_env, python=self.options.python, seed=i)
-            runs.append(r)
-            if not r.ok:
-                break  # a crash, OOM or timeout will not go away by repeating it
-        return CellMeasurement(workload, runs)
-
-    def floor_for(self, cell: CellMeasurement) -> tables.Floor:
-        w = cell.workload
-        mode = w.mode if w.mode in ("score", "train") else None
-        if mode is None or w.num_devices != 1:
-            why = ("published tables are single-device" if mode else f"no published table for mode {w.mode}")
-            return tables.Floor(None, None, None, None, self.options.floor_tolerance, False, why)
-        return tables.select_floor(self.hardware, mode, w.model, w.batch_size, w.device,
-                                   tolerance=self.options.floor_tolerance)
-
-
 def judge_floor(cell: CellMeasurement, floor: tables.Floor) -> (str, str):
-    """(outcome, one-line message) of a cell against its floor.
-
-    outcome is "passed", "failed" or "skipped".
-    """
+    """(outcome, one-line message) of a cell against its floor: passed, failed or skipped."""
     median = cell.median
-    if cell.status == "unavailable":
+    if cell.status in ("unavailable", "unsupported"):
         return "skipped", cell.message
     if cell.status == "oom":
         if floor.oom_documented:
@@ -173,7 +70,7 @@ class Measurer:
         self.nodeid = nodeid
         self._record_property = record_property
         self._on_cell = on_cell
-        self.records: List[CellRecord] = []
+        self.records = []
 
     @property
     def options(self) -> PerfOptions:
@@ -190,28 +87,95 @@ class Measurer:
             self.session.skipped_reasons.append(reason)
             self._skip(reason)
 
-    def measure(self, model: str, batch_size: int, *, mode: str = "score",
-                contexts: Sequence[str] = ("cpu:0",), threads: str = "auto", dtype: str = "float32",
-                optimizer: str = "sgd", kvstore: Optional[str] = None, processes: Optional[int] = None,
-                extra_env: Optional[Mapping[str, str]] = None) -> CellMeasurement:
-        contexts = tuple(contexts)
-        self.require(contexts)
-        w = Workload(model=model, mode=mode, batch_size=int(batch_size), contexts=contexts, dtype=dtype,
-                     threads=str(threads), optimizer=optimizer, kvstore=kvstore)
-        cell = self.session.measure(w, processes, extra_env)
-        rec = CellRecord(self.nodeid, cell)
+    def require_feature(self, feature: str, what: str) -> None:
+        """Skip, with the reason, when the worker's MXNet build lacks ``feature``
+        (``mx.runtime.Features``, e.g. NCCL, CUDNN, MKLDNN)."""
+        features = self.session.probe.get("features")
+        if features is not None and feature not in features:
+            reason = (f"{what} needs an MXNet build with {feature}; this one "
+                      f"(mxnet {self.session.probe.get('mxnet_version')}) has none")
+            self.session.skipped_reasons.append(reason)
+            self._skip(reason)
+
+    def _record(self, cell: CellMeasurement, remeasure) -> CellMeasurement:
+        rec = CellRecord(self.nodeid, cell, remeasure=remeasure)
         self.records.append(rec)
-        self.session.records.append(rec)
+        self.session.add(rec)
         self._on_cell(rec)
         self._properties(cell)
         return cell
+
+    def measure(self, model: str, batch_size: int, *, mode: str = "score",
+                contexts: Sequence[str] = ("cpu:0",), threads: str = "auto", dtype: str = "float32",
+                optimizer: str = "sgd", kvstore: Optional[str] = None, processes: Optional[int] = None,
+                extra_env: Optional[Mapping[str, str]] = None, input_shape: Optional[Sequence[int]] = None,
+                inputs: Optional[Sequence[Mapping[str, Any]]] = None, params: Optional[str] = None,
+                loss: Optional[str] = None) -> CellMeasurement:
+        """Measure a cell: ``model`` is a zoo name, a symbol JSON file (optionally with
+        ``params=``), or ``package.module:function`` returning a Symbol or HybridBlock; a
+        user's network needs ``input_shape=`` (one input "data") or ``inputs=[{name, shape,
+        dtype, high}]``, and ``loss=`` to be trained."""
+        contexts = tuple(contexts)
+        self.require(contexts)
+        name, source = self._resolve_model(model, input_shape, inputs, params, loss, mode)
+        w = Workload(model=name, mode=mode, batch_size=int(batch_size), contexts=contexts, dtype=dtype,
+                     threads=str(threads), optimizer=optimizer, kvstore=kvstore, source=source)
+        run = self.session.throughput_run(w, extra_env)
+        cell = self.session.run_processes(w, run, processes)
+        return self._record(cell, lambda n: self.session.run_processes(w, run, n))
+
+    def _resolve_model(self, model, input_shape, inputs, params, loss, mode):
+        from . import zoo
+        if model in zoo.MODELS and input_shape is None and inputs is None:
+            return model, ""
+        from . import usermodel
+        try:
+            ref = usermodel.parse_model_ref(model, params=params)
+            if ref.kind == "zoo":
+                return model, ""
+            specs = usermodel.parse_inputs(input_shape=input_shape, inputs=inputs)
+            if mode == "train" and not loss:
+                raise usermodel.UserModelError("training your own network needs loss=... "
+                                               "(an output name, or 'softmax_ce')")
+            info = usermodel.resolve(ref, specs, python=self.options.python, env=self.session.environ)
+        except usermodel.UserModelError as exc:
+            self._fail(f"{model}: {exc}")
+        source = json.dumps({"ref": ref.to_dict(), "inputs": [s.to_dict() for s in specs], "loss": loss},
+                            sort_keys=True)
+        return usermodel.cell_model_name(ref, info["digest"]), source
+
+    def measure_module(self, module: str, spec: Dict[str, Any], workload: Workload,
+                       figures: Callable[[Dict[str, Any]], Dict[str, float]], *,
+                       processes: Optional[int] = None, timeout: Optional[float] = None,
+                       extra_env: Optional[Mapping[str, str]] = None) -> CellMeasurement:
+        """Measure a cell with another worker kind: each process runs ``python -m module``
+        on ``spec`` and ``figures(payload)`` turns its result into figures (see
+        samples.METRICS for names and units). One process of a distributed cell is one
+        whole cluster launch."""
+        self.require(workload.contexts)
+        o = self.options
+
+        def run(python: Optional[str], seed: int) -> RunResult:
+            s = dict(spec)
+            s.setdefault("seed", seed)
+            as_cap, rss_cap = runner.memory_caps(workload, runner.resolve_memory_limit(o.memory_limit))
+            s.setdefault("memory_limit", as_cap)
+            env, defaults = runner.build_env(workload, self.session.environ, extra_env)
+            out = runner.run_process([python or sys.executable, "-m", module], s, timeout=timeout or o.timeout,
+                                     env=env, rss_limit=rss_cap)
+            return runner.run_result(out, workload, env, defaults, figures)
+
+        cell = self.session.run_processes(workload, run, processes)
+        return self._record(cell, lambda n: self.session.run_processes(workload, run, n))
 
     def _properties(self, cell: CellMeasurement) -> None:
         p = self._record_property
         p("mxperf_cell", cell.workload.key())
         p("mxperf_status", cell.status)
         if cell.median is not None:
-            p("mxperf_median_per_s", round(cell.median, 3))
+            p("mxperf_metric", cell.primary.name)
+            p("mxperf_unit", cell.primary.unit)
+            p("mxperf_median", round(cell.median, 6))
             sp = cell.spread
             if sp and sp.get("rel") is not None:
                 p("mxperf_spread_rel", round(sp["rel"], 4))
@@ -221,7 +185,8 @@ class Measurer:
             p("mxperf_message", cell.message)
 
     def check_floor(self, cell: CellMeasurement) -> tables.Floor:
-        """Hold the cell to its published-table floor: raises Fail or Skip, or returns the floor."""
+        """Hold the cell to its published-table floor: fails, skips, or returns the floor.
+        Without ``floor`` in the failure policy a cell below its floor is reported only."""
         floor = self.session.floor_for(cell)
         outcome, message = judge_floor(cell, floor)
         rec = next((r for r in reversed(self.records) if r.cell is cell), None)
@@ -233,15 +198,15 @@ class Measurer:
         if floor.documented is not None:
             self._record_property("mxperf_documented_per_s", floor.documented)
         self._record_property("mxperf_outcome", outcome)
-        if outcome == "failed":
+        if outcome == "failed" and (cell.status != "ok" or "floor" in self.options.fail_on):
             self._fail(f"{cell.workload.key()}: {message}")
         if outcome == "skipped":
             self._skip(message)
         return floor
 
     def expect_ok(self, cell: CellMeasurement) -> CellMeasurement:
-        """Raise Fail unless the cell was measured (for tests that have no floor)."""
-        if cell.status == "unavailable":
+        """Fail unless the cell was measured (for tests that have no floor)."""
+        if cell.status in ("unavailable", "unsupported"):
             self._skip(cell.message)
         if cell.status != "ok":
             self._fail(f"{cell.workload.key()}: {cell.status}: {cell.message}")
@@ -251,18 +216,21 @@ class Measurer:
                    contexts: Sequence[str] = ("cpu:0",), threads: str = "auto",
                    extra_env: Optional[Mapping[str, str]] = None, mode: str = "score",
                    model: str = "lenet") -> runner.ProcessOutcome:
-        """Run ``python -m <module> SPEC RESULT`` in a fresh worker process (same env rules)."""
+        """Run ``python -m <module> SPEC RESULT`` once, unjudged (checks, not figures)."""
         contexts = tuple(contexts)
         self.require(contexts)
         w = Workload(model=model, mode=mode, contexts=contexts, threads=str(threads))
         env, _ = runner.build_env(w, self.session.environ, extra_env)
         python = self.options.python or sys.executable
         spec = dict(spec)
-        spec.setdefault("memory_limit", runner.resolve_memory_limit(self.options.memory_limit))
-        return runner.run_process([python, "-m", module], spec, timeout=timeout or self.options.timeout, env=env)
+        as_cap, rss_cap = runner.memory_caps(w, runner.resolve_memory_limit(self.options.memory_limit))
+        spec.setdefault("memory_limit", as_cap)
+        return runner.run_process([python, "-m", module], spec, timeout=timeout or self.options.timeout, env=env,
+                                  rss_limit=rss_cap)
 
     def report(self, name: str, figures: Dict[str, Any], note: str = "") -> None:
-        """Add a finding (e.g. a scaling efficiency) to the session report and JUnit XML."""
+        """Show derived figures (an efficiency, a ratio) in the report and the JUnit XML;
+        they are not judged (the figures they derive from are)."""
         self.session.findings.append(Finding(self.nodeid, name, dict(figures), note))
         for k, v in figures.items():
             self._record_property(f"mxperf_{name}_{k}", v)

@@ -1,6 +1,19 @@
-"""The end of a session: baseline verdicts (with confirmation), baseline recording, reports.
+"""The end of a session: label the machine's state, judge every figure, confirm, decide.
 
 Plain logic over a PerfSession; the plugin calls ``finish_session`` once every test ran.
+
+1. Every process is labelled quiet or slowed from the machine-state probes around it
+   (against one reference for the session and the baseline, so both sides are labelled
+   alike).
+2. Every judged figure of every measured cell (throughput, latency, kvstore seconds,
+   cluster samples/s, seconds and epochs to accuracy, peak memory) is judged: against the
+   machine's baseline, or in A/B mode (``--perf-reference``) against the reference
+   install's processes paired with the candidate's.
+3. Suspects are re-measured once, with the same worker kind (``CellRecord.remeasure``):
+   up to ``CONFIRM_PROCESSES`` processes in baseline mode, a second stage of as many pairs
+   again in A/B mode. Whatever is still unclear is ``unresolved``.
+4. The failure policy (``options.fail_on``) decides the exit status; the baseline is
+   recorded when asked; the report files are written.
 """
 
 from __future__ import annotations
@@ -10,137 +23,363 @@ import json
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
-from . import baselines, verdict as vd
-from .fixture import CellRecord, PerfSession
+from . import baselines, machine_state, verdict as vd
+from .samples import metric_key
+from .session import CellRecord, PerfSession
 
 
 @dataclasses.dataclass
 class GateOutcome:
     messages: List[str]
+    verdicts: Dict[str, vd.Verdict] = dataclasses.field(default_factory=dict)
     failed: bool = False
-    regressions: int = 0
-    improvements: int = 0
     confirmed: int = 0
     baseline_path: Optional[str] = None
     report_files: List[str] = dataclasses.field(default_factory=list)
 
+    def count(self, kind: str) -> int:
+        return sum(v.kind == kind for v in self.verdicts.values())
 
-def software_facts(session: PerfSession) -> Dict[str, Any]:
+
+def software_facts(cell_runs) -> Dict[str, Any]:
     """What the workers actually ran with (recorded beside figures, never in the machine id)."""
-    for rec in session.records:
-        for run in rec.cell.ok_runs:
-            m = run.meta
-            return {"mxnet_version": m.get("mxnet_version"), "features": m.get("features"),
-                    "python": m.get("python"), "numpy_version": m.get("numpy_version"),
-                    "gpus": m.get("gpus")}
+    for run in cell_runs:
+        m = run.meta
+        if m.get("mxnet_version"):
+            out = {"mxnet_version": m.get("mxnet_version"), "features": m.get("features"),
+                   "python": m.get("python"), "numpy_version": m.get("numpy_version")}
+            for k in ("cuda_runtime", "cudnn"):
+                if m.get(k):
+                    out[k] = m[k]
+            return out
     return {}
 
 
-def _measured(session: PerfSession) -> List[CellRecord]:
-    return [r for r in session.records if r.cell.ok_runs and r.cell.workload.mode in ("score", "train")]
-
-
-def _judge(records: List[CellRecord], doc, options, software) -> Dict[str, vd.Verdict]:
-    # The same cell may be measured by two tests; judge each key once, on all its processes.
-    cells = {}
-    for r in records:
-        cells.setdefault(r.cell.workload.key(), r.cell)
-    return vd.verdicts_for_session(list(cells.values()), doc, min_effect=options.min_effect, software=software)
-
-
-def _confirm(session: PerfSession, records: List[CellRecord], verdicts: Dict[str, vd.Verdict],
-             target: int) -> int:
-    """Re-measure suspected regressions with more fresh processes; returns how many cells."""
-    done = 0
-    for key, v in verdicts.items():
-        if v.kind not in ("suspect", "regression") or (v.change or 0) >= 0:
+def _cells(session: PerfSession) -> Dict[str, CellRecord]:
+    """Measured cells by key; a cell measured by two tests is judged once, on all its processes."""
+    out: Dict[str, CellRecord] = {}
+    for r in session.records:
+        if not r.cell.ok_runs:
             continue
-        rec = next(r for r in records if r.cell.workload.key() == key)
-        missing = target - len(rec.cell.ok_runs)
-        if missing <= 0:
-            continue
-        extra = session.measure(rec.cell.workload, processes=missing)
-        rec.cell.runs.extend(extra.runs)
-        done += 1
-    return done
-
-
-def finish_session(session: PerfSession, machine: Dict[str, Any], doc: Optional[Dict[str, Any]],
-                   baselines_dir: Optional[str]) -> GateOutcome:
-    options = session.options
-    out = GateOutcome(messages=[])
-    records = _measured(session)
-    software = software_facts(session)
-    if records:
-        if doc is None:
-            path = baselines.baseline_path(machine["id"], baselines_dir)
-            if options.update_baselines:
-                out.messages.append(f"mxperf: no baseline existed for this machine ({machine['id']}); "
-                                    f"this run records the first one")
-            else:
-                out.messages.append(
-                    f"mxperf: no baseline for this machine ({machine['id']}): nothing was compared with a "
-                    f"previous measurement; record one with --perf-update-baselines (writes {path})")
-            if "no-baseline" in options.fail_on and not options.update_baselines:
-                out.failed = True
-                out.messages.append("mxperf: --perf-fail-on no-baseline: failing the session")
+        key = r.cell.workload.key()
+        if key in out and out[key].cell is not r.cell:
+            out[key].cell.runs.extend(r.cell.runs)
+            if r.cell.reference and out[key].cell.reference is not None:
+                out[key].cell.reference.extend(r.cell.reference)
         else:
-            verdicts = _judge(records, doc, options, software)
-            if not options.smoke and not options.update_baselines:
-                out.confirmed = _confirm(session, records, verdicts, options.confirm_processes)
-                if out.confirmed:
-                    verdicts = _judge(records, doc, options, software)
-            for r in records:
-                v = verdicts.get(r.cell.workload.key())
-                if v is not None:
-                    r.verdict = v.to_dict()
-            for key, v in verdicts.items():
-                if v.kind in ("regression", "improvement", "suspect"):
-                    line = f"mxperf: {v.kind.upper()} {key}: {v.reason}"
-                    if v.env_diff:
-                        line += "; changed: " + ", ".join(v.env_diff)
-                    out.messages.append(line)
-                for note in v.notes:
-                    out.messages.append(f"mxperf: note {key}: {note}")
-            out.regressions = sum(v.kind == "regression" for v in verdicts.values())
-            out.improvements = sum(v.kind == "improvement" for v in verdicts.values())
-            if out.confirmed:
-                out.messages.append(f"mxperf: {out.confirmed} suspected regression(s) re-measured with up to "
-                                    f"{options.confirm_processes} processes before judging")
-            if out.improvements:
-                out.messages.append("mxperf: improvements found; consider --perf-update-baselines")
-            if out.regressions:
-                out.failed = True
-                out.messages.append(f"mxperf: {out.regressions} confirmed regression(s) against baseline "
-                                    f"{machine['id']} (minimum effect {100 * options.min_effect:.0f}%, "
-                                    f"false discovery rate {vd.FDR_Q})")
+            out.setdefault(key, r)
+    return out
+
+
+# ----------------------------------------------------------------------------- machine state
+
+def _all_runs(cells: Dict[str, CellRecord]):
+    for rec in cells.values():
+        yield from rec.cell.runs
+        yield from rec.cell.reference or []
+
+
+def label_machine_states(cells: Dict[str, CellRecord], doc: Optional[Dict[str, Any]]) -> Optional[Dict[str, float]]:
+    """Label every process quiet / slowed / unknown against one reference; returns it."""
+    probes = []
+    for run in _all_runs(cells):
+        ms = run.meta.get("machine_state") or {}
+        probes += [p for p in (ms.get("probe_before"), ms.get("probe_after")) if p]
+    for entry in ((doc or {}).get("cells") or {}).values():
+        for rec in entry.get("history") or []:
+            for ms in rec.get("process_probes") or []:
+                if isinstance(ms, dict):
+                    probes += [p for p in (ms.get("probe_before"), ms.get("probe_after")) if p]
+    if not probes:
+        return None
+    reference = machine_state.reference_from(probes)
+    for run in _all_runs(cells):
+        ms = run.meta.get("machine_state")
+        if ms and (ms.get("probe_before") or ms.get("probe_after")):
+            st = machine_state.label(ms.get("probe_before"), ms.get("probe_after"), ms.get("load"), reference)
+            ms["state"], ms["reason"] = st.state, st.reason
+    return reference
+
+
+def _reasons(runs) -> List[str]:
+    return [(r.meta.get("machine_state") or {}).get("reason") for r in runs
+            if (r.meta.get("machine_state") or {}).get("state") == "slowed"]
+
+
+def _baseline_states(doc, key: str, reference) -> Optional[List[Optional[str]]]:
+    """The baseline's labels, relabelled against this session's reference when its probes
+    were recorded, else as recorded."""
+    out: List[Optional[str]] = []
+    for rec in baselines.comparison_set(doc, key):
+        n = len(rec["process_medians"])
+        probes = rec.get("process_probes")
+        states = rec.get("process_states")
+        if reference and isinstance(probes, list) and len(probes) == n:
+            for ms in probes:
+                if isinstance(ms, dict):
+                    out.append(machine_state.label(ms.get("probe_before"), ms.get("probe_after"),
+                                                   ms.get("load"), reference).state)
+                else:
+                    out.append(None)
+        elif isinstance(states, list) and len(states) == n:
+            out.extend(states)
+        else:
+            out.extend([None] * n)
+    return out
+
+
+# ----------------------------------------------------------------------------- baseline mode
+
+def _comparisons(cells: Dict[str, CellRecord], doc, reference, confirmed: set) -> Dict[str, vd.Comparison]:
+    out = {}
+    for key, rec in cells.items():
+        cell = rec.cell
+        mode = cell.workload.mode
+        screened = cell.workload.device != "gpu"
+        for m in cell.metrics():
+            if not m.judged:
+                continue
+            primary = m.name == cell.primary.name
+            ok = [r for r in cell.ok_runs if r.value(m.name) is not None]
+            out[metric_key(key, m.name, mode)] = vd.Comparison(
+                metric=m, current=[r.value(m.name) for r in ok],
+                baseline=baselines.baseline_values(doc, key, None if primary else m.name) or [],
+                current_states=machine_state.states(ok),
+                baseline_states=_baseline_states(doc, key, reference) if primary else None,
+                session_medians=baselines.session_medians(doc, key, None if primary else m.name),
+                screened=screened, confirmed=key in confirmed, state_reasons=_reasons(ok))
+    return out
+
+
+def _judge_baseline(session: PerfSession, cells, doc, reference, out: GateOutcome) -> Dict[str, vd.Verdict]:
+    options = session.options
+    confirmed: set = set()
+    verdicts = vd.judge_session(_comparisons(cells, doc, reference, confirmed), min_effect=options.min_effect)
+    if not options.smoke and not options.update_baselines:
+        # Re-measure suspects; judging again can make another cell a suspect (BH across
+        # cells), so repeat until none is left. After that, nothing stays "suspect": a
+        # slowdown is a regression, unresolved, or unchanged.
+        for _ in range(3):
+            suspects = {k.partition("#")[0] for k, v in verdicts.items() if v.kind == "suspect"} - confirmed
+            if not suspects:
+                break
+            for key in sorted(suspects):
+                rec = cells[key]
+                missing = vd.CONFIRM_PROCESSES - len(rec.cell.ok_runs)
+                if missing > 0 and rec.remeasure is not None:
+                    rec.cell.runs.extend(rec.remeasure(missing).runs)
+                confirmed.add(key)
+            reference = label_machine_states(cells, doc) or reference
+            verdicts = vd.judge_session(_comparisons(cells, doc, reference, confirmed),
+                                        min_effect=options.min_effect)
+        out.confirmed = len(confirmed)
+    software = software_facts(r for rec in cells.values() for r in rec.cell.ok_runs)
+    for key, rec in cells.items():
+        v = verdicts.get(key)
+        base = baselines.latest_recording(doc, key)
+        if v is None or base is None:
+            continue
+        summary = baselines.summarize_cell(rec.cell)
+        v.env_diff = vd.env_diff(summary.get("env"), base.get("env"))
+        cur_soft = dict(software)
+        base_soft = dict(base.get("software") or {})
+        base_soft.setdefault("mxnet_version", base.get("mxnet_version"))
+        shared = (set(cur_soft) & set(base_soft)) | {"mxnet_version"}  # facts one side lacks are no change
+        v.env_diff += vd.version_diff({k: cur_soft.get(k) for k in shared}, {k: base_soft.get(k) for k in shared})
+        note = vd.startup_note(summary, base)
+        if note:
+            v.notes.append(note)
+        trend = baselines.session_medians(doc, key)
+        if len(trend) >= 2:
+            v.notes.append("trend over recorded sessions: " + " ".join(f"{x:.4g}" for x in trend)
+                           + f" -> {rec.cell.median:.4g} now")
+    return verdicts
+
+
+# ----------------------------------------------------------------------------- A/B mode
+
+def _ab_inputs(cells: Dict[str, CellRecord], final: set):
+    pairings, comparisons = {}, {}
+    for key, rec in cells.items():
+        cell = rec.cell
+        screened = cell.workload.device != "gpu"
+        for m in cell.metrics():
+            if not m.judged:
+                continue
+            mk = metric_key(key, m.name, cell.workload.mode)
+            pairs = [(c, r) for c, r in cell.pairs() if c.value(m.name) is not None and r.value(m.name) is not None]
+            if m.rule == "processes":
+                states = ["slowed" if "slowed" in (a, b) else (a or b) for a, b in
+                          zip(machine_state.states(c for c, _ in pairs), machine_state.states(r for _, r in pairs))]
+                pairings[mk] = vd.Pairing(m, [c.value(m.name) for c, _ in pairs], [r.value(m.name) for _, r in pairs],
+                                          states, screened=screened, final=key in final)
+            else:
+                comparisons[mk] = vd.Comparison(m, [c.value(m.name) for c, _ in pairs],
+                                                [r.value(m.name) for _, r in pairs], screened=False)
+    return pairings, comparisons
+
+
+def _judge_ab(session: PerfSession, cells, out: GateOutcome) -> Dict[str, vd.Verdict]:
+    options = session.options
+    final: set = set()
+
+    def judge():
+        pairings, comparisons = _ab_inputs(cells, final)
+        v = vd.judge_ab(pairings, min_effect=options.min_effect)
+        v.update(vd.judge_session(comparisons, min_effect=options.min_effect))
+        return v
+
+    verdicts = judge()
+    if not options.smoke:
+        suspects = sorted({k.partition("#")[0] for k, v in verdicts.items() if v.kind == "suspect"})
+        for key in suspects:
+            rec = cells[key]
+            if rec.remeasure is not None:
+                extra = rec.remeasure(session.ab_pairs)
+                rec.cell.runs.extend(extra.runs)
+                rec.cell.reference.extend(extra.reference or [])
+            final.add(key)
+        if final:
+            out.confirmed = len(final)
+            label_machine_states(cells, None)
+            verdicts = judge()
+    return verdicts
+
+
+# ----------------------------------------------------------------------------- the session
+
+def finish_session(session: PerfSession) -> GateOutcome:
+    options = session.options
+    doc = session.baseline_doc
+    machine = session.machine
+    out = GateOutcome(messages=[])
+    cells = _cells(session)
+    if not cells:
+        return out
+    reference = label_machine_states(cells, None if options.reference else doc)
+    if options.reference:
+        out.verdicts = _judge_ab(session, cells, out)
+    elif doc is None:
+        path = session.store.path(machine["id"])
         if options.update_baselines:
-            cells = {}
-            for r in records:
-                cells.setdefault(r.cell.workload.key(), r.cell)
-            path = baselines.update(machine["id"], list(cells.values()), machine=machine, software=software,
-                                    baselines_dir=baselines_dir)
-            out.baseline_path = str(path)
-            out.messages.append(f"mxperf: recorded {len(cells)} cell(s) into {path}")
+            out.messages.append(f"mxperf: no baseline existed for this machine ({machine['id']}); "
+                                f"this run records the first one")
+        else:
+            out.messages.append(
+                f"mxperf: no baseline for this machine ({machine['id']}): nothing was compared with a "
+                f"previous measurement; record one with --perf-update-baselines (writes {path}), or "
+                "compare two MXNet installs with --perf-reference")
+            if "no-baseline" in options.fail_on:
+                out.failed = True
+                out.messages.append("mxperf: failing the session: no baseline (--perf-fail-on no-baseline)")
+    else:
+        out.verdicts = _judge_baseline(session, cells, doc, reference, out)
+    _say_verdicts(out, session)
+    if options.update_baselines:
+        _record(session, cells, out)
     if options.report_dir:
-        out.report_files = write_report(session, machine, doc, software, Path(options.report_dir))
+        out.report_files = write_report(session, out)
         out.messages.append(f"mxperf: report written to {options.report_dir} "
                             f"({', '.join(Path(p).name for p in out.report_files)})")
     return out
 
 
-def write_report(session: PerfSession, machine: Dict[str, Any], doc: Optional[Dict[str, Any]],
-                 software: Dict[str, Any], out_dir: Path) -> List[str]:
+def _say_verdicts(out: GateOutcome, session: PerfSession) -> None:
+    options = session.options
+    against = (f"reference {options.reference}" if options.reference
+               else f"baseline {session.machine.get('id')}")
+    for key, v in out.verdicts.items():
+        if v.kind in ("regression", "improvement", "suspect", "unresolved", "not-gated"):
+            line = f"mxperf: {v.kind.upper()} {key}: {v.reason}"
+            if v.env_diff:
+                line += "; changed: " + ", ".join(v.env_diff)
+            out.messages.append(line)
+        for note in v.notes:
+            out.messages.append(f"mxperf: note {key}: {note}")
+    if out.confirmed:
+        what = "pairs" if options.reference else "processes"
+        out.messages.append(f"mxperf: {out.confirmed} unclear cell(s) re-measured with more {what} before judging")
+    if out.count("improvement"):
+        out.messages.append("mxperf: improvements found; consider --perf-update-baselines")
+    regressions, unresolved = out.count("regression"), out.count("unresolved")
+    if regressions and "regression" in options.fail_on:
+        out.failed = True
+        out.messages.append(f"mxperf: failing the session: {regressions} confirmed regression(s) against "
+                            f"{against} (minimum effect {100 * options.min_effect:.0f}%, false discovery rate "
+                            f"{vd.FDR_Q})")
+    if unresolved and "unresolved" in options.fail_on:
+        out.failed = True
+        busy = sum(v.busy for v in out.verdicts.values() if v.kind == "unresolved")
+        out.messages.append(f"mxperf: failing the session: {unresolved} slowdown(s) could not be confirmed or "
+                            f"ruled out ({busy} on a busy machine): re-run; --perf-fail-on=-unresolved to "
+                            "report them without failing")
+    if options.smoke and out.count("suspect"):
+        out.messages.append("mxperf: --perf-smoke: suspects are not re-measured and do not fail the session")
+
+
+def _record(session: PerfSession, cells: Dict[str, CellRecord], out: GateOutcome) -> None:
+    machine = session.machine
+    software = software_facts(r for rec in cells.values() for r in rec.cell.ok_runs)
+    path = session.store.update(machine["id"], [rec.cell for rec in cells.values()], machine=machine,
+                                software=software, pool=session.options.baseline_pool)
+    out.baseline_path = str(path)
+    runs = [r for rec in cells.values() for r in rec.cell.ok_runs]
+    slowed = sum((r.meta.get("machine_state") or {}).get("state") == "slowed" for r in runs)
+    out.messages.append(f"mxperf: recorded {len(cells)} cell(s) into {path} "
+                        f"({session.options.baseline_pool}: "
+                        + ("a new comparison set" if session.options.baseline_pool == "replace"
+                           else "pooled with the recordings since the last replace") + ")")
+    if slowed:
+        out.messages.append(f"mxperf: warning: {slowed} of {len(runs)} recorded processes ran on a slowed machine "
+                            "(they are labelled and left out of comparisons; re-record on a quiet machine "
+                            "for a tighter baseline)")
+    few = [k for k, rec in cells.items() if len(rec.cell.ok_runs) < vd.MIN_BASELINE_PROCESSES]
+    if few:
+        out.messages.append(f"mxperf: {len(few)} cell(s) recorded with fewer than {vd.MIN_BASELINE_PROCESSES} "
+                            "processes will be shown, not gated: " + ", ".join(few[:5])
+                            + (" ..." if len(few) > 5 else ""))
+
+
+def write_report(session: PerfSession, out: GateOutcome) -> List[str]:
     from . import plots, results
+    out_dir = Path(session.options.report_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    records = [r.to_dict() for r in session.records]
-    meta = {"software": software, "started": session.started, "options": _options_dict(session.options),
-            "findings": [dataclasses.asdict(f) for f in session.findings]}
-    files = [str(results.dump_results(out_dir / "results.json", records, machine, meta))]
-    files += [str(p) for p in plots.plot_throughput(records, doc, out_dir)]
+    records = [r.to_dict(out.verdicts) for r in session.records]
+    meta = {"software": software_facts(r for rec in session.records for r in rec.cell.ok_runs),
+            "started": session.started, "options": _options_dict(session.options),
+            "findings": [dataclasses.asdict(f) for f in session.findings],
+            "verdicts": {k: v.to_dict() for k, v in out.verdicts.items()}}
+    if session.options.reference:
+        meta["ab"] = sides = ab_sides(session)
+        for r in records:
+            entry = ab_record(out.verdicts.get(r["key"]), sides)
+            if entry:
+                r["ab"] = entry
+    doc = {"machine": session.machine, "session": meta, "records": records}
+    session.on_results(doc)  # the plugin's hook: pytest_mxperf_update_results
+    files = [str(results.dump_results(out_dir / "results.json", doc["records"], doc["machine"], doc["session"]))]
+    files += [str(p) for p in plots.plot_throughput(records, session.baseline_doc, out_dir)]
     return files
+
+
+def ab_sides(session: PerfSession) -> Dict[str, Any]:
+    """Both interpreters of an A/B session: MXNet version and build features."""
+    out = {}
+    for side, py in (("candidate", session.options.python), ("reference", session.options.reference)):
+        p = session.probe_mxnet(py)
+        out[side] = {"python": py or "(this interpreter)", "mxnet_version": p.get("mxnet_version"),
+                     "features": p.get("features"), "status": p.get("status"), "message": p.get("message")}
+    return out
 
 
 def _options_dict(options) -> Dict[str, Any]:
     d = dataclasses.asdict(options)
     return json.loads(json.dumps(d, default=lambda x: sorted(x) if isinstance(x, frozenset) else str(x)))
+
+
+def ab_record(verdict: Optional[vd.Verdict], sides: Dict[str, Any]) -> Optional[Dict[str, Any]]:
+    """The ``ab`` entry of a results record: ratio, interval, verdict, both sides."""
+    if verdict is None or verdict.interval is None:
+        return None
+    return {"ratio": 1.0 + (verdict.change or 0.0), "low": verdict.interval[0], "high": verdict.interval[1],
+            "verdict": verdict.kind, "pairs": verdict.n_current, **sides}

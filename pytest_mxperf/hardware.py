@@ -7,15 +7,25 @@ CPU facts come from ``/proc/cpuinfo`` and the process's affinity; GPU facts from
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import shutil
 import subprocess
 from pathlib import Path
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
 from . import topology
 
 NVIDIA_SMI_QUERY = "name,memory.total,driver_version"
+
+
+@dataclasses.dataclass(frozen=True)
+class HardwareInfo:
+    """The facts the published-table rules need (tables.select_floor)."""
+
+    cpu_model: str
+    vcpus: int  # logical CPUs available to the process
+    gpu_names: Tuple[str, ...] = ()
 
 
 CPUINFO_FIELDS = {"vendor_id": "vendor", "model name": "model_name", "cpu family": "family", "model": "model",
@@ -76,8 +86,7 @@ def gpu_info() -> List[Dict[str, str]]:
 
 
 def hardware_info():
-    """The facts the published-table rules need (a ``tables.HardwareInfo``)."""
-    from .tables import HardwareInfo
+    """The facts the published-table rules need."""
     return HardwareInfo(cpu_model=str(cpu_info().get("model_name", "unknown CPU")),
                         vcpus=len(topology.affinity_cpus()),
                         gpu_names=tuple(g["name"] for g in gpu_info()))

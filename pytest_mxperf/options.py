@@ -16,7 +16,17 @@ from .workload import WorkloadError, parse_contexts
 
 DEFAULT_BATCH_SIZES = (1, 2, 4, 8, 16, 32)  # benchmark_score.py's grid
 DEFAULT_CTX_GROUPS = ("cpu", "gpu")
-FAIL_ON_CHOICES = ("none-measured", "no-baseline", "regression", "floor")
+# The failure policy: what makes a session fail. The default set is DEFAULT_FAIL_ON;
+# ``--perf-fail-on`` adds names (``name`` or ``+name``), removes them (``-name``), or
+# starts from nothing (``none``), e.g. ``--perf-fail-on=+no-baseline,-floor``.
+#   regression     a confirmed regression against the baseline or the A/B reference
+#   unresolved     a slowdown still unclear after re-measuring (busy machine, or noise)
+#   floor          a cell below its published-table floor (else it is reported only)
+#   no-baseline    this machine has no baseline to compare with (and no A/B reference)
+#   none-measured  nothing was measured at all (e.g. -m gpu on a machine without GPUs)
+FAIL_ON_CHOICES = ("regression", "unresolved", "floor", "no-baseline", "none-measured")
+DEFAULT_FAIL_ON = frozenset({"regression", "unresolved", "floor"})
+BASELINE_POOLS = ("replace", "add")
 MAX_BATCH = 65536
 
 
@@ -123,14 +133,29 @@ def parse_memory(text) -> Optional[int]:
 
 
 def parse_fail_on(text: Optional[str]) -> FrozenSet[str]:
-    if not text:
-        return frozenset()
-    items = {p.strip() for p in text.split(",") if p.strip()}
-    unknown = items - set(FAIL_ON_CHOICES)
-    if unknown:
-        raise OptionError(f"--perf-fail-on: unknown policy {', '.join(sorted(map(repr, unknown)))} "
-                          f"(known: {', '.join(FAIL_ON_CHOICES)})")
-    return frozenset(items)
+    """The failure policy from DEFAULT_FAIL_ON and ``+name`` / ``name`` / ``-name`` / ``none``."""
+    policy = set(DEFAULT_FAIL_ON)
+    for part in (text or "").split(","):
+        part = part.strip()
+        if not part:
+            continue
+        if part == "none":
+            policy.clear()
+            continue
+        sign, name = (part[0], part[1:]) if part[0] in "+-" else ("+", part)
+        if name not in FAIL_ON_CHOICES:
+            raise OptionError(f"--perf-fail-on: unknown policy {name!r} (known: {', '.join(FAIL_ON_CHOICES)}; "
+                              "prefix - to remove one from the default, none to start from nothing)")
+        (policy.add if sign == "+" else policy.discard)(name)
+    return frozenset(policy)
+
+
+def parse_baseline_pool(text: Optional[str]) -> str:
+    if text in (None, "", True):
+        return "replace"
+    if text not in BASELINE_POOLS:
+        raise OptionError(f"--perf-update-baselines: {text!r} is not one of {', '.join(BASELINE_POOLS)}")
+    return text
 
 
 @dataclasses.dataclass(frozen=True)
@@ -142,19 +167,24 @@ class PerfOptions:
     processes: int = 2
     time_budget: float = 1.5
     timeout: float = 600.0
+    warmup_timeout: float = 900.0
     memory_limit: Optional[int] = -1
     smoke: bool = False
     include_slow: bool = False
     floor_tolerance: float = 0.10
-    fail_on: FrozenSet[str] = frozenset()
+    fail_on: FrozenSet[str] = DEFAULT_FAIL_ON
     python: Optional[str] = None
+    # A/B mode: the reference interpreter, and pairs per cell in the first stage
+    reference: Optional[str] = None
+    ab_pairs: int = 8
+    machine_probe: bool = True
     # baselines and verdicts
     update_baselines: bool = False
+    baseline_pool: str = "replace"
     baselines_dir: Optional[str] = None
     machine: Optional[str] = None
     min_effect: float = 0.05
     baseline_processes: int = 5
-    confirm_processes: int = 10
     report_dir: Optional[str] = None
 
     def selected_models(self, allowed: Sequence[str]) -> Tuple[str, ...]:

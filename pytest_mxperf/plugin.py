@@ -1,17 +1,17 @@
 """pytest wiring: options, markers, fixtures and hooks. The logic lives in plain modules.
 
-Data flow: options -> Workload -> runner (fresh worker process) -> CellMeasurement ->
-floor / baseline verdict -> report. This process never imports mxnet.
+Data flow: options -> Workload -> session/runner (fresh worker processes, machine-state
+probes) -> CellMeasurement -> gate (verdicts, confirmation, policy) -> report. This
+process never imports mxnet.
 """
 
 from __future__ import annotations
 
-from typing import List
-
 import pytest
 
 from . import options as opts
-from .fixture import Measurer, PerfSession
+from .fixture import Measurer
+from .session import PerfSession
 
 MARKERS = {
     "cpu": "measures on CPU contexts",
@@ -20,10 +20,16 @@ MARKERS = {
     "training": "forward, backward and optimizer update throughput",
     "multi_device": "data parallel over several contexts",
     "distributed": "distributed kvstore (ps-lite roles on 127.0.0.1)",
-    "slow": "heavy cells; deselected unless --perf-slow or a -m expression that names 'slow'",
+    "latency": "batch-by-batch latency percentiles (serving)",
+    "slow": "heavy CPU cells; deselected unless --perf-slow or a -m expression that names 'slow' (GPU cells run)",
     "mxperf_grid(models=None, batch_sizes=None, slow=None)":
         "the model x batch grid of a test; slow maps a model to the smallest batch that is slow on CPU",
 }
+
+
+def pytest_addhooks(pluginmanager):
+    from . import hookspecs
+    pluginmanager.add_hookspecs(hookspecs)
 
 
 def pytest_addoption(parser):
@@ -41,7 +47,10 @@ def pytest_addoption(parser):
     g.addoption("--perf-time-budget", default="1.5", metavar="SEC",
                 help="timed seconds per worker process; rounds are sized to fit (default 1.5)")
     g.addoption("--perf-timeout", default="600", metavar="SEC",
-                help="a worker still running after this is killed and its cell reports timeout (default 600)")
+                help="a worker whose measurement runs longer is killed and its cell reports timeout (default 600)")
+    g.addoption("--perf-warmup-timeout", default="900", metavar="SEC",
+                help="bound on a worker's untimed warm-up (import, bind, first batch, cuDNN autotune, CUDA JIT), "
+                     "counted apart from --perf-timeout (default 900)")
     g.addoption("--perf-memory-limit", default="default", metavar="SIZE",
                 help="address-space cap per worker: e.g. 12G, none, default (75%% of RAM)")
     g.addoption("--perf-smoke", action="store_true", default=False,
@@ -51,11 +60,19 @@ def pytest_addoption(parser):
     g.addoption("--perf-floor-tolerance", default="0.10", metavar="FRAC",
                 help="tolerance below a published figure before a floor fails (default 0.10)")
     g.addoption("--perf-fail-on", default="", metavar="POLICY",
-                help="make the session fail on: " + ", ".join(opts.FAIL_ON_CHOICES))
+                help="change what fails the session (default: " + ",".join(sorted(opts.DEFAULT_FAIL_ON))
+                     + "): +name adds, -name removes, none clears; names: " + ", ".join(opts.FAIL_ON_CHOICES))
     g.addoption("--perf-python", default=None, metavar="PATH",
-                help="python interpreter for the workers (another MXNet install)")
-    g.addoption("--perf-update-baselines", action="store_true", default=False,
-                help="record every measured cell into this machine's baseline file")
+                help="python interpreter for the workers (another MXNet install): the candidate")
+    g.addoption("--perf-reference", default=None, metavar="PYTHON|REQ",
+                help="A/B mode: also run every cell under this reference interpreter, or a requirement "
+                     "such as mxnet==1.8.0.post0 (a cached venv is built for it), in alternating pairs "
+                     "with the candidate; no baseline needed")
+    g.addoption("--perf-no-probe", action="store_true", default=False,
+                help="do not run the machine-state probe around each worker (no busy-machine screen)")
+    g.addoption("--perf-update-baselines", nargs="?", const="replace", default=None, metavar="replace|add",
+                help="record every measured cell into this machine's baseline file: replace (default) "
+                     "starts a new comparison set, add pools this session with the previous ones")
     g.addoption("--perf-baselines-dir", default=None, metavar="DIR",
                 help="where machine baselines live (default: the repository's baselines/)")
     g.addoption("--perf-machine", default=None, metavar="NAME",
@@ -69,8 +86,9 @@ def pytest_addoption(parser):
 def _parse(config) -> opts.PerfOptions:
     g = config.getoption
     smoke = bool(g("--perf-smoke"))
-    update = bool(g("--perf-update-baselines"))
+    update = g("--perf-update-baselines") is not None
     processes = opts.parse_positive_int("--perf-processes", g("--perf-processes") or ("5" if update else "2"))
+    reference = g("--perf-reference")
     return opts.PerfOptions(
         ctx_groups=opts.parse_ctx_groups(g("--perf-ctx")),
         ctx_explicit=g("--perf-ctx") is not None,
@@ -79,13 +97,18 @@ def _parse(config) -> opts.PerfOptions:
         processes=1 if smoke else processes,
         time_budget=opts.parse_positive_float("--perf-time-budget", g("--perf-time-budget")),
         timeout=opts.parse_positive_float("--perf-timeout", g("--perf-timeout")),
+        warmup_timeout=opts.parse_positive_float("--perf-warmup-timeout", g("--perf-warmup-timeout")),
         memory_limit=opts.parse_memory(g("--perf-memory-limit")),
         smoke=smoke,
         include_slow=bool(g("--perf-slow")),
         floor_tolerance=opts.parse_fraction("--perf-floor-tolerance", g("--perf-floor-tolerance")),
         fail_on=opts.parse_fail_on(g("--perf-fail-on")),
         python=g("--perf-python"),
+        reference=reference,
+        ab_pairs=1 if smoke else processes if g("--perf-processes") else 8,
+        machine_probe=not (smoke or g("--perf-no-probe")),
         update_baselines=update,
+        baseline_pool=opts.parse_baseline_pool(g("--perf-update-baselines")),
         baselines_dir=g("--perf-baselines-dir"),
         machine=g("--perf-machine"),
         min_effect=opts.parse_fraction("--perf-min-effect", g("--perf-min-effect")),
@@ -94,6 +117,10 @@ def _parse(config) -> opts.PerfOptions:
 
 
 def pytest_configure(config):
+    import dataclasses
+
+    from . import fingerprint, spawn
+    from .baselines import BaselineError
     for name, doc in MARKERS.items():
         config.addinivalue_line("markers", f"{name}: {doc}")
     try:
@@ -104,20 +131,23 @@ def pytest_configure(config):
         raise pytest.UsageError("pytest-mxperf refuses pytest-xdist: measurements must never run "
                                 "concurrently on one machine (run without -n/--dist)")
     if options.baselines_dir is None:
-        import dataclasses
         options = dataclasses.replace(options, baselines_dir=str(config.rootpath / "baselines"))
+    if options.reference:
+        options = dataclasses.replace(options, reference=_reference_python(options.reference))
+    spawn.sweep_stale_workdirs()  # a killed session's leftovers
     session = PerfSession(options)
+    session.on_results = lambda doc: config.hook.pytest_mxperf_update_results(config=config, results=doc)
     config._mxperf_session = session
-    from . import baselines, fingerprint
     try:
         session.machine = fingerprint.machine_fingerprint(options.machine)
     except ValueError as exc:
         raise pytest.UsageError(f"--perf-machine: {exc}") from None
+    config.hook.pytest_mxperf_update_machine_info(config=config, machine_info=session.machine)
     try:
         # A corrupt or newer-schema baseline is refused now, before anything is measured,
         # and never overwritten.
-        session.baseline_doc = baselines.load(session.machine["id"], options.baselines_dir)
-    except baselines.BaselineError as exc:
+        session.baseline_doc = session.store.load(session.machine["id"])
+    except BaselineError as exc:
         raise pytest.UsageError(str(exc)) from None
     if options.ctx_explicit:
         # An explicit GPU list that this machine cannot satisfy is a usage error, said
@@ -127,6 +157,18 @@ def pytest_configure(config):
                 reason = session.gpu_unavailable_reason(group)
                 if reason and session.num_gpus > 0:
                     raise pytest.UsageError(f"--perf-ctx {','.join(group)}: {reason}")
+
+
+def _reference_python(spec: str) -> str:
+    """A reference interpreter path as given, or a cached venv built for a requirement."""
+    import os
+    if os.sep in spec and os.access(spec, os.X_OK):
+        return spec
+    from . import installs
+    try:
+        return installs.reference_python(spec)
+    except installs.InstallError as exc:
+        raise pytest.UsageError(f"--perf-reference: {exc}") from None
 
 
 def _session(config) -> PerfSession:
@@ -190,7 +232,9 @@ def pytest_collection_modifyitems(session, config, items):
         return
     keep, drop = [], []
     for it in items:
-        (drop if it.get_closest_marker("slow") else keep).append(it)
+        # "slow" is about 2-core CPUs: on a GPU the whole grid runs by default
+        slow = it.get_closest_marker("slow") and not it.get_closest_marker("gpu")
+        (drop if slow else keep).append(it)
     if drop:
         config.hook.pytest_deselected(items=drop)
         items[:] = keep
@@ -204,9 +248,15 @@ def mxperf_session(request) -> PerfSession:
 
 @pytest.fixture
 def mxperf(request, record_property, mxperf_session):
-    """Measure MXNet workloads in fresh worker processes; see Measurer."""
-    return Measurer(mxperf_session, request.node.nodeid, record_property=record_property,
-                    on_cell=lambda rec: _add_benchmark_record(request, rec),
+    """Measure MXNet workloads in fresh worker processes; see fixture.Measurer."""
+    from . import benchmark_records
+    node = request.node
+
+    def on_cell(rec):
+        benchmark_records.add_cell(getattr(request.config, "_benchmarksession", None), node.name, node.nodeid,
+                                   getattr(node, "callspec", None), rec.cell)
+
+    return Measurer(mxperf_session, node.nodeid, record_property=record_property, on_cell=on_cell,
                     skip=pytest.skip, fail=lambda msg: pytest.fail(msg, pytrace=False))
 
 
@@ -215,52 +265,6 @@ def zoo_model(model):
     """The ModelSpec of the parametrised ``model`` (name, input shape, classes, FLOPs)."""
     from . import zoo
     return zoo.get_model(model)
-
-
-# -- pytest-benchmark integration ---------------------------------------------------------
-
-def _add_benchmark_record(request, rec) -> None:
-    """Hand a measured cell to pytest-benchmark, so --benchmark-json/--benchmark-autosave keep it.
-
-    Its ``benchmark`` fixture would time a callable inside this process (spawn + bind
-    included); instead we build its Metadata record from the worker's seconds per batch.
-    """
-    bs = getattr(request.config, "_benchmarksession", None)
-    cell = rec.cell
-    if bs is None or not cell.ok_runs:
-        return
-    try:
-        from pytest_benchmark.stats import Metadata
-    except ImportError:  # pragma: no cover
-        return
-
-    class _Origin:
-        name = request.node.name
-        fullname = request.node.nodeid
-        group = f"mxperf-{cell.workload.mode}"
-        param = getattr(getattr(request.node, "callspec", None), "id", None)
-        params = {k: (list(v) if isinstance(v, (list, tuple)) else v)
-                  for k, v in getattr(getattr(request.node, "callspec", None), "params", {}).items()}
-        cprofile_stats = None
-        has_error = False
-        extra_info = {
-            "cell": cell.workload.key(),
-            "images_per_s": cell.median,
-            "process_medians": cell.process_medians,
-            "batch_size": cell.workload.batch_size,
-            "total_batch": cell.workload.total_batch,
-            "contexts": list(cell.workload.contexts),
-            "mode": cell.workload.mode,
-            "unit": "seconds per batch",
-        }
-
-    _Origin.extra_info["batches_per_round"] = [r.batches_per_round for r in cell.ok_runs]
-    # One "iteration" is one batch: the worker's seconds per batch go in as they are.
-    meta = Metadata(_Origin, iterations=1, options={"timer": "worker perf_counter", "min_rounds": 1})
-    for r in cell.ok_runs:
-        for s in r.seconds_per_batch:
-            meta.update(s)
-    bs.benchmarks.append(meta)
 
 
 def pytest_benchmark_update_machine_info(config, machine_info):
@@ -273,7 +277,22 @@ def pytest_benchmark_update_json(config, benchmarks, output_json):
     output_json["mxperf"] = {"cells": [r.to_dict() for r in s.records]}
 
 
-# -- end of session -----------------------------------------------------------------------
+def pytest_collection_finish(session):
+    """Say what the session will cost before it starts; in A/B mode, the pairs per cell
+    follow from the number of cells (see stats.pairs_needed)."""
+    s = getattr(session.config, "_mxperf_session", None)
+    if s is None:
+        return
+    from . import report, stats, verdict
+    tests = sum(1 for it in session.items if "mxperf" in getattr(it, "fixturenames", ()))
+    if not tests:
+        return
+    if s.options.reference and not s.options.smoke and not session.config.getoption("--perf-processes"):
+        s.ab_pairs = stats.pairs_needed(tests, verdict.FDR_Q)
+    tr = session.config.pluginmanager.get_plugin("terminalreporter")
+    if tr is not None:
+        tr.write_line(report.plan_line(tests, s.options, s.ab_pairs))
+
 
 def pytest_sessionfinish(session, exitstatus):
     s = getattr(session.config, "_mxperf_session", None)
@@ -281,17 +300,18 @@ def pytest_sessionfinish(session, exitstatus):
         return
     from . import gate
     options = s.options
-    msgs: List[str] = []
+    msgs = []
     measured = [r for r in s.records if r.cell.status == "ok"]
     if not measured and (s.records or s.skipped_reasons):
         reasons = sorted(set(s.skipped_reasons)) or ["every cell failed to measure"]
         msgs.append(f"mxperf: nothing was measured ({'; '.join(reasons)})")
         if "none-measured" in options.fail_on:
-            msgs.append("mxperf: --perf-fail-on none-measured: failing the session")
+            msgs.append("mxperf: failing the session: nothing was measured (--perf-fail-on none-measured)")
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
+    outcome = None
     if s.records:
         try:
-            outcome = gate.finish_session(s, s.machine, s.baseline_doc, options.baselines_dir)
+            outcome = gate.finish_session(s)
         except Exception as exc:  # a broken baseline or report must not hide the measurements
             msgs.append(f"mxperf: could not finish the session: {type(exc).__name__}: {exc}")
             session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
@@ -300,35 +320,14 @@ def pytest_sessionfinish(session, exitstatus):
             if outcome.failed:
                 session.exitstatus = pytest.ExitCode.TESTS_FAILED
     s.end_messages = msgs
+    s.outcome = outcome
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
     s = getattr(config, "_mxperf_session", None)
-    if s is None or not (s.records or s.findings or getattr(s, "end_messages", None)):
+    if s is None or not (s.records or s.findings or s.end_messages):
         return
-    from . import hardware, report
-    software = ""
-    for r in s.records:
-        for run in r.cell.runs:
-            if run.meta.get("mxnet_version"):
-                software = f"mxnet {run.meta['mxnet_version']}, python {run.meta.get('python')}, " \
-                           f"OpenMP threads {run.meta.get('threads', {}).get('openmp')}"
-                break
-        if software:
-            break
-    env = {}
-    for r in s.records:
-        for run in r.cell.runs:
-            env = run.meta.get("env") or env
-    from . import baselines
-    doc = s.baseline_doc
-    context = {"hardware": hardware.summary(), "software": software, "machine_id": s.machine.get("id"),
-               "baseline": (f"{baselines.baseline_path(s.machine['id'], s.options.baselines_dir)} "
-                            f"({len(doc.get('cells') or {})} cells)") if doc else None,
-               "env": ", ".join(f"{k}={v}" for k, v in sorted(env.items())) or "(none recorded)",
-               "messages": getattr(s, "end_messages", [])}
+    from . import report
     terminalreporter.section("mxperf")
-    for line in report.summary_lines(s.records, s.findings, context):
+    for line in report.session_lines(s, getattr(s, "outcome", None)):
         terminalreporter.write_line(line)
-    if getattr(s, "deselected_slow", 0):
-        terminalreporter.write_line(f"mxperf: {s.deselected_slow} slow cells deselected (--perf-slow runs them)")

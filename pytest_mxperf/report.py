@@ -1,14 +1,26 @@
-"""Human-readable session report: one row per measured cell, then findings."""
+"""Human-readable session report: one row per judged figure (with its unit), then findings
+and the gate's messages. Plain functions over the session and the gate's outcome."""
 
 from __future__ import annotations
 
 from typing import Any, Dict, List, Optional, Sequence
 
-from .fixture import CellRecord, Finding
+from .samples import METRICS, metric_key
+from .session import CellRecord, Finding
+
+#: seconds a worker process costs besides its timed part (interpreter, import mxnet, bind,
+#: warm-up, the machine probe); used only for the duration estimate printed before A/B runs
+PROCESS_OVERHEAD_S = 4.0
 
 
 def _fmt(x: Optional[float], digits: int = 2) -> str:
-    return "-" if x is None else f"{x:.{digits}f}"
+    if x is None:
+        return "-"
+    if abs(x) >= 1000 or digits == 0:
+        return f"{x:.0f}"
+    if abs(x) < 0.1 and x != 0:
+        return f"{x:.4f}"
+    return f"{x:.{digits}f}"
 
 
 def _spread(rec: CellRecord) -> str:
@@ -28,30 +40,45 @@ def _floor_cols(rec: CellRecord):
     return doc, kind, _fmt(f.value)
 
 
-def _cell_label(rec: CellRecord) -> str:
+def cell_label(rec: CellRecord) -> str:
     w = rec.cell.workload
     ctx = ",".join(w.contexts)
     extra = f" t={w.threads}" if w.threads != "auto" else ""
+    extra += f" {w.dtype}" if w.dtype != "float32" else ""
     if w.mode == "train":
-        extra += f" {w.optimizer}" + (f" kv={w.kvstore}" if w.kvstore else "")
+        extra += f" {w.optimizer}"
+    if w.kvstore:
+        extra += f" kv={w.kvstore}"
     return f"{w.mode} {w.model} b{w.batch_size} {ctx}{extra}"
 
 
-def cell_rows(records: Sequence[CellRecord]) -> List[List[str]]:
+def cell_rows(records: Sequence[CellRecord], verdicts: Dict[str, Any]) -> List[List[str]]:
     rows = []
     for rec in records:
+        cell = rec.cell
+        key = cell.workload.key()
         doc, kind, floor = _floor_cols(rec)
-        v = rec.verdict or {}
-        base = _fmt(v.get("baseline_median")) if v.get("baseline_median") is not None else "-"
-        change = f"{v['change_pct']:+.1f}%" if v.get("change_pct") is not None else "-"
-        verdict = v.get("kind") or ""
-        status = rec.cell.status if rec.cell.status != "ok" else rec.outcome
-        rows.append([_cell_label(rec), _fmt(rec.cell.median), _spread(rec), base, change, doc, kind, floor,
-                     status + (f" / {verdict}" if verdict else "")])
+        metrics = [m for m in cell.metrics() if m.judged] or [cell.primary]
+        for i, m in enumerate(metrics):
+            v = verdicts.get(metric_key(key, m.name, cell.workload.mode))
+            vd = v.to_dict() if hasattr(v, "to_dict") else (v or {})
+            if vd.get("interval"):
+                lo, hi = vd["interval"]
+                base = f"ref x{1 + vd['change']:.3f} [{lo:.3f},{hi:.3f}]"
+            else:
+                base = _fmt(vd.get("baseline_median"))
+            change = f"{vd['change_pct']:+.1f}%" if vd.get("change_pct") is not None else "-"
+            status = cell.status if cell.status != "ok" else rec.outcome
+            label = cell_label(rec) if i == 0 else "  " + METRICS[m.name].label
+            first = i == 0
+            rows.append([label, m.unit, _fmt(cell.figure(m.name)) if cell.ok_runs else "-",
+                         _spread(rec) if first else "-", base, change,
+                         doc if first else "", kind if first else "", floor if first else "",
+                         (status + " / " if first else "") + (vd.get("kind") or "")])
     return rows
 
 
-HEADER = ["cell", "img/s", "spread", "baseline", "change", "documented", "floor kind", "floor", "result"]
+HEADER = ["cell", "unit", "median", "spread", "baseline", "change", "documented", "floor kind", "floor", "result"]
 
 
 def format_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> List[str]:
@@ -60,33 +87,77 @@ def format_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> List[s
     lines = ["  ".join(str(h).ljust(w) for h, w in zip(header, widths)),
              "  ".join("-" * w for w in widths)]
     for r in rows:
-        lines.append("  ".join(str(c).ljust(w) for c, w in zip(r, widths)))
+        lines.append("  ".join(str(c).ljust(w) for c, w in zip(r, widths)).rstrip())
     return lines
 
 
-def summary_lines(records: Sequence[CellRecord], findings: Sequence[Finding],
-                  context: Dict[str, Any]) -> List[str]:
+def plan_line(tests: int, options, ab_pairs: int) -> str:
+    """The expected duration, said before anything is measured."""
+    per_process = options.time_budget + PROCESS_OVERHEAD_S
+    if options.reference:
+        minutes = tests * 2 * ab_pairs * per_process / 60.0
+        return (f"mxperf: A/B mode: {tests} cell(s) x {ab_pairs} pairs (candidate and reference back to back, "
+                f"order alternating); expected about {minutes:.0f} min, up to twice that if unclear cells need "
+                "the second stage")
+    minutes = tests * options.processes * per_process / 60.0
+    return (f"mxperf: {tests} measuring test(s) x {options.processes} process(es): expected at least {minutes:.0f} min "
+            "(tests that measure several cells, heavy models and re-measured suspects take longer)")
+
+
+def summary_lines(records: Sequence[CellRecord], findings: Sequence[Finding], context: Dict[str, Any],
+                  verdicts: Optional[Dict[str, Any]] = None) -> List[str]:
     lines: List[str] = []
     hw = context.get("hardware") or {}
     lines.append(f"machine: {hw.get('cpu_model', '?')}, {hw.get('logical_cpus', '?')} logical CPUs, "
                  f"{hw.get('physical_cores', '?')} physical cores; GPUs: {', '.join(hw.get('gpus') or []) or 'none'}")
     if context.get("machine_id"):
         lines.append(f"machine id: {context['machine_id']}; baseline: {context.get('baseline') or 'none'}")
+    for line in context.get("sides") or []:
+        lines.append(line)
     if context.get("software"):
         lines.append(f"software: {context['software']}")
     if context.get("env"):
         lines.append(f"worker env: {context['env']}")
     if records:
-        lines.append("spread: half the interquartile range of per-process medians (p<n>) or, with one "
+        lines.append("spread: half the interquartile range of per-process figures (p<n>) or, with one "
                      "process, of per-round samples (r<n>)")
-        lines.extend(format_table(HEADER, cell_rows(records)))
+        lines.extend(format_table(HEADER, cell_rows(records, verdicts or {})))
         kinds = {rec.floor.kind for rec in records if rec.floor is not None}
         if "legacy-sanity" in kinds:
             lines.append("note: legacy-sanity floors hold this machine to 2016 hardware of the same size; "
                          "they catch catastrophes, not regressions (that is the baseline's job).")
     for f in findings:
         figs = ", ".join(f"{k}={_fmt(v, 3) if isinstance(v, float) else v}" for k, v in f.figures.items())
-        lines.append(f"finding [{f.name}] {figs}" + (f" -- {f.note}" if f.note else ""))
+        lines.append(f"shown, not judged [{f.name}] {figs}" + (f" -- {f.note}" if f.note else ""))
     for msg in context.get("messages", []):
         lines.append(msg)
+    return lines
+
+
+def session_lines(session, outcome) -> List[str]:
+    """The terminal summary of a PerfSession after the gate ran."""
+    from . import hardware
+    software, env = "", {}
+    for r in session.records:
+        for run in r.cell.runs:
+            if run.meta.get("mxnet_version") and not software:
+                software = (f"mxnet {run.meta['mxnet_version']}, python {run.meta.get('python')}, "
+                            f"OpenMP threads {(run.meta.get('threads') or {}).get('openmp')}")
+            env = run.meta.get("env") or env
+    doc = session.baseline_doc
+    sides = []
+    if session.options.reference:
+        from .gate import ab_sides
+        for side, facts in ab_sides(session).items():
+            sides.append(f"{side}: mxnet {facts.get('mxnet_version')} ({facts.get('python')}); features: "
+                         f"{','.join(facts.get('features') or []) or '?'}")
+    context = {"hardware": hardware.summary(), "software": software, "machine_id": session.machine.get("id"),
+               "baseline": (f"{session.store.path(session.machine['id'])} ({len(doc.get('cells') or {})} cells)"
+                            if doc else None),
+               "sides": sides,
+               "env": ", ".join(f"{k}={v}" for k, v in sorted(env.items())) or "(none recorded)",
+               "messages": session.end_messages}
+    lines = summary_lines(session.records, session.findings, context, outcome.verdicts if outcome else {})
+    if session.deselected_slow:
+        lines.append(f"mxperf: {session.deselected_slow} slow cells deselected (--perf-slow runs them)")
     return lines

@@ -19,6 +19,7 @@ import math
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
 
+from .jsonio import atomic_write_text
 from .samples import CellMeasurement
 
 SCHEMA_VERSION = 1
@@ -56,7 +57,6 @@ def make_record(cell: Union[CellMeasurement, Mapping[str, Any]], *, floor: Optio
 def dump_results(path: Union[str, Path], records: Sequence[Union[CellMeasurement, Mapping[str, Any]]],
                  machine: Optional[Mapping[str, Any]], session: Optional[Mapping[str, Any]] = None) -> Path:
     """Write the session's results atomically; ``records`` are dicts (see make_record) or CellMeasurements."""
-    from .baselines import atomic_write_text
     path = Path(path)
     doc = {
         "schema": SCHEMA_VERSION,

@@ -13,9 +13,9 @@ import dataclasses
 import json
 import os
 import subprocess
-import sys
 import time
-from typing import Dict, List, Mapping, Optional, Sequence
+from pathlib import Path
+from typing import Callable, Dict, List, Mapping, Optional, Sequence
 
 from . import spawn, topology
 from .samples import RunResult
@@ -65,25 +65,82 @@ class ProcessOutcome:
     wall_seconds: float
 
 
+WATCHDOG_POLL_S = 0.25
+
+
+def _tree_rss(pid: int) -> int:
+    """Resident memory of a process and its descendants, in bytes (0 when it is gone)."""
+    import psutil
+    try:
+        p = psutil.Process(pid)
+        procs = [p] + p.children(recursive=True)
+    except psutil.Error:
+        return 0
+    total = 0
+    for q in procs:
+        try:
+            total += q.memory_info().rss
+        except psutil.Error:
+            pass
+    return total
+
+
+def _wait(proc, timeout: float, rss_limit: Optional[int], phase_path: Optional[Path] = None,
+          warmup_timeout: Optional[float] = None) -> Optional[str]:
+    """Wait for ``proc``; returns "timeout", "warmup-timeout", "rss" (over ``rss_limit``) or
+    None when it ended. With ``warmup_timeout``, the time until the worker creates
+    ``phase_path`` (its warm-up is done: CUDA context, cuDNN autotune, JIT) is bounded by it,
+    and ``timeout`` bounds the measurement after that."""
+    if not rss_limit and not warmup_timeout:
+        try:
+            proc.wait(timeout=timeout)
+            return None
+        except subprocess.TimeoutExpired:
+            return "timeout"
+    start = time.monotonic()
+    measuring_since = None if warmup_timeout else start
+    while True:
+        try:
+            proc.wait(timeout=WATCHDOG_POLL_S)
+            return None
+        except subprocess.TimeoutExpired:
+            pass
+        now = time.monotonic()
+        if rss_limit and _tree_rss(proc.pid) > rss_limit:
+            return "rss"
+        if measuring_since is None:
+            if phase_path is not None and phase_path.exists():
+                measuring_since = now
+            elif now - start > warmup_timeout:
+                return "warmup-timeout"
+        elif now - measuring_since > timeout:
+            return "timeout"
+
+
 def run_process(command: Sequence[str], spec: Dict, *, timeout: float = DEFAULT_TIMEOUT,
-                env: Optional[Mapping[str, str]] = None) -> ProcessOutcome:
+                env: Optional[Mapping[str, str]] = None, rss_limit: Optional[int] = None,
+                warmup_timeout: Optional[float] = None) -> ProcessOutcome:
     """Run ``command SPEC.json RESULT.json`` in a fresh session; never hangs, never leaks.
 
     The worker protocol: read the spec, write a JSON object with at least ``status``
     ("ok", "error", "oom", "unavailable", ...) and ``message`` to RESULT.json.
+    ``rss_limit``: a watchdog on the worker's resident memory (GPU workers, which cannot
+    have an address-space cap: CUDA reserves huge virtual ranges at context creation).
+    ``warmup_timeout``: a separate bound for the worker's untimed warm-up (the worker
+    signals its end by creating ``spec["phase_path"]``); ``timeout`` then bounds the rest.
     """
     with spawn.WorkDir() as tmp:
         spec_path = tmp / "spec.json"
         result_path = tmp / "result.json"
         log_path = tmp / "worker.log"
+        phase_path = tmp / "measuring"
+        if warmup_timeout:
+            spec = dict(spec, phase_path=str(phase_path))
         spec_path.write_text(json.dumps(spec, sort_keys=True))
         t0 = time.perf_counter()
-        timed_out = False
         proc = spawn.start(list(command) + [str(spec_path), str(result_path)], env=env, log_path=log_path)
         try:
-            proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            timed_out = True
+            stopped = _wait(proc, timeout, rss_limit, phase_path, warmup_timeout)
         finally:
             # Always reap the whole group: a worker that exited may leave children.
             spawn.kill_process_tree(proc.pid, proc.pid)
@@ -105,8 +162,15 @@ def run_process(command: Sequence[str], spec: Dict, *, timeout: float = DEFAULT_
     def outcome(status, message):
         return ProcessOutcome(status, message, payload, tail, rc, wall)
 
-    if timed_out:
-        return outcome("timeout", f"worker timed out after {timeout:g} s; last output: {last}")
+    if stopped == "timeout":
+        what = "its measurement" if warmup_timeout else "worker"
+        return outcome("timeout", f"{what} timed out after {timeout:g} s; last output: {last}")
+    if stopped == "warmup-timeout":
+        return outcome("timeout", f"worker's warm-up (first batch, autotune) took over {warmup_timeout:g} s; "
+                                  f"last output: {last}")
+    if stopped == "rss":
+        return outcome("oom", f"worker exceeded the host memory cap of {rss_limit / 2 ** 30:.1f} GiB "
+                              "(resident memory watchdog; GPU workers have no address-space cap)")
     if payload is None or not isinstance(payload, dict):
         if rc is not None and rc < 0:
             sig = spawn.signal_name(-rc)
@@ -120,20 +184,45 @@ def run_process(command: Sequence[str], spec: Dict, *, timeout: float = DEFAULT_
     return outcome(str(payload.get("status", "error")), str(payload.get("message", "")))
 
 
+def _worker_figures(payload: Dict) -> Dict[str, float]:
+    """Figures a throughput worker reports besides its round timings (latency, GPU memory)."""
+    figs = payload.get("figures") or {}
+    return {k: float(v) for k, v in figs.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+
+
+def run_result(out: ProcessOutcome, workload: Workload, env: Optional[Mapping[str, str]],
+               defaults_applied: Optional[Mapping[str, str]] = None,
+               figures: Callable[[Dict], Dict[str, float]] = _worker_figures) -> RunResult:
+    """A ProcessOutcome as a RunResult: its figures (``figures(payload)`` when it measured),
+    the environment it ran with and what the suite filled in."""
+    payload = out.payload or {}
+    meta = dict(payload.get("meta") or {})
+    # the scalar facts of a worker result without a "meta" of its own (sizes, counts, names)
+    meta.setdefault("result", {k: v for k, v in payload.items()
+                               if k not in ("status", "message", "meta") and isinstance(v, (str, int, float, bool))})
+    meta["env"] = topology.recorded_env(env or os.environ)
+    meta["env_defaults_applied"] = dict(defaults_applied or {})
+    ok = out.status == "ok"
+    try:
+        figs = figures(payload) if ok else {}
+    except (KeyError, TypeError, ValueError) as exc:
+        return RunResult(workload=workload, status="error", meta=meta, stderr_tail=out.stderr_tail,
+                         message=f"worker result has no usable figures ({type(exc).__name__}: {exc})",
+                         returncode=out.returncode, wall_seconds=out.wall_seconds)
+    return RunResult(workload=workload, status=out.status, message=out.message,
+                     batches_per_round=int(payload.get("batches_per_round", 0) or 0),
+                     round_seconds=[float(x) for x in payload.get("round_seconds", [])] if ok else [],
+                     figures={k: float(v) for k, v in figs.items() if v is not None},
+                     meta=meta, stderr_tail=out.stderr_tail, returncode=out.returncode,
+                     wall_seconds=out.wall_seconds)
+
+
 def run_spec(spec: Dict, workload: Workload, *, timeout: float = DEFAULT_TIMEOUT,
              env: Optional[Mapping[str, str]] = None, command: Optional[Sequence[str]] = None,
              defaults_applied: Optional[Mapping[str, str]] = None) -> RunResult:
     """Run the measurement worker on ``spec`` and turn whatever happens into a RunResult."""
     out = run_process(command or worker_command(), spec, timeout=timeout, env=env)
-    payload = out.payload or {}
-    meta = dict(payload.get("meta") or {})
-    meta["env"] = topology.recorded_env(env or os.environ)
-    meta["env_defaults_applied"] = dict(defaults_applied or {})
-    return RunResult(workload=workload, status=out.status, message=out.message,
-                     batches_per_round=int(payload.get("batches_per_round", 0) or 0),
-                     round_seconds=[float(x) for x in payload.get("round_seconds", [])] if out.status == "ok" else [],
-                     meta=meta, stderr_tail=out.stderr_tail, returncode=out.returncode,
-                     wall_seconds=out.wall_seconds)
+    return run_result(out, workload, env, defaults_applied)
 
 
 def make_spec(workload: Workload, *, time_budget: float = 3.0, smoke: bool = False,
@@ -148,19 +237,33 @@ def run_workload(workload: Workload, *, time_budget: float = 3.0, smoke: bool = 
                  timeout: float = DEFAULT_TIMEOUT, memory_limit: Optional[int] = -1,
                  env: Optional[Mapping[str, str]] = None, extra_env: Optional[Mapping[str, str]] = None,
                  python: Optional[str] = None, command: Optional[Sequence[str]] = None,
-                 seed: int = 0, **options) -> RunResult:
+                 seed: int = 0, warmup_timeout: Optional[float] = None, **options) -> RunResult:
     """Measure one workload in one fresh worker process.
 
     ``memory_limit=-1`` means the default cap (75% of RAM); None means no cap.
     ``env`` replaces os.environ as the base environment; ``extra_env`` is laid over it
     (both before the suite's defaults fill what is still unset).
     """
-    memory_limit = resolve_memory_limit(memory_limit)
+    as_cap, rss_cap = memory_caps(workload, resolve_memory_limit(memory_limit))
     full_env, defaults = build_env(workload, env, extra_env)
-    spec = make_spec(workload, time_budget=time_budget, smoke=smoke, memory_limit=memory_limit,
+    spec = make_spec(workload, time_budget=time_budget, smoke=smoke, memory_limit=as_cap,
                      seed=seed, **options)
-    return run_spec(spec, workload, timeout=timeout, env=full_env,
-                    command=command or worker_command(python), defaults_applied=defaults)
+    out = run_process(command or worker_command(python), spec, timeout=timeout, env=full_env, rss_limit=rss_cap,
+                      warmup_timeout=warmup_timeout)
+    return run_result(out, workload, full_env, defaults)
+
+
+def memory_caps(workload: Workload, limit: Optional[int]):
+    """(address-space cap for the worker, resident-memory watchdog for the parent).
+
+    A CPU worker gets the address-space cap (RLIMIT_AS, set in the worker before MXNet is
+    imported; a CPU cell under a CUDA build creates no CUDA context, so it is safe). A GPU
+    worker cannot: the CUDA driver reserves very large virtual ranges when it creates a
+    context, and an address-space cap makes that fail as "out of memory". Its host memory
+    is capped by the parent's watchdog on resident memory instead."""
+    if workload.device == "gpu":
+        return None, limit
+    return limit, None
 
 
 def probe(python: Optional[str] = None, timeout: float = 120.0,

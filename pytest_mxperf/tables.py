@@ -34,6 +34,7 @@ from types import MappingProxyType
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from . import zoo as _zoo
+from .hardware import HardwareInfo
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -157,13 +158,6 @@ class Table:
 
     def n_cells(self) -> int:
         return len(self._cells)
-
-
-@dataclass(frozen=True)
-class HardwareInfo:
-    cpu_model: str
-    vcpus: int  # logical CPUs available to the process
-    gpu_names: Tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -12,11 +12,12 @@ import json
 import re
 from typing import Any, Dict, Optional, Tuple
 
-# score: forward only (benchmark_score.py); train: forward, backward, update. Other kinds of
-# measurement (kvstore bandwidth, distributed, convergence) run their own worker modules
-# through runner.run_process and name their cells with these modes.
-MODES = ("score", "train", "kvstore", "dist", "convergence", "io")
-DTYPES = ("float32", "float16")
+# score: forward only (benchmark_score.py); train: forward, backward, update; latency: batch
+# by batch, each one synchronised (what a server sees). Other kinds of measurement (kvstore
+# cost, distributed, convergence, input pipeline) run their own worker modules and name
+# their cells with these modes; samples.PRIMARY says which figure each mode is judged on.
+MODES = ("score", "train", "latency", "kvstore", "dist", "convergence", "io")
+DTYPES = ("float32", "float16", "bfloat16", "int8")
 # How the suite fills OpenMP threads that the user left unset:
 #   "auto"        physical cores available to the process, shared by all contexts
 #   "per-context" physical cores divided evenly between the CPU contexts
@@ -71,6 +72,9 @@ class Workload:
     threads: str = "auto"
     optimizer: str = "sgd"
     kvstore: Optional[str] = None
+    # A user's own network: JSON of {"ref", "inputs", "loss", "params"} (see usermodel.py).
+    # Not part of the key: ``model`` already names it with the digest of its graph.
+    source: str = ""
 
     def __post_init__(self):
         if self.mode not in MODES:
@@ -108,13 +112,15 @@ class Workload:
                  f"threads={self.threads}"]
         if self.mode == "train":
             parts.append(f"opt={self.optimizer}")
-            if self.kvstore:
-                parts.append(f"kv={self.kvstore}")
+        if self.kvstore and self.mode in ("train", "kvstore", "dist", "convergence"):
+            parts.append(f"kv={self.kvstore}")
         return "/".join(parts)
 
     def to_dict(self) -> Dict[str, Any]:
         d = dataclasses.asdict(self)
         d["contexts"] = list(self.contexts)
+        if not d["source"]:
+            del d["source"]  # keeps recorded workloads of zoo cells as they were
         return d
 
     @classmethod

@@ -13,6 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from pytest_mxperf import baselines as B
+from pytest_mxperf import jsonio as J
 from pytest_mxperf import results as R
 from pytest_mxperf.samples import CellMeasurement, RunResult
 from pytest_mxperf.workload import Workload
@@ -122,11 +123,11 @@ def test_interrupted_write_leaves_previous_file_intact(tmp_path, fault, models):
         if fault == "json.dumps":
             mp.setattr(B.json, "dumps", boom)
         elif fault == "os.fsync":
-            mp.setattr(B.os, "fsync", boom)
+            mp.setattr(J.os, "fsync", boom)
         elif fault == "os.replace":
-            mp.setattr(B.os, "replace", boom)
+            mp.setattr(J.os, "replace", boom)
         elif fault == "mkstemp":
-            mp.setattr(B.tempfile, "mkstemp", boom)
+            mp.setattr(J.tempfile, "mkstemp", boom)
         elif fault == "fh.write":
             real_fdopen = os.fdopen
 
@@ -144,7 +145,7 @@ def test_interrupted_write_leaves_previous_file_intact(tmp_path, fault, models):
                     self.fh.write(text[: len(text) // 2])
                     raise Boom("disk full")
 
-            mp.setattr(B.os, "fdopen", lambda fd, *a, **k: HalfWriter(real_fdopen(fd, *a, **k)))
+            mp.setattr(J.os, "fdopen", lambda fd, *a, **k: HalfWriter(real_fdopen(fd, *a, **k)))
         with pytest.raises(Boom):
             B.update("m", [cell(m, medians=(99.0,)) for m in models], {}, {}, baselines_dir=d)
     assert path.read_bytes() == before
@@ -326,3 +327,24 @@ def test_promote_uses_session_start_stamp(tmp_path):
     B.promote(res, baselines_dir=tmp_path)
     rec = B.load("box", tmp_path)["cells"][cell().workload.key()]["history"][-1]
     assert rec["date"].startswith("2026-11-18")
+
+
+def test_the_committed_baseline_loads_unchanged_and_keeps_its_keys():
+    """Cells recorded before figures had units are still found under the same keys and judged."""
+    from pathlib import Path
+
+    from pytest_mxperf import verdict as V
+    path = next((Path(__file__).resolve().parent.parent / "baselines").glob("intel-*.json"))
+    doc = B.load_path(path)
+    key = Workload("resnet50_v2", batch_size=8).key()
+    assert key == "score/resnet50_v2/b8/cpu:0/float32/threads=auto"
+    assert key in doc["cells"]
+    train_key = Workload("alexnet", mode="train", batch_size=8).key()
+    assert train_key in doc["cells"], sorted(doc["cells"])[:5]
+    values = B.baseline_values(doc, key)
+    assert len(values) == 5 and all(v > 0 for v in values)
+    # its peak memory (recorded as one number then) is the baseline of the memory figure
+    (rss,) = B.baseline_values(doc, key, "peak_rss_mib")
+    assert rss > 100
+    assert V.judge([v * 0.7 for v in values] * 2, values, confirmed=True).kind == "regression"
+    assert B.session_medians(doc, key) and B.baseline_states(doc, key) == [None] * 5

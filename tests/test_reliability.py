@@ -4,7 +4,8 @@ baseline store faults in test_baselines.py, distributed teardown in test_dist.py
 
 import pytest
 
-from pytest_mxperf.fixture import PerfSession, judge_floor
+from pytest_mxperf.fixture import judge_floor
+from pytest_mxperf.session import PerfSession
 from pytest_mxperf.options import PerfOptions
 from pytest_mxperf.samples import CellMeasurement, RunResult
 from pytest_mxperf.tables import Floor
@@ -29,7 +30,7 @@ def test_ordinary_errors_are_not_oom():
 
 def _session(num_gpus):
     s = PerfSession(PerfOptions())
-    s._probe = {"status": "ok", "num_gpus": num_gpus}
+    s._probe_cache[None] = {"status": "ok", "num_gpus": num_gpus}
     return s
 
 

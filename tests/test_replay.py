@@ -1,19 +1,26 @@
-"""Replay: the verdict on real per-process medians measured on this (shared, noisy) machine.
+"""Replay: the real gate (``gate.finish_session``, default settings) on per-process figures
+measured on a shared 2-vCPU machine in separate sessions.
 
-``benchmarks/data/replay-*.json`` holds per-process medians of unchanged cells, measured by
-``benchmarks/collect_replay_data.py`` in fresh worker processes, interleaved, while other
-engineers were measuring on the same 2 cores (so many processes were CPU-starved: that is
-the noise the gate must live with); ``replay-*-quiet.json`` holds the same cells measured
-later on the same machine with nothing else running. Each resample is one simulated session: for every cell,
-draw a "baseline" set of BASE processes and a disjoint "current" set of CUR processes
-without replacement, judge all cells together (Benjamini-Hochberg across them), and, like
-the plugin, re-measure suspects: add processes from the rest of the pool until the current
-side has CONFIRM_PROCESSES, then judge that cell again.
+``benchmarks/data/replay-*-quiet.json`` (12 processes per cell, nothing else running) is
+the baseline session; ``replay-*.json`` without ``-quiet`` (40 processes per cell, measured
+another time while other engineers' measurements ran on the same cores) is the current
+session. Each simulated session: a baseline of 5 quiet processes per cell, recorded through
+``baselines.summarize_cell``; 2 current processes per cell (the default); suspects are
+re-measured through the gate's own confirmation path (``CellRecord.remeasure``), which
+draws further processes of the same current session. Every current value is multiplied by
+the effect.
 
-* false alarms: unchanged data, a session with any "regression" is a false alarm; the rate
-  must be at or below verdict.FDR_Q (under the global null BH controls exactly this).
-* detection: the current draw scaled by 0.76 (the measured effect of
-  MXNET_SUBGRAPH_BACKEND=NONE on ResNet-50) must end as "regression" in >= 95% of resamples.
+Machine-state labels: these files were recorded before the machine-state probe existed,
+with each process's CPU utilisation. A process that got under 75% of the best CPU share
+of its cell had a neighbour taking the rest of the 2 CPUs, which is what the probe's load
+meter measures (other processes' CPU time); those processes are labelled "slowed", the
+rest "quiet". Nothing else about the data is changed.
+
+What is asserted (the figures go into the closing note):
+* x1.00: sessions with a false "regression" at most FDR_Q (0.05).
+* x0.76: every session fails (regression, or unresolved on a busy machine), never passes.
+* x0.90 and x0.93: reported, with the share of sessions that fail; at x0.90 a slowdown
+  passes silently in at most 10% of sessions.
 """
 
 import json
@@ -22,62 +29,77 @@ from pathlib import Path
 
 import pytest
 
-from pytest_mxperf import verdict as V
+from pytest_mxperf import baselines, gate
+from pytest_mxperf.options import PerfOptions
+from pytest_mxperf.samples import CellMeasurement, RunResult
+from pytest_mxperf.session import CellRecord, PerfSession
+from pytest_mxperf.workload import Workload
 
 DATA_DIR = Path(__file__).resolve().parent.parent / "benchmarks" / "data"
-FILES = sorted(DATA_DIR.glob("replay-*.json"))
-RESAMPLES = 1000
+QUIET = sorted(DATA_DIR.glob("replay-*-quiet.json"))
+RESAMPLES = 300
 SEED = 20261122
-BASE, CUR = 5, 5
-SLOWDOWN = 0.76
+BASE_PROCESSES = 5
+STARVED = 0.75
 
-pytestmark = pytest.mark.skipif(not FILES, reason="no replay data (run benchmarks/collect_replay_data.py)")
+pytestmark = pytest.mark.skipif(not QUIET, reason="no replay data (run benchmarks/collect_replay_data.py)")
 
 
 def load_pool(path):
+    """key -> [(per-process median, "quiet"|"slowed")]"""
     data = json.loads(path.read_text())
     pools = {}
     for key, cell in data["cells"].items():
         procs = [p for p in cell["processes"] if p.get("status") == "ok" and p.get("median")]
-        pools[key] = [(p["median"], V.cpu_share({"cpu_utilization": p.get("cpu_utilization"),
-                                                 "threads": {"openmp": p.get("openmp_threads")},
-                                                 "env_defaults_applied": p.get("env_defaults_applied") or {}}))
-                      for p in procs]
+        utils = [p.get("cpu_utilization") or 0.0 for p in procs]
+        best = max(utils)
+        pools[key] = [(p["median"], "slowed" if u < STARVED * best else "quiet") for p, u in zip(procs, utils)]
     return pools
 
 
-def simulate(pools, scale, rng, resamples=RESAMPLES, confirm=True):
-    """Return {"session_false": n sessions with a regression, "per_cell": {key: {kind: n}}}."""
-    per_cell = {k: {} for k in pools}
-    sessions_with_regression = 0
+def _workload(key):
+    mode, model, b, ctx, dtype, threads = key.split("/")[:6]
+    return Workload(model=model, mode=mode, batch_size=int(b[1:]), contexts=tuple(ctx.split(",")), dtype=dtype,
+                    threads=threads.split("=")[1])
+
+
+def _run(w, value, state):
+    # one round whose time per batch gives exactly this process's median
+    return RunResult(w, "ok", batches_per_round=1, round_seconds=[w.total_batch / value],
+                     meta={"machine_state": {"state": state}, "env": {}, "mxnet_version": "1.9.1",
+                           "peak_rss_bytes": 10 ** 9})
+
+
+def simulate(base_pools, cur_pools, scale, rng, resamples=RESAMPLES):
+    """Per cell: counts of final verdict kinds; per session: how many failed, and why."""
+    per_cell = {k: {} for k in cur_pools}
+    failed = {"regression": 0, "unresolved": 0}
     for _ in range(resamples):
-        draws, items = {}, {}
-        for key, pool in pools.items():
-            idx = list(range(len(pool)))
-            rng.shuffle(idx)
-            b, c, rest = idx[:BASE], idx[BASE:BASE + CUR], idx[BASE + CUR:]
-            draws[key] = (b, c, rest)
-            items[key] = ([pool[i][0] * scale for i in c], [pool[i][0] for i in b],
-                          [pool[i][1] for i in c], [pool[i][1] for i in b])
-        verdicts = V.judge_session(items)
-        for key, v in verdicts.items():
-            if v.kind == "suspect" and confirm:
-                b, c, rest = draws[key]
-                more = c + rest[:max(0, V.CONFIRM_PROCESSES - len(c))]
-                pool = pools[key]
-                v = V.judge([pool[i][0] * scale for i in more], [pool[i][0] for i in b],
-                            current_cpu=[pool[i][1] for i in more], baseline_cpu=[pool[i][1] for i in b])
-                verdicts[key] = v
-            per_cell[key][v.kind] = per_cell[key].get(v.kind, 0) + 1
-        sessions_with_regression += any(v.kind == "regression" for v in verdicts.values())
-    return {"session_false": sessions_with_regression, "per_cell": per_cell}
+        doc = {"schema": 1, "cells": {}}
+        records = []
+        for key, pool in cur_pools.items():
+            w = _workload(key)
+            base = rng.sample(base_pools[key], BASE_PROCESSES)
+            rec = baselines.summarize_cell(CellMeasurement(w, [_run(w, v, s) for v, s in base]))
+            doc["cells"][key] = {"workload": w.to_dict(), "history": [rec]}
+            order = rng.sample(range(len(pool)), len(pool))
+            drawn = iter(order)
 
+            def remeasure(n, w=w, pool=pool, drawn=drawn):
+                return CellMeasurement(w, [_run(w, pool[i][0] * scale, pool[i][1]) for i in
+                                           (next(drawn) for _ in range(n))])
 
-@pytest.fixture(scope="module", params=FILES, ids=lambda p: p.stem)
-def pools(request):
-    pools = load_pool(request.param)
-    assert all(len(p) >= 12 for p in pools.values()), "need >= 12 processes per cell"
-    return pools
+            cell = remeasure(2)
+            records.append(CellRecord("replay", cell, remeasure=remeasure))
+        s = PerfSession(PerfOptions(machine_probe=False))
+        s.records, s.baseline_doc, s.machine = records, doc, {"id": "replay"}
+        out = gate.finish_session(s)
+        kinds = {k: v.kind for k, v in out.verdicts.items() if "#" not in k}
+        for k, kind in kinds.items():
+            per_cell[k][kind] = per_cell[k].get(kind, 0) + 1
+        for kind in failed:
+            failed[kind] += any(v == kind for v in kinds.values())
+    return per_cell, failed
 
 
 def _rates(counts):
@@ -85,66 +107,39 @@ def _rates(counts):
     return {k: round(v / n, 3) for k, v in sorted(counts.items())}
 
 
-def test_false_alarm_rate_at_or_below_fdr(pools):
-    out = simulate(pools, 1.0, random.Random(SEED))
-    rate = out["session_false"] / RESAMPLES
-    print(f"\nfalse alarms: {rate:.3f} of sessions ({len(pools)} cells each); per cell:",
-          {k.split('/')[1]: _rates(c) for k, c in out["per_cell"].items()})
-    assert rate <= V.FDR_Q
+@pytest.fixture(scope="module", params=QUIET, ids=lambda p: p.stem)
+def pools(request):
+    quiet = load_pool(request.param)
+    busy_path = request.param.with_name(request.param.name.replace("-quiet", ""))
+    busy = load_pool(busy_path) if busy_path.exists() else quiet
+    assert all(len(p) >= 12 for p in quiet.values()) and set(busy) == set(quiet)
+    return quiet, busy
 
 
-def test_slowdown_is_flagged(pools):
-    """With CPU-starved processes in the pool, x0.76 must never pass silently: it ends as
-    "regression", or as "suspect" when the verdict could not trust the comparison (machine
-    busy); never "unchanged" or "improvement" in more than 5% of sessions."""
-    out = simulate(pools, SLOWDOWN, random.Random(SEED + 1))
-    rates = {k: _rates(c) for k, c in out["per_cell"].items()}
-    print("\nx0.76, all processes, per cell:", {k.split('/')[1]: r for k, r in rates.items()})
-    for key, r in rates.items():
-        assert r.get("regression", 0) + r.get("suspect", 0) >= 0.95, (key, r)
+def test_false_alarms_at_or_below_fdr(pools):
+    quiet, busy = pools
+    per_cell, failed = simulate(quiet, busy, 1.0, random.Random(SEED))
+    print(f"\nx1.00: sessions with a regression {failed['regression'] / RESAMPLES:.3f}, with an unresolved "
+          f"slowdown {failed['unresolved'] / RESAMPLES:.3f}; per cell:",
+          {k.split('/')[1]: _rates(c) for k, c in per_cell.items()})
+    assert failed["regression"] / RESAMPLES <= 0.05
 
 
-def clean_pools(pools):
-    """Only the processes that got >= STARVED_RATIO of the best CPU share of their cell."""
-    out = {}
-    for key, pool in pools.items():
-        best = max(s for _, s in pool if s is not None)
-        out[key] = [(m, s) for m, s in pool if s is None or s >= V.STARVED_RATIO * best]
-    return out
+def test_a_large_slowdown_always_fails(pools):
+    quiet, busy = pools
+    per_cell, failed = simulate(quiet, busy, 0.76, random.Random(SEED + 1))
+    print("\nx0.76 per cell:", {k.split('/')[1]: _rates(c) for k, c in per_cell.items()})
+    for key, counts in per_cell.items():
+        r = _rates(counts)
+        assert r.get("regression", 0) + r.get("unresolved", 0) == 1.0, (key, r)
 
 
-def test_slowdown_is_detected_as_regression_on_unstarved_processes(pools):
-    """The same effect measured by processes that got their CPUs: a confirmed regression
-    (single-cell verdicts, k vs k processes without replacement, k = min(5, n // 2))."""
-    rng = random.Random(SEED + 2)
-    clean = clean_pools(pools)
-    rates = {}
-    for key, pool in clean.items():
-        k = min(BASE, len(pool) // 2)
-        if k < 3:
-            continue  # 3 vs 3 is the smallest split whose exact U test can reach p = 0.05
-        counts = {}
-        for _ in range(RESAMPLES):
-            idx = rng.sample(range(len(pool)), 2 * k)
-            v = V.judge([pool[i][0] * SLOWDOWN for i in idx[k:]], [pool[i][0] for i in idx[:k]],
-                        current_cpu=[pool[i][1] for i in idx[k:]], baseline_cpu=[pool[i][1] for i in idx[:k]])
-            counts[v.kind] = counts.get(v.kind, 0) + 1
-        rates[key] = (k, len(pool), _rates(counts))
-    print("\nx0.76, unstarved processes only (k per side, pool size, rates):",
-          {k.split('/')[1]: r for k, r in rates.items()})
-    if not rates:
-        pytest.skip("fewer than 6 unstarved processes per cell in the replay data")
-    for key, (k, n, r) in rates.items():
-        assert r.get("regression", 0) >= 0.95, (key, k, n, r)
-
-
-def test_slowdown_is_a_regression_when_no_process_was_starved(pools):
-    """On data where every process got its CPUs (a quiet machine), x0.76 must end as a
-    confirmed "regression" (not merely "suspect") in >= 95% of simulated sessions."""
-    if clean_pools(pools) != pools or any(s is None for p in pools.values() for _, s in p):
-        pytest.skip("this data set has CPU-starved processes; see the starved-data tests")
-    out = simulate(pools, SLOWDOWN, random.Random(SEED + 3))
-    rates = {k: _rates(c) for k, c in out["per_cell"].items()}
-    print("\nx0.76, quiet data, per cell:", {k.split('/')[1]: r for k, r in rates.items()})
-    for key, r in rates.items():
-        assert r.get("regression", 0) >= 0.95, (key, r)
+@pytest.mark.parametrize("scale", [0.90, 0.93])
+def test_small_slowdowns(pools, scale):
+    quiet, busy = pools
+    per_cell, failed = simulate(quiet, busy, scale, random.Random(SEED + int(scale * 100)))
+    rates = {k.split('/')[1]: _rates(c) for k, c in per_cell.items()}
+    print(f"\nx{scale:.2f} per cell:", rates)
+    if scale == 0.90:
+        for key, r in rates.items():
+            assert r.get("unchanged", 0) + r.get("improvement", 0) <= 0.10, (key, r)

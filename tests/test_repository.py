@@ -20,3 +20,61 @@ def test_readme_opens_with_the_suite_and_the_test_command():
 def test_ci_runs_the_readme_test_command_exactly():
     ci = (ROOT / ".ci" / "run").read_text().splitlines()
     assert _readme_commands()[1] in [ln.strip() for ln in ci]
+
+
+def _import_graph():
+    """module -> modules of this package it imports (anywhere in the file, lazy imports too)."""
+    import ast
+    pkg = ROOT / "pytest_mxperf"
+    graph = {}
+    for path in pkg.rglob("*.py"):
+        rel = path.relative_to(ROOT).with_suffix("")
+        name = ".".join(rel.parts[:-1] if rel.name == "__init__" else rel.parts)
+        base = name if rel.name == "__init__" else name.rpartition(".")[0]
+        deps = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom):
+                if node.level:
+                    anchor = base.split(".")
+                    anchor = anchor[:len(anchor) - (node.level - 1)]
+                    mod = ".".join(anchor + ([node.module] if node.module else []))
+                else:
+                    mod = node.module or ""
+                if mod.startswith("pytest_mxperf"):
+                    for alias in node.names:
+                        sub = f"{mod}.{alias.name}"
+                        deps.add(sub if (pkg.parent / (sub.replace(".", "/") + ".py")).exists()
+                                 or (pkg.parent / sub.replace(".", "/")).is_dir() else mod)
+            elif isinstance(node, ast.Import):
+                deps.update(a.name for a in node.names if a.name.startswith("pytest_mxperf"))
+        deps.discard(name)
+        graph[name] = {d for d in deps if d != "pytest_mxperf"}
+    return graph
+
+
+def test_the_package_has_no_import_circles():
+    graph = _import_graph()
+    state, cycles = {}, []
+
+    def visit(n, stack):
+        state[n] = "open"
+        for d in sorted(graph.get(n, ())):
+            if state.get(d) == "open":
+                cycles.append(stack[stack.index(d):] + [d] if d in stack else [n, d])
+            elif d not in state:
+                visit(d, stack + [d])
+        state[n] = "done"
+
+    for n in sorted(graph):
+        if n not in state:
+            visit(n, [n])
+    assert not cycles, "import circles: " + "; ".join(" -> ".join(c) for c in cycles)
+
+
+def test_the_child_side_imports_nothing_from_the_parent_side():
+    """Workers run under other MXNet installs: they use the protocol, the zoo and jsonio only."""
+    allowed = {"pytest_mxperf.workers", "pytest_mxperf.zoo", "pytest_mxperf.jsonio", "pytest_mxperf.usermodel"}
+    graph = _import_graph()
+    bad = {n: sorted(d for d in deps if not any(d == a or d.startswith(a + ".") for a in allowed))
+           for n, deps in graph.items() if n.startswith("pytest_mxperf.workers")}
+    assert not {n: d for n, d in bad.items() if d}, bad

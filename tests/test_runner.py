@@ -147,3 +147,56 @@ def test_probe_reports_mxnet_without_importing_it_here():
     assert info["status"] == "ok"
     assert info["num_gpus"] >= 0
     assert "mxnet" not in sys.modules
+
+
+def test_a_gpu_worker_gets_no_address_space_cap_and_a_cpu_worker_keeps_it(tmp_path):
+    """The spec a worker receives: RLIMIT_AS for CPU cells, none for GPU cells (CUDA's
+    context creation reserves huge virtual ranges); the GPU worker's host memory is
+    watched by the parent instead. Checked with a worker that reports its own limit."""
+    script = tmp_path / "report_cap.py"
+    script.write_text(
+        "import json, resource, sys\n"
+        "from pytest_mxperf.workers.protocol import serve\n"
+        "def run(spec):\n"
+        "    soft, _ = resource.getrlimit(resource.RLIMIT_AS)\n"
+        "    return {'status': 'ok', 'message': '', 'figures': {'throughput': 1.0},\n"
+        "            'meta': {'rlimit_as': None if soft == resource.RLIM_INFINITY else soft,\n"
+        "                     'spec_cap': spec.get('memory_limit')}}\n"
+        "serve(run, sys.argv[1:])\n")
+    cmd = [sys.executable, str(script)]
+    cpu = runner.run_workload(Workload("lenet", batch_size=1), memory_limit=2 * 2 ** 30, command=cmd)
+    gpu = runner.run_workload(Workload("lenet", batch_size=1, contexts=("gpu:0",)), memory_limit=2 * 2 ** 30,
+                              command=cmd)
+    assert cpu.ok and gpu.ok, (cpu.message, gpu.message)
+    assert cpu.meta["rlimit_as"] == 2 * 2 ** 30 and cpu.meta["spec_cap"] == 2 * 2 ** 30
+    assert gpu.meta["rlimit_as"] is None and gpu.meta["spec_cap"] is None
+    assert runner.memory_caps(Workload("lenet", contexts=("gpu:0",)), 123) == (None, 123)
+    assert runner.memory_caps(Workload("lenet"), 123) == (123, None)
+
+
+def test_the_resident_memory_watchdog_stops_a_growing_worker(tmp_path):
+    script = tmp_path / "grow.py"
+    script.write_text("import time\nblocks = []\nwhile True:\n    blocks.append(bytearray(50 * 2 ** 20))\n"
+                      "    time.sleep(0.05)\n")
+    out = runner.run_process([sys.executable, str(script)], {}, timeout=120, rss_limit=300 * 2 ** 20)
+    assert out.status == "oom" and "host memory cap" in out.message
+
+
+def test_the_warm_up_is_bounded_apart_from_the_measurement(tmp_path):
+    """A worker that warms up for longer than --perf-timeout but measures quickly is not
+    killed; one whose warm-up exceeds the warm-up bound is, with that said."""
+    script = tmp_path / "phases.py"
+    script.write_text(
+        "import json, sys, time\n"
+        "spec = json.load(open(sys.argv[1]))\n"
+        "time.sleep(spec['warm'])\n"
+        "open(spec['phase_path'], 'w').close()\n"
+        "time.sleep(spec['measure'])\n"
+        "json.dump({'status': 'ok', 'message': ''}, open(sys.argv[2], 'w'))\n")
+    cmd = [sys.executable, str(script)]
+    ok = runner.run_process(cmd, {"warm": 2.0, "measure": 0.1}, timeout=1.0, warmup_timeout=30.0)
+    assert ok.status == "ok", ok.message
+    slow_warm = runner.run_process(cmd, {"warm": 60.0, "measure": 0.1}, timeout=100.0, warmup_timeout=1.0)
+    assert slow_warm.status == "timeout" and "warm-up" in slow_warm.message
+    slow_measure = runner.run_process(cmd, {"warm": 0.1, "measure": 60.0}, timeout=1.0, warmup_timeout=30.0)
+    assert slow_measure.status == "timeout" and "measurement timed out" in slow_measure.message

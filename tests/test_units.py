@@ -6,7 +6,8 @@ from hypothesis import given, settings, strategies as st
 
 from pytest_mxperf import options as opts, topology
 from pytest_mxperf.fixture import judge_floor
-from pytest_mxperf.samples import CellMeasurement, RunResult, quantile
+from pytest_mxperf.samples import CellMeasurement, RunResult
+from pytest_mxperf.stats import quantile
 from pytest_mxperf.tables import Floor
 from pytest_mxperf.workload import Workload, WorkloadError, parse_contexts
 
@@ -116,7 +117,11 @@ def test_option_parsers():
     assert opts.parse_batch_sizes("1, 8,8") == (1, 8)
     assert opts.parse_memory("12G") == 12 * 1024 ** 3
     assert opts.parse_memory("none") is None
-    assert opts.parse_fail_on("none-measured") == {"none-measured"}
+    assert opts.parse_fail_on("") == opts.DEFAULT_FAIL_ON == {"regression", "unresolved", "floor"}
+    assert opts.parse_fail_on("none-measured") == {"regression", "unresolved", "floor", "none-measured"}
+    assert opts.parse_fail_on("+no-baseline,-floor") == {"regression", "unresolved", "no-baseline"}
+    assert opts.parse_fail_on("none,regression") == {"regression"}
+    assert opts.parse_fail_on("none") == frozenset()
     for fn, bad in [(opts.parse_models, "lenet,resnet9000"), (opts.parse_batch_sizes, "0"),
                     (opts.parse_batch_sizes, "-4"), (opts.parse_batch_sizes, "x"),
                     (opts.parse_memory, "lots"), (opts.parse_fail_on, "everything")]:

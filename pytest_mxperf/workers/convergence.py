@@ -31,7 +31,7 @@ from pathlib import Path
 
 from pytest_mxperf.workers.protocol import serve
 
-DATA = Path(__file__).resolve().parent / "data" / "digits28.npz"
+DATA = Path(__file__).resolve().parent.parent / "data" / "digits28.npz"
 DEFAULT_TARGET = 0.95
 
 

@@ -91,20 +91,55 @@ def runtime_info(mx):
         info["num_gpus"] = mx.context.num_gpus()
     except Exception:
         info["num_gpus"] = 0
-    gpus = []
-    for i in range(info["num_gpus"] or 0):
-        try:
-            free, total = mx.context.gpu_memory_info(i)
-            gpus.append({"index": i, "memory_total": total, "memory_free": free})
-        except Exception:
-            gpus.append({"index": i})
-    info["gpus"] = gpus
+    # No per-GPU query here: gpu_memory_info would create a CUDA context on every GPU. The
+    # parent reads the GPUs' facts from NVML; the worker adds what only it can see.
+    if info["num_gpus"]:
+        info.update(cuda_library_versions())
     try:
         import numpy
         info["numpy_version"] = numpy.__version__
     except ImportError:  # pragma: no cover
         pass
     return info
+
+
+def _loaded_library(fragment: str):
+    """The path of a shared library this process has mapped whose name contains ``fragment``."""
+    try:
+        with open("/proc/self/maps") as fh:
+            for line in fh:
+                path = line.split()[-1] if len(line.split()) >= 6 else ""
+                if fragment in os.path.basename(path):
+                    return path
+    except OSError:
+        pass
+    return None
+
+
+def cuda_library_versions() -> dict:
+    """CUDA runtime and cuDNN versions of the libraries MXNet loaded (cudaRuntimeGetVersion,
+    cudnnGetVersion), e.g. {"cuda_runtime": "11.7", "cudnn": "8.5.0"}; empty when unknown."""
+    import ctypes
+    out = {}
+    cudart = _loaded_library("libcudart")
+    if cudart:
+        try:
+            v = ctypes.c_int()
+            if ctypes.CDLL(cudart).cudaRuntimeGetVersion(ctypes.byref(v)) == 0:
+                out["cuda_runtime"] = f"{v.value // 1000}.{(v.value % 1000) // 10}"
+        except (OSError, AttributeError):
+            pass
+    cudnn = _loaded_library("libcudnn")
+    if cudnn:
+        try:
+            fn = ctypes.CDLL(cudnn).cudnnGetVersion
+            fn.restype = ctypes.c_size_t
+            v = int(fn())
+            major, minor, patch = (v // 1000, (v % 1000) // 100, v % 100) if v < 90000 else (v // 10000, (v % 10000) // 100, v % 100)
+            out["cudnn"] = f"{major}.{minor}.{patch}"
+        except (OSError, AttributeError):
+            pass
+    return out
 
 
 def probe(result_path: str) -> int:

@@ -19,7 +19,6 @@ synchronisation made explicit):
 from __future__ import annotations
 
 import resource
-import sys
 import time
 
 from pytest_mxperf.workers.protocol import import_mxnet, runtime_info, serve, thread_pools
@@ -136,10 +135,17 @@ def measure(spec: dict) -> dict:
     else:
         warm.append(cell.timed(1))
     meta["warmup_batches"] = len(warm) + 1
+    if spec.get("phase_path"):  # tell the parent the warm-up is over: its timeout starts now
+        open(spec["phase_path"], "w").close()
     per_batch = min(warm[-2:]) if len(warm) >= 2 else warm[-1]
 
+    latency = w["mode"] == "latency"
     if smoke:
         k, rounds = 1, 1
+    elif latency:
+        # Batch by batch, each one synchronised: what a server answering one request sees.
+        k = 1
+        rounds = max(int(spec.get("min_latency_batches", 50)), min(2000, int(budget // max(per_batch, 1e-6))))
     else:
         k = max(1, int(round(round_target / max(per_batch, 1e-6))))
         rounds = int(budget // max(k * per_batch, 1e-6))
@@ -153,13 +159,42 @@ def measure(spec: dict) -> dict:
     meta["peak_rss_bytes"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     meta["total_batch"] = cell.total_batch
     meta["timed_seconds"] = wall
+    figures = {}
+    if latency and not smoke:
+        ms = sorted(1000.0 * t for t in round_seconds)
+        figures["latency_p50_ms"] = _percentile(ms, 0.50)
+        figures["latency_p99_ms"] = _percentile(ms, 0.99)
+    gpu_mem = _gpu_memory_used_mib(mx, w["contexts"])
+    if gpu_mem is not None:
+        figures["gpu_memory_mib"] = gpu_mem
     return {
         "status": "ok",
         "message": "",
         "batches_per_round": k,
         "round_seconds": round_seconds,
+        "figures": figures,
         "meta": meta,
     }
+
+
+def _percentile(sorted_values, q):
+    pos = (len(sorted_values) - 1) * q
+    lo = int(pos)
+    hi = min(lo + 1, len(sorted_values) - 1)
+    return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo)
+
+
+def _gpu_memory_used_mib(mx, contexts):
+    """GPU memory held on the cell's GPUs after the timed part (MXNet's pool keeps what the
+    cell allocated, so this is its peak to within the pool's rounding); None on CPU."""
+    used = 0.0
+    gpus = [int(c.split(":")[1]) for c in contexts if c.startswith("gpu")]
+    if not gpus:
+        return None
+    for i in gpus:
+        free, total = mx.context.gpu_memory_info(i)
+        used += (total - free) / 2 ** 20
+    return used
 
 
 def main(argv=None) -> int:

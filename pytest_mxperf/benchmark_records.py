@@ -1,0 +1,56 @@
+"""Hand measured cells to pytest-benchmark, so ``--benchmark-json`` / ``--benchmark-autosave``
+keep them and ``pytest-benchmark compare`` reads them.
+
+Its ``benchmark`` fixture would time a callable inside the pytest process (spawn and bind
+included); instead its Metadata record is built from the worker's seconds per batch (one
+"iteration" is one batch). Cells whose figure is not a time per batch (kvstore, clusters,
+convergence) carry their figures in ``extra_info`` only.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, Optional
+
+
+def add_cell(benchmark_session, node_name: str, nodeid: str, callspec, cell) -> Optional[Any]:
+    """Append one cell to pytest-benchmark's session; returns the Metadata or None."""
+    if benchmark_session is None or not cell.ok_runs:
+        return None
+    try:
+        from pytest_benchmark.stats import Metadata
+    except ImportError:  # pragma: no cover
+        return None
+    timings = [s for r in cell.ok_runs for s in r.seconds_per_batch]
+    if not timings:
+        return None
+    extra: Dict[str, Any] = {
+        "cell": cell.workload.key(),
+        "metric": cell.primary.name,
+        "unit_of_figure": cell.primary.unit,
+        "figure": cell.median,
+        "images_per_s": cell.median if cell.primary.name == "throughput" else None,
+        "process_medians": cell.process_medians,
+        "batch_size": cell.workload.batch_size,
+        "total_batch": cell.workload.total_batch,
+        "contexts": list(cell.workload.contexts),
+        "mode": cell.workload.mode,
+        "unit": "seconds per batch",
+        "batches_per_round": [r.batches_per_round for r in cell.ok_runs],
+    }
+
+    class _Origin:
+        name = node_name
+        fullname = nodeid
+        group = f"mxperf-{cell.workload.mode}"
+        param = getattr(callspec, "id", None)
+        params = {k: (list(v) if isinstance(v, (list, tuple)) else v)
+                  for k, v in getattr(callspec, "params", {}).items()}
+        cprofile_stats = None
+        has_error = False
+        extra_info = extra
+
+    meta = Metadata(_Origin, iterations=1, options={"timer": "worker perf_counter", "min_rounds": 1})
+    for s in timings:
+        meta.update(s)
+    benchmark_session.benchmarks.append(meta)
+    return meta

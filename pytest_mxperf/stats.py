@@ -1,0 +1,224 @@
+"""Pure statistics: no decisions, no I/O, no MXNet. Every function takes plain numbers.
+
+The decisions built on these (what is a regression) live in ``verdict.py``; here are the
+tools: quantiles, a robust spread, the one-sided Mann-Whitney U test on per-process
+figures (baseline mode), the exact Wilcoxon signed-rank test and its Hodges-Lehmann
+interval on paired log ratios (A/B mode), and Benjamini-Hochberg across a session's cells.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from typing import Iterable, List, Optional, Sequence, Tuple
+
+MAD_TO_SD = 1.4826       # MAD x this = SD for normal data
+MEDIAN_SE = 1.2533       # SE of a median of n normal values = this x SD / sqrt(n)
+
+
+def finite_positive(values: Iterable[object]) -> List[float]:
+    """The values that are finite positive numbers, as floats (the rest dropped)."""
+    out = []
+    for v in values or ():
+        if isinstance(v, bool):
+            continue
+        try:
+            f = float(v)
+        except (TypeError, ValueError):
+            continue
+        if math.isfinite(f) and f > 0:
+            out.append(f)
+    return out
+
+
+def quantile(values: Sequence[float], q: float) -> float:
+    """Linear-interpolated quantile (numpy's default), without numpy."""
+    xs = sorted(values)
+    if not xs:
+        raise ValueError("quantile of no values")
+    pos = (len(xs) - 1) * q
+    lo = int(pos)
+    hi = min(lo + 1, len(xs) - 1)
+    return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
+
+
+def iqr_spread(values: Sequence[float]) -> dict:
+    """{"n", "q1", "q3", "rel"}: rel = (q3 - q1) / median, shown as +-rel/2."""
+    q1, q3 = quantile(values, 0.25), quantile(values, 0.75)
+    med = statistics.median(values)
+    return {"n": len(values), "q1": q1, "q3": q3, "rel": (q3 - q1) / med if med else None}
+
+
+def robust_rel_sd(values: Sequence[float]) -> Optional[float]:
+    """1.4826 x MAD / median (None with fewer than 3 values or a non-positive median)."""
+    if len(values) < 3:
+        return None
+    med = statistics.median(values)
+    if med <= 0:
+        return None
+    mad = statistics.median(abs(v - med) for v in values)
+    return MAD_TO_SD * mad / med
+
+
+def noise_allowance(baseline: Sequence[float], n_current: int, z: float) -> Optional[float]:
+    """How far (fraction) a median of ``n_current`` processes may move by chance, given the
+    baseline's between-process spread: z x 1.2533 x s x sqrt(1/n_base + 1/n_cur)."""
+    s = robust_rel_sd(baseline)
+    if s is None or n_current < 1:
+        return None
+    return z * MEDIAN_SE * s * math.sqrt(1.0 / len(baseline) + 1.0 / n_current)
+
+
+def between_session_rel_sd(session_medians: Sequence[float]) -> Optional[float]:
+    """Relative SD of a cell's medians over recorded sessions (None with fewer than 3).
+
+    Uses the MAD when it is positive, else the sample SD (a few sessions often tie on MAD)."""
+    vals = finite_positive(session_medians)
+    if len(vals) < 3:
+        return None
+    med = statistics.median(vals)
+    s = robust_rel_sd(vals)
+    if not s:
+        s = statistics.stdev(vals) / med
+    return s
+
+
+def mannwhitney_p(current: Sequence[float], baseline: Sequence[float], alternative: str) -> Optional[float]:
+    """One-sided Mann-Whitney U p-value that ``current`` is stochastically less/greater."""
+    if not current or not baseline:
+        return None
+    if len(set(current) | set(baseline)) == 1:
+        return 1.0
+    from scipy.stats import mannwhitneyu
+    return float(mannwhitneyu(list(current), list(baseline), alternative=alternative).pvalue)
+
+
+def min_mannwhitney_p(n1: int, n2: int) -> float:
+    """Smallest one-sided exact Mann-Whitney p with n1 and n2 values: 1 / C(n1 + n2, n1)."""
+    if n1 < 1 or n2 < 1:
+        return 1.0
+    return 1.0 / math.comb(n1 + n2, n1)
+
+
+def benjamini_hochberg(pvalues: Sequence[Optional[float]]) -> List[Optional[float]]:
+    """BH-adjusted p-values (q-values), same order; None stays None (not counted in m)."""
+    idx = [i for i, p in enumerate(pvalues) if p is not None]
+    m = len(idx)
+    out: List[Optional[float]] = [None] * len(pvalues)
+    if not m:
+        return out
+    order = sorted(idx, key=lambda i: pvalues[i])
+    running = 1.0
+    for rank in range(m, 0, -1):
+        i = order[rank - 1]
+        running = min(running, pvalues[i] * m / rank)
+        out[i] = min(1.0, running)
+    return out
+
+
+def bh_rejection_level(pvalues: Sequence[Optional[float]], q: float) -> float:
+    """The BH step-up cutoff: the largest (k/m) q with p_(k) <= (k/m) q, or q/m if none.
+
+    A cell is significant at FDR q iff its raw p is <= this level; an interval at
+    confidence 1 - level (one-sided) therefore agrees with the BH decision."""
+    ps = sorted(p for p in pvalues if p is not None)
+    m = len(ps)
+    if not m:
+        return q
+    level = q / m
+    for k, p in enumerate(ps, start=1):
+        if p <= k * q / m:
+            level = k * q / m
+    return level
+
+
+# ----------------------------------------------------------------------------- paired (A/B)
+
+def _signed_rank_null(n: int) -> List[int]:
+    """counts[w] = number of sign patterns of ranks 1..n whose positive-rank sum is w."""
+    counts = [1]
+    for r in range(1, n + 1):
+        new = counts + [0] * r
+        for w, c in enumerate(counts):
+            new[w + r] += c
+        counts = new
+    return counts
+
+
+def signed_rank_p(diffs: Sequence[float], alternative: str) -> Optional[float]:
+    """Exact one-sided Wilcoxon signed-rank p-value for ``diffs`` (zeros dropped, ties get
+    mid-ranks and the exact null of untied ranks, which is conservative enough here).
+
+    ``alternative="less"``: the differences are shifted below 0. The smallest p over n
+    non-zero differences is 2^-n: n pairs can never give a smaller one."""
+    d = [x for x in diffs if x != 0 and math.isfinite(x)]
+    n = len(d)
+    if n == 0:
+        return None
+    order = sorted(range(n), key=lambda i: abs(d[i]))
+    ranks = [0.0] * n
+    i = 0
+    while i < n:
+        j = i
+        while j + 1 < n and abs(d[order[j + 1]]) == abs(d[order[i]]):
+            j += 1
+        for k in range(i, j + 1):
+            ranks[order[k]] = (i + j) / 2 + 1
+        i = j + 1
+    w_plus = sum(r for r, x in zip(ranks, d) if x > 0)
+    counts = _signed_rank_null(n)
+    total = 2 ** n
+    if alternative == "less":
+        tail = sum(c for w, c in enumerate(counts) if w <= w_plus + 1e-9)
+    elif alternative == "greater":
+        tail = sum(c for w, c in enumerate(counts) if w >= w_plus - 1e-9)
+    else:
+        raise ValueError(f"alternative must be 'less' or 'greater', got {alternative!r}")
+    return tail / total
+
+
+def min_signed_rank_p(n: int) -> float:
+    return 2.0 ** -n if n > 0 else 1.0
+
+
+def pairs_needed(cells: int, q: float, extra: int = 1) -> int:
+    """Pairs per cell so that one cell among ``cells`` can pass BH at rate q on its own:
+    2^-n <= q / cells, plus ``extra`` so that one out-of-order pair does not block it."""
+    cells = max(1, cells)
+    return max(3, math.ceil(math.log2(cells / q)) + extra)
+
+
+def hodges_lehmann(diffs: Sequence[float]) -> Optional[float]:
+    """The median of the Walsh averages (x_i + x_j) / 2, i <= j: the signed-rank estimate."""
+    d = [x for x in diffs if math.isfinite(x)]
+    if not d:
+        return None
+    walsh = [(d[i] + d[j]) / 2 for i in range(len(d)) for j in range(i, len(d))]
+    return statistics.median(walsh)
+
+
+def signed_rank_interval(diffs: Sequence[float], alpha_one_sided: float) -> Tuple[Optional[float], Optional[float]]:
+    """The interval of shifts not rejected by the exact one-sided signed-rank test at level
+    ``alpha_one_sided`` on either side (a 1 - 2 alpha two-sided interval): the k-th smallest
+    and k-th largest Walsh averages, k - 1 the largest w with P(W+ <= w) <= alpha. Since W+
+    at shift t is the number of Walsh averages above t, the upper end is below 0 exactly
+    when the one-sided test rejects "no slowdown" at that level (test and interval agree).
+
+    When n is too small for any k, the interval is the whole range of Walsh averages
+    widened to infinity on both ends (returned as (-inf, inf))."""
+    d = [x for x in diffs if math.isfinite(x)]
+    n = len(d)
+    if n == 0:
+        return None, None
+    walsh = sorted((d[i] + d[j]) / 2 for i in range(n) for j in range(i, n))
+    counts = _signed_rank_null(n)
+    total = 2 ** n
+    cum, k = 0, 0
+    for w, c in enumerate(counts):
+        if (cum + c) / total > alpha_one_sided:
+            break
+        cum += c
+        k = w + 1  # P(W+ <= w) <= alpha  ->  exclude the w + 1 smallest Walsh averages
+    if k == 0:
+        return -math.inf, math.inf
+    return walsh[k - 1], walsh[len(walsh) - k]

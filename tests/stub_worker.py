@@ -1,0 +1,83 @@
+"""A stand-in for an MXNet install, for end-to-end tests of the parent side.
+
+It speaks the real worker protocol (``python -m pytest_mxperf.workers.<kind> SPEC RESULT``
+and ``python -m pytest_mxperf.workers.protocol --probe RESULT``) and returns results of
+the same shape as the real workers, with figures from its configuration instead of MXNet.
+It is started through a small executable wrapper that ``--perf-python`` /
+``--perf-reference`` point at (see ``make_stub_python`` in tests/conftest.py); the wrapper
+sets ``MXPERF_STUB`` to a JSON configuration:
+
+    {"rate": 100.0,               images/s of every cell (scaled by "factors")
+     "factors": {"resnet50_v2": 0.9},
+     "version": "1.9.1", "features": ["MKLDNN", ...],
+     "gpus": 0,                   what mx.context.num_gpus() would say
+     "error": null}               a one-line error message to return instead (e.g. CUDA's)
+
+Nothing here imports mxnet; no GPU is involved even when it pretends to have GPUs.
+"""
+
+import json
+import os
+import sys
+
+
+def _cfg():
+    return json.loads(os.environ.get("MXPERF_STUB") or "{}")
+
+
+def _write(path, payload):
+    with open(path, "w") as fh:
+        json.dump(payload, fh)
+
+
+def probe(out):
+    c = _cfg()
+    _write(out, {"status": "ok", "mxnet_version": c.get("version", "1.9.1"),
+                 "features": c.get("features", ["MKLDNN", "OPENMP"]), "num_gpus": c.get("gpus", 0),
+                 "python": sys.version.split()[0], "threads": {"openmp": 2}})
+
+
+def throughput(spec_path, result_path):
+    c = _cfg()
+    with open(spec_path) as fh:
+        spec = json.load(fh)
+    w = spec["workload"]
+    if c.get("error"):
+        _write(result_path, {"status": "error", "message": c["error"], "meta": {}})
+        return
+    gpus = [x for x in w["contexts"] if x.startswith("gpu")]
+    if gpus and max(int(x.split(":")[1]) for x in gpus) >= c.get("gpus", 0):
+        _write(result_path, {"status": "unavailable", "meta": {},
+                             "message": f"needs {','.join(gpus)} but this machine has {c.get('gpus', 0)} GPU(s)"})
+        return
+    rate = float(c.get("rate", 100.0)) * float((c.get("factors") or {}).get(w["model"], 1.0))
+    total = w["batch_size"] * len(w["contexts"])
+    seed = int(spec.get("seed", 0))
+    # deterministic between-process spread of +-1%, within-process +-0.5%
+    proc = 1.0 + 0.01 * (((seed * 7919) % 21) - 10) / 10.0
+    rounds = [total / (rate * proc * (1.0 + 0.005 * ((i % 3) - 1))) for i in range(6)]
+    figures = {}
+    if gpus:
+        figures["gpu_memory_mib"] = float(c.get("gpu_memory_mib", 2048.0))
+    _write(result_path, {
+        "status": "ok", "message": "", "batches_per_round": 1, "round_seconds": rounds, "figures": figures,
+        "meta": {"mxnet_version": c.get("version", "1.9.1"), "features": c.get("features", ["MKLDNN", "OPENMP"]),
+                 "python": sys.version.split()[0], "num_gpus": c.get("gpus", 0),
+                 "threads": {"openmp": 2}, "cpu_utilization": 1.0 if gpus else 1.98,
+                 "peak_rss_bytes": int(c.get("rss_mib", 800)) * 2 ** 20, "bind_seconds": 0.1,
+                 "first_batch_seconds": 0.05}})
+
+
+def main(argv):
+    if len(argv) >= 2 and argv[0] == "-m":
+        module, rest = argv[1], argv[2:]
+        if module == "pytest_mxperf.workers.protocol" and rest[:1] == ["--probe"]:
+            return probe(rest[1])
+        if module == "pytest_mxperf.workers.throughput":
+            return throughput(*rest)
+    print(f"stub worker: unsupported call {argv}", file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]) or 0)
