@@ -28,7 +28,6 @@ from __future__ import annotations
 import dataclasses
 import os
 import resource
-import sys
 import time
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
 
@@ -74,7 +73,8 @@ def probe_env(base_env: Mapping[str, str]) -> Dict[str, str]:
 def run_probe(python: Optional[str] = None, timeout: float = PROBE_TIMEOUT,
               env: Optional[Mapping[str, str]] = None) -> Optional[Dict[str, float]]:
     """One probe process: {"gemm_gflops", "stream_gbps", "seconds" (its timing),
-    "process_seconds" (the whole process)}, or None when it failed.
+    "process_seconds" (the whole process), "blas_threads" (when known)}, or None when it
+    failed.
 
     The current interpreter by default, never ``--perf-python``: the probe must not depend
     on the MXNet install being measured. ``env`` is the base environment (os.environ by
@@ -90,6 +90,8 @@ def run_probe(python: Optional[str] = None, timeout: float = PROBE_TIMEOUT,
     if out.status != "ok" or not all(0 < v < float("inf") for v in figs.values()):
         return None
     figs["process_seconds"] = out.wall_seconds
+    if isinstance(p.get("blas_threads"), int):
+        figs["blas_threads"] = p["blas_threads"]
     return figs
 
 

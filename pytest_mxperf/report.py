@@ -74,7 +74,7 @@ def cell_rows(records: Sequence[CellRecord], verdicts: Dict[str, Any]) -> List[L
             rows.append([label, m.unit, _fmt(cell.figure(m.name)) if cell.ok_runs else "-",
                          _spread(rec) if first else "-", base, change,
                          doc if first else "", kind if first else "", floor if first else "",
-                         (status + " / " if first else "") + (vd.get("kind") or "")])
+                         " / ".join(x for x in ((status if first else ""), vd.get("kind") or "") if x)])
     return rows
 
 

@@ -9,6 +9,7 @@ import pytest
 from pytest_mxperf import machine_state as M
 from pytest_mxperf import spawn
 
+CHILD_WORK = "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.5: pass\n"
 STAT = "cpu  {user} 0 {system} {idle} 0 0 0 {steal} 0 0\ncpu0 1 2 3 4 5 6 7 8 0 0\nintr 5 6\n"
 
 
@@ -21,7 +22,12 @@ def test_the_probe_runs_in_its_own_process_and_measures_positive_finite_figures(
     assert p is not None
     for k in ("gemm_gflops", "stream_gbps", "seconds", "process_seconds"):
         assert math.isfinite(p[k]) and p[k] > 0, (k, p)
-    assert "numpy" not in sys.modules or "mxnet" not in sys.modules  # the probe ran elsewhere
+
+
+def test_the_probe_ignores_the_users_thread_settings():
+    env = dict(M.os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MXNET_ENGINE_TYPE="NaiveEngine")
+    p = M.run_probe(env=env)
+    assert p is not None and p["blas_threads"] == M.topology.available_physical_cores(), p
 
 
 def test_a_probe_that_cannot_run_gives_none(tmp_path):
@@ -73,6 +79,14 @@ def test_load_meter_counts_only_other_processes():
     assert meter([stat(0, 0, 0), stat(100, 0, 260, 40)], [0.0, 1.0], [0.0, 2.0])["steal_frac"] == pytest.approx(0.1)
 
 
+def test_a_waited_for_child_counts_as_our_own_cpu_time(tmp_path):
+    """The real accounting the load meter subtracts: a child that burnt half a CPU-second
+    (by its own CPU clock, whatever the machine's load) is in our CPU time once waited for."""
+    own0 = M.own_cpu_seconds()
+    spawn.start([sys.executable, "-c", CHILD_WORK], log_path=tmp_path / "child.log").wait()
+    assert M.own_cpu_seconds() - own0 >= 0.5
+
+
 def test_load_meter_without_proc_stat_gives_none():
     def unreadable():
         raise OSError("no /proc")
@@ -91,7 +105,8 @@ IDLE = {"wall_s": 5.0, "other_cpus": 0.1, "steal_frac": 0.0}
     (QUIET, None, None, "quiet", ""),
     ({"gemm_gflops": 98.0, "stream_gbps": 21.0}, QUIET, IDLE, "slowed",
      "GEMM probe 98 GFLOP/s < 80% of the machine's 205"),
-    (QUIET, {"gemm_gflops": 200.0, "stream_gbps": 9.0}, IDLE, "slowed", "memory probe 9 GB/s < 80% of the machine's 20"),
+    (QUIET, {"gemm_gflops": 200.0, "stream_gbps": 9.0}, IDLE, "slowed",
+     "memory probe 9 GB/s < 80% of the machine's 20"),
     (QUIET, QUIET, {"wall_s": 5.0, "other_cpus": 1.6, "steal_frac": 0.0}, "slowed", "other processes kept 1.6 CPUs"),
     (QUIET, QUIET, {"wall_s": 5.0, "other_cpus": 0.0, "steal_frac": 0.2}, "slowed", "steal time 20%"),
     (None, None, None, "unknown", "no machine probe"),
@@ -129,9 +144,6 @@ def test_the_reference_ignores_a_minority_of_slow_spells():
 
 
 # -- a real neighbour ----------------------------------------------------------------------
-
-CHILD_WORK = "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.5: pass\n"
-
 
 def reading(tmp_path, reference=None):
     """The session's bracket around one child that burns half a CPU-second: probe, load meter

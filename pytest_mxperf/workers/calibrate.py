@@ -14,7 +14,8 @@ hide a slow spell, an unlucky one does not invent it):
 
 Spec: ``{"seconds": 0.4, "gemm_n": 512, "stream_mib": 64}`` (``seconds`` is the timed budget,
 split between the two). Result: ``{"status": "ok", "message": "", "gemm_gflops",
-"stream_gbps", "seconds"}`` plus the best repetitions and counts, for diagnosis.
+"stream_gbps", "seconds"}`` plus, for diagnosis, the best repetitions, their counts and
+the BLAS threads used.
 """
 
 from __future__ import annotations
@@ -43,6 +44,16 @@ def timed_rates(fn, work: float, budget: float):
     return rates
 
 
+def blas_threads():
+    """The threads numpy's BLAS will use (threadpoolctl), or None when it cannot tell."""
+    try:
+        from threadpoolctl import threadpool_info
+    except ImportError:
+        return None
+    n = [p["num_threads"] for p in threadpool_info() if p.get("user_api") == "blas"]
+    return max(n) if n else None
+
+
 def run(spec):
     import numpy as np
 
@@ -63,7 +74,7 @@ def run(spec):
             "gemm_gflops": statistics.median(gemm), "stream_gbps": statistics.median(stream),
             "seconds": time.perf_counter() - t_start,
             "gemm_gflops_best": max(gemm), "stream_gbps_best": max(stream),
-            "gemm_reps": len(gemm), "stream_reps": len(stream), "gemm_n": n}
+            "gemm_reps": len(gemm), "stream_reps": len(stream), "gemm_n": n, "blas_threads": blas_threads()}
 
 
 def main(argv=None) -> int:
