@@ -207,11 +207,14 @@ def _early(c: Comparison, min_effect: float) -> Tuple[Optional[_Prepared], Optio
                              "with --perf-update-baselines", change=change_all, **base_fields)
     cur, ex_c = _quiet(c.current, c.current_states, c.screened)
     base, ex_b = _quiet(c.baseline, c.baseline_states, c.screened)
-    if len(cur) < MIN_QUIET or len(base) < MIN_QUIET:
-        side = "current" if len(cur) < MIN_QUIET else "baseline"
-        why = (f"{_fmt_change(change_all, m)} but only {len(cur) if side == 'current' else len(base)} "
-               f"{side} process(es) ran on a quiet machine ({ex_c + ex_b} left out as slowed"
-               + (f": {c.state_reasons[0]}" if c.state_reasons else "") + ")")
+    if len(cur) < MIN_QUIET or len(base) < MIN_QUIET or (
+            (ex_c or ex_b) and stats.min_mannwhitney_p(len(cur), len(base)) > FDR_Q):
+        # too few quiet processes left for any test to decide: the machine was busy
+        why = (f"{_fmt_change(change_all, m)} but only {len(cur)} current and {len(base)} baseline process(es) "
+               f"ran on a quiet machine, too few to decide ({ex_c}+{ex_b} left out as slowed"
+               + (f": {c.state_reasons[0]}" if c.state_reasons else "") + ")"
+               + ("; the baseline itself was recorded on a busy machine: re-record it" if ex_b * 2 > len(base_all)
+                  else ""))
         if abs(change_all) <= min_effect:
             return None, Verdict("unchanged", why, change=change_all, excluded=(ex_c, ex_b), busy=True,
                                  **base_fields)
