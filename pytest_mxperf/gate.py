@@ -274,6 +274,7 @@ def finish_session(session: PerfSession) -> GateOutcome:
                 out.messages.append("mxperf: failing the session: no baseline (--perf-fail-on no-baseline)")
     else:
         out.verdicts = _judge_baseline(session, cells, doc, reference, out)
+    _advise(cells, out)
     _say_verdicts(out, session)
     if options.update_baselines:
         _record(session, cells, out)
@@ -282,6 +283,35 @@ def finish_session(session: PerfSession) -> GateOutcome:
         out.messages.append(f"mxperf: report written to {options.report_dir} "
                             f"({', '.join(Path(p).name for p in out.report_files)})")
     return out
+
+
+def advice_for(cell) -> List:
+    """The environment advisor on what the cell's first process ran with (see advisor.py)."""
+    from . import advisor, topology
+    run = next(iter(cell.ok_runs), None)
+    if run is None:
+        return []
+    m = run.meta
+    return advisor.advise(m.get("env") or {}, m.get("env_defaults_applied") or {}, m.get("features"),
+                          topology.describe(), cell.workload.contexts, int(m.get("num_gpus") or 0),
+                          advisor.openmp_runtime(m.get("threads")))
+
+
+def _advise(cells: Dict[str, CellRecord], out: GateOutcome) -> None:
+    """Advice once per session (which cells it concerns), and on each failing verdict."""
+    from . import advisor
+    seen: Dict[str, List[str]] = {}
+    lines: Dict[str, str] = {}
+    for key, rec in cells.items():
+        adv = advice_for(rec.cell)
+        for a in adv:
+            seen.setdefault(a.code, []).append(key)
+            lines[a.code] = advisor.format_advice([a])[0]
+        failing = [v for k, v in out.verdicts.items() if k.partition("#")[0] == key and v.failed]
+        for v in failing:
+            v.notes.extend(f"advice: {line}" for line in advisor.format_advice(adv))
+    for code, keys in seen.items():
+        out.messages.append(f"mxperf: advice ({len(keys)} cell(s)): {lines[code]}")
 
 
 def _say_verdicts(out: GateOutcome, session: PerfSession) -> None:

@@ -163,6 +163,11 @@ class PerfOptions:
     ctx_groups: Tuple[Tuple[str, ...], ...] = (("cpu:0",), ("gpu:0",))
     ctx_explicit: bool = False
     models: Optional[Tuple[str, ...]] = None
+    # your own networks (--perf-model-file) and how to feed them
+    model_files: Tuple[str, ...] = ()
+    model_params: Optional[str] = None
+    model_inputs: Optional[str] = None
+    model_loss: Optional[str] = None
     batch_sizes: Optional[Tuple[int, ...]] = None
     processes: int = 2
     time_budget: float = 1.5

@@ -39,6 +39,16 @@ def pytest_addoption(parser):
                      "default: cpu and gpu, selected with -m cpu / -m gpu)")
     g.addoption("--perf-models", default=None, metavar="A,B",
                 help="narrow the model grid to these zoo models")
+    g.addoption("--perf-model-file", action="append", default=None, metavar="PATH|MOD:FUNC",
+                help="also measure your own network: a symbol JSON file (Symbol.save / HybridBlock.export) "
+                     "or package.module:function returning a Symbol or HybridBlock (repeatable)")
+    g.addoption("--perf-params", default=None, metavar="PATH",
+                help="the params file of --perf-model-file (arg:/aux: names, as HybridBlock.export writes)")
+    g.addoption("--perf-input", default=None, metavar="SPEC",
+                help="inputs of --perf-model-file, without the batch: data:3x224x224, or several "
+                     "name:shape[:dtype[:high]] separated by commas, e.g. tokens:128:int64:30000")
+    g.addoption("--perf-loss", default=None, metavar="NAME",
+                help="loss for training --perf-model-file: softmax_ce, or the name of a loss output")
     g.addoption("--perf-batch-sizes", default=None, metavar="N,M",
                 help="batch sizes per device (default: 1,2,4,8,16,32 as benchmark_score.py)")
     g.addoption("--perf-processes", default=None, metavar="N",
@@ -93,6 +103,10 @@ def _parse(config) -> opts.PerfOptions:
         ctx_groups=opts.parse_ctx_groups(g("--perf-ctx")),
         ctx_explicit=g("--perf-ctx") is not None,
         models=opts.parse_models(g("--perf-models")),
+        model_files=tuple(g("--perf-model-file") or ()),
+        model_params=g("--perf-params"),
+        model_inputs=g("--perf-input"),
+        model_loss=g("--perf-loss"),
         batch_sizes=opts.parse_batch_sizes(g("--perf-batch-sizes")),
         processes=1 if smoke else processes,
         time_budget=opts.parse_positive_float("--perf-time-budget", g("--perf-time-budget")),
@@ -134,6 +148,7 @@ def pytest_configure(config):
         options = dataclasses.replace(options, baselines_dir=str(config.rootpath / "baselines"))
     if options.reference:
         options = dataclasses.replace(options, reference=_reference_python(options.reference))
+    _check_mxnet_distributions(options.python)
     spawn.sweep_stale_workdirs()  # a killed session's leftovers
     session = PerfSession(options)
     session.on_results = lambda doc: config.hook.pytest_mxperf_update_results(config=config, results=doc)
@@ -157,6 +172,20 @@ def pytest_configure(config):
                 reason = session.gpu_unavailable_reason(group)
                 if reason and session.num_gpus > 0:
                     raise pytest.UsageError(f"--perf-ctx {','.join(group)}: {reason}")
+
+
+def _check_mxnet_distributions(python) -> None:
+    """Two MXNet distributions installed side by side (e.g. mxnet and mxnet-cu117 share the
+    mxnet/ package) are a usage error, said before anything is measured."""
+    from . import installs
+    try:
+        dists = installs.installed_mxnet_distributions(python)
+        if len(dists) > 1:
+            installs.check_single_mxnet(dists, python)
+    except installs.InstallError as exc:
+        if "distributions" in str(exc):
+            raise pytest.UsageError(str(exc)) from None
+        # an interpreter we cannot list: its probe says what is wrong when a cell needs it
 
 
 def _reference_python(spec: str) -> str:
@@ -195,6 +224,9 @@ def pytest_generate_tests(metafunc):
     options = session.options
     # A test that parametrises model / batch_size / ctx itself keeps its own values.
     names = [n for n in metafunc.fixturenames if n not in _explicitly_parametrized(metafunc)]
+    if "own_model" in names:
+        metafunc.parametrize("own_model", list(options.model_files),
+                             ids=[f.rsplit("/", 1)[-1] for f in options.model_files])
     if "ctx" in names:
         params = [pytest.param(list(g), id=_ctx_id(g), marks=getattr(pytest.mark, g[0].split(":")[0]))
                   for g in options.ctx_groups]

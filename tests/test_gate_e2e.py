@@ -152,3 +152,17 @@ def test_ab_an_equal_pair_passes(pytester, make_stub_python):
     r = _ab(pytester, make_stub_python, {"rate": 100.0}, {"rate": 100.0})
     assert r.ret == 0, _out(r)
     assert "REGRESSION" not in _out(r)
+
+
+def test_a_bad_user_setting_is_advised_against_and_shown_on_the_failing_cell(two_sessions, monkeypatch):
+    """The user's OMP_NUM_THREADS above the physical cores (oversubscription) comes with
+    advice in the summary and on the failing cell; the suite's own fill-in never does."""
+    r = two_sessions(("lenet",), record={"rate": 100.0}, now={"rate": 100.0}, args=("--perf-no-probe",),
+                     record_args=("--perf-no-probe",))
+    assert "advice" not in _out(r)
+    monkeypatch.setenv("OMP_NUM_THREADS", "64")
+    r = two_sessions(("lenet",), now={"rate": 60.0}, args=("--perf-no-probe",))
+    out = _out(r)
+    assert r.ret == pytest.ExitCode.TESTS_FAILED, out
+    assert "mxperf: advice (1 cell(s)): [" in out and "OMP_NUM_THREADS=64" in out
+    assert "note score/lenet/b8/cpu:0/float32/threads=auto: advice:" in out
