@@ -12,6 +12,7 @@ pytest's (skip, fail, record_property).
 from __future__ import annotations
 
 import json
+import statistics
 import sys
 from typing import Any, Callable, Dict, Mapping, Optional, Sequence
 
@@ -30,9 +31,21 @@ class Fail(AssertionError):
     """Raised when a cell fails its floor or its measurement failed."""
 
 
-def judge_floor(cell: CellMeasurement, floor: tables.Floor) -> (str, str):
-    """(outcome, one-line message) of a cell against its floor: passed, failed or skipped."""
+def judge_floor(cell: CellMeasurement, floor: tables.Floor, states: Optional[Sequence[Optional[str]]] = None
+                ) -> (str, str):
+    """(outcome, one-line message) of a cell against its floor: passed, failed or skipped.
+
+    ``states``: the machine-state label of each successful process; the floor is held to
+    the processes that ran on a quiet machine when there are any (a neighbour must not fail
+    a floor), else to all of them, and the message says the machine was busy."""
     median = cell.median
+    busy = ""
+    if states and len(states) == len(cell.ok_runs) and "slowed" in states:
+        quiet = [r.median for r, st in zip(cell.ok_runs, states) if st != "slowed" and r.median]
+        if quiet:
+            median = statistics.median(quiet)
+        else:
+            busy = f" (all {len(states)} processes ran on a slowed machine: re-run on a quiet one)"
     if cell.status in ("unavailable", "unsupported"):
         return "skipped", cell.message
     if cell.status == "oom":
@@ -47,7 +60,7 @@ def judge_floor(cell: CellMeasurement, floor: tables.Floor) -> (str, str):
         return "skipped", f"measured {median:.2f} img/s; no floor: {floor.reason}"
     if median < floor.value:
         return "failed", (f"{median:.2f} img/s is below the {floor.kind} floor {floor.value:.2f} img/s "
-                          f"({floor.reason})")
+                          f"({floor.reason}){busy}")
     return "passed", f"{median:.2f} img/s >= {floor.kind} floor {floor.value:.2f} img/s ({floor.table_id})"
 
 
@@ -188,7 +201,7 @@ class Measurer:
         """Hold the cell to its published-table floor: fails, skips, or returns the floor.
         Without ``floor`` in the failure policy a cell below its floor is reported only."""
         floor = self.session.floor_for(cell)
-        outcome, message = judge_floor(cell, floor)
+        outcome, message = judge_floor(cell, floor, self.session.label_now(cell.ok_runs))
         rec = next((r for r in reversed(self.records) if r.cell is cell), None)
         if rec is not None:
             rec.floor, rec.outcome, rec.note = floor, outcome, message

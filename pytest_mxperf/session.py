@@ -83,6 +83,7 @@ class PerfSession:
         self._probe_cache: Dict[Optional[str], Dict[str, Any]] = {}
         self._hw: Optional[hardware.HardwareInfo] = None
         self._last_probe: Optional[tuple] = None
+        self.probes: List[Dict[str, Any]] = []  # every machine probe of the session
         # set by the plugin to its hooks (pytest_mxperf_update_results): the results
         # document, changed in place before it is written
         self.on_results: Callable[[Dict[str, Any]], None] = lambda doc: None
@@ -145,7 +146,20 @@ class PerfSession:
         load = meter.stop()
         after = self._machine_probe()
         r.meta["machine_state"] = {"probe_before": before, "probe_after": after, "load": load}
+        self.probes += [p for p in (before, after) if p]
         return r
+
+    def label_now(self, runs: Sequence[RunResult]) -> List[Optional[str]]:
+        """Machine-state labels of ``runs`` against the session's probes so far (the gate
+        relabels everything against one reference at the end of the session)."""
+        from . import machine_state
+        reference = machine_state.reference_from(self.probes)
+        out = []
+        for r in runs:
+            ms = r.meta.get("machine_state") or {}
+            out.append(machine_state.label(ms.get("probe_before"), ms.get("probe_after"), ms.get("load"),
+                                           reference).state if ms else None)
+        return out
 
     # -- measuring ------------------------------------------------------------------------
     def run_processes(self, workload: Workload, run: RunFn, processes: Optional[int] = None) -> CellMeasurement:

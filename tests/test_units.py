@@ -154,3 +154,15 @@ def test_parse_cpuinfo_reads_the_first_block():
     assert info == {"vendor": "GenuineIntel", "family": "6", "model": "167",
                     "model_name": "Intel(R) Xeon(R) Processor", "stepping": "1", "cache_size": "491520 KB",
                     "flags": ["fpu", "avx2", "avx512f"]}
+
+
+def test_a_floor_is_held_to_the_processes_that_ran_on_a_quiet_machine():
+    w = Workload("alexnet", batch_size=1)
+    runs = [RunResult(w, "ok", batches_per_round=1, round_seconds=[1 / m] * 3) for m in (5.0, 100.0, 6.0)]
+    cell = CellMeasurement(w, runs)
+    floor = Floor("legacy-sanity", "c4.large", 20.0, 18.0, 0.1, False, "C4.large")
+    assert judge_floor(cell, floor)[0] == "failed"  # median 6.0 of all three
+    outcome, msg = judge_floor(cell, floor, ["slowed", "quiet", "slowed"])
+    assert outcome == "passed" and "100.00" in msg
+    outcome, msg = judge_floor(cell, floor, ["slowed"] * 3)
+    assert outcome == "failed" and "slowed machine" in msg

@@ -1,0 +1,87 @@
+"""A real A/B gate on small cells, with real MXNet installs (built once into the
+reference-venv cache by ``installs.reference_python``; the first run downloads the wheels).
+
+* two installs of the same MXNet (this interpreter's 1.9.1 and a cached venv with 1.9.1)
+  are not flagged;
+* MXNet 1.6.0 (plain wheel: no MKLDNN) as the candidate against 1.9.1 as the reference is a
+  regression on LeNet batch 1, and the report names both versions and the MKLDNN difference.
+
+These run the real workers on this machine; the verdicts come from the gate's statistics,
+not from thresholds in this file.
+"""
+
+import json
+import os
+import sys
+
+import pytest
+
+from pytest_mxperf import installs
+
+CELL = """
+import pytest
+
+@pytest.mark.cpu
+def test_lenet_b1(mxperf):
+    mxperf.expect_ok(mxperf.measure("lenet", 1))
+"""
+
+
+def _venv(spec):
+    try:
+        return installs.reference_python(spec)
+    except installs.InstallError as exc:  # no network for the first build: say so, do not pass
+        pytest.skip(f"cannot build the venv for {spec}: {exc}")
+
+
+# Module-scoped, so the venvs are built (or found) in the real cache before pytester
+# points HOME at a temporary directory.
+@pytest.fixture(scope="module")
+def mxnet_191():
+    return _venv("mxnet==1.9.1")
+
+
+@pytest.fixture(scope="module")
+def mxnet_160():
+    return _venv("mxnet==1.6.0")
+
+
+def _ab(pytester, candidate, reference):
+    pytester.makepyfile(test_ab=CELL)
+    return pytester.runpytest_subprocess("-p", "no:cacheprovider", "--perf-python", candidate,
+                                         "--perf-reference", reference, "--perf-report", "rep",
+                                         "--perf-baselines-dir", str(pytester.path / "bl"))
+
+
+def _record(pytester):
+    doc = json.loads((pytester.path / "rep" / "results.json").read_text())
+    (rec,) = [r for r in doc["records"] if r["key"].startswith("score/lenet/b1")]
+    return doc, rec
+
+
+def test_two_installs_of_the_same_mxnet_are_not_flagged(mxnet_191, pytester):
+    other = mxnet_191
+    assert not other.startswith(sys.prefix + os.sep)  # another install, not this venv
+    r = _ab(pytester, sys.executable, other)
+    out = r.stdout.str()
+    assert "REGRESSION" not in out and "IMPROVEMENT" not in out, out
+    doc, rec = _record(pytester)
+    assert rec["ab"]["verdict"] in ("unchanged", "unresolved"), rec["ab"]
+    assert rec["ab"]["reference"]["mxnet_version"] == rec["ab"]["candidate"]["mxnet_version"] == "1.9.1"
+    print(f"\nA/A 1.9.1 vs 1.9.1 LeNet b1: ratio {rec['ab']['ratio']:.3f} "
+          f"[{rec['ab']['low']:.3f}, {rec['ab']['high']:.3f}] over {rec['ab']['pairs']} pairs -> {rec['ab']['verdict']}")
+
+
+def test_mxnet_1_6_against_1_9_1_is_a_regression(mxnet_160, pytester):
+    old = mxnet_160
+    r = _ab(pytester, old, sys.executable)
+    out = r.stdout.str()
+    assert r.ret == pytest.ExitCode.TESTS_FAILED, out
+    assert "REGRESSION score/lenet/b1" in out, out
+    assert "candidate: mxnet 1.6.0" in out and "reference: mxnet 1.9.1" in out
+    doc, rec = _record(pytester)
+    ab = rec["ab"]
+    assert ab["verdict"] == "regression" and ab["high"] < 1.0
+    assert "MKLDNN" in ab["reference"]["features"] and "MKLDNN" not in ab["candidate"]["features"]
+    print(f"\nA/B 1.6.0 vs 1.9.1 LeNet b1: ratio {ab['ratio']:.3f} [{ab['low']:.3f}, {ab['high']:.3f}] "
+          f"over {ab['pairs']} pairs -> {ab['verdict']}")
