@@ -12,6 +12,7 @@ pytest's (skip, fail, record_property).
 from __future__ import annotations
 
 import json
+import os
 import statistics
 import sys
 from typing import Any, Callable, Dict, Mapping, Optional, Sequence
@@ -122,39 +123,39 @@ class Measurer:
                 contexts: Sequence[str] = ("cpu:0",), threads: str = "auto", dtype: str = "float32",
                 optimizer: str = "sgd", kvstore: Optional[str] = None, processes: Optional[int] = None,
                 extra_env: Optional[Mapping[str, str]] = None, input_shape: Optional[Sequence[int]] = None,
-                inputs: Optional[Sequence[Mapping[str, Any]]] = None, params: Optional[str] = None,
-                loss: Optional[str] = None) -> CellMeasurement:
+                inputs: Optional[Sequence[Mapping[str, Any]]] = None, input_spec: Optional[str] = None,
+                params: Optional[str] = None, loss: Optional[str] = None) -> CellMeasurement:
         """Measure a cell: ``model`` is a zoo name, a symbol JSON file (optionally with
         ``params=``), or ``package.module:function`` returning a Symbol or HybridBlock; a
-        user's network needs ``input_shape=`` (one input "data") or ``inputs=[{name, shape,
-        dtype, high}]``, and ``loss=`` to be trained."""
+        user's network needs its inputs (``input_shape=`` for one input "data",
+        ``inputs=[{name, shape, dtype, high}]``, or the ``input_spec`` text of --perf-input),
+        and ``loss=`` to be trained."""
         contexts = tuple(contexts)
         self.require(contexts)
-        name, source = self._resolve_model(model, input_shape, inputs, params, loss, mode)
+        name, source = self._resolve_model(model, input_shape, inputs, input_spec, params, loss, mode)
         w = Workload(model=name, mode=mode, batch_size=int(batch_size), contexts=contexts, dtype=dtype,
                      threads=str(threads), optimizer=optimizer, kvstore=kvstore, source=source)
         run = self.session.throughput_run(w, extra_env)
         cell = self.session.run_processes(w, run, processes)
         return self._record(cell, lambda n: self.session.run_processes(w, run, n))
 
-    def _resolve_model(self, model, input_shape, inputs, params, loss, mode):
-        from . import zoo
-        if model in zoo.MODELS and input_shape is None and inputs is None:
+    def _resolve_model(self, model, input_shape, inputs, input_spec, params, loss, mode):
+        from . import usermodel, zoo
+        if model in zoo.MODELS and input_shape is None and inputs is None and input_spec is None:
             return model, ""
-        from . import usermodel
         try:
             ref = usermodel.parse_model_ref(model, params=params)
             if ref.kind == "zoo":
-                return model, ""
-            specs = usermodel.parse_inputs(input_shape=input_shape, inputs=inputs)
+                raise usermodel.UserModelError(f"{model} is a zoo model: it takes no inputs")
+            specs = usermodel.parse_inputs(input_shape=input_shape, inputs=inputs, text=input_spec)
             if mode == "train" and not loss:
                 raise usermodel.UserModelError("training your own network needs loss=... "
                                                "(an output name, or 'softmax_ce')")
-            info = usermodel.resolve(ref, specs, python=self.options.python, env=self.session.environ)
+            info = usermodel.describe(ref, specs, python=self.options.python, env=self.session.environ)
         except usermodel.UserModelError as exc:
             self._fail(f"{model}: {exc}")
-        source = json.dumps({"ref": ref.to_dict(), "inputs": [s.to_dict() for s in specs], "loss": loss},
-                            sort_keys=True)
+        ref_d = dict(ref.to_dict(), cwd=os.getcwd())
+        source = json.dumps({"ref": ref_d, "inputs": [s.to_dict() for s in specs], "loss": loss}, sort_keys=True)
         return usermodel.cell_model_name(ref, info["digest"]), source
 
     def measure_module(self, module: str, spec: Dict[str, Any], workload: Workload,

@@ -18,6 +18,7 @@ synchronisation made explicit):
 
 from __future__ import annotations
 
+import json
 import resource
 import time
 
@@ -121,7 +122,12 @@ def measure(spec: dict) -> dict:
             return {"status": "unavailable", "meta": meta,
                     "message": f"needs {','.join(needed)} but this machine has {have} GPU(s)"}
 
-    cell = _Cell(mx, w, int(spec.get("seed", 0)))
+    if w.get("source"):  # the user's own network
+        from pytest_mxperf.workers import usermodel
+        cell = usermodel.load(mx, json.loads(w["source"]), _contexts(mx, w["contexts"]), w["batch_size"],
+                              w["mode"], int(spec.get("seed", 0)))
+    else:
+        cell = _Cell(mx, w, int(spec.get("seed", 0)))
     meta["bind_seconds"] = cell.bind_seconds
     first = cell.timed(1)
     meta["first_batch_seconds"] = first

@@ -1,0 +1,236 @@
+"""Your own network inside a worker: load it, feed it random inputs, step it.
+
+``load(source, contexts, batch_size, mode, seed)`` returns an object with the interface of
+the zoo cell in ``throughput.py`` (``bind_seconds``, ``total_batch``, ``step()``,
+``timed(n)``), so the same warm-up, rounds and ``mx.nd.waitall()`` synchronisation apply.
+
+* A Symbol (a symbol JSON file, or a callable returning one) is bound in a Module
+  (``for_training=False`` to score), with its params file when given (``arg:`` / ``aux:``
+  names, as ``HybridBlock.export`` writes; missing ones get Xavier) or random Xavier weights.
+* A HybridBlock is run the way Gluon users run it: initialised if needed,
+  ``hybridize(static_alloc=True, static_shape=True)``, forward under
+  ``autograd.predict_mode()`` to score; never converted to a Module.
+* Training needs a loss: ``softmax_ce`` (softmax cross-entropy on random labels over the
+  output's last axis), or for a Symbol the name of an output that already is a loss.
+* Random inputs: floats uniform in [-1, 1); integer inputs uniform in [0, high), ``high``
+  from the input's spec or, for an input that feeds an Embedding, its ``input_dim``.
+
+``python -m pytest_mxperf.workers.usermodel SPEC RESULT`` with ``{"describe": true, ...}``
+builds the network and returns the digest of its graph (for a HybridBlock: of the symbol
+its export writes) and its parameter count.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import sys
+import tempfile
+import time
+
+from pytest_mxperf.usermodel import canonical_graph_digest
+from pytest_mxperf.workers.protocol import import_mxnet, serve
+
+
+def _build(mx, ref):
+    """("symbol", Symbol) or ("block", HybridBlock) from a reference dict."""
+    if ref["kind"] == "symbol-file":
+        return "symbol", mx.sym.load(ref["target"])
+    module, _, func = ref["target"].partition(":")
+    if ref.get("cwd") and ref["cwd"] not in sys.path:
+        sys.path.insert(0, ref["cwd"])
+    obj = getattr(importlib.import_module(module), func)()
+    if isinstance(obj, mx.sym.Symbol):
+        return "symbol", obj
+    if isinstance(obj, mx.gluon.HybridBlock):
+        return "block", obj
+    raise TypeError(f"{ref['target']} returned a {type(obj).__name__}, not a Symbol or a HybridBlock")
+
+
+def _embedding_dims(sym, input_name):
+    """input_dim of an Embedding fed directly by ``input_name`` (None if none)."""
+    graph = json.loads(sym.tojson())
+    nodes = graph["nodes"]
+    for node in nodes:
+        if node.get("op") == "Embedding" and nodes[node["inputs"][0][0]].get("name") == input_name:
+            return int((node.get("attrs") or node.get("param") or {}).get("input_dim"))
+    return None
+
+
+def _block_embedding_dim(net):
+    """input_dim of the first Embedding in a Gluon block tree (None if none)."""
+    stack = [net]
+    while stack:
+        b = stack.pop(0)
+        if type(b).__name__ == "Embedding":
+            return int(b._kwargs["input_dim"])
+        stack.extend(getattr(b, "_children", {}).values())
+    return None
+
+
+def _inputs(mx, specs, batch, ctx, sym=None, block=None):
+    import numpy as np
+    out = []
+    for s in specs:
+        shape = (batch,) + tuple(s["shape"])
+        if s["dtype"] in ("int32", "int64", "uint8", "int8"):
+            high = s.get("high") or (_embedding_dims(sym, s["name"]) if sym is not None else None) or (
+                _block_embedding_dim(block) if block is not None and len(specs) == 1 else None)
+            if not high:
+                raise ValueError(f"integer input {s['name']} needs high= (its values are drawn from [0, high))")
+            arr = mx.nd.array(np.random.randint(0, high, size=shape), ctx=ctx, dtype=s["dtype"])
+        else:
+            arr = mx.random.uniform(-1.0, 1.0, shape=shape, ctx=ctx).astype(s["dtype"])
+        out.append(arr)
+    return out
+
+
+class _Timed:
+    def timed(self, n):
+        self.mx.nd.waitall()
+        t0 = time.perf_counter()
+        for _ in range(n):
+            self.step()
+        self.mx.nd.waitall()
+        return time.perf_counter() - t0
+
+
+class SymbolCell(_Timed):
+    def __init__(self, mx, sym, ref, specs, ctxs, batch, train, loss, num_classes=None):
+        import numpy as np
+        self.mx = mx
+        self.total_batch = batch * len(ctxs)
+        self.train = train
+        names = [s["name"] for s in specs]
+        label_names = []
+        if train:
+            if loss == "softmax_ce":
+                sym = mx.sym.SoftmaxOutput(sym, name="softmax")
+                label_names = ["softmax_label"]
+            elif loss in sym.list_outputs() or loss + "_output" in sym.list_outputs():
+                label_names = [a for a in sym.list_arguments() if a.endswith("label")]
+            else:
+                raise ValueError(f"loss {loss!r} is neither softmax_ce nor an output of the graph "
+                                 f"({', '.join(sym.list_outputs())})")
+        data_shapes = [mx.io.DataDesc(s["name"], (self.total_batch,) + tuple(s["shape"]), s["dtype"]) for s in specs]
+        t0 = time.perf_counter()
+        mod = mx.mod.Module(sym, data_names=names, label_names=label_names, context=ctxs)
+        label_shapes = None
+        if label_names:
+            _, out_shapes, _ = sym.infer_shape(**{d.name: d.shape for d in data_shapes})
+            label_shapes = [(n, out_shapes[0][:1]) for n in label_names]
+            num_classes = out_shapes[0][-1]
+        mod.bind(data_shapes=data_shapes, label_shapes=label_shapes, for_training=train)
+        arg, aux = {}, {}
+        if ref.get("params"):
+            loaded = mx.nd.load(ref["params"])
+            arg = {k.split(":", 1)[1]: v for k, v in loaded.items() if k.startswith("arg:")}
+            aux = {k.split(":", 1)[1]: v for k, v in loaded.items() if k.startswith("aux:")}
+        mod.init_params(initializer=mx.init.Xavier(magnitude=2.0), arg_params=arg or None, aux_params=aux or None,
+                        allow_missing=True)
+        if train:
+            mod.init_optimizer(optimizer="sgd", optimizer_params={"learning_rate": 0.01, "momentum": 0.9,
+                                                                  "rescale_grad": 1.0 / self.total_batch})
+        mx.nd.waitall()
+        self.bind_seconds = time.perf_counter() - t0
+        data = _inputs(mx, specs, self.total_batch, ctxs[0], sym)
+        label = [mx.nd.array(np.random.randint(0, num_classes, size=(self.total_batch,)))] if label_names else []
+        self.batch = mx.io.DataBatch(data=data, label=label)
+        self.mod = mod
+
+    def step(self):
+        self.mod.forward(self.batch, is_train=self.train)
+        if self.train:
+            self.mod.backward()
+            self.mod.update()
+
+
+class BlockCell(_Timed):
+    """A HybridBlock, hybridized with static_alloc / static_shape, on one context."""
+
+    def __init__(self, mx, net, specs, ctxs, batch, train, loss):
+        import numpy as np
+        if len(ctxs) != 1:
+            raise ValueError("a HybridBlock is measured on one context (Gluon data parallelism is the user's loop)")
+        self.mx = mx
+        self.total_batch = batch
+        self.train = train
+        ctx = ctxs[0]
+        t0 = time.perf_counter()
+        if not _initialised(net):
+            net.initialize(mx.init.Xavier(), ctx=ctx)
+        net.hybridize(static_alloc=True, static_shape=True)
+        self.data = _inputs(mx, specs, batch, ctx, block=net)
+        self.net = net
+        if train:
+            if loss != "softmax_ce":
+                raise ValueError(f"a HybridBlock trains with loss='softmax_ce' (got {loss!r})")
+            self.loss = mx.gluon.loss.SoftmaxCrossEntropyLoss()
+            self.trainer = mx.gluon.Trainer(net.collect_params(), "sgd", {"learning_rate": 0.01, "momentum": 0.9})
+            with mx.autograd.predict_mode():
+                out = net(*self.data)
+            self.label = mx.nd.array(np.random.randint(0, out.shape[-1], size=(batch,)), ctx=ctx)
+        mx.nd.waitall()
+        self.bind_seconds = time.perf_counter() - t0
+
+    def step(self):
+        mx = self.mx
+        if self.train:
+            with mx.autograd.record():
+                loss = self.loss(self.net(*self.data), self.label)
+            loss.backward()
+            self.trainer.step(self.total_batch)
+        else:
+            with mx.autograd.predict_mode():
+                self.net(*self.data)
+
+
+def _initialised(net) -> bool:
+    try:
+        for p in net.collect_params().values():
+            p.data()
+        return True
+    except Exception:
+        return False
+
+
+def load(mx, source: dict, contexts, batch: int, mode: str, seed: int = 0):
+    """The measuring cell for a user's network (see the module doc)."""
+    import numpy as np
+    mx.random.seed(seed)
+    np.random.seed(seed)
+    train = mode == "train"
+    if train and not source.get("loss"):
+        raise ValueError("training your own network needs loss=... (an output name, or 'softmax_ce')")
+    kind, obj = _build(mx, source["ref"])
+    if kind == "symbol":
+        return SymbolCell(mx, obj, source["ref"], source["inputs"], contexts, batch, train, source.get("loss"))
+    return BlockCell(mx, obj, source["inputs"], contexts, batch, train, source.get("loss"))
+
+
+def describe(spec: dict) -> dict:
+    import numpy as np
+    mx = import_mxnet()
+    kind, obj = _build(mx, spec["ref"])
+    if kind == "block":
+        cell = BlockCell(mx, obj, spec["inputs"], [mx.cpu()], 1, False, None)
+        cell.step()
+        with tempfile.TemporaryDirectory() as tmp:
+            obj.export(os.path.join(tmp, "net"))
+            with open(os.path.join(tmp, "net-symbol.json")) as fh:
+                text = fh.read()
+        nparams = sum(int(np.prod(p.shape)) for p in obj.collect_params().values())
+    else:
+        text = obj.tojson()
+        nparams = None
+    return {"status": "ok", "message": "", "digest": canonical_graph_digest(text),
+            "kind": "hybridblock" if kind == "block" else "symbol", "num_params": nparams}
+
+
+def main(argv=None) -> int:
+    return serve(describe, argv, "pytest_mxperf.workers.usermodel")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,170 @@
+"""Your own network: references, inputs, the graph digest, and measuring it end to end
+(through ``mxperf.measure`` and through ``--perf-model-file``) with a baseline and a verdict."""
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pytest_mxperf import usermodel as U
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+
+SAVE_SYMBOL = """
+import sys
+sys.path.insert(0, {here!r})
+import user_nets
+user_nets.small_mlp_symbol().save(sys.argv[1])
+"""
+
+
+def test_inputs_from_every_form():
+    assert U.parse_inputs(input_shape=(3, 224, 224)) == (U.InputSpec("data", (3, 224, 224)),)
+    assert U.parse_inputs(text="tokens:128:int64:30000,mask:128") == (
+        U.InputSpec("tokens", (128,), "int64", 30000), U.InputSpec("mask", (128,)))
+    assert U.parse_inputs(inputs=[{"name": "a", "shape": [4], "dtype": "int32", "high": 7}])[0].high == 7
+
+
+@pytest.mark.parametrize("kw,needle", [
+    ({}, "needs its inputs"),
+    ({"input_shape": (3, 0)}, "positive integers"),
+    ({"text": "data:3xx4"}, "not like 3x224x224"),
+    ({"text": "data:3:float32:5"}, "only for integer inputs"),
+    ({"text": "data"}, "name:shape"),
+    ({"inputs": [{"name": "a"}]}, "needs a 'shape'"),
+    ({"inputs": [{"name": "a", "shape": [1]}, {"name": "a", "shape": [2]}]}, "duplicate input names"),
+    ({"inputs": [{"name": "a", "shape": [1], "colour": "red"}]}, "unknown input fields"),
+])
+def test_bad_inputs_are_one_line_errors(kw, needle):
+    with pytest.raises(U.UserModelError) as e:
+        U.parse_inputs(**kw)
+    assert needle in str(e.value) and "\n" not in str(e.value)
+
+
+def test_references(tmp_path):
+    f = tmp_path / "net-symbol.json"
+    f.write_text("{}")
+    assert U.parse_model_ref("resnet50_v2").kind == "zoo"
+    ref = U.parse_model_ref(str(f))
+    assert ref.kind == "symbol-file" and ref.stem == "net"
+    assert U.parse_model_ref("mypkg.nets:build").kind == "callable"
+    for bad, needle in (("nothere.json", "does not exist"), ("resnet9000", "zoo name"), ("a:b:c", "zoo name")):
+        with pytest.raises(U.UserModelError) as e:
+            U.parse_model_ref(bad)
+        assert needle in str(e.value)
+
+
+GRAPH = {"nodes": [{"op": "null", "name": "data", "inputs": []},
+                   {"op": "FullyConnected", "name": "fc", "attrs": {"num_hidden": "10"}, "inputs": [[0, 0, 0]]}],
+         "arg_nodes": [0], "heads": [[1, 0, 0]]}
+
+
+def test_the_digest_ignores_the_mxnet_version_and_sees_the_model():
+    a = dict(GRAPH, attrs={"mxnet_version": ["int", 10901]})
+    b = dict(GRAPH, attrs={"mxnet_version": ["int", 10800]})
+    assert U.canonical_graph_digest(json.dumps(a)) == U.canonical_graph_digest(json.dumps(b, indent=2))
+    changed = json.loads(json.dumps(a))
+    changed["nodes"][1]["attrs"]["num_hidden"] = "11"
+    assert U.canonical_graph_digest(json.dumps(changed)) != U.canonical_graph_digest(json.dumps(a))
+    assert U.cell_model_name(U.ModelRef("callable", "p.m:f"), "abc") == "user:f@abc"
+
+
+@pytest.fixture
+def saved_symbol(pytester):
+    path = pytester.path / "models" / "mlp-symbol.json"
+    path.parent.mkdir()
+    subprocess.run([sys.executable, "-c", SAVE_SYMBOL.format(here=str(HERE)), str(path)], check=True,
+                   capture_output=True, timeout=300)
+    assert json.loads(path.read_text())["nodes"]
+    shutil.copy(HERE / "user_nets.py", pytester.path / "user_nets.py")
+    return path
+
+
+API_TEST = """
+import pytest
+
+@pytest.mark.cpu
+def test_mine(mxperf):
+    cell = mxperf.expect_ok(mxperf.measure({path!r}, 8, input_shape=(20,)))
+    assert cell.workload.model.startswith("user:mlp@") and cell.median > 0
+
+@pytest.mark.cpu
+def test_block(mxperf):
+    cell = mxperf.expect_ok(mxperf.measure("user_nets:small_cnn", 4, input_shape=(1, 28, 28)))
+    assert cell.workload.model.startswith("user:small_cnn@")
+"""
+
+MORE_TEST = """
+import pytest
+
+def test_block_training(mxperf):
+    cell = mxperf.expect_ok(mxperf.measure("user_nets:small_cnn", 4, mode="train", input_shape=(1, 28, 28),
+                                           loss="softmax_ce"))
+    assert cell.workload.key().startswith("train/user:small_cnn@") and cell.median > 0
+
+def test_tokens(mxperf):
+    # int64 token ids for an Embedding(1000, 16): drawn from [0, 1000), its input_dim
+    cell = mxperf.expect_ok(mxperf.measure("user_nets:embedding_net", 4,
+                                           inputs=[{"name": "data", "shape": [12], "dtype": "int64"}]))
+    assert cell.median > 0
+"""
+
+
+def _run(pytester, *args):
+    return pytester.runpytest_subprocess("-p", "no:cacheprovider", "--perf-no-probe", "--perf-time-budget", "0.3",
+                                         "--perf-baselines-dir", str(pytester.path / "bl"), "--perf-machine", "box",
+                                         *args)
+
+
+def test_your_own_network_through_the_api_with_a_baseline_and_a_verdict(pytester, saved_symbol):
+    pytester.makepyfile(test_api=API_TEST.format(path=str(saved_symbol)))
+    r = _run(pytester, "--perf-update-baselines")
+    assert r.ret == 0, r.stdout.str()
+    doc = json.loads((pytester.path / "bl" / "box.json").read_text())
+    keys = sorted(doc["cells"])
+    assert any(k.startswith("score/user:mlp@") for k in keys), keys
+    assert any(k.startswith("score/user:small_cnn@") for k in keys)
+    r = _run(pytester, "--perf-report", "rep")
+    out = r.stdout.str()
+    assert r.ret in (0, 1) and "no baseline" not in out, out
+    verdicts = json.loads((pytester.path / "rep" / "results.json").read_text())["session"]["verdicts"]
+    mine = [v for k, v in verdicts.items() if k.startswith("score/user:mlp@") and "#" not in k]
+    assert mine and mine[0]["kind"] in ("unchanged", "improvement", "regression", "unresolved")
+    assert mine[0]["baseline_median"] > 0
+
+
+def test_a_hybridblock_trains_and_integer_inputs_get_valid_ids(pytester, saved_symbol):
+    pytester.makepyfile(test_more=MORE_TEST)
+    r = _run(pytester, "--perf-processes", "1")
+    assert r.ret == 0, r.stdout.str()
+    r.assert_outcomes(passed=2)
+
+
+def test_your_own_network_from_the_command_line(pytester, saved_symbol):
+    pytester.makepyfile(test_own_model=(ROOT / "perf_tests" / "test_own_model.py").read_text())
+    r = _run(pytester, "--perf-model-file", str(saved_symbol), "--perf-input", "data:20", "--perf-batch-sizes", "8",
+             "--perf-loss", "softmax_ce", "--perf-processes", "1")
+    out = r.stdout.str()
+    assert r.ret == 0, out
+    r.assert_outcomes(passed=2, skipped=2)  # score and train on cpu; the gpu contexts skip: no GPU here
+    assert "score user:mlp@" in out and "train user:mlp@" in out
+
+
+def test_a_wrong_input_or_missing_loss_is_a_one_line_failure(pytester, saved_symbol):
+    pytester.makepyfile(test_bad=f"""
+import pytest
+
+def test_no_loss(mxperf):
+    mxperf.measure({str(saved_symbol)!r}, 8, mode="train", input_shape=(20,))
+
+def test_no_inputs(mxperf):
+    mxperf.measure({str(saved_symbol)!r}, 8)
+""")
+    r = _run(pytester)
+    out = r.stdout.str()
+    assert "training your own network needs loss=" in out and "needs its inputs" in out
+    r.assert_outcomes(failed=2)
