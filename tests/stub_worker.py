@@ -68,6 +68,21 @@ def throughput(spec_path, result_path):
                  "first_batch_seconds": 0.05}})
 
 
+def commbench(spec_path, result_path):
+    """The kvstore worker's result shape: seconds per push+pull round, sizes, the sum's error."""
+    c = _cfg()
+    with open(spec_path) as fh:
+        spec = json.load(fh)
+    seed = int(spec.get("seed", 0))
+    comm = float(c.get("comm_seconds", 0.05)) * (1.0 + 0.01 * (((seed * 7919) % 21) - 10) / 10.0)
+    n = len(spec.get("contexts") or ["cpu:0"])
+    size = 102.2e6
+    _write(result_path, {"status": "ok", "message": "", "comm_seconds": comm, "error": 0.0, "size_mb": size / 1e6,
+                         "bandwidth_gbps": size * 2 * (n - 1) / n / comm / 1e9, "moved_gbps": size * 2 * n / comm / 1e9,
+                         "kvstore": spec.get("kvstore"), "contexts": spec.get("contexts"),
+                         "meta": {"mxnet_version": c.get("version", "1.9.1")}})
+
+
 def main(argv):
     if len(argv) >= 2 and argv[0] == "-m":
         module, rest = argv[1], argv[2:]
@@ -75,6 +90,8 @@ def main(argv):
             return probe(rest[1])
         if module == "pytest_mxperf.workers.throughput":
             return throughput(*rest)
+        if module == "pytest_mxperf.workers.commbench":
+            return commbench(*rest)
     print(f"stub worker: unsupported call {argv}", file=sys.stderr)
     return 2
 
