@@ -243,6 +243,12 @@ def _judge_ab(session: PerfSession, cells, out: GateOutcome) -> Dict[str, vd.Ver
             out.confirmed = len(final)
             label_machine_states(cells, None)
             verdicts = judge()
+        # a cell that became unclear only in the second judgement (BH across cells) gets no
+        # third stage: it is unresolved, never left as a silent "suspect"
+        late = {k.partition("#")[0] for k, v in verdicts.items() if v.kind == "suspect"} - final
+        if late:
+            final |= late
+            verdicts = judge()
     return verdicts
 
 
