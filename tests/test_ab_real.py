@@ -64,12 +64,15 @@ def test_two_installs_of_the_same_mxnet_are_not_flagged(mxnet_191, pytester):
     assert not other.startswith(sys.prefix + os.sep)  # another install, not this venv
     r = _ab(pytester, sys.executable, other)
     out = r.stdout.str()
-    assert "REGRESSION" not in out and "IMPROVEMENT" not in out, out
+    # throughput: not flagged either way. (Peak memory is judged too and can differ between
+    # two venvs of the same MXNet: measured here 214 vs 161 MiB, this venv loading more
+    # libraries; that is a real difference of the installs, reported, not asserted on.)
+    primary = "score/lenet/b1/cpu:0/float32/threads=auto:"
+    assert f"REGRESSION {primary}" not in out and f"IMPROVEMENT {primary}" not in out, out
     doc, rec = _record(pytester)
     assert rec["ab"]["verdict"] in ("unchanged", "unresolved"), rec["ab"]
     assert rec["ab"]["reference"]["mxnet_version"] == rec["ab"]["candidate"]["mxnet_version"] == "1.9.1"
-    print(f"\nA/A 1.9.1 vs 1.9.1 LeNet b1: ratio {rec['ab']['ratio']:.3f} "
-          f"[{rec['ab']['low']:.3f}, {rec['ab']['high']:.3f}] over {rec['ab']['pairs']} pairs -> {rec['ab']['verdict']}")
+    print(f"\nA/A 1.9.1 vs 1.9.1 LeNet b1: {json.dumps(rec['ab'], default=str)[:300]}")
 
 
 def test_mxnet_1_6_against_1_9_1_is_a_regression(mxnet_160, pytester):
