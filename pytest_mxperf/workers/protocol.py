@@ -20,6 +20,7 @@ import json
 import os
 import resource
 import sys
+import time
 import traceback
 import warnings
 
@@ -101,6 +102,32 @@ def runtime_info(mx):
     except ImportError:  # pragma: no cover
         pass
     return info
+
+
+class TimedSteps:
+    """A measuring cell: ``step()`` is one batch (set by the subclass, with ``self.mx``);
+    ``timed(n)`` runs n steps between two full synchronisations (MXNet is asynchronous:
+    outputs, gradients, optimizer updates and copies all finish inside the round)."""
+
+    def timed(self, n):
+        """n steps between two ``mx.nd.waitall()``; returns seconds."""
+        self.mx.nd.waitall()
+        t0 = time.perf_counter()
+        for _ in range(n):
+            self.step()
+        self.mx.nd.waitall()
+        return time.perf_counter() - t0
+
+
+class ModuleSteps(TimedSteps):
+    """A bound ``mx.mod.Module`` (``self.mod``) stepped on one batch (``self.batch``):
+    forward, and for training backward and update."""
+
+    def step(self):
+        self.mod.forward(self.batch, is_train=self.train)
+        if self.train:
+            self.mod.backward()
+            self.mod.update()
 
 
 def _loaded_library(fragment: str):

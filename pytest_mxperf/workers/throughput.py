@@ -22,7 +22,7 @@ import json
 import resource
 import time
 
-from pytest_mxperf.workers.protocol import import_mxnet, runtime_info, serve, thread_pools
+from pytest_mxperf.workers.protocol import ModuleSteps, import_mxnet, runtime_info, serve, thread_pools
 
 def _contexts(mx, names):
     ctxs = []
@@ -32,7 +32,7 @@ def _contexts(mx, names):
     return ctxs
 
 
-class _Cell:
+class _Cell(ModuleSteps):
     """A bound Module plus one synthetic batch and the step that a round repeats."""
 
     def __init__(self, mx, w, seed):
@@ -76,22 +76,6 @@ class _Cell:
         self.batch = mx.io.DataBatch(data=[data], label=label)
         self.mod = mod
         self.train = train
-
-    def step(self):
-        self.mod.forward(self.batch, is_train=self.train)
-        if self.train:
-            self.mod.backward()
-            self.mod.update()
-
-    def timed(self, n):
-        """n steps between two full synchronisations; returns seconds."""
-        mx = self.mx
-        mx.nd.waitall()
-        t0 = time.perf_counter()
-        for _ in range(n):
-            self.step()
-        mx.nd.waitall()  # outputs *and* optimizer updates, gradients, copies
-        return time.perf_counter() - t0
 
 
 def _cpu_seconds():

@@ -30,7 +30,7 @@ import tempfile
 import time
 
 from pytest_mxperf.usermodel import canonical_graph_digest
-from pytest_mxperf.workers.protocol import import_mxnet, serve
+from pytest_mxperf.workers.protocol import ModuleSteps, TimedSteps, import_mxnet, serve
 
 
 def _build(mx, ref):
@@ -86,17 +86,7 @@ def _inputs(mx, specs, batch, ctx, sym=None, block=None):
     return out
 
 
-class _Timed:
-    def timed(self, n):
-        self.mx.nd.waitall()
-        t0 = time.perf_counter()
-        for _ in range(n):
-            self.step()
-        self.mx.nd.waitall()
-        return time.perf_counter() - t0
-
-
-class SymbolCell(_Timed):
+class SymbolCell(ModuleSteps):
     def __init__(self, mx, sym, ref, specs, ctxs, batch, train, loss, num_classes=None):
         import numpy as np
         self.mx = mx
@@ -139,14 +129,7 @@ class SymbolCell(_Timed):
         self.batch = mx.io.DataBatch(data=data, label=label)
         self.mod = mod
 
-    def step(self):
-        self.mod.forward(self.batch, is_train=self.train)
-        if self.train:
-            self.mod.backward()
-            self.mod.update()
-
-
-class BlockCell(_Timed):
+class BlockCell(TimedSteps):
     """A HybridBlock, hybridized with static_alloc / static_shape, on one context."""
 
     def __init__(self, mx, net, specs, ctxs, batch, train, loss):
