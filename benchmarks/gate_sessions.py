@@ -1,19 +1,29 @@
 """The real gate, session after session, on this machine: false alarms and detections.
 
-Records a baseline once (5 processes per cell), then every ``--every`` seconds runs two
-real gate sessions over the same cells: one unchanged, one with a real effect set in the
-environment (default ``MXNET_SUBGRAPH_BACKEND=NONE``: oneDNN fusion off). Each session is
-``pytest perf_tests/test_scoring.py`` with ``--perf-report``; its verdicts are read from
-``results.json``. Prints one line per session and a summary: sessions with a false
-regression / an unresolved slowdown (unchanged sessions), and per cell how often the effect
-was a regression, unresolved or missed.
+Records a baseline once (5 processes per cell), then every ``--every`` seconds runs a round
+of real gate sessions over the same cells: one unchanged, then one per ``--effect``. An
+effect is ``name:VAR=VALUE`` (set in the session's environment, so the workers inherit it)
+or ``name:neighbour`` (an unrelated CPU-bound process runs beside the whole session: a busy
+machine, not a slower MXNet). Defaults:
 
-    python benchmarks/gate_sessions.py --rounds 6 --every 900 --out /tmp/gate-sessions
+- ``subgraph:MXNET_SUBGRAPH_BACKEND=NONE``: oneDNN fusion off, a real effect of about 10%;
+- ``affinity:GOMP_CPU_AFFINITY=0``: every OpenMP thread of the worker bound to CPU 0 on an
+  otherwise idle machine (same thread count, less parallel): must be a regression;
+- ``neighbour:neighbour``: one busy Python process beside the session: must not be a
+  regression, and must not pass silently.
+
+``--effects-every K`` runs the effects after the first two only in every K-th round.
+Each session is ``pytest perf_tests/test_scoring.py`` with ``--perf-report``; its verdicts
+are read from ``results.json``. With ``--lock PATH`` every session holds that file lock, so
+other work on the machine can wait for it (``flock PATH cmd``) instead of disturbing it.
+
+    python benchmarks/gate_sessions.py --rounds 6 --every 1200 --out /tmp/gate-sessions --lock /tmp/machine.lock
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import subprocess
@@ -21,26 +31,54 @@ import sys
 import time
 from pathlib import Path
 
+from filelock import FileLock
+
 ROOT = Path(__file__).resolve().parent.parent
+NEIGHBOUR = "import time\nend = time.time() + 3600\nwhile time.time() < end:\n    sum(i * i for i in range(10000))\n"
 
 
-def session(out: Path, name: str, args, extra_env=None, update=False):
+@contextlib.contextmanager
+def neighbour():
+    proc = subprocess.Popen([sys.executable, "-c", NEIGHBOUR])
+    try:
+        time.sleep(2.0)
+        yield
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def session(out: Path, name: str, args, effect=None, update=False):
     rep = out / name
     cmd = [sys.executable, "-m", "pytest", "perf_tests/test_scoring.py", "-m", "cpu", "-p", "no:cacheprovider",
            "-q", "--perf-models", args.models, "--perf-batch-sizes", args.batches,
            "--perf-baselines-dir", str(out / "bl"), "--perf-report", str(rep)]
     if update:
         cmd.append("--perf-update-baselines")
-    env = dict(os.environ, **(extra_env or {}))
-    t0 = time.time()
-    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
+    env = dict(os.environ)
+    beside = contextlib.nullcontext()
+    if effect == "neighbour":
+        beside = neighbour()
+    elif effect:
+        key, _, value = effect.partition("=")
+        env[key] = value
+    lock = FileLock(args.lock) if args.lock else contextlib.nullcontext()
+    with lock:
+        with beside:
+            t0 = time.time()
+            proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
+            seconds = round(time.time() - t0)
     (out / f"{name}.log").write_text(proc.stdout + proc.stderr)
-    verdicts = {}
+    verdicts, ratios = {}, {}
     if (rep / "results.json").exists():
         doc = json.loads((rep / "results.json").read_text())
-        verdicts = {k: v["kind"] for k, v in doc["session"].get("verdicts", {}).items() if "#" not in k}
-    return {"name": name, "exit": proc.returncode, "seconds": round(time.time() - t0), "verdicts": verdicts,
-            "started": time.strftime("%H:%M:%S", time.localtime(t0))}
+        for k, v in doc["session"].get("verdicts", {}).items():
+            if "#" not in k:
+                verdicts[k] = v["kind"]
+                if v.get("change") is not None:
+                    ratios[k] = 1.0 + v["change"]
+    return {"name": name, "effect": effect, "exit": proc.returncode, "seconds": seconds, "verdicts": verdicts,
+            "ratios": ratios, "started": time.strftime("%H:%M:%S", time.localtime(t0))}
 
 
 def main(argv=None) -> int:
@@ -48,27 +86,38 @@ def main(argv=None) -> int:
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--every", type=float, default=900.0, help="seconds from one round's start to the next")
     ap.add_argument("--models", default="alexnet,inception-bn,resnet50_v2")
-    ap.add_argument("--batches", default="2,8")
-    ap.add_argument("--effect", default="MXNET_SUBGRAPH_BACKEND=NONE")
+    ap.add_argument("--batches", default="2")
+    ap.add_argument("--effect", action="append", default=None,
+                    help="name:VAR=VALUE or name:neighbour (repeatable)")
+    ap.add_argument("--effects-every", type=int, default=1,
+                    help="run the effects after the first only every K-th round")
+    ap.add_argument("--lock", default=None, help="a file lock held during each session")
     ap.add_argument("--out", default="/tmp/gate-sessions")
+    ap.add_argument("--summary", action="store_true", help="only summarise an existing --out")
     args = ap.parse_args(argv)
     out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
     log = out / "sessions.jsonl"
+    if args.summary:
+        return summarize(log)
+    effects = [e.partition(":")[::2] for e in (args.effect or [
+        "subgraph:MXNET_SUBGRAPH_BACKEND=NONE", "affinity:GOMP_CPU_AFFINITY=0", "neighbour:neighbour"])]
+    out.mkdir(parents=True, exist_ok=True)
     if not (out / "bl").exists():
         r = session(out, "baseline", args, update=True)
-        print(f"baseline recorded: exit {r['exit']} in {r['seconds']} s", flush=True)
-    key, _, value = args.effect.partition("=")
+        print(f"{r['started']} baseline recorded: exit {r['exit']} in {r['seconds']} s", flush=True)
     for i in range(args.rounds):
         t_round = time.time()
-        for name, env in ((f"r{i}-unchanged", None), (f"r{i}-effect", {key: value})):
-            r = session(out, name, args, env)
+        todo = [("unchanged", None)] + [(n, e) for j, (n, e) in enumerate(effects)
+                                        if j == 0 or i % args.effects_every == 0]
+        for label, effect in todo:
+            r = session(out, f"r{i}-{label}", args, effect)
+            r["label"] = label
             with open(log, "a") as fh:
                 fh.write(json.dumps(r) + "\n")
             kinds = {}
             for k in r["verdicts"].values():
                 kinds[k] = kinds.get(k, 0) + 1
-            print(f"{r['started']} {name}: exit {r['exit']} in {r['seconds']} s, verdicts {kinds}", flush=True)
+            print(f"{r['started']} r{i}-{label}: exit {r['exit']} in {r['seconds']} s, verdicts {kinds}", flush=True)
         if i + 1 < args.rounds:
             time.sleep(max(0.0, args.every - (time.time() - t_round)))
     return summarize(log)
@@ -76,17 +125,22 @@ def main(argv=None) -> int:
 
 def summarize(log: Path) -> int:
     rows = [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
-    unchanged = [r for r in rows if r["name"].endswith("unchanged")]
-    effect = [r for r in rows if r["name"].endswith("effect")]
-    false_reg = sum(any(v == "regression" for v in r["verdicts"].values()) for r in unchanged)
-    unres = sum(any(v == "unresolved" for v in r["verdicts"].values()) for r in unchanged)
-    print(f"unchanged sessions: {len(unchanged)}; with a false regression: {false_reg}; with an unresolved "
-          f"slowdown: {unres}; exit codes {[r['exit'] for r in unchanged]}")
-    cells = sorted({k for r in effect for k in r["verdicts"]})
-    for k in cells:
-        kinds = [r["verdicts"].get(k, "-") for r in effect]
-        print(f"effect on {k}: {kinds}")
-    print(f"effect sessions: exit codes {[r['exit'] for r in effect]}")
+    labels = []
+    for r in rows:
+        r.setdefault("label", r["name"].split("-", 1)[1])
+        if r["label"] not in labels:
+            labels.append(r["label"])
+    for label in labels:
+        group = [r for r in rows if r["label"] == label]
+        reg = sum(any(v == "regression" for v in r["verdicts"].values()) for r in group)
+        unres = sum(any(v == "unresolved" for v in r["verdicts"].values()) for r in group)
+        print(f"{label}: {len(group)} session(s); with a regression: {reg}; with an unresolved slowdown: {unres}; "
+              f"exit codes {[r['exit'] for r in group]}; seconds {[r['seconds'] for r in group]}")
+        for k in sorted({k for r in group for k in r["verdicts"]}):
+            kinds = [r["verdicts"].get(k, "-") for r in group]
+            ratios = [r.get("ratios", {}).get(k) for r in group]
+            shown = " ".join("-" if x is None else f"{x:.3f}" for x in ratios)
+            print(f"    {k}: {kinds} ratios {shown}")
     return 0
 
 
