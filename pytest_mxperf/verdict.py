@@ -215,7 +215,9 @@ def _early(c: Comparison, min_effect: float) -> Tuple[Optional[_Prepared], Optio
                + (f": {c.state_reasons[0]}" if c.state_reasons else "") + ")"
                + ("; the baseline itself was recorded on a busy machine: re-record it" if ex_b * 2 > len(base_all)
                   else ""))
-        if abs(change_all) <= min_effect:
+        if _worse(change_all, m) >= -min_effect:
+            # no slowdown beyond the minimum effect to confirm; a better figure from a busy
+            # machine is not evidence of an improvement either
             return None, Verdict("unchanged", why, change=change_all, excluded=(ex_c, ex_b), busy=True,
                                  **base_fields)
         kind = "unresolved" if c.confirmed else "suspect"
