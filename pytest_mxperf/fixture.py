@@ -41,8 +41,9 @@ def judge_floor(cell: CellMeasurement, floor: tables.Floor, states: Optional[Seq
     a floor), else to all of them, and the message says the machine was busy."""
     median = cell.median
     busy = ""
-    if states and len(states) == len(cell.ok_runs) and "slowed" in states:
-        quiet = [r.median for r, st in zip(cell.ok_runs, states) if st != "slowed" and r.median]
+    slow = ("slowed", "slow-spell")
+    if states and len(states) == len(cell.ok_runs) and any(st in slow for st in states):
+        quiet = [r.median for r, st in zip(cell.ok_runs, states) if st not in slow and r.median]
         if quiet:
             median = statistics.median(quiet)
         else:

@@ -103,7 +103,7 @@ def label_machine_states(cells: Dict[str, CellRecord], doc: Optional[Dict[str, A
 
 def _reasons(runs) -> List[str]:
     return [(r.meta.get("machine_state") or {}).get("reason") for r in runs
-            if (r.meta.get("machine_state") or {}).get("state") == "slowed"]
+            if (r.meta.get("machine_state") or {}).get("state") in (machine_state.SLOWED, machine_state.SPELL)]
 
 
 def _baseline_states(doc, key: str, reference) -> Optional[List[Optional[str]]]:

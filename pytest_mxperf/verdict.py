@@ -23,12 +23,16 @@ samples/s, seconds to accuracy). A figure is a **regression** when both hold:
    estimator); a slower release slows them all. A significant slowdown of the median with
    an unmoved fast end is "unresolved" (fails, "re-run"), not a regression.
 
-**Busy machine vs slower MXNet.** Processes that ran while the machine was slowed (an
-MXNet-independent calibration probe before and after the process, and the load of other
-processes, see ``machine_state.py``) are left out on both sides before the statistics: a
-neighbour or a slow spell of the VM cannot make a regression, while a workload that became
-less parallel on a quiet machine is judged like any other slowdown (the probe does not see
-MXNet's threads). GPU cells are not screened (their CPU use says nothing about the GPU).
+**Busy machine vs slower MXNet.** Processes that ran while other processes took the CPUs
+("slowed": the load of other processes and steal, measured while the worker ran, see
+``machine_state.py``) are left out on both sides before the statistics: a neighbour cannot
+make a regression. Processes whose MXNet-independent calibration probes (before and after)
+ran slow ("slow-spell": the shared VM itself was slow) stay in, since a spell often begins
+or ends inside a process; but a slowdown whose current processes ran mostly in a slow spell,
+more than the baseline's did, is not called a regression: it is re-measured (suspect) and
+then unresolved. A workload that became less parallel on a quiet machine is judged like any
+other slowdown (neither the load nor the probe sees MXNet's threads). GPU cells are not
+screened (their CPU use says nothing about the GPU).
 
 **suspect**: worse past the threshold but not (yet) significant, or significant with
 fewer than ``CONFIRM_PROCESSES`` processes (a few processes can be significant by the luck
@@ -45,7 +49,7 @@ grows by more than ``max(EPOCHS_STEP, EPOCHS_GROWTH x baseline)`` epochs.
 
 A/B mode (``judge_ab``): the figure of each pair of back-to-back processes (candidate and
 reference install, order alternated) gives a log ratio; pairs with a slowed process are
-left out. The exact one-sided Wilcoxon signed-rank test on the log ratios, BH across the
+left out (a slow spell of the machine falls on both sides of a pair alike and needs no rule). The exact one-sided Wilcoxon signed-rank test on the log ratios, BH across the
 session's cells, and the Hodges-Lehmann interval at the BH cutoff level decide: a
 **regression** when the interval's better end is still worse than no change (significant)
 and the estimate is worse than the minimum effect. The interval shown is the one decided on.
@@ -76,6 +80,9 @@ FAST_END = 0.75             # the quantile of per-process figures that is the "f
 
 KINDS = ("regression", "improvement", "unchanged", "suspect", "unresolved", "not-gated", "no-baseline")
 FAILING = ("regression", "unresolved")
+#: a slowdown is not called a regression when more than this share of its current processes
+#: (and more than of the baseline's) ran in a slow spell of the machine
+SPELL_SHARE = 0.5
 
 
 @dataclasses.dataclass
@@ -150,6 +157,15 @@ def _quiet(values, states, screened) -> Tuple[List[float], int]:
     return stats.finite_positive(kept), len(values) - len(kept)
 
 
+def _spell_share(values, states, screened) -> Optional[float]:
+    """The share of the kept (not slowed) processes that ran in a slow spell, or None."""
+    values = list(values or [])
+    if not screened or not states or len(states) != len(values):
+        return None
+    kept = [s for v, s in zip(values, states) if s != "slowed" and stats.finite_positive([v])]
+    return sum(s == "slow-spell" for s in kept) / len(kept) if kept else None
+
+
 def _fmt_change(change: float, metric: Metric) -> str:
     word = "worse" if _worse(change, metric) < 0 else "better"
     return f"{word} by {abs(100 * change):.1f}% ({metric.unit})"
@@ -168,6 +184,7 @@ class _Prepared:
     p_better: Optional[float]
     excluded: Tuple[int, int]
     fast_change: float
+    spell: Tuple[Optional[float], Optional[float]] = (None, None)
 
 
 def _early(c: Comparison, min_effect: float) -> Tuple[Optional[_Prepared], Optional[Verdict]]:
@@ -235,8 +252,10 @@ def _early(c: Comparison, min_effect: float) -> Tuple[Optional[_Prepared], Optio
     p_worse, p_better = (less, greater) if m.higher_is_better else (greater, less)
     qf = FAST_END if m.higher_is_better else 1.0 - FAST_END
     fast_change = stats.quantile(cur, qf) / stats.quantile(base, qf) - 1.0
+    spell = (_spell_share(c.current, c.current_states, c.screened),
+             _spell_share(c.baseline, c.baseline_states, c.screened))
     return _Prepared(c, cur, base, change, threshold, allowance, drift, p_worse, p_better, (ex_c, ex_b),
-                     fast_change), None
+                     fast_change, spell), None
 
 
 def _decide(pr: _Prepared, q_worse: Optional[float], q_better: Optional[float], q: float) -> Verdict:
@@ -264,6 +283,17 @@ def _decide(pr: _Prepared, q_worse: Optional[float], q_better: Optional[float], 
                            f"processes did not slow down ({100 * pr.fast_change:+.1f}% at the fast end): "
                            "interference the probe did not see, or a slowdown of only some processes; re-run",
                            p_value=pr.p_worse, q_value=q_worse, **common)
+        cur_spell, base_spell = pr.spell
+        if q_worse is not None and q_worse <= q and cur_spell is not None and cur_spell > SPELL_SHARE \
+                and cur_spell > (base_spell or 0.0):
+            kind = "unresolved" if c.confirmed else "suspect"
+            return Verdict(kind, f"{size} > {thr} (p={pr.p_worse:.3g}, {n_txt}) but {100 * cur_spell:.0f}% of the "
+                           f"current processes ran in a slow spell of the machine (against "
+                           f"{100 * (base_spell or 0.0):.0f}% of the baseline's)"
+                           + (f": {c.state_reasons[0]}" if c.state_reasons else "")
+                           + ("; could not confirm on a busy machine: re-run when it is quiet" if c.confirmed
+                              else "; re-measuring"),
+                           p_value=pr.p_worse, q_value=q_worse, busy=True, **common)
         if q_worse is not None and q_worse <= q:
             return Verdict("regression", f"{size} > {thr}, p={pr.p_worse:.3g}, q={q_worse:.3g} <= {q:g} ({n_txt})",
                            p_value=pr.p_worse, q_value=q_worse, **common)

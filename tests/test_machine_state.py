@@ -103,9 +103,9 @@ IDLE = {"wall_s": 5.0, "other_cpus": 0.1, "steal_frac": 0.0}
 @pytest.mark.parametrize("before,after,load,state,words", [
     (QUIET, QUIET, IDLE, "quiet", ""),
     (QUIET, None, None, "quiet", ""),
-    ({"gemm_gflops": 98.0, "stream_gbps": 21.0}, QUIET, IDLE, "slowed",
+    ({"gemm_gflops": 98.0, "stream_gbps": 21.0}, QUIET, IDLE, "slow-spell",
      "GEMM probe 98 GFLOP/s < 80% of the machine's 205"),
-    (QUIET, {"gemm_gflops": 200.0, "stream_gbps": 9.0}, IDLE, "slowed",
+    (QUIET, {"gemm_gflops": 200.0, "stream_gbps": 9.0}, IDLE, "slow-spell",
      "memory probe 9 GB/s < 80% of the machine's 20"),
     (QUIET, QUIET, {"wall_s": 5.0, "other_cpus": 1.6, "steal_frac": 0.0}, "slowed", "other processes kept 1.6 CPUs"),
     (QUIET, QUIET, {"wall_s": 5.0, "other_cpus": 0.0, "steal_frac": 0.2}, "slowed", "steal time 20%"),
@@ -136,7 +136,7 @@ def test_the_reference_ignores_a_minority_of_slow_spells():
     probes = [{"gemm_gflops": g, "stream_gbps": 20.0 + i % 3} for i, g in enumerate(gemm)] + [None, {}]
     ref = M.reference_from(probes)
     assert 203 <= ref["gemm_gflops"] <= 211 and 20 <= ref["stream_gbps"] <= 22
-    assert [M.label(p, p, None, ref).state for p in probes[:12]] == ["slowed" if g < 150 else "quiet" for g in gemm]
+    assert [M.label(p, p, None, ref).state for p in probes[:12]] == ["slow-spell" if g < 150 else "quiet" for g in gemm]
     # the median would have been dragged between the regimes once half were slow
     half = [{"gemm_gflops": g} for g in [210, 100, 205, 98, 208, 102, 206, 101]]
     assert M.reference_from(half)["gemm_gflops"] > 200

@@ -177,6 +177,38 @@ def test_a_better_figure_on_a_busy_machine_is_not_an_unresolved_slowdown():
     assert v.kind == "unresolved" and v.busy
 
 
+def test_slow_spell_processes_stay_in_the_statistics():
+    # probes slow, no neighbour: the process often ran at full speed anyway (spells begin and
+    # end inside a process), so it is not left out
+    cur = [10.0, 10.1, 9.9, 10.05, 9.95]
+    v = V.judge(cur, BASE, current_states=["slow-spell"] * 5, baseline_states=["quiet"] * 5, confirmed=True)
+    assert v.kind == "unchanged" and v.excluded == (0, 0)
+
+
+def test_a_slowdown_measured_mostly_in_a_slow_spell_is_not_a_regression():
+    cur = [6.0, 6.1, 5.9, 6.2, 6.05, 6.0, 6.1, 5.9, 6.2, 6.05]
+    spell = ["slow-spell"] * 8 + ["quiet"] * 2
+    assert V.judge(cur[:5], BASE, current_states=spell[:5], baseline_states=["quiet"] * 5).kind == "suspect"
+    v = V.judge(cur, BASE, current_states=spell, baseline_states=["quiet"] * 5, confirmed=True)
+    assert v.kind == "unresolved" and v.busy and "slow spell" in v.reason
+    # the same figures on a quiet machine, or with a baseline that ran in the same spell, are
+    # a regression: the spell explains nothing there
+    assert V.judge(cur, BASE, current_states=["quiet"] * 10, baseline_states=["quiet"] * 5,
+                   confirmed=True).kind == "regression"
+    assert V.judge(cur, BASE, current_states=spell, baseline_states=["slow-spell"] * 5,
+                   confirmed=True).kind == "regression"
+
+
+def test_ab_pairs_in_a_slow_spell_are_kept():
+    cand = [9.0, 9.1, 8.9, 9.05, 8.95, 9.02, 9.1, 8.9]
+    ref = [10.0, 10.1, 9.9, 10.05, 9.95, 10.02, 10.1, 9.9]
+    p = V.Pairing(METRICS["throughput"], cand, ref, ["slow-spell"] * 8, final=True)
+    v = V.judge_ab({"c": p})["c"]
+    assert v.kind == "regression" and v.excluded == (0, 0)
+    p = V.Pairing(METRICS["throughput"], cand, ref, ["slowed"] * 6 + ["quiet"] * 2, final=True)
+    assert V.judge_ab({"c": p})["c"].kind == "unresolved"
+
+
 def test_gpu_cells_are_not_screened():
     c = V.Comparison(METRICS["throughput"], [6.0, 6.1, 5.9, 6.2, 6.05], BASE, ["slowed"] * 5, screened=False,
                      confirmed=True)
