@@ -416,6 +416,9 @@ def judge_ab(cells: Mapping[str, Pairing], *, min_effect: float = MIN_EFFECT, q:
                                                                else "adding pairs"),
                                p_value=p_worse[key], q_value=q_w[key], **common)
         else:
+            if est > log_min:
+                txt += (f": better by more than {100 * min_effect:.0f}% but not significant "
+                        f"(p={p_better[key]:.3g}): not called an improvement")
             out[key] = Verdict("unchanged", f"{txt}", p_value=p_worse[key] if est < 0 else p_better[key],
                                q_value=q_w[key] if est < 0 else q_b[key], **common)
     return out
