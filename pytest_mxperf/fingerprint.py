@@ -11,7 +11,13 @@ What is hashed: CPU vendor, model string, family/model/stepping (the model strin
 is not enough: cloud VMs often say just "Intel(R) Xeon(R) Processor"), the ISA flags that
 change MXNet kernels (avx, avx2, fma, f16c, avx512*, amx*, avx_vnni, ...), cache sizes,
 physical and logical cores *available to this process* (affinity mask, cgroup quota),
-total memory rounded to GiB, and GPU names, count and memory.
+total memory rounded to GiB, and the kind of GPUs (``nvml.fingerprint_part``: per GPU
+model its name, memory in GiB, compute capability, count and GPU-to-GPU links).
+
+Recorded, not hashed: ``"gpus"``, every GPU's static NVML facts (UUID, PCI bus id,
+driver and CUDA driver version, maximum clocks, power limit, topology), read in this
+process without a CUDA context (``hardware.gpu_facts``); ``"volatile"["gpus"]``, their
+volatile state (memory in use, current clocks, temperature, ...).
 
 What is not hashed: software (MXNet version, build features, CUDA/cuDNN, GPU driver) —
 callers record it beside each figure, so an MXNet upgrade is compared against the same
@@ -31,7 +37,7 @@ import re
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
-from . import hardware, topology
+from . import hardware, nvml, topology
 
 # ISA extensions that select different MXNet / oneDNN kernels.
 _ISA_EXACT = {"sse4_1", "sse4_2", "avx", "avx2", "fma", "f16c", "avx_vnni", "avx_vnni_int8",
@@ -118,8 +124,7 @@ def hardware_facts() -> Dict[str, Any]:
         "available_cores": topology.available_physical_cores(),
         "cgroup_quota_cpus": quota,
         "memory_gib": total_memory_gib(),
-        "gpus": sorted(({"name": g.get("name", ""), "memory": g.get("memory_total", "")} for g in gpus),
-                       key=lambda g: (g["name"], g["memory"])),
+        "gpus": nvml.fingerprint_part(gpus),
         "gpu_count": len(gpus),
     }
 
@@ -140,7 +145,22 @@ def volatile_facts() -> Dict[str, Any]:
     stat = _read("/proc/stat")
     if stat:
         out.update(parse_proc_stat(stat))
+    gpus = gpu_volatile_facts()
+    if gpus:
+        out["gpus"] = gpus
     return out
+
+
+def gpu_volatile_facts(env=None, module=None) -> List[Dict[str, Any]]:
+    """The GPUs' volatile NVML facts now (memory in use, clocks, temperature, throttle
+    reasons); [] without NVML. Noise evidence: never hashed, never in an environment diff."""
+    nv = nvml.load(module, env)
+    if not nv.available:
+        return []
+    try:
+        return nv.volatile_facts()
+    finally:
+        nv.close()
 
 
 def parse_proc_stat(text: str) -> Dict[str, Any]:
@@ -180,8 +200,9 @@ def machine_id(hw: Dict[str, Any]) -> str:
     parts = [slugify(hw.get("cpu_model", "cpu")), f"{hw.get('available_cores', 0)}c"]
     gpus = hw.get("gpus") or []
     if gpus:
-        first = gpus[0].get("name", "gpu")
-        parts.append(f"{len(gpus)}x{slugify(first.replace('NVIDIA', ''))}")
+        first = gpus[0].get("name") or "gpu"
+        count = sum(int(g.get("count", 1)) for g in gpus)
+        parts.append(f"{count}x{slugify(first.replace('NVIDIA', ''))}")
     parts.append(fingerprint_hash(hw))
     return "-".join(parts)
 
@@ -196,9 +217,12 @@ def machine_fingerprint(override_name: Optional[str] = None) -> Dict[str, Any]:
     if override_name is not None:
         validate_machine_name(override_name)
     hw = hardware_facts()
+    facts = hardware.gpu_facts()
     return {
         "id": override_name if override_name is not None else machine_id(hw),
         "hardware": hw,
+        "gpus": [{k: v for k, v in g.items() if k not in nvml.VOLATILE_KEYS} for g in facts.gpus],
+        "gpu_facts_source": facts.describe(),
         "volatile": volatile_facts(),
         "name_source": "override" if override_name is not None else "auto",
     }

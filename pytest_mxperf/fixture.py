@@ -178,7 +178,7 @@ class Measurer:
             env, defaults = runner.build_env(workload, self.session.environ, extra_env)
             out = runner.run_process([python or sys.executable, "-m", module], s, timeout=timeout or o.timeout,
                                      env=env, rss_limit=rss_cap)
-            return runner.run_result(out, workload, env, defaults, figures)
+            return runner.run_result(out, workload, env, defaults, figures, python=python)
 
         cell = self.session.run_processes(workload, run, processes)
         return self._record(cell, lambda n: self.session.run_processes(workload, run, n))

@@ -364,3 +364,67 @@ def generations_markdown() -> str:
         cells = [f"{row['gpus']} ({row['compute_capability']})"] + [row["wheels"][g[0]] for g in groups]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------- which extra
+
+def _cuda_tuple(text) -> Optional[CC]:
+    try:
+        return parse_cc(text) if text else None
+    except ValueError:
+        return None
+
+
+def recommend_wheel(gpus: Sequence[Dict[str, object]]) -> Tuple[Optional[WheelArch], str]:
+    """The 1.9.1 CUDA wheel for a machine's GPUs (``nvml`` static facts: compute_capability,
+    cuda_driver_version) and why: of the published wheels whose code runs on every GPU, the
+    newest whose CUDA version the driver supports (a driver runs CUDA up to its own
+    version), else the newest of them. (None, reason) when no wheel runs on them all or a
+    GPU's compute capability is unknown."""
+    if not gpus or any(not g.get("compute_capability") for g in gpus):
+        return None, ("the GPUs' compute capability is unknown (NVML not readable: nvidia-ml-py, which every CUDA "
+                      "extra installs, is missing); see the README's GPU generations table")
+    ccs = sorted({str(g["compute_capability"]) for g in gpus})
+    fitting = [w for w, _ in covering_wheels(ccs[0]) if all(covers(c, w)[0] for c in ccs)]
+    if not fitting:
+        return None, (f"no MXNet {MXNET_VERSION} wheel runs on compute capability {', '.join(ccs)}; "
+                      f"build MXNet from source with MXNET_CUDA_ARCH={';'.join(ccs)}")
+    drivers = [_cuda_tuple(g.get("cuda_driver_version")) for g in gpus]
+    driver = min((d for d in drivers if d), default=None)
+    if driver is not None:
+        supported = [w for w in fitting if parse_cc(w.cuda) <= driver]
+        if supported:
+            return supported[0], f"the newest that runs on compute capability {', '.join(ccs)} " \
+                                 f"with this driver (CUDA {driver[0]}.{driver[1]})"
+    return fitting[0], f"the newest that runs on compute capability {', '.join(ccs)}"
+
+
+def cpu_build_usage_error(dist_name: Optional[str], features: Optional[Sequence[str]],
+                          gpus: Sequence[Dict[str, object]], python: str = "this interpreter") -> Optional[str]:
+    """One line when GPU cells were selected but the MXNet of ``python`` is a CPU build
+    while the machine has GPUs (``gpus``: NVML static facts), naming the extra to install;
+    None when the build has CUDA, when it is unknown, or when there are no GPUs.
+
+    A CPU build is one whose ``mx.runtime.Features`` lack CUDA (``features``) or, without
+    features, a CPU distribution (``mxnet``, ``mxnet-mkl``, ``mxnet-native``)."""
+    if not gpus:
+        return None
+    if features is not None:
+        if "CUDA" in features:
+            return None
+    elif dist_name is None or wheel_for(dist_name) is not None:
+        return None
+    names: Dict[str, int] = {}
+    for g in gpus:
+        key = f"{g.get('name') or 'unknown GPU'}" + (
+            f", compute capability {g['compute_capability']}" if g.get("compute_capability") else "")
+        names[key] = names.get(key, 0) + 1
+    seen = "; ".join(f"{n} x {k}" for k, n in names.items())
+    build = f"{_normalize(dist_name)} (a CPU build)" if dist_name else "a CPU build of MXNet (no CUDA feature)"
+    head = f"GPU cells selected, but {python} has {build} while this machine has {len(gpus)} GPU(s) ({seen})"
+    wheel, why = recommend_wheel(gpus)
+    if wheel is None:
+        return f"{head}: {why}"
+    uninstall = _normalize(dist_name) if dist_name else "mxnet"
+    return (f"{head}: pip uninstall -y {uninstall} && pip install -e '.[{wheel.extra}]' "
+            f"({wheel.dist}=={MXNET_VERSION}, built for {wheel.describe()}; {why})")

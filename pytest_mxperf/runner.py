@@ -50,6 +50,14 @@ def build_env(workload: Workload, base: Optional[Mapping[str, str]] = None,
         base.update(extra)
     ncpu = workload.num_devices if workload.device == "cpu" else 1
     env, defaults = topology.worker_env(base, workload.threads, ncpu)
+    if workload.device == "gpu":
+        # CUDA_DEVICE_ORDER=PCI_BUS_ID (gpu:N is the GPU that NVML facts name) and a
+        # persistent CUDA JIT cache; a value the user set is kept
+        from . import nvml
+        for name, choice in nvml.gpu_env_sources(env).items():
+            env[name] = choice["value"]
+            if choice["set_by"] == "suite":
+                defaults[name] = choice["value"]
     return spawn.with_package_path(env), defaults
 
 
@@ -192,9 +200,12 @@ def _worker_figures(payload: Dict) -> Dict[str, float]:
 
 def run_result(out: ProcessOutcome, workload: Workload, env: Optional[Mapping[str, str]],
                defaults_applied: Optional[Mapping[str, str]] = None,
-               figures: Callable[[Dict], Dict[str, float]] = _worker_figures) -> RunResult:
+               figures: Callable[[Dict], Dict[str, float]] = _worker_figures,
+               python: Optional[str] = None) -> RunResult:
     """A ProcessOutcome as a RunResult: its figures (``figures(payload)`` when it measured),
-    the environment it ran with and what the suite filled in."""
+    the environment it ran with and what the suite filled in. A GPU worker that failed
+    because the MXNet build has no kernel for the GPU gets one line saying which GPU,
+    which architectures the wheel of ``python`` carries and which extra would run."""
     payload = out.payload or {}
     meta = dict(payload.get("meta") or {})
     # the scalar facts of a worker result without a "meta" of its own (sizes, counts, names)
@@ -209,7 +220,12 @@ def run_result(out: ProcessOutcome, workload: Workload, env: Optional[Mapping[st
         return RunResult(workload=workload, status="error", meta=meta, stderr_tail=out.stderr_tail,
                          message=f"worker result has no usable figures ({type(exc).__name__}: {exc})",
                          returncode=out.returncode, wall_seconds=out.wall_seconds)
-    return RunResult(workload=workload, status=out.status, message=out.message,
+    message = out.message
+    if workload.device == "gpu" and not ok:
+        from . import hardware
+        message = hardware.explain_gpu_failure([out.message] + list(out.stderr_tail), workload.contexts, env,
+                                               hardware.mxnet_distribution(python)) or message
+    return RunResult(workload=workload, status=out.status, message=message,
                      batches_per_round=int(payload.get("batches_per_round", 0) or 0),
                      round_seconds=[float(x) for x in payload.get("round_seconds", [])] if ok else [],
                      figures={k: float(v) for k, v in figs.items() if v is not None},
@@ -250,7 +266,7 @@ def run_workload(workload: Workload, *, time_budget: float = 3.0, smoke: bool = 
                      seed=seed, **options)
     out = run_process(command or worker_command(python), spec, timeout=timeout, env=full_env, rss_limit=rss_cap,
                       warmup_timeout=warmup_timeout)
-    return run_result(out, workload, full_env, defaults)
+    return run_result(out, workload, full_env, defaults, python=python)
 
 
 def memory_caps(workload: Workload, limit: Optional[int]):

@@ -106,7 +106,7 @@ class PerfSession:
     @property
     def hardware(self) -> hardware.HardwareInfo:
         if self._hw is None:
-            self._hw = hardware.hardware_info()
+            self._hw = hardware.hardware_info(self.environ)
         return self._hw
 
     def gpu_unavailable_reason(self, contexts: Sequence[str]) -> Optional[str]:
@@ -207,5 +207,9 @@ class PerfSession:
             why = ("published tables are single-device" if mode and w.num_devices != 1
                    else f"no published table for {w.model}" if mode else f"no published table for mode {w.mode}")
             return tables.Floor(None, None, None, None, self.options.floor_tolerance, False, why)
-        return tables.select_floor(self.hardware, mode, w.model, w.batch_size, w.device,
-                                   tolerance=self.options.floor_tolerance)
+        if w.dtype != "float32":
+            return tables.Floor(None, None, None, None, self.options.floor_tolerance, False,
+                                f"the published tables are float32; no floor for {w.dtype}")
+        # a GPU cell is held to the table of the GPU it runs on (gpu:N as NVML names it)
+        return tables.select_floor(hardware.for_contexts(self.hardware, w.contexts), mode, w.model,
+                                   w.batch_size, w.device, tolerance=self.options.floor_tolerance)
