@@ -197,6 +197,8 @@ def test_a_slowdown_measured_mostly_in_a_slow_spell_is_not_a_regression():
                    confirmed=True).kind == "regression"
     assert V.judge(cur, BASE, current_states=spell, baseline_states=["slow-spell"] * 5,
                    confirmed=True).kind == "regression"
+    assert V.judge(cur, BASE, current_states=["slow-spell"] * 9 + ["quiet"],
+                   baseline_states=["slow-spell"] * 4 + ["quiet"], confirmed=True).kind == "regression"
 
 
 def test_ab_pairs_in_a_slow_spell_are_kept():
