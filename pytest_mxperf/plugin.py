@@ -320,11 +320,36 @@ def pytest_collection_finish(session):
     tests = sum(1 for it in session.items if "mxperf" in getattr(it, "fixturenames", ()))
     if not tests:
         return
+    _refuse_cpu_mxnet_for_gpu_cells(session, s)
     if s.options.reference and not s.options.smoke and not session.config.getoption("--perf-processes"):
         s.ab_pairs = stats.pairs_needed(tests, verdict.FDR_Q)
     tr = session.config.pluginmanager.get_plugin("terminalreporter")
     if tr is not None:
         tr.write_line(report.plan_line(tests, s.options, s.ab_pairs))
+
+
+def _refuse_cpu_mxnet_for_gpu_cells(session, s: PerfSession) -> None:
+    """GPU cells selected (``-m gpu`` or an explicit ``--perf-ctx gpu:...``) on a machine
+    whose GPUs NVML sees, with a CPU build of MXNet: one usage error naming the extra to
+    install, instead of a session of skips (gpu_arch.cpu_build_usage_error)."""
+    import re
+
+    from . import gpu_arch, hardware
+    gpu_items = [it for it in session.items if it.get_closest_marker("gpu")
+                 and "mxperf" in getattr(it, "fixturenames", ())]
+    named = "gpu" in re.findall(r"\w+", session.config.getoption("markexpr", "") or "") or (
+        s.options.ctx_explicit and any(c.startswith("gpu") for g in s.options.ctx_groups for c in g))
+    if not gpu_items or not named or s.num_gpus:
+        return
+    gpus = hardware.gpu_info()
+    if not gpus:
+        return
+    probe = s.probe
+    features = probe.get("features") if probe.get("status") in (None, "ok") else None
+    message = gpu_arch.cpu_build_usage_error(hardware.mxnet_distribution(s.options.python), features, gpus,
+                                             s.options.python or "this interpreter")
+    if message:
+        raise pytest.UsageError(message)
 
 
 def pytest_sessionfinish(session, exitstatus):

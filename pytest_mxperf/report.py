@@ -123,6 +123,10 @@ def summary_lines(records: Sequence[CellRecord], findings: Sequence[Finding], co
                      "process, of per-round samples (r<n>)")
         lines.extend(format_table(HEADER, cell_rows(records, verdicts or {})))
         kinds = {rec.floor.kind for rec in records if rec.floor is not None}
+        rules = dict.fromkeys((rec.floor.kind, rec.floor.rule) for rec in records
+                              if rec.floor is not None and rec.floor.kind and getattr(rec.floor, "rule", ""))
+        for kind, rule in rules:
+            lines.append(f"floor rule ({kind}): {rule}")
         if "legacy-sanity" in kinds:
             lines.append("note: legacy-sanity floors hold this machine to 2016 hardware of the same size; "
                          "they catch catastrophes, not regressions (that is the baseline's job).")

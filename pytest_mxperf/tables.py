@@ -169,6 +169,9 @@ class Floor:
     tolerance: float
     oom_documented: bool
     reason: str
+    #: which rule chose the floor, without figures (the same for every cell on this
+    #: hardware), e.g. "matching hardware: 'Tesla K80' is a K80"
+    rule: str = ""
 
 
 # --------------------------------------------------------------------------- loading
@@ -386,7 +389,7 @@ def _floor_from(
         return Floor(
             kind, t.id, None, None, tolerance, True,
             f"the {t.hardware.short_name} table {t.id} records OOM for {model} batch {batch}{where}: "
-            f"no throughput floor ({basis})",
+            f"no throughput floor ({basis})", basis,
         )
     t, c, note = min(found, key=lambda tcn: (tcn[1].value, tcn[0].alternate, tcn[0].id))
     value = c.value * (1.0 - tolerance)
@@ -408,7 +411,7 @@ def _floor_from(
             f"legacy sanity floor: {basis}; {name} figure {_fmt(c.value)} img/s less "
             f"{_pct(tolerance)}{extra_s}; loose on modern hardware, catches catastrophes only"
         )
-    return Floor(kind, t.id, c.value, value, tolerance, False, reason)
+    return Floor(kind, t.id, c.value, value, tolerance, False, reason, basis)
 
 
 def select_floor(

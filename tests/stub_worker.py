@@ -9,8 +9,12 @@ sets ``MXPERF_STUB`` to a JSON configuration:
 
     {"rate": 100.0,               images/s of every cell (scaled by "factors")
      "factors": {"resnet50_v2": 0.9},
+     "dtype_factors": {"float16": 1.6},   images/s multiplied by the cell's dtype's factor
      "version": "1.9.1", "features": ["MKLDNN", ...],
      "gpus": 0,                   what mx.context.num_gpus() would say
+     "dists": [["mxnet", "1.9.1"]],   the MXNet distributions its metadata lists (``python -c``
+                                  of installs.installed_mxnet_distributions); default: one,
+                                  mxnet-cu117 when "features" has CUDA, else mxnet
      "error": null}               a one-line error message to return instead (e.g. CUDA's)
 
 Nothing here imports mxnet; no GPU is involved even when it pretends to have GPUs.
@@ -51,6 +55,7 @@ def throughput(spec_path, result_path):
                              "message": f"needs {','.join(gpus)} but this machine has {c.get('gpus', 0)} GPU(s)"})
         return
     rate = float(c.get("rate", 100.0)) * float((c.get("factors") or {}).get(w["model"], 1.0))
+    rate *= float((c.get("dtype_factors") or {}).get(w.get("dtype", "float32"), 1.0))
     total = w["batch_size"] * len(w["contexts"])
     seed = int(spec.get("seed", 0))
     # deterministic between-process spread of +-1%, within-process +-0.5%
@@ -83,7 +88,16 @@ def commbench(spec_path, result_path):
                          "meta": {"mxnet_version": c.get("version", "1.9.1")}})
 
 
+def list_distributions():
+    c = _cfg()
+    version = c.get("version", "1.9.1")
+    default = [["mxnet-cu117" if "CUDA" in c.get("features", []) else "mxnet", version]]
+    json.dump({"python": sys.executable, "distributions": c.get("dists", default)}, sys.stdout)
+
+
 def main(argv):
+    if len(argv) >= 2 and argv[0] == "-c" and "distributions" in argv[1]:
+        return list_distributions()
     if len(argv) >= 2 and argv[0] == "-m":
         module, rest = argv[1], argv[2:]
         if module == "pytest_mxperf.workers.protocol" and rest[:1] == ["--probe"]:

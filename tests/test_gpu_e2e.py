@@ -1,0 +1,160 @@
+"""``pytest -m gpu`` end to end on machines that pretend to have GPUs: a pytest session
+(pytester, separate process) whose workers are a stand-in MXNet (tests/stub_worker.py via
+``--perf-python``, speaking the real worker protocol and returning GPU-shaped results)
+and whose NVML is a fake (``$MXPERF_FAKE_NVML``, tests/fake_nvml.py). These tests check
+the suite's logic (which floor, which message, which exit code), not GPUs: no GPU is
+involved and no figure here is a GPU's."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+import fake_nvml as F
+
+SCORE = """
+import pytest
+
+@pytest.mark.mxperf_grid(models=("resnet50_v2",), batch_sizes=(32,))
+def test_score(mxperf, ctx, model, batch_size):
+    mxperf.check_floor(mxperf.measure(model, batch_size, contexts=ctx))
+"""
+
+CUDA_FEATURES = ["CUDA", "CUDNN", "NCCL", "CUDA_RTC"]
+PERF_TESTS = Path(__file__).resolve().parent.parent / "perf_tests"
+
+
+def _run(pytester, *args):
+    return pytester.runpytest_subprocess("-p", "no:cacheprovider", "--perf-no-probe", "--perf-machine", "box",
+                                         "--perf-baselines-dir", str(pytester.path / "bl"), *args)
+
+
+@pytest.fixture
+def gpu_box(pytester, monkeypatch):
+    """gpu_box(spec): the sessions started from now on see ``spec`` as their NVML."""
+    def use(spec):
+        monkeypatch.setenv("MXPERF_FAKE_NVML", str(F.write(spec, pytester.path / "nvml.json")))
+    return use
+
+
+def _records(pytester):
+    return json.loads((pytester.path / "rep" / "results.json").read_text())["records"]
+
+
+@pytest.mark.parametrize("spec,kind,table,rule", [
+    (F.k80_box(), "documented", "score/k80", "matching hardware: 'Tesla K80' is a K80"),
+    (F.p100_pcie_box(), "documented", "score/p100", "matching hardware: 'Tesla P100-PCIE-16GB' is a P100"),
+    (F.h100_box(), "legacy-sanity", "score/p100",
+     "'NVIDIA H100 80GB HBM3' (H100) is on the list of GPUs known faster than a P100"),
+])
+def test_the_floor_follows_the_gpu_nvml_names(pytester, make_stub_python, gpu_box, spec, kind, table, rule):
+    gpu_box(spec)
+    pytester.makepyfile(test_score=SCORE)
+    python = make_stub_python("gpu", rate=5000.0, gpus=len(spec["devices"]), features=CUDA_FEATURES)
+    r = _run(pytester, "-m", "gpu", "--perf-ctx", "gpu:0", "--perf-python", python, "--perf-report", "rep")
+    out = r.stdout.str()
+    assert r.ret == 0, out
+    (rec,) = _records(pytester)
+    assert rec["floor"]["kind"] == kind and rec["floor"]["table_id"] == table, rec["floor"]
+    assert rule in rec["floor"]["rule"]
+    assert f"floor rule ({kind}): " in out and rule in out
+
+
+def test_a_k80_below_its_published_figure_fails(pytester, make_stub_python, gpu_box):
+    gpu_box(F.k80_box())
+    pytester.makepyfile(test_score=SCORE)
+    python = make_stub_python("gpu", rate=100.0, gpus=2, features=CUDA_FEATURES)
+    r = _run(pytester, "-m", "gpu", "--perf-ctx", "gpu:1", "--perf-python", python)
+    out = r.stdout.str()
+    assert r.ret == pytest.ExitCode.TESTS_FAILED, out
+    assert "is below the documented floor 150.41 img/s (documented K80 figure 167.12 img/s" in out
+
+
+def test_a_gpu_not_known_faster_than_a_p100_gets_no_floor(pytester, make_stub_python, gpu_box):
+    t4 = F.device("Tesla T4", "7.5", 15360, "00000000:3B:00.0", F.uuid(0, "t4"), max_sm=1590, max_mem=5001,
+                  power_w=70.0)
+    gpu_box({"driver_version": "535.104.05", "cuda_driver_version": 12020, "devices": [t4]})
+    pytester.makepyfile(test_score=SCORE)
+    python = make_stub_python("gpu", rate=5.0, gpus=1, features=CUDA_FEATURES)
+    r = _run(pytester, "-m", "gpu", "--perf-ctx", "gpu:0", "--perf-python", python, "-rs")
+    out = r.stdout.str()
+    assert r.ret == 0, out
+    assert "no floor: 'Tesla T4' is not a documented GPU nor on the list of GPUs known faster than a P100" in out
+
+
+def _float16_session(pytester, make_stub_python, gpu_box, spec, fp16_factor):
+    gpu_box(spec)
+    pytester.makepyfile(test_gpu_float16=(PERF_TESTS / "test_gpu_float16.py").read_text())
+    python = make_stub_python("gpu", rate=400.0, gpus=len(spec["devices"]), features=CUDA_FEATURES,
+                              dtype_factors={"float16": fp16_factor})
+    return _run(pytester, "-m", "gpu and scoring", "--perf-ctx", "gpu:0", "--perf-models", "resnet50_v2",
+                "--perf-batch-sizes", "8,16", "--perf-python", python, "-rs")
+
+
+def test_float16_faster_on_a_tensor_core_gpu_passes(pytester, make_stub_python, gpu_box):
+    r = _float16_session(pytester, make_stub_python, gpu_box, F.a100_nvswitch_box(), 1.6)
+    out = r.stdout.str()
+    assert r.ret == 0, out
+    r.assert_outcomes(passed=2)
+    assert "score resnet50_v2 b16 gpu:0 float16" in out and "score resnet50_v2 b16 gpu:0 " in out
+    assert "batch=16, float32_img_s=396.400, float16_img_s=634.240, ratio=1.600" in out and "has tensor cores" in out
+
+
+def test_float16_not_faster_on_a_tensor_core_gpu_fails(pytester, make_stub_python, gpu_box):
+    r = _float16_session(pytester, make_stub_python, gpu_box, F.a100_nvswitch_box(), 1.02)
+    out = r.stdout.str()
+    assert r.ret == pytest.ExitCode.TESTS_FAILED, out
+    # batch 8 is shown, batch 16 is asserted
+    r.assert_outcomes(passed=1, failed=1)
+    assert "below the 1.1x a tensor-core GPU must reach" in out
+    assert "NVIDIA A100-SXM4-40GB (compute capability 8.0) has tensor cores" in out
+
+
+def test_float16_not_faster_on_a_p100_is_shown_not_asserted(pytester, make_stub_python, gpu_box):
+    r = _float16_session(pytester, make_stub_python, gpu_box, F.p100_pcie_box(), 0.9)
+    out = r.stdout.str()
+    assert r.ret == 0, out
+    assert "Tesla P100-PCIE-16GB (compute capability 6.0) has no tensor cores" in out and "ratio=0.900" in out
+
+
+NO_KERNEL = ("MXNetError: [10:00:00] src/operator/nn/./cudnn/cudnn_convolution-inl.h:140: Check failed: "
+             "e == cudaSuccess (209 vs. 0) : CUDA: no kernel image is available for execution on the device")
+
+
+def test_no_kernel_image_is_one_line_naming_the_gpu_the_wheel_and_the_extra(pytester, make_stub_python, gpu_box):
+    gpu_box(F.k80_box())
+    pytester.makepyfile(test_score=SCORE)
+    python = make_stub_python("gpu", gpus=2, features=CUDA_FEATURES, error=NO_KERNEL,
+                              dists=[["mxnet-cu117", "1.9.1"]])
+    r = _run(pytester, "-m", "gpu", "--perf-ctx", "gpu:0", "--perf-python", python)
+    out = r.stdout.str()
+    assert r.ret == pytest.ExitCode.TESTS_FAILED, out
+    line = next(ln for ln in out.splitlines() if "has no kernel image" in ln)
+    assert "Tesla K80 (compute capability 3.7) has no kernel image in mxnet-cu117 1.9.1 " \
+           "(built for sm_50, 60, 70, 80, 86 without PTX): use mxnet-cu102==1.9.1 (extra cu102)" in line
+    assert "cudaSuccess" not in line
+
+
+def test_cpu_mxnet_on_a_gpu_box_is_one_usage_error(pytester, make_stub_python, gpu_box):
+    gpu_box(F.p100_pcie_box())
+    pytester.makepyfile(test_score=SCORE)
+    python = make_stub_python("cpu", gpus=0, features=["MKLDNN", "OPENMP"])
+    r = _run(pytester, "-m", "gpu", "--perf-python", python)
+    err = r.stderr.str()
+    assert r.ret == pytest.ExitCode.USAGE_ERROR, r.stdout.str() + err
+    (line,) = [ln for ln in err.splitlines() if "GPU cells selected" in ln]
+    assert f"{python} has mxnet (a CPU build)" in line and "2 x Tesla P100-PCIE-16GB" in line
+    assert "pip install -e '.[cu117]'" in line
+    assert "passed" not in r.stdout.str() and "skipped" not in r.stdout.str()
+
+
+def test_cpu_mxnet_is_fine_for_cpu_cells_and_without_gpus(pytester, make_stub_python, gpu_box):
+    pytester.makepyfile(test_score=SCORE)
+    python = make_stub_python("cpu", gpus=0, features=["MKLDNN", "OPENMP"])
+    gpu_box(F.p100_pcie_box())
+    r = _run(pytester, "-m", "cpu", "--perf-python", python)
+    assert r.ret == 0, r.stdout.str() + r.stderr.str()
+    gpu_box(dict(F.p100_pcie_box(), init_error="DRIVER_NOT_LOADED"))  # NVML sees no GPU: skips, with the reason
+    r = _run(pytester, "-m", "gpu", "--perf-python", python, "-rs")
+    assert r.ret == 0, r.stdout.str() + r.stderr.str()
+    assert "no GPU here: mx.context.num_gpus() is 0" in r.stdout.str()
