@@ -46,9 +46,11 @@ class _Cell(ModuleSteps):
         self.total_batch = total
         mx.random.seed(seed)
         np.random.seed(seed)
-        sym = zoo.build_symbol(w["model"])
-        dtype = np.float16 if w["dtype"] == "float16" else np.float32
-        data_desc = [mx.io.DataDesc("data", (total,) + tuple(spec.input_shape), dtype)]
+        # float16 as MXNet's benchmark_score.py / train_imagenet.py: the network casts its
+        # float32 input to float16 and its output back (zoo.build_symbol), weights float16
+        fp16 = w["dtype"] == "float16"
+        sym = zoo.build_symbol(w["model"], dtype="float16" if fp16 else "float32")
+        data_desc = [mx.io.DataDesc("data", (total,) + tuple(spec.input_shape), np.float32)]
         train = w["mode"] == "train"
         t0 = time.perf_counter()
         if train:
@@ -63,6 +65,8 @@ class _Cell(ModuleSteps):
             params = {"learning_rate": 0.01, "wd": 1e-4, "rescale_grad": 1.0 / total}
             if w.get("optimizer", "sgd") == "sgd":
                 params["momentum"] = 0.9
+            if fp16:
+                params["multi_precision"] = True  # float32 master weights, as train_imagenet.py
             kv = w.get("kvstore") or ("device" if len(ctxs) > 1 else "local")
             mod.init_optimizer(kvstore=kv, optimizer=w.get("optimizer", "sgd"), optimizer_params=params)
         mx.nd.waitall()
@@ -70,8 +74,6 @@ class _Cell(ModuleSteps):
         # Random input, as benchmark_score.py: uniform in [-1, 1), on the first context
         # (Module slices it across the contexts, as it does a real batch).
         data = mx.random.uniform(-1.0, 1.0, shape=(total,) + tuple(spec.input_shape), ctx=ctxs[0])
-        if dtype is not np.float32:
-            data = data.astype(dtype)
         label = [mx.nd.array(np.random.randint(0, spec.num_classes, size=(total,)))] if train else []
         self.batch = mx.io.DataBatch(data=[data], label=label)
         self.mod = mod
