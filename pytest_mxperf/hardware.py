@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -21,6 +22,8 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 from . import nvml, topology
 
 NVIDIA_SMI_QUERY = "index,name,uuid,pci.bus_id,memory.total,driver_version"
+#: asked first; nvidia-smi of drivers before R510 does not know the field
+NVIDIA_SMI_QUERY_CC = NVIDIA_SMI_QUERY + ",compute_cap"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -82,9 +85,10 @@ def parse_nvidia_smi(text: str) -> List[Dict[str, Any]]:
             memory = int(float(parts[4].split()[0]) * 2 ** 20)  # MiB
         except (ValueError, IndexError):
             memory = None
+        cc = parts[6] if len(parts) > 6 and re.fullmatch(r"\d+\.\d+", parts[6]) else None
         gpus.append({"index": index, "name": parts[1], "uuid": parts[2] or None,
                      "pci_bus_id": nvml.normalize_bus_id(parts[3]), "memory_total_bytes": memory,
-                     "compute_capability": None, "driver_version": parts[5] or None, "topology": []})
+                     "compute_capability": cc, "driver_version": parts[5] or None, "topology": []})
     return gpus
 
 
@@ -92,12 +96,15 @@ def _nvidia_smi_facts() -> List[Dict[str, Any]]:
     exe = shutil.which("nvidia-smi")
     if not exe:
         return []
-    try:
-        out = subprocess.run([exe, f"--query-gpu={NVIDIA_SMI_QUERY}", "--format=csv,noheader,nounits"],
-                             capture_output=True, text=True, timeout=20)
-    except (OSError, subprocess.TimeoutExpired):
-        return []
-    return parse_nvidia_smi(out.stdout) if out.returncode == 0 else []
+    for query in (NVIDIA_SMI_QUERY_CC, NVIDIA_SMI_QUERY):
+        try:
+            out = subprocess.run([exe, f"--query-gpu={query}", "--format=csv,noheader,nounits"],
+                                 capture_output=True, text=True, timeout=20)
+        except (OSError, subprocess.TimeoutExpired):
+            return []
+        if out.returncode == 0:
+            return parse_nvidia_smi(out.stdout)
+    return []
 
 
 @dataclasses.dataclass(frozen=True)

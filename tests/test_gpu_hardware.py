@@ -59,6 +59,8 @@ def test_parse_nvidia_smi_csv():
     assert [g["index"] for g in gpus] == [0, 1]
     assert gpus[1]["pci_bus_id"] == "00000000:06:00.0" and gpus[0]["memory_total_bytes"] == 11441 * 2 ** 20
     assert gpus[0]["compute_capability"] is None
+    newer = hardware.parse_nvidia_smi("0, NVIDIA L4, GPU-ccc, 00000000:82:00.0, 23034, 535.104.05, 8.9\n")
+    assert newer[0]["compute_capability"] == "8.9" and newer[0]["name"] == "NVIDIA L4"
 
 
 def test_gpu_n_follows_pci_order_and_cuda_visible_devices(box):
