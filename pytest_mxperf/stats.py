@@ -181,9 +181,18 @@ def min_signed_rank_p(n: int) -> float:
     return 2.0 ** -n if n > 0 else 1.0
 
 
-def pairs_needed(cells: int, q: float, extra: int = 1) -> int:
+#: pairs beyond the fewest that could reach significance at all. On the A/A pairs recorded
+#: on a 2-vCPU VM switching between two speed regimes (benchmarks/data/vm-regimes-*.json,
+#: tests/test_regimes.py), a 10% slower candidate passed unflagged in 17% of 500 resampled
+#: one-cell sessions with one extra pair (6 + 6 pairs) and in 8% of 300 with three (8 + 8).
+AB_EXTRA_PAIRS = 3
+
+
+def pairs_needed(cells: int, q: float, extra: int = AB_EXTRA_PAIRS) -> int:
     """Pairs per cell so that one cell among ``cells`` can pass BH at rate q on its own:
-    2^-n <= q / cells, plus ``extra`` so that one out-of-order pair does not block it."""
+    2^-n <= q / cells (the smallest p of n pairs, for the signed-rank test and for the
+    fast-end sign-flip test alike), plus ``extra`` so that a few pairs measured across a
+    change of the machine's speed regime do not block it."""
     cells = max(1, cells)
     return max(3, math.ceil(math.log2(cells / q)) + extra)
 
@@ -222,3 +231,82 @@ def signed_rank_interval(diffs: Sequence[float], alpha_one_sided: float) -> Tupl
     if k == 0:
         return -math.inf, math.inf
     return walsh[k - 1], walsh[len(walsh) - k]
+
+
+# ----------------------------------------------------------------------------- paired, fast end
+
+#: up to this many pairs the sign-flip distribution is enumerated exactly (2^n patterns);
+#: beyond it, FLIP_DRAWS patterns are drawn with a fixed seed (plus the observed one)
+EXACT_FLIPS_UP_TO = 12
+FLIP_DRAWS = 1 << 13
+_FLIPS: dict = {}
+
+
+def _flip_patterns(n: int):
+    """Boolean matrix, one row per swap pattern of n pairs (row 0: nothing swapped)."""
+    import numpy as np
+
+    if n not in _FLIPS:
+        if n <= EXACT_FLIPS_UP_TO:
+            bits = np.arange(1 << n, dtype=np.int64)[:, None] >> np.arange(n)[None, :]
+            _FLIPS[n] = (bits & 1).astype(bool)
+        else:
+            rng = np.random.default_rng(20261123 + n)
+            draws = rng.random((FLIP_DRAWS, n)) < 0.5
+            _FLIPS[n] = np.vstack([np.zeros((1, n), dtype=bool), draws])
+    return _FLIPS[n]
+
+
+def fast_end_paired_p(better: Sequence[float], worse: Sequence[float], shift: float = 0.0) -> Optional[float]:
+    """One-sided paired permutation p-value that the fast end of ``better`` is above the
+    fast end of ``worse``, shifted: H0 is that ``better[i] - shift`` and ``worse[i]`` are
+    exchangeable within each pair i (values in log space, larger is faster).
+
+    The statistic is the difference of the two sides' maxima: the fastest process of each
+    side, the process-level form of Chen and Revels' minimum-time estimator. Interference
+    (a neighbour, a slow spell of a shared VM) only ever slows a process down, so it moves
+    the maxima least; a slower release moves every process, the fastest too. The null
+    distribution swaps the two members of each pair (the order inside a pair was alternated,
+    so under H0 either member could have been either side). With n pairs the smallest p is
+    2^-n, as for the signed-rank test."""
+    import numpy as np
+
+    b = np.asarray(better, dtype=float) - shift
+    w = np.asarray(worse, dtype=float)
+    n = len(b)
+    if n == 0 or n != len(w):
+        return None
+    flips = _flip_patterns(n)
+    t = np.where(flips, w, b).max(axis=1) - np.where(flips, b, w).max(axis=1)
+    t0 = b.max() - w.max()
+    return float(np.count_nonzero(t >= t0 - 1e-12) / len(t))
+
+
+def fast_end_paired_bound(better: Sequence[float], worse: Sequence[float], alpha: float,
+                          side: str) -> float:
+    """Confidence bound for the shift of ``better`` over ``worse`` at the fast end, found by
+    inverting ``fast_end_paired_p`` (bisection on the shift, in log units).
+
+    side="lower": the smallest shift s still not rejected ("better - s is faster" has
+    p > alpha), so a lower bound above 0 is the test's rejection of "no faster" at level
+    alpha. side="upper": the same with the roles swapped. Returns -inf / inf when no shift
+    within +-2 (a factor e^2) is rejected (too few pairs for this alpha)."""
+    sign = 1.0 if side == "lower" else -1.0
+    b, w = (list(better), list(worse)) if side == "lower" else (list(worse), list(better))
+
+    def rejected(s: float) -> bool:
+        p = fast_end_paired_p(b, w, s)
+        return p is not None and p <= alpha
+
+    lo, hi = -2.0, 2.0                     # shift: rejected below the bound, kept above it
+    if not rejected(lo):
+        return -math.inf * sign
+    if rejected(hi):
+        return hi * sign
+    for _ in range(17):                    # 4 / 2^17: 0.003% in the ratio
+        mid = (lo + hi) / 2
+        if rejected(mid):
+            lo = mid
+        else:
+            hi = mid
+    return lo * sign

@@ -283,7 +283,7 @@ def test_ab_pairs_needed_follow_the_number_of_cells():
     for m in (1, 5, 20, 100):
         n = S.pairs_needed(m, V.FDR_Q)
         assert S.min_signed_rank_p(n) <= V.FDR_Q / m
-        assert S.min_signed_rank_p(n - 2) > V.FDR_Q / m
+        assert S.min_signed_rank_p(n - S.AB_EXTRA_PAIRS - 1) > V.FDR_Q / m
 
 
 def test_ab_slowed_pairs_are_left_out_and_unclear_becomes_unresolved_in_the_second_stage():
