@@ -10,6 +10,8 @@ sets ``MXPERF_STUB`` to a JSON configuration:
     {"rate": 100.0,               images/s of every cell (scaled by "factors")
      "factors": {"resnet50_v2": 0.9},
      "dtype_factors": {"float16": 1.6},   images/s multiplied by the cell's dtype's factor
+     "scaling": 0.0,              each context beyond the first adds this fraction of one
+                                  context's images/s (0: N contexts are as fast as one)
      "version": "1.9.1", "features": ["MKLDNN", ...],
      "gpus": 0,                   what mx.context.num_gpus() would say
      "dists": [["mxnet", "1.9.1"]],   the MXNet distributions its metadata lists (``python -c``
@@ -56,6 +58,7 @@ def throughput(spec_path, result_path):
         return
     rate = float(c.get("rate", 100.0)) * float((c.get("factors") or {}).get(w["model"], 1.0))
     rate *= float((c.get("dtype_factors") or {}).get(w.get("dtype", "float32"), 1.0))
+    rate *= 1.0 + float(c.get("scaling", 0.0)) * (len(w["contexts"]) - 1)
     total = w["batch_size"] * len(w["contexts"])
     seed = int(spec.get("seed", 0))
     # deterministic between-process spread of +-1%, within-process +-0.5%

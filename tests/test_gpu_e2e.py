@@ -158,3 +158,34 @@ def test_cpu_mxnet_is_fine_for_cpu_cells_and_without_gpus(pytester, make_stub_py
     r = _run(pytester, "-m", "gpu", "--perf-python", python, "-rs")
     assert r.ret == 0, r.stdout.str() + r.stderr.str()
     assert "no GPU here: mx.context.num_gpus() is 0" in r.stdout.str()
+
+
+def _scaling_session(pytester, make_stub_python, gpu_box, scaling, features=CUDA_FEATURES, *args):
+    gpu_box(F.p100_pcie_box())
+    pytester.makepyfile(test_multi_device=(PERF_TESTS / "test_multi_device.py").read_text())
+    python = make_stub_python("gpu", rate=300.0, gpus=2, features=features, scaling=scaling)
+    return _run(pytester, "-m", "gpu", "-k", "weak_scaling and resnet50_v2", "--perf-python", python, "-rs", *args)
+
+
+def test_two_gpus_that_scale_beat_one(pytester, make_stub_python, gpu_box):
+    r = _scaling_session(pytester, make_stub_python, gpu_box, 0.9)
+    out = r.stdout.str()
+    assert r.ret == 0, out
+    r.assert_outcomes(passed=3)  # local, device, nccl
+    assert "speedup=1.900" in out and "scaling_efficiency=0.950" in out
+
+
+def test_two_gpus_no_faster_than_one_fail_with_the_margin(pytester, make_stub_python, gpu_box):
+    r = _scaling_session(pytester, make_stub_python, gpu_box, 0.05)
+    out = r.stdout.str()
+    assert r.ret == pytest.ExitCode.TESTS_FAILED, out
+    r.assert_outcomes(failed=3)
+    assert "2 GPUs (local) deliver" in out and "= 52% of 2 x one GPU" in out and "the stated margin is 60%" in out
+
+
+def test_a_build_without_nccl_skips_the_nccl_cells_with_the_reason(pytester, make_stub_python, gpu_box):
+    r = _scaling_session(pytester, make_stub_python, gpu_box, 0.9, ["CUDA", "CUDNN", "CUDA_RTC"])
+    out = r.stdout.str()
+    assert r.ret == 0, out
+    r.assert_outcomes(passed=2, skipped=1)
+    assert "the nccl kvstore needs an MXNet build with NCCL; this one (mxnet 1.9.1) has none" in out
