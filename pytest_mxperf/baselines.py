@@ -22,7 +22,8 @@ A recording (one session) holds the per-process values of the cell's primary fig
 (``process_states``, ``process_probes``: see machine_state.py), their median and
 between-process spread, a summary of all per-round samples, the date, MXNet version and
 software facts, the recorded environment and thread pools, peak memory, and bind +
-first-batch seconds. ``pool`` is how it is compared: ``replace`` (the default) starts a new
+first-batch seconds, and the cell's small operator profile (``profile``: the top operators of
+one untimed ``mx.profiler`` run, see profiles.py) that a later failure is shown beside. ``pool`` is how it is compared: ``replace`` (the default) starts a new
 comparison set; ``add`` (``--perf-update-baselines=add``) pools its processes with the
 recordings since the last ``replace``, so a baseline can span sessions (and a VM's speed
 regimes). The medians of all recorded sessions give the cell's between-session drift,
@@ -132,7 +133,7 @@ def _validate(doc: Any, path: Path) -> Dict[str, Any]:
             for f in ("median", "peak_rss_bytes", "bind_seconds", "first_batch_seconds"):
                 if not _num_or_none(rec.get(f)):
                     raise bad(f"cell {key!r} has a non-numeric {f}")
-            for f in ("env", "software", "spread", "rounds", "threads"):
+            for f in ("env", "software", "spread", "rounds", "threads", "profile"):
                 if rec.get(f) is not None and not isinstance(rec.get(f), dict):
                     raise bad(f"cell {key!r} has a {f} that is not an object")
     if not isinstance(doc.get("machine", {}), dict):
@@ -333,13 +334,16 @@ def write_recordings(machine_id: str, recordings: Mapping[str, Mapping[str, Any]
 
 def update(machine_id: str, cells: Sequence[CellMeasurement], machine: Optional[Mapping[str, Any]] = None,
            software: Optional[Mapping[str, Any]] = None, *, baselines_dir: Optional[PathLike] = None,
-           history: int = HISTORY, date: Optional[str] = None, pool: str = "replace") -> Path:
+           history: int = HISTORY, date: Optional[str] = None, pool: str = "replace",
+           profiles: Optional[Mapping[str, Mapping[str, Any]]] = None) -> Path:
     """Record measured cells into the machine's baseline file (``--perf-update-baselines``).
 
     Merges: cells not in ``cells`` keep their history; a measured cell gets one new recording
     (oldest dropped beyond ``history``). Cells without any successful process are skipped.
     ``machine`` is the fingerprint (its ``hardware`` part is stored); ``software`` the
     session's software facts (mxnet_version, features, cuda, cudnn, gpu_driver).
+    ``profiles``: a small operator profile per cell key (``profiles.summary``), kept in the
+    recording as ``profile`` so that a later failure has a profile to set beside its own.
     Returns the file's path. Raises BaselineError for an existing unusable file.
     """
     recs, wls = {}, {}
@@ -348,6 +352,8 @@ def update(machine_id: str, cells: Sequence[CellMeasurement], machine: Optional[
             continue
         key = cell.workload.key()
         recs[key] = summarize_cell(cell, software, date, pool=pool)
+        if profiles and profiles.get(key):
+            recs[key]["profile"] = dict(profiles[key])
         wls[key] = cell.workload.to_dict()
     return write_recordings(machine_id, recs, wls, machine, baselines_dir, history)
 

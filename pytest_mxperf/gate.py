@@ -12,7 +12,11 @@ Plain logic over a PerfSession; the plugin calls ``finish_session`` once every t
 3. Suspects are re-measured once, with the same worker kind (``CellRecord.remeasure``):
    up to ``CONFIRM_PROCESSES`` processes in baseline mode, a second stage of as many pairs
    again in A/B mode. Whatever is still unclear is ``unresolved``.
-4. The failure policy (``options.fail_on``) decides the exit status; the baseline is
+4. A failing cell (regression, unresolved, below its floor) is profiled once more, untimed,
+   under ``mx.profiler`` (``profiles.py``, ``workers/profile.py``): its top operators are
+   shown beside the baseline's profile, or in A/B mode beside the reference interpreter's.
+   ``--perf-profile`` profiles every cell; recording a baseline keeps each cell's profile.
+5. The failure policy (``options.fail_on``) decides the exit status; the baseline is
    recorded when asked; the report files are written.
 """
 
@@ -21,9 +25,9 @@ from __future__ import annotations
 import dataclasses
 import json
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Sequence
 
-from . import baselines, machine_state, verdict as vd
+from . import baselines, machine_state, profiles, verdict as vd
 from .samples import metric_key
 from .session import CellRecord, PerfSession
 
@@ -36,6 +40,7 @@ class GateOutcome:
     confirmed: int = 0
     baseline_path: Optional[str] = None
     report_files: List[str] = dataclasses.field(default_factory=list)
+    profiles: Dict[str, Dict[str, Any]] = dataclasses.field(default_factory=dict)  # key -> profile worker result
 
     def count(self, kind: str) -> int:
         return sum(v.kind == kind for v in self.verdicts.values())
@@ -281,7 +286,8 @@ def finish_session(session: PerfSession) -> GateOutcome:
     else:
         out.verdicts = _judge_baseline(session, cells, doc, reference, out)
     _advise(cells, out)
-    _say_verdicts(out, session)
+    profile_lines = _profile(session, cells, out)
+    _say_verdicts(out, session, profile_lines)
     if options.update_baselines:
         _record(session, cells, out)
     if options.report_dir:
@@ -320,7 +326,64 @@ def _advise(cells: Dict[str, CellRecord], out: GateOutcome) -> None:
         out.messages.append(f"mxperf: advice ({len(keys)} cell(s)): {lines[code]}")
 
 
-def _say_verdicts(out: GateOutcome, session: PerfSession) -> None:
+def _failing_cells(cells: Dict[str, CellRecord], out: GateOutcome) -> Dict[str, str]:
+    """Cell key -> why it fails: a failing verdict of any of its figures, or its floor."""
+    failing: Dict[str, str] = {}
+    for k, v in out.verdicts.items():
+        key = k.partition("#")[0]
+        if v.failed and key in cells:
+            failing.setdefault(key, v.kind if key == k else f"{v.kind} of {k.partition('#')[2]}")
+    for key, rec in cells.items():
+        if rec.outcome == "failed" and rec.floor is not None and rec.cell.status == "ok":
+            failing.setdefault(key, "below its floor")
+    return failing
+
+
+def _recorded_env(runs) -> Optional[Dict[str, str]]:
+    return next((dict(r.meta["env"]) for r in runs if isinstance(r.meta.get("env"), dict)), None)
+
+
+def _profile(session: PerfSession, cells: Dict[str, CellRecord], out: GateOutcome) -> List[str]:
+    """Profile the failing cells (every cell with --perf-profile, every recorded cell with
+    --perf-update-baselines) in one more, untimed worker each; the lines to show."""
+    options = session.options
+    failing = _failing_cells(cells, out)
+    wanted = [k for k in cells if (k in failing and options.profile_failures) or options.profile
+              or options.update_baselines]
+    if not wanted:
+        return []
+    directory = profiles.default_dir(options.report_dir, session.started)
+    lines: List[str] = []
+
+    def run(key: str, python, runs, side=""):
+        return profiles.run_profile(cells[key].cell.workload, profiles.trace_path(directory, key, side), python=python,
+                                    environ=session.environ, recorded_env=_recorded_env(runs),
+                                    timeout=options.timeout, memory_limit=options.memory_limit)
+
+    for key in wanted:
+        rec = cells[key]
+        why = profiles.unprofiled_reason(rec.cell.workload)
+        if why:
+            if key in failing:
+                lines.append(f"mxperf: profile of {key} ({failing[key]}): {why}")
+            continue
+        current = out.profiles[key] = run(key, options.python, rec.cell.ok_runs)
+        if key not in failing:
+            lines.append(profiles.brief_line(key, current))
+        elif options.reference:
+            reference = run(key, options.reference, rec.cell.reference or rec.cell.ok_runs, "reference")
+            lines += profiles.failure_lines(key, failing[key], current, reference, side="reference")
+        else:
+            doc = session.baseline_doc
+            base = profiles.baseline_profile(doc, key)
+            missing = ("this machine has no baseline" if doc is None else
+                       "the baseline has no operator profile for this cell (recorded before profiles were kept: "
+                       "re-record with --perf-update-baselines)")
+            lines += profiles.failure_lines(key, failing[key], current, base, side="baseline", missing=missing)
+    return lines
+
+
+def _say_verdicts(out: GateOutcome, session: PerfSession, profile_lines: Sequence[str] = ()) -> None:
     options = session.options
     against = (f"reference {options.reference}" if options.reference
                else f"baseline {session.machine.get('id')}")
@@ -332,6 +395,7 @@ def _say_verdicts(out: GateOutcome, session: PerfSession) -> None:
             out.messages.append(line)
         for note in v.notes:
             out.messages.append(f"mxperf: note {key}: {note}")
+    out.messages.extend(profile_lines)
     if out.confirmed:
         what = "pairs" if options.reference else "processes"
         out.messages.append(f"mxperf: {out.confirmed} unclear cell(s) re-measured with more {what} before judging")
@@ -356,8 +420,9 @@ def _say_verdicts(out: GateOutcome, session: PerfSession) -> None:
 def _record(session: PerfSession, cells: Dict[str, CellRecord], out: GateOutcome) -> None:
     machine = session.machine
     software = software_facts(r for rec in cells.values() for r in rec.cell.ok_runs)
+    kept = {k: profiles.summary(p) for k, p in out.profiles.items() if p.get("status") == "ok"}
     path = session.store.update(machine["id"], [rec.cell for rec in cells.values()], machine=machine,
-                                software=software, pool=session.options.baseline_pool)
+                                software=software, pool=session.options.baseline_pool, profiles=kept)
     out.baseline_path = str(path)
     runs = [r for rec in cells.values() for r in rec.cell.ok_runs]
     slowed = sum((r.meta.get("machine_state") or {}).get("state") == "slowed" for r in runs)
@@ -385,6 +450,8 @@ def write_report(session: PerfSession, out: GateOutcome) -> List[str]:
             "started": session.started, "options": _options_dict(session.options),
             "findings": [dataclasses.asdict(f) for f in session.findings],
             "verdicts": {k: v.to_dict() for k, v in out.verdicts.items()}}
+    if out.profiles:
+        meta["profiles"] = out.profiles  # per cell key: operators, trace_path, batches, meta
     if session.options.reference:
         meta["ab"] = sides = ab_sides(session)
         for r in records:

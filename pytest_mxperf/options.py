@@ -191,6 +191,8 @@ class PerfOptions:
     min_effect: float = 0.05
     baseline_processes: int = 5
     report_dir: Optional[str] = None
+    profile: bool = False  # --perf-profile: profile every measured cell, not only failing ones
+    profile_failures: bool = True  # profile failing cells (off for sessions replayed from data)
 
     def selected_models(self, allowed: Sequence[str]) -> Tuple[str, ...]:
         if self.models is None:

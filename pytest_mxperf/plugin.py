@@ -21,6 +21,7 @@ MARKERS = {
     "multi_device": "data parallel over several contexts",
     "distributed": "distributed kvstore (ps-lite roles on 127.0.0.1)",
     "latency": "batch-by-batch latency percentiles (serving)",
+    "io": "input pipeline: loader alone, trainer alone, and the two end to end (RecordIO, NDArrayIter)",
     "slow": "heavy CPU cells; deselected unless --perf-slow or a -m expression that names 'slow' (GPU cells run)",
     "mxperf_grid(models=None, batch_sizes=None, slow=None)":
         "the model x batch grid of a test; slow maps a model to the smallest batch that is slow on CPU",
@@ -91,6 +92,10 @@ def pytest_addoption(parser):
                 help="smallest change reported as a regression or improvement (default 0.05)")
     g.addoption("--perf-report", default=None, metavar="DIR",
                 help="write results.json and PNG plots to DIR")
+    g.addoption("--perf-profile", action="store_true", default=False,
+                help="profile every measured cell under mx.profiler (one more, untimed worker each) and show its "
+                     "top operators; failing cells are always profiled. Chrome traces go to DIR/profiles with "
+                     "--perf-report DIR, else to ~/.cache/pytest-mxperf/profiles/<session start>")
 
 
 def _parse(config) -> opts.PerfOptions:
@@ -127,6 +132,7 @@ def _parse(config) -> opts.PerfOptions:
         machine=g("--perf-machine"),
         min_effect=opts.parse_fraction("--perf-min-effect", g("--perf-min-effect")),
         report_dir=g("--perf-report"),
+        profile=bool(g("--perf-profile")),
     )
 
 

@@ -91,7 +91,7 @@ def simulate(base_pools, cur_pools, scale, rng, resamples=RESAMPLES):
 
             cell = remeasure(2)
             records.append(CellRecord("replay", cell, remeasure=remeasure))
-        s = PerfSession(PerfOptions(machine_probe=False))
+        s = PerfSession(PerfOptions(machine_probe=False, profile_failures=False))  # no worker to profile
         s.records, s.baseline_doc, s.machine = records, doc, {"id": "replay"}
         out = gate.finish_session(s)
         kinds = {k: v.kind for k, v in out.verdicts.items() if "#" not in k}
