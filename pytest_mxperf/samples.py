@@ -57,6 +57,8 @@ METRICS: Dict[str, Metric] = {m.name: m for m in (
     Metric("bandwidth_gbps", "GB/s", True, "derived", "kvstore bandwidth (tools/bandwidth formula)"),
     Metric("moved_gbps", "GB/s", True, "derived", "bytes moved per second"),
     Metric("ratio_to_local", "x", True, "derived", "throughput relative to one process"),
+    Metric("loader_samples_per_s", "samples/s", True, "processes", "loader alone (trainer mocked)"),
+    Metric("trainer_samples_per_s", "samples/s", True, "processes", "trainer alone (loader mocked)"),
     Metric("load_seconds_per_batch", "s/batch", False, "derived", "input loading per batch"),
     Metric("compute_seconds_per_batch", "s/batch", False, "derived", "compute per batch"),
     Metric("gflops", "GFLOP/s", True, "derived", "achieved GFLOP/s"),

@@ -1,0 +1,346 @@
+"""Input pipeline rates: can the loader feed the trainer, and which of the two is the limit?
+
+Run as ``python -m pytest_mxperf.workers.pipeline SPEC.json RESULT.json`` (through
+``runner.run_process``), in a fresh process. The method is the one of "mock components"
+and "manual instrumentation":
+
+* **loader alone** (the trainer mocked): read batches and discard them
+  (``batch.data[0].wait_to_read()``), for ``seconds``, starting a new epoch (``reset``)
+  whenever one ends; ``samples_per_s`` = samples read / wall time (resets included);
+* **trainer alone** (the loader mocked, with ``train_model``): the zoo model bound for
+  training exactly as the throughput worker binds it (its ``_Cell``: Module, Xavier
+  weights, SGD with momentum) stepping on one cached synthetic batch, each batch
+  synchronised (``waitall``): ``synthetic_samples_per_s``;
+* **end to end** (with ``train_model``): a fresh loader (its prefetch buffers empty) feeds
+  the same trainer; per batch, ``t_load`` = ``next(iter)`` + ``wait_to_read`` and
+  ``t_compute`` = forward, backward, update + ``waitall``: ``end_to_end_samples_per_s``,
+  ``load_seconds_per_batch``, ``compute_seconds_per_batch``.
+
+``loader_bound`` is the lecture's rule: the loader alone delivers fewer samples per
+second than the trainer alone consumes. Warm-up (``warmup_batches`` of the loader and
+of the trainer, and as many fed steps) is never timed. Rates are totals (samples /
+seconds), so a batch that waited long counts in full; the per-batch lists are in the
+result. The three parts run one after the other: on a shared machine a change of load
+between them shows as a difference between ``synthetic`` and the compute part of
+``end to end``.
+
+Data: ``make_recordio`` writes synthetic JPEGs (smooth gradients, noise and filled shapes,
+quality 90: about 30 KB at 256x256, like an ImageNet file resized to 256) into an indexed
+RecordIO file (``.rec`` + ``.idx``), cached in ``data_dir`` by (count, size, channels,
+seed). Images are stored at ``image_size`` (default: the crop size x 8/7, e.g. 256 for
+224, 32 for 28) and cut to ``data_shape`` by ImageRecordIter: centre crop, or with
+``augment`` a random crop and a random mirror. Pixels are scaled to [0, 1].
+
+Loaders (``loader``):
+
+* ``imagerecord``: ``mx.io.ImageRecordIter`` (JPEG decode and augmentation in
+  ``threads`` preprocessing threads, its own prefetch buffer of 4 batches);
+* ``ndarray``: the whole set decoded once into memory (untimed), then
+  ``mx.io.NDArrayIter`` - the "load your entire dataset into memory" case (no
+  augmentation: ``augment`` must be false);
+* ``prefetch-imagerecord`` / ``prefetch-ndarray``: the same inside
+  ``mx.io.PrefetchingIter`` (a Python thread that reads the next batch ahead).
+
+Spec (defaults in brackets)::
+
+    {"loader": "imagerecord", "batch_size": [32], "data_shape": [3, 224, 224] (the
+     model's input shape with train_model), "image_size": [H, W], "threads": [CPUs in the
+     affinity mask], "augment": [false], "n_images": [512], "data_dir": [cache dir],
+     "seconds": [3.0], "warmup_batches": [2], "max_batches": [5000], "seed": [0] (weights,
+     crops), "data_seed": [0] (the images: every process of a cell reads the same file),
+     "train_model": [none] zoo name, "train_batches": [10]}
+
+Result: ``{"status": "ok", "message": "", "samples_per_s", "batches", "seconds",
+"per_batch_seconds", "epochs", "units", "meta", ...}`` and with ``train_model`` also
+``end_to_end_samples_per_s``, ``synthetic_samples_per_s``, ``load_seconds_per_batch``,
+``compute_seconds_per_batch``, ``load_share``, ``loader_bound`` and ``train`` (the
+per-batch lists).
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import resource
+import time
+from pathlib import Path
+
+from pytest_mxperf.workers.protocol import import_mxnet, runtime_info, serve, thread_pools
+
+LOADERS = ("imagerecord", "ndarray", "prefetch-imagerecord", "prefetch-ndarray")
+NUM_LABELS = 10  # labels are i % 10: valid for every zoo model
+JPEG_QUALITY = 90
+UNITS = {"samples_per_s": "samples/s", "seconds": "s", "per_batch_seconds": "s",
+         "read_mb_per_s": "MB/s (JPEG bytes)", "end_to_end_samples_per_s": "samples/s",
+         "synthetic_samples_per_s": "samples/s", "load_seconds_per_batch": "s",
+         "compute_seconds_per_batch": "s", "load_share": "fraction"}
+_KNOWN = {"loader", "batch_size", "data_shape", "image_size", "threads", "augment", "n_images",
+          "data_dir", "seconds", "warmup_batches", "max_batches", "seed", "data_seed", "train_model",
+          "train_batches", "memory_limit", "phase_path"}
+
+
+# -- data ---------------------------------------------------------------------------------
+
+def synthetic_jpeg(rng, size, channels=3) -> bytes:
+    """One JPEG of ``size`` (H, W): two gradients, Gaussian noise and eight filled shapes."""
+    import numpy as np
+    try:
+        from PIL import Image, ImageDraw
+    except ImportError:  # MXNet's wheel has no Python cv2 either: nothing here can encode JPEG
+        raise RuntimeError("building the synthetic RecordIO data set needs Pillow "
+                           "(pip install Pillow) in this interpreter") from None
+
+    h, w = size
+    yy, xx = np.mgrid[0:h, 0:w]
+    planes = [(xx * rng.uniform(0.2, 1.0) + yy * rng.uniform(0.2, 1.0)) % 256 for _ in range(3)]
+    pixels = np.stack(planes, -1) + rng.normal(0.0, 25.0, size=(h, w, 3))
+    img = Image.fromarray(np.clip(pixels, 0, 255).astype(np.uint8))
+    draw = ImageDraw.Draw(img)
+    for _ in range(8):
+        x0, y0 = int(rng.integers(0, w)), int(rng.integers(0, h))
+        x1, y1 = x0 + int(rng.integers(2, w // 2 + 3)), y0 + int(rng.integers(2, h // 2 + 3))
+        colour = tuple(int(c) for c in rng.integers(0, 256, 3))
+        (draw.ellipse if rng.random() < 0.5 else draw.rectangle)([x0, y0, x1, y1], fill=colour)
+    if channels == 1:
+        img = img.convert("L")
+    buf = io.BytesIO()
+    img.save(buf, format="JPEG", quality=JPEG_QUALITY)
+    return buf.getvalue()
+
+
+def make_recordio(directory, n_images, size=(256, 256), seed=0, channels=3):
+    """Write (or find in the cache) ``n_images`` synthetic JPEGs as an indexed RecordIO file.
+
+    Returns ``(rec_path, idx_path)`` in ``directory``, named by (count, channels, size,
+    seed). Record i has id i and label ``i % 10``. Written under temporary names and
+    renamed, so a concurrent or killed writer never leaves a half file under the real name.
+    """
+    import numpy as np
+
+    h, w = (int(v) for v in size)
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    stem = directory / f"synthetic-n{int(n_images)}-c{channels}-{h}x{w}-seed{int(seed)}"
+    rec, idx = Path(f"{stem}.rec"), Path(f"{stem}.idx")
+    if rec.exists() and idx.exists():
+        return str(rec), str(idx)
+    mx = import_mxnet()
+    rng = np.random.default_rng(seed)
+    tmp_rec, tmp_idx = Path(f"{stem}.{os.getpid()}.rec.tmp"), Path(f"{stem}.{os.getpid()}.idx.tmp")
+    writer = mx.recordio.MXIndexedRecordIO(str(tmp_idx), str(tmp_rec), "w")
+    try:
+        for i in range(int(n_images)):
+            # pack, not pack_img: pack_img encodes with cv2, which the wheel does not bundle
+            header = mx.recordio.IRHeader(0, float(i % NUM_LABELS), i, 0)
+            writer.write_idx(i, mx.recordio.pack(header, synthetic_jpeg(rng, (h, w), channels)))
+    finally:
+        writer.close()
+    os.replace(tmp_rec, rec)
+    os.replace(tmp_idx, idx)
+    return str(rec), str(idx)
+
+
+# -- spec -----------------------------------------------------------------------------------
+
+def check_spec(spec: dict) -> dict:
+    """The spec with its defaults filled in, or a ValueError with a one-line message."""
+    from pytest_mxperf import zoo
+
+    unknown = sorted(set(spec) - _KNOWN)
+    if unknown:
+        raise ValueError(f"unknown pipeline spec keys {unknown} (known: {', '.join(sorted(_KNOWN))})")
+    s = dict(spec)
+    if s.get("loader") not in LOADERS:
+        raise ValueError(f"unknown loader {s.get('loader')!r} (known: {', '.join(LOADERS)})")
+    model = s.get("train_model")
+    if model is not None:
+        default_shape = list(zoo.get_model(model).input_shape)  # UnknownModelError: one line
+    else:
+        default_shape = [3, 224, 224]
+    s["data_shape"] = [int(v) for v in s.get("data_shape") or default_shape]
+    if len(s["data_shape"]) != 3 or s["data_shape"][0] not in (1, 3) or min(s["data_shape"]) < 1:
+        raise ValueError(f"data_shape must be [C, H, W] with C 1 or 3, got {spec.get('data_shape')!r}")
+    if model is not None and s["data_shape"] != default_shape:
+        raise ValueError(f"data_shape {s['data_shape']} is not {model}'s input shape {default_shape}")
+    c, h, w = s["data_shape"]
+    s["image_size"] = [int(v) for v in s.get("image_size") or [round(h * 8 / 7), round(w * 8 / 7)]]
+    if len(s["image_size"]) != 2 or s["image_size"][0] < h or s["image_size"][1] < w:
+        raise ValueError(f"image_size {s['image_size']} must be [H, W] at least the crop {h}x{w}")
+    for key, default in (("batch_size", 32), ("n_images", 512), ("warmup_batches", 2),
+                         ("max_batches", 5000), ("seed", 0), ("data_seed", 0), ("train_batches", 10),
+                         ("threads", len(os.sched_getaffinity(0)))):
+        s[key] = int(s.get(key, default))
+    if s["batch_size"] < 1 or s["threads"] < 1 or s["train_batches"] < 1 or s["max_batches"] < 2:
+        raise ValueError("batch_size, threads and train_batches must be >= 1 and max_batches >= 2")
+    if s["n_images"] < s["batch_size"]:
+        raise ValueError(f"n_images ({s['n_images']}) must be at least one batch ({s['batch_size']})")
+    s["seconds"] = float(s.get("seconds", 3.0))
+    s["augment"] = bool(s.get("augment", False))
+    if s["augment"] and "ndarray" in s["loader"]:
+        raise ValueError("augment applies to imagerecord loaders only (ndarray holds decoded, un-augmented data)")
+    s["data_dir"] = str(s.get("data_dir") or default_data_dir())
+    return s
+
+
+def default_data_dir() -> str:
+    """The suite's persistent cache (as ``spawn.cache_dir``, which is parent side): the data
+    set is built once per machine and found again by name."""
+    root = os.environ.get("MXPERF_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "pytest-mxperf")
+    return os.path.join(root, "recordio")
+
+
+# -- loaders ---------------------------------------------------------------------------------
+
+def _image_record_iter(mx, s, rec, idx, augment):
+    try:  # MXDataIter reads its first batch when it is made
+        return mx.io.ImageRecordIter(
+            path_imgrec=rec, path_imgidx=idx, data_shape=tuple(s["data_shape"]),
+            batch_size=s["batch_size"], preprocess_threads=s["threads"], rand_crop=augment,
+            rand_mirror=augment, scale=1.0 / 255, shuffle=False, seed=s["seed"], verbose=False)
+    except StopIteration:
+        raise RuntimeError(f"ImageRecordIter yielded no batch: {rec} is empty or unreadable") from None
+
+
+def _decode_all(mx, s, rec, idx):
+    """Every image decoded (centre crop) into one numpy array, with the labels."""
+    import numpy as np
+
+    data, labels = [], []
+    for batch in _image_record_iter(mx, s, rec, idx, False):
+        n = batch.data[0].shape[0] - batch.pad
+        data.append(batch.data[0].asnumpy()[:n])
+        labels.append(batch.label[0].asnumpy()[:n])
+    return np.concatenate(data), np.concatenate(labels)
+
+
+def make_loader(mx, s, rec, idx, decoded=None):
+    """The DataIter that ``s["loader"]`` names (``decoded``: the ``_decode_all`` arrays, for
+    the ndarray loaders; decoded here when not given)."""
+    if s["loader"].endswith("imagerecord"):
+        it = _image_record_iter(mx, s, rec, idx, s["augment"])
+    else:
+        data, label = decoded or _decode_all(mx, s, rec, idx)
+        it = mx.io.NDArrayIter(data, label, batch_size=s["batch_size"], shuffle=False,
+                               last_batch_handle="discard")
+    return mx.io.PrefetchingIter(it) if s["loader"].startswith("prefetch-") else it
+
+
+class Endless:
+    """``next()`` over a DataIter that starts a new epoch (``reset``) when one ends."""
+
+    def __init__(self, it):
+        self.it = it
+        self.epochs = 0
+
+    def next(self):
+        try:
+            return self.it.next()
+        except StopIteration:
+            self.it.reset()
+            self.epochs += 1
+        try:
+            return self.it.next()
+        except StopIteration:  # a whole epoch without a batch: nothing readable in the data set
+            raise RuntimeError(f"{type(self.it).__name__} yielded no batch: the data set is empty or unreadable") from None
+
+
+# -- measurements ---------------------------------------------------------------------------
+
+def read_rate(mx, source: Endless, s) -> dict:
+    """The mock trainer: read each batch until it is in memory, discard it."""
+    for _ in range(s["warmup_batches"]):
+        source.next().data[0].wait_to_read()
+    mx.nd.waitall()
+    per_batch, samples = [], 0
+    start = time.perf_counter()
+    while len(per_batch) < s["max_batches"] and (len(per_batch) < 2 or time.perf_counter() - start < s["seconds"]):
+        t0 = time.perf_counter()
+        batch = source.next()
+        batch.data[0].wait_to_read()
+        per_batch.append(time.perf_counter() - t0)
+        samples += batch.data[0].shape[0] - batch.pad
+    mx.nd.waitall()
+    seconds = time.perf_counter() - start
+    return {"samples_per_s": samples / seconds, "batches": len(per_batch), "seconds": seconds,
+            "per_batch_seconds": per_batch, "samples": samples}
+
+
+def train_split(mx, new_source, s) -> dict:
+    """The trainer on one cached batch (mock loader), then fed by the loader, timed apart.
+
+    ``new_source()`` makes the loader for the fed part: a fresh one, made after the
+    synthetic part, so that its prefetch buffers did not fill while the trainer ran on the
+    cached batch; ``warmup_batches`` fed steps then run untimed.
+    """
+    from pytest_mxperf.workers.throughput import _Cell
+
+    w = {"model": s["train_model"], "mode": "train", "batch_size": s["batch_size"],
+         "contexts": ["cpu:0"], "dtype": "float32"}
+    cell = _Cell(mx, w, s["seed"])
+    for _ in range(max(1, s["warmup_batches"])):
+        cell.timed(1)
+    k = s["train_batches"]
+    synthetic = [cell.timed(1) for _ in range(k)]
+    load, compute, samples = [], [], 0
+    mod = cell.mod
+    source = new_source()
+    mx.nd.waitall()
+    for i in range(s["warmup_batches"] + k):
+        t1 = time.perf_counter()
+        batch = source.next()
+        batch.data[0].wait_to_read()
+        t2 = time.perf_counter()
+        mod.forward(batch, is_train=True)
+        mod.backward()
+        mod.update()
+        mx.nd.waitall()
+        t3 = time.perf_counter()
+        if i >= s["warmup_batches"]:
+            load.append(t2 - t1)
+            compute.append(t3 - t2)
+            samples += batch.data[0].shape[0] - batch.pad
+    n = s["batch_size"]
+    return {"end_to_end_samples_per_s": samples / (sum(load) + sum(compute)),
+            "synthetic_samples_per_s": n * k / sum(synthetic),
+            "load_seconds_per_batch": sum(load) / k, "compute_seconds_per_batch": sum(compute) / k,
+            "load_share": sum(load) / (sum(load) + sum(compute)),
+            "train": {"model": s["train_model"], "batches": k, "bind_seconds": cell.bind_seconds,
+                      "synthetic_seconds": synthetic, "load_seconds": load, "compute_seconds": compute}}
+
+
+def run(spec: dict) -> dict:
+    s = check_spec(spec)
+    c, h, w = s["data_shape"]
+    rec, idx = make_recordio(s["data_dir"], s["n_images"], s["image_size"], s["data_seed"], channels=c)
+    mx = import_mxnet()
+    meta = runtime_info(mx)
+    decoded = None if s["loader"].endswith("imagerecord") else _decode_all(mx, s, rec, idx)
+    source = Endless(make_loader(mx, s, rec, idx, decoded))
+    out = {"status": "ok", "message": "", "loader": s["loader"], "batch_size": s["batch_size"],
+           "data_shape": s["data_shape"], "image_size": s["image_size"], "threads": s["threads"],
+           "augment": s["augment"], "n_images": s["n_images"]}
+    out.update(read_rate(mx, source, s))
+    out["epochs"] = source.epochs  # of the loader-alone part
+    del source  # its prefetch thread must not compete with the parts that follow
+    if s["loader"].endswith("imagerecord"):
+        record_bytes = os.path.getsize(rec) / s["n_images"]
+        out["record_bytes_mean"] = record_bytes
+        out["read_mb_per_s"] = out["samples_per_s"] * record_bytes / 1e6
+    if s.get("train_model"):
+        out.update(train_split(mx, lambda: Endless(make_loader(mx, s, rec, idx, decoded)), s))
+        out["loader_bound"] = out["samples_per_s"] < out["synthetic_samples_per_s"]
+    out["units"] = {k: v for k, v in UNITS.items() if k in out}
+    meta["threads"] = thread_pools()
+    meta["env"] = {k: os.environ[k] for k in ("OMP_NUM_THREADS", "MXNET_CPU_WORKER_NTHREADS",
+                                               "MXNET_SUBGRAPH_BACKEND") if k in os.environ}
+    meta["peak_rss_bytes"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    out["meta"] = meta
+    return out
+
+
+def main(argv=None) -> int:
+    return serve(run, argv, "pytest_mxperf.workers.pipeline")
+
+
+if __name__ == "__main__":
+    main()
