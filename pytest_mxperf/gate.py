@@ -152,7 +152,8 @@ def _comparisons(cells: Dict[str, CellRecord], doc, reference, confirmed: set) -
                 current_states=machine_state.states(ok),
                 baseline_states=_baseline_states(doc, key, reference) if primary else None,
                 session_medians=baselines.session_medians(doc, key, None if primary else m.name),
-                screened=screened, confirmed=key in confirmed, state_reasons=_reasons(ok))
+                screened=screened, confirmed=key in confirmed, state_reasons=_reasons(ok),
+                spell_depth=machine_state.spell_depth(ok, reference))
     return out
 
 

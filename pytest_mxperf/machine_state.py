@@ -271,6 +271,29 @@ def label(probe_before: Optional[Mapping[str, Any]], probe_after: Optional[Mappi
     return state("quiet", "")
 
 
+def spell_depth(runs, reference: Optional[Mapping[str, float]]) -> Optional[float]:
+    """How far a slow spell slowed the machine at its worst among ``runs``: the lowest
+    ratio of a probe figure (the lower of before / after) to the quiet reference, over the
+    processes labelled "slow-spell"; None when none was or nothing can be compared.
+
+    On the recorded VM the GEMM probe moved further than MXNet with the regimes (x0.47
+    against ResNet-50's x0.65), so a slowdown deeper than this ratio is more than the
+    spell can explain (``verdict``: such a slowdown is judged, not excused)."""
+    depth: Optional[float] = None
+    for r in runs:
+        st = r.meta.get("machine_state") or {}
+        if st.get("state") != SPELL:
+            continue
+        for key, _, _ in FIGURES:
+            ref = _number((reference or {}).get(key))
+            vals = [v for v in (_number((p or {}).get(key)) for p in (st.get("probe_before"), st.get("probe_after")))
+                    if v is not None]
+            if ref and vals:
+                ratio = min(vals) / ref
+                depth = ratio if depth is None else min(depth, ratio)
+    return depth
+
+
 def states(runs) -> list:
     """The machine-state labels of a list of RunResults (None where not labelled)."""
     return [(r.meta.get("machine_state") or {}).get("state") for r in runs]

@@ -183,3 +183,20 @@ def test_a_neighbour_spinning_on_every_cpu_turns_a_quiet_reading_into_slowed(tmp
     assert busy.state == "slowed", busy
     assert busy.load["other_cpus"] > quiet.load["other_cpus"], (quiet.load, busy.load)
     assert "other processes kept" in busy.reason or "probe" in busy.reason
+
+
+def test_spell_depth_is_the_lowest_probe_ratio_of_the_spell_processes():
+    from types import SimpleNamespace
+
+    from pytest_mxperf import machine_state as MS
+
+    def run(state, gemm_before, gemm_after, stream=40.0):
+        return SimpleNamespace(meta={"machine_state": {
+            "state": state, "probe_before": {"gemm_gflops": gemm_before, "stream_gbps": stream},
+            "probe_after": {"gemm_gflops": gemm_after, "stream_gbps": stream}}})
+
+    ref = {"gemm_gflops": 140.0, "stream_gbps": 40.0}
+    runs = [run("slow-spell", 109.0, 120.0), run("slow-spell", 87.0, 130.0), run("quiet", 50.0, 50.0)]
+    assert MS.spell_depth(runs, ref) == pytest.approx(87.0 / 140.0)  # quiet ones do not count
+    assert MS.spell_depth([run("quiet", 140.0, 140.0)], ref) is None
+    assert MS.spell_depth(runs, None) is None

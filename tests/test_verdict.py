@@ -310,3 +310,22 @@ def test_ab_on_recorded_regime_switching_pairs():
     slower = V.judge_ab({"ab": V.Pairing(METRICS["throughput"], [x * 0.85 for x in a], b, states, final=True)})["ab"]
     assert slower.kind in ("regression", "unresolved") and slower.change < 0
     assert math.isfinite(slower.interval[0])
+
+
+def test_a_slowdown_deeper_than_the_slow_spell_is_judged_not_excused():
+    """Seen in a real gate session here: every OpenMP thread bound to one CPU (AlexNet b2
+    x0.17) while 70% of the processes ran in a slow spell whose GEMM probe fell to x0.63 of
+    the machine's quiet speed. The spell cannot explain a slowdown deeper than itself."""
+    spell = ["slow-spell"] * 7 + ["quiet"] * 3
+    quiet5 = ["quiet"] * 5
+
+    def judged(factor, depth):
+        cur = [v * factor for v in BASE] * 2
+        c = V.Comparison(METRICS["throughput"], cur, BASE, spell, quiet5, confirmed=True, spell_depth=depth)
+        return V.judge_session({"c": c})["c"]
+
+    deep = judged(0.17, 0.63)
+    assert deep.kind == "regression" and "more than the spell explains" in deep.reason
+    shallow = judged(0.79, 0.77)  # AlexNet b2 -21% in a spell at x0.77: not decided
+    assert shallow.kind == "unresolved" and shallow.busy
+    assert judged(0.79, None).kind == "unresolved"  # no depth known: excused as before
