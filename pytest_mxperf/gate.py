@@ -414,6 +414,13 @@ def _say_verdicts(out: GateOutcome, session: PerfSession, profile_lines: Sequenc
         out.messages.append(f"mxperf: failing the session: {unresolved} slowdown(s) could not be confirmed or "
                             f"ruled out ({busy} on a busy machine): re-run; --perf-fail-on=-unresolved to "
                             "report them without failing")
+        if busy and not options.reference:
+            # seen here: a 2-vCPU VM whose slow spells last minutes left every unchanged
+            # session's AlexNet cell unresolved against a baseline recorded in one fast spell
+            out.messages.append("mxperf: on a machine that switches speed for minutes at a time, record the "
+                                "baseline over several sessions (--perf-update-baselines=add) so it spans its "
+                                "spells, or gate an upgrade with an A/B run (--perf-reference), which needs no "
+                                "baseline")
     if options.smoke and out.count("suspect"):
         out.messages.append("mxperf: --perf-smoke: suspects are not re-measured and do not fail the session")
 
