@@ -138,11 +138,33 @@ def summary_lines(records: Sequence[CellRecord], findings: Sequence[Finding], co
         if "legacy-sanity" in kinds:
             lines.append("note: legacy-sanity floors hold this machine to 2016 hardware of the same size; "
                          "they catch catastrophes, not regressions (that is the baseline's job).")
+    lines.extend(utilisation_lines(records))
     for f in findings:
         figs = ", ".join(f"{k}={_fmt(v, 3) if isinstance(v, float) else v}" for k, v in f.figures.items())
         lines.append(f"shown, not judged [{f.name}] {figs}" + (f" -- {f.note}" if f.note else ""))
     for msg in context.get("messages", []):
         lines.append(msg)
+    return lines
+
+
+def utilisation_lines(records: Sequence[CellRecord]) -> List[str]:
+    """Per cell, what its processes' utilisation (sampled from the parent) says: every GPU
+    cell's GPU utilisation, and any cell whose utilisation stands out (``utilisation.labels``)."""
+    from . import utilisation
+    lines = []
+    for rec in records:
+        runs = [r for r in rec.cell.ok_runs if r.meta.get("utilisation")]
+        if not runs:
+            continue
+        said: List[str] = []
+        for r in runs:
+            threads = (r.meta.get("threads") or {}).get("openmp")
+            for text in utilisation.labels(r.meta["utilisation"], threads if isinstance(threads, int) else None):
+                if text not in said:
+                    said.append(text)
+        if rec.cell.workload.device == "gpu" or said:
+            desc = utilisation.describe(runs[len(runs) // 2].meta["utilisation"]) or ""
+            lines.append(f"utilisation {cell_label(rec)}: {desc}" + (f"; {'; '.join(said)}" if said else ""))
     return lines
 
 

@@ -71,6 +71,7 @@ class ProcessOutcome:
     stderr_tail: List[str]
     returncode: Optional[int]
     wall_seconds: float
+    utilisation: Optional[Dict] = None  # utilisation.Sampler's summary, sampled from here
 
 
 WATCHDOG_POLL_S = 0.25
@@ -125,6 +126,18 @@ def _wait(proc, timeout: float, rss_limit: Optional[int], phase_path: Optional[P
             return "timeout"
 
 
+def _sampler(pid: int, spec: Dict, env: Optional[Mapping[str, str]]):
+    """A started utilisation sampler for the worker (its GPUs too, when its contexts are);
+    None when it cannot start: sampling never stops a measurement."""
+    from . import utilisation
+    try:
+        contexts = ((spec.get("workload") or {}).get("contexts")) or spec.get("contexts") or ()
+        gpus = utilisation.gpu_indices(list(contexts), env or os.environ)
+        return utilisation.Sampler(pid, gpus, env=env).start()
+    except Exception:  # noqa: BLE001 - a broken NVML must not fail the run
+        return None
+
+
 def run_process(command: Sequence[str], spec: Dict, *, timeout: float = DEFAULT_TIMEOUT,
                 env: Optional[Mapping[str, str]] = None, rss_limit: Optional[int] = None,
                 warmup_timeout: Optional[float] = None) -> ProcessOutcome:
@@ -147,10 +160,12 @@ def run_process(command: Sequence[str], spec: Dict, *, timeout: float = DEFAULT_
         spec_path.write_text(json.dumps(spec, sort_keys=True))
         t0 = time.perf_counter()
         proc = spawn.start(list(command) + [str(spec_path), str(result_path)], env=env, log_path=log_path)
+        sampler = _sampler(proc.pid, spec, env)
         try:
             stopped = _wait(proc, timeout, rss_limit, phase_path, warmup_timeout)
         finally:
             # Always reap the whole group: a worker that exited may leave children.
+            usage = sampler.stop() if sampler is not None else None
             spawn.kill_process_tree(proc.pid, proc.pid)
             proc.wait()
         wall = time.perf_counter() - t0
@@ -168,7 +183,7 @@ def run_process(command: Sequence[str], spec: Dict, *, timeout: float = DEFAULT_
     oom_line = next((ln.strip() for ln in tail if looks_like_oom(ln)), None)
 
     def outcome(status, message):
-        return ProcessOutcome(status, message, payload, tail, rc, wall)
+        return ProcessOutcome(status, message, payload, tail, rc, wall, usage)
 
     if stopped == "timeout":
         what = "its measurement" if warmup_timeout else "worker"
@@ -212,6 +227,8 @@ def run_result(out: ProcessOutcome, workload: Workload, env: Optional[Mapping[st
     meta.setdefault("result", {k: v for k, v in payload.items()
                                if k not in ("status", "message", "meta") and isinstance(v, (str, int, float, bool))})
     meta["env"] = topology.recorded_env(env or os.environ)
+    if out.utilisation:
+        meta["utilisation"] = out.utilisation
     meta["env_defaults_applied"] = dict(defaults_applied or {})
     ok = out.status == "ok"
     try:
