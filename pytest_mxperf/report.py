@@ -156,15 +156,15 @@ def utilisation_lines(records: Sequence[CellRecord]) -> List[str]:
         runs = [r for r in rec.cell.ok_runs if r.meta.get("utilisation")]
         if not runs:
             continue
-        said: List[str] = []
-        for r in runs:
-            threads = (r.meta.get("threads") or {}).get("openmp")
-            for text in utilisation.labels(r.meta["utilisation"], threads if isinstance(threads, int) else None):
-                if text not in said:
-                    said.append(text)
+        # the process in the middle by CPUs busy speaks for the cell (one line, not one per process)
+        runs.sort(key=lambda r: ((r.meta["utilisation"].get("cpu") or {}).get("mean_cpus") or 0.0))
+        mid = runs[len(runs) // 2]
+        threads = (mid.meta.get("threads") or {}).get("openmp")
+        said = utilisation.labels(mid.meta["utilisation"], threads if isinstance(threads, int) else None)
         if rec.cell.workload.device == "gpu" or said:
-            desc = utilisation.describe(runs[len(runs) // 2].meta["utilisation"]) or ""
-            lines.append(f"utilisation {cell_label(rec)}: {desc}" + (f"; {'; '.join(said)}" if said else ""))
+            desc = utilisation.describe(mid.meta["utilisation"]) or ""
+            lines.append(f"utilisation {cell_label(rec)} (median of {len(runs)} processes): {desc}"
+                         + (f"; {'; '.join(said)}" if said else ""))
     return lines
 
 

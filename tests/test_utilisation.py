@@ -78,7 +78,7 @@ def test_the_report_labels_host_bound_gpu_cells_and_underused_cpus():
                                       CellRecord("c", CellMeasurement(c, [cpu_run])),
                                       CellRecord("b", CellMeasurement(c, [busy_run]))])
     assert len(lines) == 2, lines
-    assert "score resnet50_v2 b32 gpu:0: CPUs busy 1.00" in lines[0] and "GPU 0 31% busy" in lines[0]
+    assert "score resnet50_v2 b32 gpu:0 (median of 1 processes): CPUs busy 1.00" in lines[0] and "GPU 0 31% busy" in lines[0]
     assert "input- or host-bound" in lines[0]
     assert "kept 0.98 CPUs busy on average with 2 OpenMP threads" in lines[1]
 
