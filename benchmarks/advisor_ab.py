@@ -74,21 +74,6 @@ def summarize(label, ratios):
           f"B faster in {wins}/{len(r)} pairs (sign test, two-sided p = {sign_test_p(wins, len(r)):.4f})")
 
 
-def wait_for_quiet(threshold, max_wait, window=2.0):
-    """Wait (up to ``max_wait`` s) until a ``window`` of /proc/stat shows other processes
-    using less than ``threshold`` CPUs; returns the seconds waited and the last reading."""
-    import time
-    t0 = time.monotonic()
-    while True:
-        meter = machine_state.LoadMeter()
-        meter.start()
-        time.sleep(window)
-        other = (meter.stop() or {}).get("other_cpus")
-        waited = time.monotonic() - t0
-        if other is None or other < threshold or waited >= max_wait:
-            return waited, other
-
-
 def run(w, base_env, setting, time_budget):
     meter = machine_state.LoadMeter()
     meter.start()
@@ -128,7 +113,7 @@ def main():
     for i in range(args.pairs):
         order = ("A", "B") if i % 2 == 0 else ("B", "A")
         if args.wait_quiet > 0:
-            waited, other = wait_for_quiet(args.quiet_below, args.wait_quiet)
+            waited, other = machine_state.wait_for_quiet(args.quiet_below, args.wait_quiet)
             if waited > 2.5:
                 print(f"  (waited {waited:.0f} s for a quiet machine; other_cpus now "
                       f"{'n/a' if other is None else f'{other:.2f}'})", flush=True)

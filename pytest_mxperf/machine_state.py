@@ -271,6 +271,21 @@ def label(probe_before: Optional[Mapping[str, Any]], probe_after: Optional[Mappi
     return state("quiet", "")
 
 
+def wait_for_quiet(threshold: float, max_wait: float, window: float = 2.0) -> tuple:
+    """Wait (up to ``max_wait`` s) until a ``window`` of /proc/stat shows other processes
+    keeping fewer than ``threshold`` CPUs busy; returns (seconds waited, last reading).
+    For benchmark scripts that would rather start on a quiet machine."""
+    t0 = time.monotonic()
+    while True:
+        meter = LoadMeter()
+        meter.start()
+        time.sleep(window)
+        other = (meter.stop() or {}).get("other_cpus")
+        waited = time.monotonic() - t0
+        if other is None or other < threshold or waited >= max_wait:
+            return waited, other
+
+
 def spell_depth(runs, reference: Optional[Mapping[str, float]]) -> Optional[float]:
     """How far a slow spell slowed the machine at its worst among ``runs``: the lowest
     ratio of a probe figure (the lower of before / after) to the quiet reference, over the
