@@ -18,6 +18,11 @@ from typing import Any, Dict, Optional, Tuple
 # their cells with these modes; samples.PRIMARY says which figure each mode is judged on.
 MODES = ("score", "train", "latency", "kvstore", "dist", "convergence", "io")
 DTYPES = ("float32", "float16", "bfloat16", "int8")
+# bfloat16 (AMP) and int8 (oneDNN quantization) are CPU inference cells: the worker converts
+# the float32 network (workers/precision.py); whether this CPU and build run them is the
+# worker's to say (an "unsupported" cell with the reason).
+CPU_INFERENCE_DTYPES = ("bfloat16", "int8")
+INFERENCE_MODES = ("score", "latency")
 # How the suite fills OpenMP threads that the user left unset:
 #   "auto"        physical cores available to the process, shared by all contexts
 #   "per-context" physical cores divided evenly between the CPU contexts
@@ -90,6 +95,12 @@ class Workload:
                 raise WorkloadError(f"bad context {c!r}")
         if len({c.split(':')[0] for c in self.contexts}) != 1:
             raise WorkloadError("mixed cpu and gpu contexts")
+        if self.dtype in CPU_INFERENCE_DTYPES:
+            if self.mode not in INFERENCE_MODES:
+                raise WorkloadError(f"{self.dtype} cells are inference cells (modes: {', '.join(INFERENCE_MODES)}), "
+                                    f"not {self.mode!r}")
+            if self.contexts[0].startswith("gpu"):
+                raise WorkloadError(f"{self.dtype} cells are CPU cells (oneDNN); use float16 on GPUs")
         if self.threads not in THREAD_PROFILES and not (self.threads.isdigit() and int(self.threads) > 0):
             raise WorkloadError(
                 f"unknown threading profile {self.threads!r} (known: auto, per-context, or a positive integer)")

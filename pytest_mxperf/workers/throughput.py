@@ -14,6 +14,11 @@ synchronisation made explicit):
   "first batch") -> untimed warm-up -> rounds of k batches, each round
   ``waitall(); t0; k x step; waitall(); t1``. Throughput is computed from the median time
   per batch; the per-round images/s are the samples.
+
+bfloat16 and int8 CPU cells bind the float32 network, convert it (``precision.py``: AMP /
+oneDNN quantization, timed apart as ``convert_seconds``) and bind the result; the rounds
+are the same. A dtype the CPU or build cannot run (float16 on CPU, bfloat16 below AVX-512,
+either without MKLDNN) is an ``unsupported`` result with the reason, not an error.
 """
 
 from __future__ import annotations
@@ -23,6 +28,10 @@ import resource
 import time
 
 from pytest_mxperf.workers.protocol import ModuleSteps, import_mxnet, runtime_info, serve, thread_pools
+
+#: dtypes of CPU cells reached by converting the float32 network (workers/precision.py)
+CONVERTED_DTYPES = ("bfloat16", "int8")
+
 
 def _contexts(mx, names):
     ctxs = []
@@ -52,6 +61,7 @@ class _Cell(ModuleSteps):
         sym = zoo.build_symbol(w["model"], dtype="float16" if fp16 else "float32")
         data_desc = [mx.io.DataDesc("data", (total,) + tuple(spec.input_shape), np.float32)]
         train = w["mode"] == "train"
+        self.precision = None
         t0 = time.perf_counter()
         if train:
             mod = mx.mod.Module(sym, data_names=["data"], label_names=["softmax_label"], context=ctxs)
@@ -61,6 +71,20 @@ class _Cell(ModuleSteps):
             mod = mx.mod.Module(sym, data_names=["data"], label_names=["softmax_label"], context=ctxs)
             mod.bind(data_shapes=data_desc, for_training=False)
         mod.init_params(initializer=mx.init.Xavier(magnitude=2.0))
+        if w["dtype"] in CONVERTED_DTYPES:
+            # bfloat16 (AMP) / int8 (oneDNN quantization): the float32 network with its
+            # random weights, converted, then bound again for inference
+            from pytest_mxperf.workers import precision
+            arg, aux = mod.get_params()
+            t_c = time.perf_counter()
+            csym, carg, caux = precision.convert_symbol(mx, sym, arg, aux, w["dtype"], data_desc[0].shape,
+                                                        ctxs[0], seed=seed)
+            convert_seconds = time.perf_counter() - t_c
+            mod = mx.mod.Module(csym, data_names=["data"], label_names=["softmax_label"], context=ctxs)
+            mod.bind(data_shapes=data_desc, for_training=False)
+            mod.set_params(carg, caux)
+            self.precision = {"dtype": w["dtype"], "convert_seconds": convert_seconds,
+                              "ops": precision.marker_ops(precision.graph_ops(csym))}
         if train:
             params = {"learning_rate": 0.01, "wd": 1e-4, "rescale_grad": 1.0 / total}
             if w.get("optimizer", "sgd") == "sgd":
@@ -108,6 +132,10 @@ def measure(spec: dict) -> dict:
             return {"status": "unavailable", "meta": meta,
                     "message": f"needs {','.join(needed)} but this machine has {have} GPU(s)"}
 
+    refused = _unsupported_precision(mx, w)
+    if refused:
+        return {"status": "unsupported", "message": refused, "meta": meta}
+
     if w.get("source"):  # the user's own network
         from pytest_mxperf.workers import usermodel
         cell = usermodel.load(mx, json.loads(w["source"]), _contexts(mx, w["contexts"]), w["batch_size"],
@@ -115,7 +143,19 @@ def measure(spec: dict) -> dict:
     else:
         cell = _Cell(mx, w, int(spec.get("seed", 0)))
     meta["bind_seconds"] = cell.bind_seconds
-    first = cell.timed(1)
+    if w.get("source"):  # the user's network: its FLOPs are counted here, from its graph
+        meta["macs_per_sample"] = cell.macs_per_sample
+        if cell.macs_per_sample is None:
+            meta["macs_unknown"] = cell.macs_unknown
+    if getattr(cell, "precision", None):
+        meta["precision"] = cell.precision
+    try:
+        first = cell.timed(1)
+    except Exception as exc:  # MXNet raises a missing kernel at the first synchronisation
+        reason = _unsupported_at_first_batch(w, exc)
+        if reason is None:
+            raise
+        return {"status": "unsupported", "message": reason, "meta": meta}
     meta["first_batch_seconds"] = first
 
     # Untimed warm-up: at least warmup_min batches, and until warmup_seconds have passed.
@@ -167,6 +207,50 @@ def measure(spec: dict) -> dict:
         "figures": figures,
         "meta": meta,
     }
+
+
+def _unsupported_precision(mx, w):
+    """Why this MXNet / CPU cannot run the cell's dtype (one line), or None when it can.
+
+    float16 on CPU contexts (no FP16 gemm on CPU in MXNet 1.x); bfloat16 / int8 where the
+    build or the CPU lacks them (``precision.cpu_support``), on GPU contexts (these
+    conversions are oneDNN's) and for the user's own networks (converted by the user)."""
+    dtype = w.get("dtype", "float32")
+    if dtype == "float32":
+        return None
+    on_cpu = all(not c.startswith("gpu") for c in w["contexts"])
+    if dtype == "float16":
+        if not on_cpu:
+            return None
+        from pytest_mxperf.workers import precision
+        return "float16 on CPU: " + precision.FP16_REASON
+    if dtype in CONVERTED_DTYPES:
+        if not on_cpu:
+            return f"{dtype} cells here are CPU cells (MXNet's {dtype} conversion runs oneDNN kernels)"
+        if w.get("source"):
+            return (f"{dtype} conversion is done for the zoo networks; for your own network, convert it "
+                    "(mx.contrib.amp / mx.contrib.quantization) and measure the converted graph as float32")
+        from pytest_mxperf.workers import precision
+        ok, reason = precision.cpu_support(mx)[dtype]
+        return None if ok else f"{dtype} on this CPU: {reason}"
+    return None
+
+
+# What MXNet 1.9.1 says at the first synchronisation when a dtype has no kernel on CPU.
+_NO_KERNEL_MARKERS = ("not implemented", "could not create a primitive descriptor", "unsupported",
+                      "unimplemented")
+
+
+def _unsupported_at_first_batch(w, exc):
+    """The one-line reason when a reduced-precision cell fails at its first batch because a
+    kernel is missing; None for any other failure (which stays an error)."""
+    if w.get("dtype", "float32") == "float32":
+        return None
+    from pytest_mxperf.workers.protocol import error_line
+    line = error_line(str(exc), type(exc).__name__)
+    if not any(m in line.lower() for m in _NO_KERNEL_MARKERS):
+        return None
+    return f"{w['dtype']} has no kernel here (first synchronisation): {line}"
 
 
 def _percentile(sorted_values, q):
