@@ -19,7 +19,7 @@ from typing import Any, Callable, Dict, Mapping, Optional, Sequence
 
 from . import runner, tables
 from .options import PerfOptions
-from .samples import CellMeasurement, RunResult
+from .samples import FLOP_MODES, CellMeasurement, RunResult, add_flop_figures
 from .session import CellRecord, Finding, PerfSession
 from .workload import Workload
 
@@ -64,6 +64,69 @@ def judge_floor(cell: CellMeasurement, floor: tables.Floor, states: Optional[Seq
         return "failed", (f"{median:.2f} img/s is below the {floor.kind} floor {floor.value:.2f} img/s "
                           f"({floor.reason}){busy}")
     return "passed", f"{median:.2f} img/s >= {floor.kind} floor {floor.value:.2f} img/s ({floor.table_id})"
+
+
+#: the kernels whose best round is the machine's peak (oneDNN's; workers/peak.py also has
+#: ``dot``, OpenBLAS's path, which is never the peak and is left out of a session)
+PEAK_KERNELS = ("fc", "conv")
+PEAK_MODULE = "pytest_mxperf.workers.peak"
+
+
+def machine_peak(session: PerfSession) -> Dict[str, Any]:
+    """The machine's float32 peak GFLOP/s through oneDNN (a large FullyConnected and a 3x3
+    Convolution through MXNet, best round), measured once per session in its own worker
+    process, the first time a cell needs it, and cached on ``session.peak``.
+    ``{"status": "ok", "peak_gflops", "fc_gflops", "conv_gflops", "threads", "kernels"}``,
+    or ``{"status": <failure>, "message", "peak_gflops": None}``."""
+    if session.peak is None:
+        session.peak = measure_peak(session)
+    return session.peak
+
+
+def measure_peak(session: PerfSession) -> Dict[str, Any]:
+    o = session.options
+    w = Workload(model="oneDNN peak", mode="score")  # cpu:0, the suite's OpenMP threads
+    as_cap, _ = runner.memory_caps(w, runner.resolve_memory_limit(o.memory_limit))
+    env, _ = runner.build_env(w, session.environ)
+    spec: Dict[str, Any] = {"kernels": list(PEAK_KERNELS), "memory_limit": as_cap}
+    if o.smoke:
+        spec.update(rounds=2, round_seconds=0.1)
+    out = runner.run_process([o.python or sys.executable, "-m", PEAK_MODULE], spec, timeout=o.timeout, env=env)
+    p = out.payload or {}
+    if out.status != "ok" or not isinstance(p.get("peak_gflops"), (int, float)):
+        return {"status": out.status if out.status != "ok" else "error", "peak_gflops": None,
+                "message": out.message or "the peak worker returned no peak figure"}
+    kernels = p.get("kernels") or {}
+    return {"status": "ok", "message": "", "peak_gflops": float(p["peak_gflops"]),
+            "fc_gflops": p.get("fc_gflops"), "conv_gflops": p.get("conv_gflops"),
+            "threads": ((p.get("meta") or {}).get("threads") or {}).get("openmp"),
+            "omp_num_threads": env.get("OMP_NUM_THREADS"),
+            "kernels": {k: v.get("what") for k, v in kernels.items()}}
+
+
+def flops_per_sample(w: Workload, runs: Sequence[RunResult] = ()) -> Optional[float]:
+    """FLOPs per sample of a cell (2 x conv+FC MACs forward; training 3 x forward): a zoo
+    network's from the zoo, the user's own from the count its worker made of its graph
+    (``meta["macs_per_sample"]`` of ``runs``); None for cells without a count (other
+    kinds of cell, a graph whose shapes the worker could not infer)."""
+    from . import zoo
+    from .zoo import flops
+    if w.mode not in FLOP_MODES:
+        return None
+    if w.source:
+        macs = next((r.meta.get("macs_per_sample") for r in runs if r.ok and r.meta.get("macs_per_sample")), None)
+        return flops.flops_from_macs(macs, w.mode) if macs else None
+    if w.model not in zoo.MODELS:
+        return None
+    return flops.flops_per_sample(w.model, w.mode)
+
+
+def _flop_count(flops: float) -> str:
+    """8.178 GFLOP, 124.4 kFLOP: the unit that keeps the figure readable."""
+    for scale, unit in ((1e9, "GFLOP"), (1e6, "MFLOP"), (1e3, "kFLOP")):
+        if flops >= scale:
+            return f"{flops / scale:.4g} {unit}"
+    return f"{flops:.0f} FLOP"
 
 
 def _raise(exc_type):
@@ -137,8 +200,57 @@ class Measurer:
         w = Workload(model=name, mode=mode, batch_size=int(batch_size), contexts=contexts, dtype=dtype,
                      threads=str(threads), optimizer=optimizer, kvstore=kvstore, source=source)
         run = self.session.throughput_run(w, extra_env)
-        cell = self.session.run_processes(w, run, processes)
-        return self._record(cell, lambda n: self.session.run_processes(w, run, n))
+        cell = self._with_flops(self.session.run_processes(w, run, processes))
+        self._record(cell, lambda n: self._with_flops(self.session.run_processes(w, run, n)))
+        self._report_flops(cell)
+        return cell
+
+    def _with_flops(self, cell: CellMeasurement) -> CellMeasurement:
+        """The cell with its derived figures: achieved GFLOP/s and, on CPU, the percentage
+        of the machine's measured oneDNN peak (measured now if this is the first cell that
+        needs it). Shown, never judged: the throughput is."""
+        fps = flops_per_sample(cell.workload, cell.ok_runs)
+        if fps is None or not cell.ok_runs:
+            return cell
+        # the peak is float32's: an int8 or bfloat16 cell's operations per second are not
+        # a fraction of it (int8 ran at 1.6 x the float32 peak here), so they get none
+        w = cell.workload
+        peak = (machine_peak(self.session).get("peak_gflops")
+                if w.device == "cpu" and w.dtype == "float32" else None)
+        add_flop_figures(cell.runs, fps, peak)
+        if cell.reference:
+            add_flop_figures(cell.reference, fps, peak)
+        return cell
+
+    def _report_flops(self, cell: CellMeasurement) -> None:
+        g = cell.figure("gflops")
+        if g is None:
+            return
+        w = cell.workload
+        fps = flops_per_sample(w, cell.ok_runs) or 0.0
+        figs: Dict[str, Any] = {"gflops": round(g, 2)}
+        what = "forward + backward (3 x forward)" if w.mode == "train" else "forward"
+        whose = ", counted from your graph" if w.source else ""
+        notes = [f"{_flop_count(fps)} per sample ({what}; 2 x Convolution/FullyConnected MACs{whose})"]
+        pct = cell.figure("pct_of_peak")
+        peak = self.session.peak or {}
+        if pct is not None:
+            figs["peak_gflops"] = round(peak["peak_gflops"], 2)
+            figs["pct_of_peak"] = round(pct, 1)
+            kernels = ", ".join(f"{name} {peak[k]:.1f}" for name, k in (("FullyConnected", "fc_gflops"),
+                                                                         ("3x3 Convolution", "conv_gflops"))
+                                if isinstance(peak.get(k), (int, float)))
+            notes.append(f"peak: best round of float32 oneDNN kernels through MXNet ({kernels} GFLOP/s), "
+                         f"OMP_NUM_THREADS={peak.get('omp_num_threads')}")
+        elif w.dtype != "float32":
+            notes.append(f"{w.dtype} operations per second, shown alone: the measured peak is float32's")
+        elif w.device != "cpu":
+            notes.append("no GPU peak is measured: GFLOP/s shown alone")
+        elif peak.get("status") not in (None, "ok"):
+            notes.append(f"peak not measured: {peak.get('status')}: {peak.get('message')}")
+        self.session.findings.append(Finding(self.nodeid, f"hardware limit {w.key()}", figs, "; ".join(notes)))
+        for k, v in figs.items():
+            self._record_property(f"mxperf_{k}", v)
 
     def _resolve_model(self, model, input_shape, inputs, input_spec, params, loss, mode):
         from . import usermodel, zoo

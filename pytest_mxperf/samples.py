@@ -62,6 +62,7 @@ METRICS: Dict[str, Metric] = {m.name: m for m in (
     Metric("load_seconds_per_batch", "s/batch", False, "derived", "input loading per batch"),
     Metric("compute_seconds_per_batch", "s/batch", False, "derived", "compute per batch"),
     Metric("gflops", "GFLOP/s", True, "derived", "achieved GFLOP/s"),
+    Metric("pct_of_peak", "%", True, "derived", "achieved GFLOP/s as % of the measured oneDNN peak"),
 )}
 
 # The primary figure of each kind of cell (what ``median`` and the baseline's
@@ -271,3 +272,27 @@ class CellMeasurement:
         ref = d.get("reference_runs")
         return cls(workload=Workload.from_dict(d["workload"]), runs=_runs_from(d.get("runs")),
                    reference=_runs_from(ref) if ref is not None else None)
+
+
+#: modes whose throughput is a count of network passes (forward, or forward + backward)
+FLOP_MODES = ("score", "latency", "train")
+
+
+def add_flop_figures(runs: List[RunResult], flops_per_sample: Optional[float],
+                     peak_gflops: Optional[float] = None) -> None:
+    """Add the derived figures ``gflops`` (samples/s x FLOPs per sample) and, given the
+    machine's measured peak, ``pct_of_peak`` to every measured run, in place. Both are
+    ``derived`` (shown, never judged: the throughput they come from is judged)."""
+    if not flops_per_sample or flops_per_sample <= 0:
+        return
+    for r in runs:
+        if not r.ok or r.workload.mode not in FLOP_MODES:
+            continue
+        rate = r.value("throughput")
+        if not rate:
+            continue
+        g = rate * flops_per_sample / 1e9
+        r.figures["gflops"] = g
+        if peak_gflops and peak_gflops > 0:
+            r.figures["pct_of_peak"] = 100.0 * g / peak_gflops
+

@@ -131,6 +131,13 @@ def test_your_own_network_through_the_api_with_a_baseline_and_a_verdict(pytester
     r = _run(pytester, "--perf-report", "rep")
     out = r.stdout.str()
     assert r.ret in (0, 1) and "no baseline" not in out, out
+    # the FLOPs of your own graph, counted by the worker: fc1 20x32 + fc2 32x10 = 960 MACs;
+    # the HybridBlock's conv 8x26x26x(1x3x3) + dense 10x(8x13x13) = 62,192 MACs
+    limits = {ln.split("[hardware limit ", 1)[1].split("/")[1].split("@")[0]: ln for ln in out.splitlines()
+              if "[hardware limit score/user:" in ln}
+    assert "1.92 kFLOP per sample (forward; 2 x Convolution/FullyConnected MACs, counted from your graph)" in \
+        limits["user:mlp"], out
+    assert "124.4 kFLOP per sample" in limits["user:small_cnn"], out
     verdicts = json.loads((pytester.path / "rep" / "results.json").read_text())["session"]["verdicts"]
     mine = [v for k, v in verdicts.items() if k.startswith("score/user:mlp@") and "#" not in k]
     assert mine and mine[0]["kind"] in ("unchanged", "improvement", "regression", "unresolved")

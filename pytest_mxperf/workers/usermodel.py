@@ -86,10 +86,27 @@ def _inputs(mx, specs, batch, ctx, sym=None, block=None):
     return out
 
 
+def macs_per_sample(sym, specs):
+    """(forward Convolution + FullyConnected multiply-accumulates per sample, None) of the
+    user's graph, from its shapes (``zoo.count``); (None, why) when they cannot be counted."""
+    from pytest_mxperf.zoo import count
+    try:
+        return count.count_macs(sym, input_shapes={s["name"]: tuple(s["shape"]) for s in specs}), None
+    except Exception as exc:  # a graph whose shapes do not infer from its inputs alone
+        return None, f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"[:200]
+
+
+def _block_symbol(mx, net, specs):
+    """The graph of a HybridBlock, as MXNet builds it when the block is called on Symbols."""
+    out = net(*[mx.sym.var(s["name"]) for s in specs])
+    return mx.sym.Group(list(out)) if isinstance(out, (list, tuple)) else out
+
+
 class SymbolCell(ModuleSteps):
     def __init__(self, mx, sym, ref, specs, ctxs, batch, train, loss, num_classes=None):
         import numpy as np
         self.mx = mx
+        self.macs_per_sample, self.macs_unknown = macs_per_sample(sym, specs)
         self.total_batch = batch * len(ctxs)
         self.train = train
         names = [s["name"] for s in specs]
@@ -144,6 +161,10 @@ class BlockCell(TimedSteps):
         if not _initialised(net):
             net.initialize(mx.init.Xavier(), ctx=ctx)
         net.hybridize(static_alloc=True, static_shape=True)
+        try:
+            self.macs_per_sample, self.macs_unknown = macs_per_sample(_block_symbol(mx, net, specs), specs)
+        except Exception as exc:  # a block that cannot be called on Symbols
+            self.macs_per_sample, self.macs_unknown = None, f"{type(exc).__name__}: {exc}"[:200]
         self.data = _inputs(mx, specs, batch, ctx, block=net)
         self.net = net
         if train:

@@ -49,16 +49,20 @@ def count_params(sym, data_shape):
     return total
 
 
-def mac_layers(sym, data_shape):
+def mac_layers(sym, data_shape=None, input_shapes=None):
     """Per-layer MACs: list of ``(op, node_name, macs)`` for every Convolution and
     FullyConnected node, found by walking ``sym.tojson()``; shapes come from
-    ``sym.get_internals().infer_shape`` at batch 1."""
+    ``sym.get_internals().infer_shape`` at batch 1. The input is ``data`` of
+    ``data_shape`` (C,H,W), or ``input_shapes``: {input name: shape without the batch}
+    for a network with other or several inputs (the user's own)."""
     graph = json.loads(sym.tojson())
     nodes = graph["nodes"]
     internals = sym.get_internals()
-    arg_shapes, out_shapes, _ = internals.infer_shape(data=(1,) + tuple(data_shape))
+    shapes = ({name: (1,) + tuple(shape) for name, shape in input_shapes.items()} if input_shapes is not None
+              else {"data": (1,) + tuple(data_shape)})
+    arg_shapes, out_shapes, _ = internals.infer_shape(**shapes)
     if arg_shapes is None:
-        raise ValueError("could not infer shapes for data shape %r" % (tuple(data_shape),))
+        raise ValueError("could not infer shapes for input shapes %r" % (shapes,))
     arg_shape = dict(zip(internals.list_arguments(), arg_shapes))
     out_shape = dict(zip(internals.list_outputs(), out_shapes))
     layers = []
@@ -75,9 +79,10 @@ def mac_layers(sym, data_shape):
     return layers
 
 
-def count_macs(sym, data_shape):
-    """Forward multiply-accumulates for one image (Convolution + FullyConnected)."""
-    return sum(m for _, _, m in mac_layers(sym, data_shape))
+def count_macs(sym, data_shape=None, input_shapes=None):
+    """Forward multiply-accumulates for one image (Convolution + FullyConnected); the
+    input as in :func:`mac_layers`."""
+    return sum(m for _, _, m in mac_layers(sym, data_shape, input_shapes))
 
 
 def forward_output_shape(sym, data_shape, mx=None):
