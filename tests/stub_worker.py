@@ -17,7 +17,11 @@ sets ``MXPERF_STUB`` to a JSON configuration:
      "dists": [["mxnet", "1.9.1"]],   the MXNet distributions its metadata lists (``python -c``
                                   of installs.installed_mxnet_distributions); default: one,
                                   mxnet-cu117 when "features" has CUDA, else mxnet
-     "error": null}               a one-line error message to return instead (e.g. CUDA's)
+     "error": null,               a one-line error message to return instead (e.g. CUDA's)
+     "peak_gflops": 150.0,        what the peak worker measures (fc and conv alike)
+     "operators": {"_sg_mkldnn_conv": 100.0, ...}}   the profile worker's operators, in ms
+                                  per batch (scaled by 100 / rate, so a slower stub has
+                                  slower operators); default: a fused conv net's
 
 Nothing here imports mxnet; no GPU is involved even when it pretends to have GPUs.
 """
@@ -91,6 +95,48 @@ def commbench(spec_path, result_path):
                          "meta": {"mxnet_version": c.get("version", "1.9.1")}})
 
 
+def _spec_and_cfg(spec_path):
+    with open(spec_path) as fh:
+        return json.load(fh), _cfg()
+
+
+def peak(spec_path, result_path):
+    """The peak worker's result shape (workers/peak.py): best-round GFLOP/s per kernel."""
+    spec, c = _spec_and_cfg(spec_path)
+    g = float(c.get("peak_gflops", 150.0))
+    kernels = {k: {"gflops": g, "round_gflops": [g], "what": f"stand-in {k}"} for k in spec.get("kernels", ["fc"])}
+    _write(result_path, {"status": "ok", "message": "", "kernels": kernels,
+                         "fc_gflops": g if "fc" in kernels else None, "conv_gflops": g if "conv" in kernels else None,
+                         "dot_gflops": None, "peak_gflops": g,
+                         "meta": {"mxnet_version": c.get("version", "1.9.1"), "threads": {"openmp": 2}}})
+
+
+#: a fused (MKLDNN) convolution network's operators, ms per batch at 100 img/s
+STUB_OPERATORS = {"_sg_mkldnn_conv": 80.0, "BatchNorm": 5.0, "Pooling": 3.0, "_sg_mkldnn_fully_connected": 2.0}
+
+
+def profile(spec_path, result_path):
+    """The profile worker's result shape (workers/profile.py), and a small chrome trace."""
+    spec, c = _spec_and_cfg(spec_path)
+    if c.get("error"):
+        _write(result_path, {"status": "error", "message": c["error"], "meta": {}})
+        return
+    slow = 100.0 / (float(c.get("rate", 100.0)) * float((c.get("factors") or {}).get(spec["workload"]["model"], 1.0)))
+    ops = {name: ms * slow for name, ms in (c.get("operators") or STUB_OPERATORS).items()}
+    total = sum(ops.values()) or 1.0
+    batches = 5
+    records = [{"name": n, "calls": batches, "total_ms": ms * batches, "avg_ms": ms, "ms_per_batch": ms,
+                "share": ms / total} for n, ms in sorted(ops.items(), key=lambda kv: -kv[1])]
+    trace = spec.get("trace_path")
+    if trace:
+        os.makedirs(os.path.dirname(trace) or ".", exist_ok=True)
+        _write(trace, {"traceEvents": [{"name": r["name"], "ph": "X", "ts": 0, "dur": r["avg_ms"] * 1e3,
+                                        "pid": 0, "tid": 0} for r in records]})
+    _write(result_path, {"status": "ok", "message": "", "operators": records, "trace_path": trace,
+                         "batches": batches, "warmup_batches": 3, "seconds": total * batches / 1e3,
+                         "meta": {"mxnet_version": c.get("version", "1.9.1"), "bulk_exec": {"inference": "0"}}})
+
+
 def list_distributions():
     c = _cfg()
     version = c.get("version", "1.9.1")
@@ -109,6 +155,10 @@ def main(argv):
             return throughput(*rest)
         if module == "pytest_mxperf.workers.commbench":
             return commbench(*rest)
+        if module == "pytest_mxperf.workers.peak":
+            return peak(*rest)
+        if module == "pytest_mxperf.workers.profile":
+            return profile(*rest)
     print(f"stub worker: unsupported call {argv}", file=sys.stderr)
     return 2
 

@@ -222,3 +222,38 @@ def test_a_cell_whose_peak_memory_grew_fails(pytester, make_stub_python):
     assert r.ret == pytest.ExitCode.TESTS_FAILED, out
     assert "REGRESSION score/lenet/b8/cpu:0/float32/threads=auto#peak_rss_mib" in out
     assert "out-of-memory" in out
+
+
+def test_a_regressed_cell_comes_with_its_profile_beside_the_baselines(two_sessions):
+    """Recording keeps each cell's operator profile; a confirmed regression runs the profile
+    worker once more and shows its operators beside the baseline's, the ones on one side
+    only named, with a chrome trace. The stand-in's "operators" play MKLDNN fusion on (the
+    baseline) and off (now)."""
+    unfused = {"Convolution": 95.0, "BatchNorm": 9.0, "Pooling": 3.0, "FullyConnected": 2.5}
+    r = two_sessions(("lenet",), record={"rate": 100.0}, now={"rate": 70.0, "operators": unfused},
+                     args=("--perf-no-probe",), record_args=("--perf-no-probe",))
+    out = _out(r)
+    assert r.ret == pytest.ExitCode.TESTS_FAILED, out
+    assert "REGRESSION score/lenet/b8" in out
+    assert "top operators by time, now (mxnet 1.9.1" in out and "beside the baseline" in out
+    assert ("operators only in now: BatchNorm" not in out
+            and "operators only in now: Convolution, FullyConnected; only in baseline: _sg_mkldnn_conv, "
+                "_sg_mkldnn_fully_connected" in out), out
+    trace = next(line.split("chrome trace: ", 1)[1].split(";")[0] for line in out.splitlines()
+                 if "chrome trace: " in line)
+    assert json.loads(open(trace).read())["traceEvents"][0]["name"] == "Convolution"
+
+
+def test_zoo_cells_show_gflops_against_the_sessions_peak(two_sessions):
+    """Derived, not judged: GFLOP/s per cell and its share of the peak the (stand-in) peak
+    worker measured once for the session."""
+    r = two_sessions(("resnet50_v2",), now={"rate": 10.0, "peak_gflops": 200.0}, args=("--perf-no-probe",))
+    out = _out(r)
+    assert r.ret == 0, out
+    from pytest_mxperf.zoo import flops
+    g = 10.0 * flops.flops_per_sample("resnet50_v2", "score") / 1e9
+    line = next(x for x in out.splitlines() if x.startswith("shown, not judged [hardware limit score/resnet50_v2"))
+    figs = dict(kv.split("=") for kv in line.split("] ", 1)[1].split(" -- ")[0].split(", "))
+    assert float(figs["peak_gflops"]) == 200.0, line
+    assert float(figs["gflops"]) == pytest.approx(g, rel=0.02), line  # the stand-in's +-1% per process
+    assert float(figs["pct_of_peak"]) == pytest.approx(100 * g / 200.0, rel=0.02), line
