@@ -23,8 +23,9 @@ MARKERS = {
     "latency": "batch-by-batch latency percentiles (serving)",
     "io": "input pipeline: loader alone, trainer alone, and the two end to end (RecordIO, NDArrayIter)",
     "slow": "heavy CPU cells; deselected unless --perf-slow or a -m expression that names 'slow' (GPU cells run)",
-    "mxperf_grid(models=None, batch_sizes=None, slow=None)":
-        "the model x batch grid of a test; slow maps a model to the smallest batch that is slow on CPU",
+    "mxperf_grid(models=None, batch_sizes=None, slow=None, devices=None)":
+        "the model x batch grid of a test; slow maps a model to the smallest batch that is slow on CPU; "
+        "devices (e.g. ('gpu',)) keeps only the --perf-ctx groups of those devices",
 }
 
 
@@ -234,12 +235,16 @@ def pytest_generate_tests(metafunc):
     if "own_model" in names:
         metafunc.parametrize("own_model", list(options.model_files),
                              ids=[f.rsplit("/", 1)[-1] for f in options.model_files])
-    if "ctx" in names:
-        params = [pytest.param(list(g), id=_ctx_id(g), marks=getattr(pytest.mark, g[0].split(":")[0]))
-                  for g in options.ctx_groups]
-        metafunc.parametrize("ctx", params)
     grid = metafunc.definition.get_closest_marker("mxperf_grid")
     kw = grid.kwargs if grid else {}
+    if "ctx" in names:
+        # a grid limited to some devices (float16: GPUs) gets no cells of the others, so
+        # that "-m cpu" does not select cells that can only skip
+        devices = kw.get("devices")
+        groups = [g for g in options.ctx_groups if not devices or g[0].split(":")[0] in devices]
+        params = [pytest.param(list(g), id=_ctx_id(g), marks=getattr(pytest.mark, g[0].split(":")[0]))
+                  for g in groups]
+        metafunc.parametrize("ctx", params)
     if "model" in names:
         from . import zoo
         allowed = kw.get("models") or zoo.model_names()

@@ -87,6 +87,24 @@ def test_grid(model, batch_size):
     result.assert_outcomes(passed=1)
 
 
+def test_a_grid_limited_to_gpus_has_no_cpu_cells(pytester):
+    pytester.makepyfile(test_user="""
+import pytest
+
+@pytest.mark.mxperf_grid(models=("lenet",), batch_sizes=(1,), devices=("gpu",))
+def test_gpu_only(ctx, model, batch_size):
+    assert ctx[0].startswith("gpu")
+
+@pytest.mark.mxperf_grid(models=("lenet",), batch_sizes=(1,))
+def test_any(ctx, model, batch_size):
+    pass
+""")
+    _run(pytester, "-m", "cpu").assert_outcomes(passed=1, deselected=2)  # test_any[cpu] only
+    _run(pytester, "-m", "gpu").assert_outcomes(passed=2, deselected=1)
+    # only CPU contexts asked for: the GPU-only grid is empty, and "-m cpu" does not select it
+    _run(pytester, "-m", "cpu", "--perf-ctx", "cpu:0").assert_outcomes(passed=1, deselected=1)
+
+
 def test_a_failing_worker_fails_its_test_with_the_reason(pytester):
     pytester.makepyfile(test_user=USER_TEST)
     # An address-space cap far too small for a worker that imports MXNet.
