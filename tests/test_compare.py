@@ -114,6 +114,20 @@ def test_promote_cli(tmp_path):
     assert (tmp_path / "bl" / "ci-1.json").read_bytes() == before
 
 
+def test_promote_keeps_the_operator_profiles_of_a_profiled_run(tmp_path):
+    key = Workload("resnet50_v2", batch_size=8).key()
+    profile = {"status": "ok", "batches": 5, "trace_path": "/tmp/t.json", "meta": {"mxnet_version": "1.9.1"},
+               "operators": [{"name": "_sg_mkldnn_conv", "calls": 5, "total_ms": 500.0, "ms_per_batch": 100.0,
+                              "share": 0.9}]}
+    res = R.dump_results(tmp_path / "results.json", [R.make_record(cell("resnet50_v2", BASE))],
+                         {"id": "ci-1", "hardware": {}},
+                         {"software": {"mxnet_version": "1.9.1"}, "profiles": {key: profile}})
+    assert cli("promote", res, "--baselines-dir", tmp_path / "bl").returncode == 0
+    from pytest_mxperf import profiles
+    kept = profiles.baseline_profile(B.load("ci-1", tmp_path / "bl"), key)
+    assert kept["operators"][0]["name"] == "_sg_mkldnn_conv" and kept["batches"] == 5
+
+
 def test_modules_do_not_import_mxnet():
     code = ("import sys; import pytest_mxperf.fingerprint, pytest_mxperf.baselines, pytest_mxperf.verdict, "
             "pytest_mxperf.results, pytest_mxperf.compare, pytest_mxperf.plots; "
