@@ -296,9 +296,16 @@ def mxperf(request, record_property, mxperf_session):
     from . import benchmark_records
     node = request.node
 
+    seen = []
+
     def on_cell(rec):
-        benchmark_records.add_cell(getattr(request.config, "_benchmarksession", None), node.name, node.nodeid,
-                                   getattr(node, "callspec", None), rec.cell)
+        # a test that measures several cells (e.g. float32 beside int8): the first keeps the
+        # test's name, the others are named apart by their cell key, so that no two
+        # pytest-benchmark entries share a name
+        seen.append(rec.cell.workload.key())
+        suffix = "" if len(seen) == 1 else f"::{rec.cell.workload.key()}"
+        benchmark_records.add_cell(getattr(request.config, "_benchmarksession", None), node.name + suffix,
+                                   node.nodeid + suffix, getattr(node, "callspec", None), rec.cell)
 
     return Measurer(mxperf_session, node.nodeid, record_property=record_property, on_cell=on_cell,
                     skip=pytest.skip, fail=lambda msg: pytest.fail(msg, pytrace=False))

@@ -193,3 +193,16 @@ def test_own(model, batch_size):
 """)
     result = _run(pytester, "--perf-batch-sizes", "3")
     result.assert_outcomes(passed=1)
+
+
+def test_a_test_measuring_two_cells_gives_two_benchmark_entries_apart(pytester, make_stub_python):
+    pytester.makepyfile(test_two="""
+def test_pair(mxperf):
+    mxperf.expect_ok(mxperf.measure("lenet", 8))
+    mxperf.expect_ok(mxperf.measure("lenet", 8, mode="latency"))
+""")
+    result = _run(pytester, "--perf-python", make_stub_python(), "--perf-no-probe", "--benchmark-json=bench.json")
+    result.assert_outcomes(passed=1)
+    bench = json.loads((pytester.path / "bench.json").read_text())
+    names = [b["name"] for b in bench["benchmarks"] if b["extra_info"].get("cell")]
+    assert names == ["test_pair", "test_pair::latency/lenet/b8/cpu:0/float32/threads=auto"], names
