@@ -66,39 +66,58 @@ def judge_floor(cell: CellMeasurement, floor: tables.Floor, states: Optional[Seq
     return "passed", f"{median:.2f} img/s >= {floor.kind} floor {floor.value:.2f} img/s ({floor.table_id})"
 
 
-#: the kernels whose best round is the machine's peak (oneDNN's; workers/peak.py also has
-#: ``dot``, OpenBLAS's path, which is never the peak and is left out of a session)
+#: the kernels whose best round is the machine's peak (oneDNN's on CPU, cuDNN / cuBLAS on a
+#: GPU; workers/peak.py also has ``dot``, OpenBLAS's path, which is never the peak)
 PEAK_KERNELS = ("fc", "conv")
 PEAK_MODULE = "pytest_mxperf.workers.peak"
 
 
-def machine_peak(session: PerfSession) -> Dict[str, Any]:
-    """The machine's float32 peak GFLOP/s through oneDNN (a large FullyConnected and a 3x3
-    Convolution through MXNet, best round), measured once per session in its own worker
-    process, the first time a cell needs it, and cached on ``session.peak``.
+def peak_target(w: Workload):
+    """(context, dtype) of the peak a cell is set against, or (None, why not): float32 CPU
+    cells against the CPU's float32 peak; GPU cells against their first GPU's peak in the
+    cell's dtype (float16: the tensor cores'); int8 / bfloat16 have no measured peak."""
+    if w.device == "gpu":
+        if w.dtype not in ("float32", "float16"):
+            return None, f"no {w.dtype} peak is measured on GPUs"
+        return w.contexts[0], w.dtype
+    if w.dtype != "float32":
+        return None, f"{w.dtype} operations per second, shown alone: the measured peak is float32's"
+    return "cpu:0", "float32"
+
+
+def machine_peak(session: PerfSession, context: str = "cpu:0", dtype: str = "float32") -> Dict[str, Any]:
+    """The peak GFLOP/s of ``context`` in ``dtype`` (a large FullyConnected and a 3x3
+    Convolution through MXNet, best round: oneDNN on CPU, cuBLAS / cuDNN on a GPU),
+    measured once per session in its own worker process, the first time a cell needs it,
+    and cached in ``session.peaks``.
     ``{"status": "ok", "peak_gflops", "fc_gflops", "conv_gflops", "threads", "kernels"}``,
     or ``{"status": <failure>, "message", "peak_gflops": None}``."""
-    if session.peak is None:
-        session.peak = measure_peak(session)
-    return session.peak
+    key = f"{context}/{dtype}"
+    if key not in session.peaks:
+        session.peaks[key] = measure_peak(session, context, dtype)
+    return session.peaks[key]
 
 
-def measure_peak(session: PerfSession) -> Dict[str, Any]:
+def measure_peak(session: PerfSession, context: str = "cpu:0", dtype: str = "float32") -> Dict[str, Any]:
     o = session.options
-    w = Workload(model="oneDNN peak", mode="score")  # cpu:0, the suite's OpenMP threads
-    as_cap, _ = runner.memory_caps(w, runner.resolve_memory_limit(o.memory_limit))
+    # the cell's environment: the suite's OpenMP threads on CPU, CUDA's device order on GPUs
+    w = Workload(model="peak", mode="score", contexts=(context,), dtype=dtype)
+    as_cap, rss_cap = runner.memory_caps(w, runner.resolve_memory_limit(o.memory_limit))
     env, _ = runner.build_env(w, session.environ)
-    spec: Dict[str, Any] = {"kernels": list(PEAK_KERNELS), "memory_limit": as_cap}
+    spec: Dict[str, Any] = {"kernels": list(PEAK_KERNELS), "memory_limit": as_cap, "context": context,
+                            "dtype": dtype}
     if o.smoke:
         spec.update(rounds=2, round_seconds=0.1)
-    out = runner.run_process([o.python or sys.executable, "-m", PEAK_MODULE], spec, timeout=o.timeout, env=env)
+    out = runner.run_process([o.python or sys.executable, "-m", PEAK_MODULE], spec, timeout=o.timeout, env=env,
+                             rss_limit=rss_cap)
     p = out.payload or {}
     if out.status != "ok" or not isinstance(p.get("peak_gflops"), (int, float)):
         return {"status": out.status if out.status != "ok" else "error", "peak_gflops": None,
-                "message": out.message or "the peak worker returned no peak figure"}
+                "message": out.message or p.get("message") or "the peak worker returned no peak figure"}
     kernels = p.get("kernels") or {}
     return {"status": "ok", "message": "", "peak_gflops": float(p["peak_gflops"]),
             "fc_gflops": p.get("fc_gflops"), "conv_gflops": p.get("conv_gflops"),
+            "context": context, "dtype": dtype,
             "threads": ((p.get("meta") or {}).get("threads") or {}).get("openmp"),
             "omp_num_threads": env.get("OMP_NUM_THREADS"),
             "kernels": {k: v.get("what") for k, v in kernels.items()}}
@@ -206,21 +225,30 @@ class Measurer:
         return cell
 
     def _with_flops(self, cell: CellMeasurement) -> CellMeasurement:
-        """The cell with its derived figures: achieved GFLOP/s and, on CPU, the percentage
-        of the machine's measured oneDNN peak (measured now if this is the first cell that
-        needs it). Shown, never judged: the throughput is."""
+        """The cell with its derived figures: achieved GFLOP/s and the percentage of the
+        measured peak of its device and dtype (measured now if this is the first cell that
+        needs it; ``peak_target``). Shown, never judged: the throughput is."""
         fps = flops_per_sample(cell.workload, cell.ok_runs)
         if fps is None or not cell.ok_runs:
             return cell
-        # the peak is float32's: an int8 or bfloat16 cell's operations per second are not
-        # a fraction of it (int8 ran at 1.6 x the float32 peak here), so they get none
-        w = cell.workload
-        peak = (machine_peak(self.session).get("peak_gflops")
-                if w.device == "cpu" and w.dtype == "float32" else None)
+        peak = self._cell_peak(cell.workload)[0]
         add_flop_figures(cell.runs, fps, peak)
         if cell.reference:
             add_flop_figures(cell.reference, fps, peak)
         return cell
+
+    def _cell_peak(self, w: Workload):
+        """(peak GFLOP/s the cell is set against or None, the peak worker's result or None,
+        why there is none). A cell on N GPUs is set against N x its first GPU's peak (the
+        GPUs of one cell taken as alike); a cell on several CPU contexts shares one CPU."""
+        context, dtype = peak_target(w)
+        if context is None:
+            return None, None, dtype
+        p = machine_peak(self.session, context, dtype)
+        if not isinstance(p.get("peak_gflops"), (int, float)):
+            return None, p, f"peak not measured: {p.get('status')}: {p.get('message')}"
+        n = w.num_devices if w.device == "gpu" else 1
+        return p["peak_gflops"] * n, p, ""
 
     def _report_flops(self, cell: CellMeasurement) -> None:
         g = cell.figure("gflops")
@@ -233,21 +261,22 @@ class Measurer:
         whose = ", counted from your graph" if w.source else ""
         notes = [f"{_flop_count(fps)} per sample ({what}; 2 x Convolution/FullyConnected MACs{whose})"]
         pct = cell.figure("pct_of_peak")
-        peak = self.session.peak or {}
-        if pct is not None:
-            figs["peak_gflops"] = round(peak["peak_gflops"], 2)
+        peak_gflops, peak, why = self._cell_peak(w)
+        if pct is not None and peak_gflops:
+            figs["peak_gflops"] = round(peak_gflops, 2)
             figs["pct_of_peak"] = round(pct, 1)
             kernels = ", ".join(f"{name} {peak[k]:.1f}" for name, k in (("FullyConnected", "fc_gflops"),
                                                                          ("3x3 Convolution", "conv_gflops"))
                                 if isinstance(peak.get(k), (int, float)))
-            notes.append(f"peak: best round of float32 oneDNN kernels through MXNet ({kernels} GFLOP/s), "
-                         f"OMP_NUM_THREADS={peak.get('omp_num_threads')}")
-        elif w.dtype != "float32":
-            notes.append(f"{w.dtype} operations per second, shown alone: the measured peak is float32's")
-        elif w.device != "cpu":
-            notes.append("no GPU peak is measured: GFLOP/s shown alone")
-        elif peak.get("status") not in (None, "ok"):
-            notes.append(f"peak not measured: {peak.get('status')}: {peak.get('message')}")
+            if w.device == "gpu":
+                many = f"{w.num_devices} x " if w.num_devices > 1 else ""
+                notes.append(f"peak: {many}best round of {w.dtype} cuBLAS / cuDNN kernels through MXNet on "
+                             f"{peak['context']} ({kernels} GFLOP/s)")
+            else:
+                notes.append(f"peak: best round of float32 oneDNN kernels through MXNet ({kernels} GFLOP/s), "
+                             f"OMP_NUM_THREADS={peak.get('omp_num_threads')}")
+        elif why:
+            notes.append(why)
         self.session.findings.append(Finding(self.nodeid, f"hardware limit {w.key()}", figs, "; ".join(notes)))
         for k, v in figs.items():
             self._record_property(f"mxperf_{k}", v)

@@ -84,9 +84,9 @@ class PerfSession:
         self._hw: Optional[hardware.HardwareInfo] = None
         self._last_probe: Optional[tuple] = None
         self.probes: List[Dict[str, Any]] = []  # every machine probe of the session
-        # the machine's measured oneDNN peak (fixture.machine_peak): measured once, lazily,
-        # the first time a cell's GFLOP/s is set against it
-        self.peak: Optional[Dict[str, Any]] = None
+        # measured peaks per "context/dtype" (fixture.machine_peak): each measured once,
+        # lazily, the first time a cell's GFLOP/s is set against it
+        self.peaks: Dict[str, Dict[str, Any]] = {}
         # set by the plugin to its hooks (pytest_mxperf_update_results): the results
         # document, changed in place before it is written
         self.on_results: Callable[[Dict[str, Any]], None] = lambda doc: None

@@ -18,7 +18,8 @@ sets ``MXPERF_STUB`` to a JSON configuration:
                                   of installs.installed_mxnet_distributions); default: one,
                                   mxnet-cu117 when "features" has CUDA, else mxnet
      "error": null,               a one-line error message to return instead (e.g. CUDA's)
-     "peak_gflops": 150.0,        what the peak worker measures (fc and conv alike)
+     "peak_gflops": 150.0,        what the peak worker measures (fc and conv alike), or a dict
+                                  by dtype: {"float32": 9000.0, "float16": 18000.0}
      "operators": {"_sg_mkldnn_conv": 100.0, ...}}   the profile worker's operators, in ms
                                   per batch (scaled by 100 / rate, so a slower stub has
                                   slower operators); default: a fused conv net's
@@ -103,11 +104,17 @@ def _spec_and_cfg(spec_path):
 def peak(spec_path, result_path):
     """The peak worker's result shape (workers/peak.py): best-round GFLOP/s per kernel."""
     spec, c = _spec_and_cfg(spec_path)
-    g = float(c.get("peak_gflops", 150.0))
+    context, dtype = spec.get("context", "cpu:0"), spec.get("dtype", "float32")
+    if context.startswith("gpu") and int(context.split(":")[1]) >= c.get("gpus", 0):
+        _write(result_path, {"status": "unavailable", "meta": {},
+                             "message": f"needs {context} but this machine has {c.get('gpus', 0)} GPU(s)"})
+        return
+    g = c.get("peak_gflops", 150.0)
+    g = float(g.get(dtype, 0.0) if isinstance(g, dict) else g)
     kernels = {k: {"gflops": g, "round_gflops": [g], "what": f"stand-in {k}"} for k in spec.get("kernels", ["fc"])}
     _write(result_path, {"status": "ok", "message": "", "kernels": kernels,
                          "fc_gflops": g if "fc" in kernels else None, "conv_gflops": g if "conv" in kernels else None,
-                         "dot_gflops": None, "peak_gflops": g,
+                         "dot_gflops": None, "peak_gflops": g, "context": context, "dtype": dtype,
                          "meta": {"mxnet_version": c.get("version", "1.9.1"), "threads": {"openmp": 2}}})
 
 

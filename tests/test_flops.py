@@ -88,9 +88,12 @@ class _Fake:
             self.cells.append(cell)
             return cell
 
-        def measure_peak(s):
+        self.peak_asked = []
+
+        def measure_peak(s, context="cpu:0", dtype="float32"):
             self.peak_calls += 1
-            return peak
+            self.peak_asked.append((context, dtype))
+            return dict(peak, context=context, dtype=dtype)
 
         monkeypatch.setattr(session, "run_processes", run_processes)
         monkeypatch.setattr(fixture, "measure_peak", measure_peak)
@@ -106,7 +109,7 @@ def test_each_cell_gets_gflops_and_pct_of_the_peak_measured_once(monkeypatch):
     session = PerfSession(PerfOptions(machine_probe=False), environ={})
     fake = _Fake(monkeypatch, session, peak={"status": "ok", "peak_gflops": 100.0, "omp_num_threads": "2"})
     m, props = _measurer(session)
-    assert session.peak is None  # nothing measured before a cell needs it
+    assert session.peaks == {}  # nothing measured before a cell needs it
     cell = m.measure("resnet50_v2", 8)
     fps = flops.flops_per_sample("resnet50_v2", "score")
     assert cell.figure("gflops") == pytest.approx(16.0 * fps / 1e9)  # 8 images / 0.5 s
@@ -116,7 +119,7 @@ def test_each_cell_gets_gflops_and_pct_of_the_peak_measured_once(monkeypatch):
     int8 = m.measure("resnet50_v2", 8, dtype="int8")
     # int8 operations are not a fraction of the float32 peak: GFLOP/s alone
     assert int8.figure("gflops") == pytest.approx(cell.figure("gflops")) and int8.figure("pct_of_peak") is None
-    assert fake.peak_calls == 1 and session.peak["peak_gflops"] == 100.0
+    assert fake.peak_calls == 1 and session.peaks["cpu:0/float32"]["peak_gflops"] == 100.0
     shown = [f for f in session.findings if f.name.startswith("hardware limit")]
     assert [f.name for f in shown] == [f"hardware limit {c.workload.key()}" for c in (cell, train, int8)]
     assert shown[0].figures == {"gflops": round(cell.figure("gflops"), 2), "peak_gflops": 100.0,
@@ -150,6 +153,26 @@ def test_the_peak_worker_failing_is_a_status_not_an_exception(tmp_path):
     peak = fixture.machine_peak(session)
     assert peak["status"] == "crash" and peak["peak_gflops"] is None and peak["message"]
     assert fixture.machine_peak(session) is peak  # cached on the session
+    assert session.peaks == {"cpu:0/float32": peak}
+
+
+def test_gpu_cells_are_set_against_their_gpus_peak_in_their_dtype(monkeypatch):
+    """Stand-ins: no GPU here. Two float16 GPUs: 2 x the first GPU's float16 peak; a float32
+    GPU cell asks for the float32 peak of its GPU; each peak measured once."""
+    session = PerfSession(PerfOptions(machine_probe=False), environ={})
+    fake = _Fake(monkeypatch, session, peak={"status": "ok", "peak_gflops": 1000.0, "fc_gflops": 1000.0})
+    monkeypatch.setattr(session, "gpu_unavailable_reason", lambda contexts: None)  # two stand-in GPUs
+    m, _ = _measurer(session)
+    fp16 = m.measure("resnet50_v2", 8, contexts=("gpu:0", "gpu:1"), dtype="float16")
+    fps = flops.flops_per_sample("resnet50_v2", "score")
+    assert fp16.figure("gflops") == pytest.approx(32.0 * fps / 1e9)  # 16 images / 0.5 s
+    assert fp16.figure("pct_of_peak") == pytest.approx(100 * fp16.figure("gflops") / 2000.0)
+    m.measure("resnet50_v2", 8, contexts=("gpu:0",))
+    m.measure("resnet50_v2", 8, contexts=("gpu:0",), dtype="float16")
+    assert fake.peak_asked == [("gpu:0", "float16"), ("gpu:0", "float32")]
+    note = session.findings[0].note
+    assert "peak: 2 x best round of float16 cuBLAS / cuDNN kernels through MXNet on gpu:0" in note
+    assert session.findings[0].figures["peak_gflops"] == 2000.0
 
 
 def test_flops_per_sample_of_cells():

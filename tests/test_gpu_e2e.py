@@ -189,3 +189,20 @@ def test_a_build_without_nccl_skips_the_nccl_cells_with_the_reason(pytester, mak
     assert r.ret == 0, out
     r.assert_outcomes(passed=2, skipped=1)
     assert "the nccl kvstore needs an MXNet build with NCCL; this one (mxnet 1.9.1) has none" in out
+
+
+def test_gpu_cells_show_gflops_against_their_gpus_measured_peak(pytester, make_stub_python, gpu_box):
+    """The peak worker runs on the cell's GPU in the cell's dtype (the stand-in returns the
+    configured figures: no GPU ran this): ResNet-50 at 200 img/s on a 9 TFLOP/s GPU is shown
+    at 18% of the hardware, the forum's idle-GPU complaint in one line."""
+    gpu_box(F.p100_pcie_box())
+    pytester.makepyfile(test_score=SCORE)
+    python = make_stub_python("gpu", rate=200.0, gpus=1, features=CUDA_FEATURES,
+                              peak_gflops={"float32": 9000.0, "float16": 18000.0})
+    r = _run(pytester, "-m", "gpu", "--perf-ctx", "gpu:0", "--perf-python", python)
+    out = r.stdout.str()
+    line = next(x for x in out.splitlines() if x.startswith("shown, not judged [hardware limit score/resnet50_v2"))
+    assert "peak_gflops=9000," in line and "float32 cuBLAS / cuDNN kernels through MXNet on gpu:0" in line, line
+    from pytest_mxperf.zoo import flops
+    pct = float(line.split("pct_of_peak=")[1].split(" ")[0])
+    assert pct == pytest.approx(100 * 200.0 * flops.flops_per_sample("resnet50_v2", "score") / 1e9 / 9000.0, rel=0.02)

@@ -46,3 +46,10 @@ def test_kernel_flop_counts():
     # batch 8, 256 -> 256 channels, 28 x 28, 3 x 3, pad 1: output stays 28 x 28
     assert peak.conv_flops(8, 256, 256, 28, 28) == 2 * 8 * 256 * 28 * 28 * 256 * 9
     assert peak.conv_flops(1, 1, 1, 5, 5, kernel=3, pad=0) == 2 * 9 * 9
+
+
+def test_a_peak_this_machine_cannot_measure_is_a_status_with_the_reason():
+    no_gpu = _run_peak(dict(SMALL, context="gpu:0"))
+    assert no_gpu.status == "unavailable" and "needs gpu:0 but this machine has 0 GPU(s)" in no_gpu.message
+    fp16_cpu = _run_peak(dict(SMALL, dtype="float16"))
+    assert fp16_cpu.status == "unsupported" and "not float16 on cpu:0" in fp16_cpu.message

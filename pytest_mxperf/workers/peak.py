@@ -1,10 +1,11 @@
-"""The machine's measured peak GFLOP/s for the library MXNet's convolutions use (oneDNN).
+"""The measured peak GFLOP/s of the libraries MXNet's layers run: oneDNN on CPU, cuDNN / cuBLAS on a GPU.
 
 Run as ``python -m pytest_mxperf.workers.peak SPEC.json RESULT.json`` (the worker
 protocol of ``workers.protocol``). Child side: the standard library and MXNet 1.x APIs;
 it never imports pytest.
 
-Three float32 kernels on ``cpu(0)``, each bound once and run in rounds:
+Three float32 kernels on ``cpu(0)`` (or one GPU: see ``context`` below), each bound once and run
+in rounds:
 
 - ``fc``: a large FullyConnected (default data 1024 x 4096, weight 4096 x 4096: the
   ``mx.sym.FullyConnected`` MXNet's dense layers use), bound as a symbol for inference, so
@@ -25,11 +26,14 @@ estimate; a neighbour only ever slows rounds down). FLOPs are 2 x multiply-accum
 2·M·K·N for FC and dot, 2·B·C_out·H_out·W_out·C_in·kh·kw for the convolution.
 
 Result: ``{"status": "ok", "fc_gflops", "conv_gflops", "dot_gflops", "peak_gflops":
-max(fc, conv), "kernels": {...per kernel detail...}, "meta": {...}}``.
+max(fc, conv), "kernels": {...per kernel detail...}, "context", "dtype", "meta": {...}}``.
 
 Spec (all optional): ``fc`` [M, K, N], ``conv`` [B, C_in, C_out, H, W], ``dot`` [M, K, N]
 (default: the FC's), ``round_seconds`` (target length of a round, 0.3), ``rounds`` (per
-kernel, 5), ``kernels`` (subset of "fc", "conv", "dot").
+kernel, 5), ``kernels`` (subset of "fc", "conv", "dot"), ``context`` ("cpu:0", or "gpu:N":
+the same FullyConnected and Convolution through cuBLAS and cuDNN on that GPU, where a GPU
+cell's layers run; ``dot`` is then left out), ``dtype`` ("float32", or "float16" on a GPU:
+the tensor cores' precision, for float16 cells).
 """
 
 from __future__ import annotations
@@ -53,26 +57,36 @@ def conv_flops(b: int, c_in: int, c_out: int, h: int, w: int, kernel: int = 3, p
     return 2.0 * b * c_out * h_out * w_out * c_in * kernel * kernel
 
 
-def _bound(mx, sym, shapes, seed):
-    """An inference executor for ``sym`` with uniform random inputs."""
-    exe = sym.simple_bind(ctx=mx.cpu(), grad_req="null", **shapes)
+def _context(mx, name):
+    kind, _, idx = str(name).partition(":")
+    if kind not in ("cpu", "gpu"):
+        raise ValueError(f"bad context {name!r} (cpu:0 or gpu:N)")
+    return mx.gpu(int(idx or 0)) if kind == "gpu" else mx.cpu(int(idx or 0))
+
+
+def _bound(mx, sym, shapes, seed, ctx, dtype):
+    """An inference executor for ``sym`` on ``ctx`` in ``dtype`` with uniform random inputs
+    (the weights take the data's dtype through MXNet's type inference)."""
+    exe = sym.simple_bind(ctx=ctx, grad_req="null", type_dict={"data": dtype}, **shapes)
     mx.random.seed(seed)
     for name, arr in exe.arg_dict.items():
-        arr[:] = mx.random.uniform(-1.0, 1.0, shape=arr.shape)
+        arr[:] = mx.random.uniform(-1.0, 1.0, shape=arr.shape, ctx=ctx, dtype=arr.dtype)
     return lambda: exe.forward(is_train=False)
 
 
-def _kernel(mx, name, spec, seed):
+def _kernel(mx, name, spec, seed, ctx=None, dtype="float32"):
     """(call, flops per call, description) of one kernel."""
+    ctx = mx.cpu() if ctx is None else ctx
     if name == "fc":
         m, k, n = (int(x) for x in spec.get("fc", DEFAULT_FC))
         sym = mx.sym.FullyConnected(mx.sym.var("data"), num_hidden=n, no_bias=True, name="fc")
-        return _bound(mx, sym, {"data": (m, k)}, seed), fc_flops(m, k, n), f"FullyConnected {m}x{k} by {k}x{n}"
+        return (_bound(mx, sym, {"data": (m, k)}, seed, ctx, dtype), fc_flops(m, k, n),
+                f"FullyConnected {m}x{k} by {k}x{n}")
     if name == "conv":
         b, c_in, c_out, h, w = (int(x) for x in spec.get("conv", DEFAULT_CONV))
         sym = mx.sym.Convolution(mx.sym.var("data"), kernel=(3, 3), pad=(1, 1), num_filter=c_out,
                                  no_bias=True, name="conv")
-        return (_bound(mx, sym, {"data": (b, c_in, h, w)}, seed), conv_flops(b, c_in, c_out, h, w),
+        return (_bound(mx, sym, {"data": (b, c_in, h, w)}, seed, ctx, dtype), conv_flops(b, c_in, c_out, h, w),
                 f"Convolution 3x3 pad 1, batch {b}, {c_in}->{c_out} channels, {h}x{w}")
     if name == "dot":
         m, k, n = (int(x) for x in spec.get("dot", spec.get("fc", DEFAULT_FC)))
@@ -104,16 +118,27 @@ def _measure(mx, call, flops, round_seconds, rounds):
 def measure(spec: dict) -> dict:
     mx = import_mxnet()
     meta = runtime_info(mx)
-    kernels = [k for k in spec.get("kernels", KERNELS)]
+    context = str(spec.get("context", "cpu:0"))
+    dtype = str(spec.get("dtype", "float32"))
+    on_gpu = context.startswith("gpu")
+    if dtype not in ("float32", "float16") or (dtype == "float16" and not on_gpu):
+        return {"status": "unsupported", "meta": meta,
+                "message": f"the peak is measured in float32 (CPU, GPU) or float16 (GPU), not {dtype} on {context}"}
+    if on_gpu and int(context.partition(":")[2] or 0) >= meta.get("num_gpus", 0):
+        return {"status": "unavailable", "meta": meta,
+                "message": f"needs {context} but this machine has {meta.get('num_gpus', 0)} GPU(s)"}
+    ctx = _context(mx, context)
+    # mx.nd.dot is the BLAS path on CPU; on a GPU the FullyConnected already is cuBLAS
+    kernels = [k for k in spec.get("kernels", KERNELS) if not (on_gpu and k == "dot")]
     round_seconds = float(spec.get("round_seconds", 0.3))
     rounds = max(1, int(spec.get("rounds", 5)))
     seed = int(spec.get("seed", 0))
     detail = {}
     for name in kernels:
-        call, flops, what = _kernel(mx, name, spec, seed)
+        call, flops, what = _kernel(mx, name, spec, seed, ctx, dtype)
         detail[name] = dict(_measure(mx, call, flops, round_seconds, rounds), what=what)
     meta["threads"] = thread_pools()
-    out = {"status": "ok", "message": "", "kernels": detail, "meta": meta}
+    out = {"status": "ok", "message": "", "kernels": detail, "context": context, "dtype": dtype, "meta": meta}
     for name in KERNELS:
         out[f"{name}_gflops"] = detail[name]["gflops"] if name in detail else None
     onednn = [out[k] for k in ("fc_gflops", "conv_gflops") if out[k] is not None]
