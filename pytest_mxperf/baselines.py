@@ -358,6 +358,16 @@ def update(machine_id: str, cells: Sequence[CellMeasurement], machine: Optional[
     return write_recordings(machine_id, recs, wls, machine, baselines_dir, history)
 
 
+def baseline_profile(doc: Optional[Mapping[str, Any]], key: str) -> Optional[Dict[str, Any]]:
+    """The newest operator profile (``profiles.summary``) kept with the recordings a run of
+    ``key`` is compared with, or None."""
+    for rec in reversed(comparison_set(doc, key)):
+        prof = rec.get("profile")
+        if isinstance(prof, dict) and isinstance(prof.get("operators"), list):
+            return dict(prof, date=rec.get("date"))
+    return None
+
+
 def promote(results_json_path: PathLike, *, baselines_dir: Optional[PathLike] = None,
             machine_id: Optional[str] = None, history: int = HISTORY) -> Dict[str, Any]:
     """Record a CI run's results.json into the baseline without measuring again.

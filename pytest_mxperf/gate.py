@@ -376,7 +376,7 @@ def _profile(session: PerfSession, cells: Dict[str, CellRecord], out: GateOutcom
             lines += profiles.failure_lines(key, failing[key], current, reference, side="reference")
         else:
             doc = session.baseline_doc
-            base = profiles.baseline_profile(doc, key)
+            base = baselines.baseline_profile(doc, key)
             missing = ("this machine has no baseline" if doc is None else
                        "the baseline has no operator profile for this cell (recorded before profiles were kept: "
                        "re-record with --perf-update-baselines)")

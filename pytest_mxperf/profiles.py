@@ -191,16 +191,6 @@ def summary(payload: Mapping[str, Any], top: int = BASELINE_TOP) -> Dict[str, An
             "bulk_exec": meta.get("bulk_exec")}
 
 
-def baseline_profile(doc: Optional[Mapping[str, Any]], key: str) -> Optional[Dict[str, Any]]:
-    """The newest profile kept with the recordings a run of ``key`` is compared with."""
-    from . import baselines
-    for rec in reversed(baselines.comparison_set(doc, key)):
-        prof = rec.get("profile")
-        if isinstance(prof, dict) and isinstance(prof.get("operators"), list):
-            return dict(prof, date=rec.get("date"))
-    return None
-
-
 # ----------------------------------------------------------------------------- the message
 
 def _how(p: Mapping[str, Any]) -> str:

@@ -123,8 +123,7 @@ def test_promote_keeps_the_operator_profiles_of_a_profiled_run(tmp_path):
                          {"id": "ci-1", "hardware": {}},
                          {"software": {"mxnet_version": "1.9.1"}, "profiles": {key: profile}})
     assert cli("promote", res, "--baselines-dir", tmp_path / "bl").returncode == 0
-    from pytest_mxperf import profiles
-    kept = profiles.baseline_profile(B.load("ci-1", tmp_path / "bl"), key)
+    kept = B.baseline_profile(B.load("ci-1", tmp_path / "bl"), key)
     assert kept["operators"][0]["name"] == "_sg_mkldnn_conv" and kept["batches"] == 5
 
 
