@@ -108,6 +108,8 @@ def measure_peak(session: PerfSession, context: str = "cpu:0", dtype: str = "flo
                             "dtype": dtype}
     if o.smoke:
         spec.update(rounds=2, round_seconds=0.1)
+    else:  # rounds as long as a fifth of the cells' time budget (0.3 s at the default 1.5 s)
+        spec.update(rounds=5, round_seconds=min(0.3, max(0.05, float(o.time_budget) / 5.0)))
     out = runner.run_process([o.python or sys.executable, "-m", PEAK_MODULE], spec, timeout=o.timeout, env=env,
                              rss_limit=rss_cap)
     p = out.payload or {}
