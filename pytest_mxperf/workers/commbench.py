@@ -35,7 +35,7 @@ import statistics
 import time
 import warnings
 
-from pytest_mxperf.workers.protocol import serve
+from pytest_mxperf.workers.protocol import missing_gpus, mx_contexts, serve
 from pytest_mxperf.zoo.count import prod
 
 #: the stated ratio: a data-parallel step is communication-bound when exchanging its
@@ -82,11 +82,6 @@ def build_network(mx, net):
 def param_shapes(sym, data_shape):
     arg_shapes, _, _ = sym.infer_shape(data=data_shape)
     return [s for n, s in zip(sym.list_arguments(), arg_shapes) if n not in ("data", "softmax_label")]
-
-
-def _ctx(mx, name):
-    kind, _, idx = name.partition(":")
-    return mx.gpu(int(idx)) if kind == "gpu" else mx.cpu(int(idx))
 
 
 def measure_comm(mx, shapes, ctxs, kv_type, rounds, warmup):
@@ -156,10 +151,9 @@ def run(spec):
     names = list(spec.get("contexts") or ["cpu:0"])
     kv_type = spec.get("kvstore") or ("device" if len(names) > 1 else "local")
     gpus = [n for n in names if n.startswith("gpu")]
-    if gpus:
-        have = mx.context.num_gpus()
-        if max(int(n.split(":")[1]) for n in gpus) >= have:
-            return {"status": "unavailable", "message": f"needs {','.join(gpus)} but this machine has {have} GPU(s)"}
+    missing = missing_gpus(names, mx.context.num_gpus)
+    if missing:
+        return {"status": "unavailable", "message": missing}
     if kv_type == "nccl" and not gpus:
         return {"status": "unavailable", "message": "the nccl kvstore needs GPU contexts"}
     net = spec.get("network") or {"model": spec.get("model", "resnet50_v2")}
@@ -170,7 +164,7 @@ def run(spec):
     shapes = param_shapes(sym, (batch,) + tuple(input_shape))
     nparams = sum(int(prod(s)) for s in shapes)
     size_bytes = 4.0 * nparams
-    ctxs = [_ctx(mx, n) for n in names]
+    ctxs = mx_contexts(mx, names)
     times, err, kv_real = measure_comm(mx, shapes, ctxs, kv_type, rounds, warmup)
     comm = statistics.median(times)
     n = len(ctxs)

@@ -29,7 +29,7 @@ import time
 import warnings
 from pathlib import Path
 
-from pytest_mxperf.workers.protocol import serve
+from pytest_mxperf.workers.protocol import missing_gpus, mx_contexts, serve
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "digits28.npz"
 DEFAULT_TARGET = 0.95
@@ -60,12 +60,10 @@ def run(spec):
     seed = int(spec.get("seed", 0))
     target = float(spec.get("target_accuracy", DEFAULT_TARGET))
     max_epochs = int(spec.get("max_epochs", 30))
-    gpus = [n for n in names if n.startswith("gpu")]
-    if gpus:
-        have = mx.context.num_gpus()
-        if max(int(n.split(":")[1]) for n in gpus) >= have:
-            return {"status": "unavailable", "message": f"needs {','.join(gpus)} but this machine has {have} GPU(s)"}
-    ctxs = [mx.gpu(int(n.split(":")[1])) if n.startswith("gpu") else mx.cpu(int(n.split(":")[1])) for n in names]
+    missing = missing_gpus(names, mx.context.num_gpus)
+    if missing:
+        return {"status": "unavailable", "message": missing}
+    ctxs = mx_contexts(mx, names)
     total = b * len(ctxs)
     mspec = zoo.get_model(model)
     if tuple(mspec.input_shape) != (1, 28, 28):

@@ -32,7 +32,7 @@ import sys
 import time
 import warnings
 
-from pytest_mxperf.workers.protocol import serve
+from pytest_mxperf.workers.protocol import mx_contexts, serve
 
 PREFIX = "mxperf-dist-worker:"
 
@@ -108,8 +108,7 @@ def run(spec):
 
     sym = zoo.build_symbol(model)
     ctx_names = spec.get("contexts") or ["cpu:0"]
-    ctxs = [mx.gpu(int(c.split(":")[1])) if c.startswith("gpu") else mx.cpu(int(c.split(":")[1]))
-            for c in ctx_names]
+    ctxs = mx_contexts(mx, ctx_names)
     if b % len(ctxs):
         raise ValueError(f"worker batch {b} is not divisible by {len(ctxs)} contexts")
     mod = mx.mod.Module(sym, data_names=["data"], label_names=["softmax_label"], context=ctxs)

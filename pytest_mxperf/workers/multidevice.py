@@ -28,15 +28,10 @@ from __future__ import annotations
 import json
 import warnings
 
-from pytest_mxperf.workers.protocol import serve
+from pytest_mxperf.workers.protocol import missing_gpus, mx_contexts, serve
 
 UPDATE_REL_TOL = 1e-4
 
-
-
-def _ctx(mx, name):
-    kind, _, idx = name.partition(":")
-    return mx.gpu(int(idx)) if kind == "gpu" else mx.cpu(int(idx))
 
 
 def run(spec):
@@ -58,11 +53,9 @@ def run(spec):
     if len(names) < 2:
         return {"status": "error", "message": "needs at least two contexts to compare with one"}
     gpus = [n for n in names if n.startswith("gpu")]
-    if gpus:
-        have = mx.context.num_gpus()
-        top = max(int(n.split(":")[1]) for n in gpus)
-        if top >= have:
-            return {"status": "unavailable", "message": f"needs {','.join(gpus)} but this machine has {have} GPU(s)"}
+    missing = missing_gpus(names, mx.context.num_gpus)
+    if missing:
+        return {"status": "unavailable", "message": missing}
     if kvstore == "nccl" and not gpus:
         return {"status": "unavailable", "message": "the nccl kvstore needs GPU contexts"}
     mspec = zoo.get_model(model)
@@ -96,7 +89,7 @@ def run(spec):
         arg, _ = mod.get_params()
         return {k: v.asnumpy() for k, v in arg.items()}
 
-    ctxs = [_ctx(mx, n) for n in names]
+    ctxs = mx_contexts(mx, names)
     single = train([ctxs[0]], "local")
     multi = train(ctxs, kvstore, lr * lr_scale)
     num = den = 0.0

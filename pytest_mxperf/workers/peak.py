@@ -38,9 +38,8 @@ the tensor cores' precision, for float16 cells).
 
 from __future__ import annotations
 
-import time
-
-from pytest_mxperf.workers.protocol import import_mxnet, runtime_info, serve, thread_pools
+from pytest_mxperf.workers.protocol import (TimedSteps, import_mxnet, missing_gpus, mx_contexts, runtime_info,
+                                            serve, thread_pools)
 
 DEFAULT_FC = (1024, 4096, 4096)
 DEFAULT_CONV = (8, 256, 256, 28, 28)
@@ -55,13 +54,6 @@ def conv_flops(b: int, c_in: int, c_out: int, h: int, w: int, kernel: int = 3, p
     h_out = h + 2 * pad - kernel + 1
     w_out = w + 2 * pad - kernel + 1
     return 2.0 * b * c_out * h_out * w_out * c_in * kernel * kernel
-
-
-def _context(mx, name):
-    kind, _, idx = str(name).partition(":")
-    if kind not in ("cpu", "gpu"):
-        raise ValueError(f"bad context {name!r} (cpu:0 or gpu:N)")
-    return mx.gpu(int(idx or 0)) if kind == "gpu" else mx.cpu(int(idx or 0))
 
 
 def _bound(mx, sym, shapes, seed, ctx, dtype):
@@ -97,15 +89,15 @@ def _kernel(mx, name, spec, seed, ctx=None, dtype="float32"):
     raise ValueError(f"unknown kernel {name!r} (known: {', '.join(KERNELS)})")
 
 
-def _measure(mx, call, flops, round_seconds, rounds):
-    def timed(n):
-        mx.nd.waitall()
-        t0 = time.perf_counter()
-        for _ in range(n):
-            call()
-        mx.nd.waitall()
-        return time.perf_counter() - t0
+class _Calls(TimedSteps):
+    """A kernel's calls, timed as the cells' batches are (``waitall`` on both sides)."""
 
+    def __init__(self, mx, call):
+        self.mx, self.step = mx, call
+
+
+def _measure(mx, call, flops, round_seconds, rounds):
+    timed = _Calls(mx, call).timed
     first = timed(1)  # untimed for the figure: primitive creation, weight reorder
     per_call = timed(1)
     k = max(1, int(round(round_seconds / max(per_call, 1e-9))))
@@ -124,10 +116,10 @@ def measure(spec: dict) -> dict:
     if dtype not in ("float32", "float16") or (dtype == "float16" and not on_gpu):
         return {"status": "unsupported", "meta": meta,
                 "message": f"the peak is measured in float32 (CPU, GPU) or float16 (GPU), not {dtype} on {context}"}
-    if on_gpu and int(context.partition(":")[2] or 0) >= meta.get("num_gpus", 0):
-        return {"status": "unavailable", "meta": meta,
-                "message": f"needs {context} but this machine has {meta.get('num_gpus', 0)} GPU(s)"}
-    ctx = _context(mx, context)
+    missing = missing_gpus([context], lambda: meta["num_gpus"])
+    if missing:
+        return {"status": "unavailable", "meta": meta, "message": missing}
+    (ctx,) = mx_contexts(mx, [context])
     # mx.nd.dot is the BLAS path on CPU; on a GPU the FullyConnected already is cuBLAS
     kernels = [k for k in spec.get("kernels", KERNELS) if not (on_gpu and k == "dot")]
     round_seconds = float(spec.get("round_seconds", 0.3))

@@ -62,7 +62,7 @@ import os
 import time
 from typing import Dict, List, Optional
 
-from pytest_mxperf.workers.protocol import import_mxnet, runtime_info, serve
+from pytest_mxperf.workers.protocol import import_mxnet, missing_gpus, mx_contexts, runtime_info, serve
 
 BULK_VARS = ("MXNET_EXEC_BULK_EXEC_INFERENCE", "MXNET_EXEC_BULK_EXEC_TRAIN")
 OTHER = "other"
@@ -144,11 +144,11 @@ def _check(spec: dict) -> dict:
 
 
 def _cell(mx, w: dict, seed: int):
-    from pytest_mxperf.workers.throughput import _Cell, _contexts
+    from pytest_mxperf.workers.throughput import _Cell
     if w.get("source"):  # the user's own network, built as the throughput worker builds it
         from pytest_mxperf.workers import usermodel
         mode = "train" if w["mode"] == "train" else "score"
-        return usermodel.load(mx, json.loads(w["source"]), _contexts(mx, w["contexts"]), w["batch_size"], mode, seed)
+        return usermodel.load(mx, json.loads(w["source"]), mx_contexts(mx, w["contexts"]), w["batch_size"], mode, seed)
     return _Cell(mx, dict(w, mode="train" if w["mode"] == "train" else "score"), seed)
 
 
@@ -162,10 +162,9 @@ def run(spec: dict) -> dict:
     meta["bulk_exec"] = {v: os.environ.get(v) for v in BULK_VARS}
     meta["subgraph_backend"] = os.environ.get("MXNET_SUBGRAPH_BACKEND")
     w = s["workload"]
-    gpus = [c for c in w["contexts"] if c.startswith("gpu")]
-    if gpus and max(int(c.split(":")[1]) for c in gpus) >= (meta["num_gpus"] or 0):
-        return {"status": "unavailable", "meta": meta,
-                "message": f"needs {','.join(gpus)} but this machine has {meta['num_gpus'] or 0} GPU(s)"}
+    missing = missing_gpus(w["contexts"], lambda: meta["num_gpus"])
+    if missing:
+        return {"status": "unavailable", "meta": meta, "message": missing}
     cell = _cell(mx, w, s["seed"])
     warm, t_w = [], time.perf_counter()
     while len(warm) < max(1, s["warmup_batches"]) or (time.perf_counter() - t_w < s["warmup_seconds"]

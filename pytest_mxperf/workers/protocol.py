@@ -104,6 +104,27 @@ def runtime_info(mx):
     return info
 
 
+def mx_contexts(mx, names):
+    """MXNet contexts of names like "cpu:0" / "gpu:1" (as the parent's Workload spells them)."""
+    out = []
+    for name in names:
+        kind, _, idx = str(name).partition(":")
+        out.append(mx.gpu(int(idx)) if kind == "gpu" else mx.cpu(int(idx)))
+    return out
+
+
+def missing_gpus(names, num_gpus):
+    """The one-line reason a worker cannot run ``names`` here ("needs gpu:1 but this machine
+    has 1 GPU(s)"), or None. ``num_gpus`` is called only when ``names`` has GPU contexts."""
+    gpus = [n for n in names if str(n).startswith("gpu")]
+    if not gpus:
+        return None
+    have = num_gpus() or 0
+    if max(int(n.split(":")[1]) for n in gpus) >= have:
+        return f"needs {','.join(gpus)} but this machine has {have} GPU(s)"
+    return None
+
+
 class TimedSteps:
     """A measuring cell: ``step()`` is one batch (set by the subclass, with ``self.mx``);
     ``timed(n)`` runs n steps between two full synchronisations (MXNet is asynchronous:

@@ -27,18 +27,11 @@ import json
 import resource
 import time
 
-from pytest_mxperf.workers.protocol import ModuleSteps, import_mxnet, runtime_info, serve, thread_pools
+from pytest_mxperf.workers.protocol import (ModuleSteps, import_mxnet, missing_gpus, mx_contexts, runtime_info,
+                                            serve, thread_pools)
 
 #: dtypes of CPU cells reached by converting the float32 network (workers/precision.py)
 CONVERTED_DTYPES = ("bfloat16", "int8")
-
-
-def _contexts(mx, names):
-    ctxs = []
-    for name in names:
-        kind, _, idx = name.partition(":")
-        ctxs.append(mx.gpu(int(idx)) if kind == "gpu" else mx.cpu(int(idx)))
-    return ctxs
 
 
 class _Cell(ModuleSteps):
@@ -50,7 +43,7 @@ class _Cell(ModuleSteps):
 
         spec = zoo.get_model(w["model"])
         self.mx = mx
-        ctxs = _contexts(mx, w["contexts"])
+        ctxs = mx_contexts(mx, w["contexts"])
         total = w["batch_size"] * len(ctxs)
         self.total_batch = total
         mx.random.seed(seed)
@@ -124,13 +117,9 @@ def measure(spec: dict) -> dict:
     import_seconds = time.perf_counter() - t_start
     meta = runtime_info(mx)
     meta["import_seconds"] = import_seconds
-    needed = [c for c in w["contexts"] if c.startswith("gpu")]
-    if needed:
-        have = meta["num_gpus"] or 0
-        top = max(int(c.split(":")[1]) for c in needed)
-        if top >= have:
-            return {"status": "unavailable", "meta": meta,
-                    "message": f"needs {','.join(needed)} but this machine has {have} GPU(s)"}
+    missing = missing_gpus(w["contexts"], lambda: meta["num_gpus"])
+    if missing:
+        return {"status": "unavailable", "meta": meta, "message": missing}
 
     refused = _unsupported_precision(mx, w)
     if refused:
@@ -138,7 +127,7 @@ def measure(spec: dict) -> dict:
 
     if w.get("source"):  # the user's own network
         from pytest_mxperf.workers import usermodel
-        cell = usermodel.load(mx, json.loads(w["source"]), _contexts(mx, w["contexts"]), w["batch_size"],
+        cell = usermodel.load(mx, json.loads(w["source"]), mx_contexts(mx, w["contexts"]), w["batch_size"],
                               w["mode"], int(spec.get("seed", 0)))
     else:
         cell = _Cell(mx, w, int(spec.get("seed", 0)))
