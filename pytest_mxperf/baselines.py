@@ -390,7 +390,7 @@ def promote(results_json_path: PathLike, *, baselines_dir: Optional[PathLike] = 
     elif not isinstance(date, str):
         date = None
     from . import profiles as _profiles
-    kept = session.get("profiles") or {}  # a --perf-profile run's operator profiles, per cell key
+    kept = _profiles.kept_summaries(session.get("profiles") or {})  # a --perf-profile run's, per cell key
     recs, wls, skipped = {}, {}, []
     for cell in _results.record_cells(doc):
         key = cell.workload.key()
@@ -398,8 +398,8 @@ def promote(results_json_path: PathLike, *, baselines_dir: Optional[PathLike] = 
             skipped.append(key)
             continue
         recs[key] = summarize_cell(cell, software, date, source=f"promoted from {Path(results_json_path).name}")
-        if isinstance(kept.get(key), dict) and kept[key].get("status", "ok") == "ok" and kept[key].get("operators"):
-            recs[key]["profile"] = _profiles.summary(kept[key])
+        if key in kept:
+            recs[key]["profile"] = kept[key]
         wls[key] = cell.workload.to_dict()
     path = write_recordings(mid, recs, wls, machine, baselines_dir, history)
     return {"path": path, "machine_id": mid, "promoted": sorted(recs), "skipped": sorted(skipped)}

@@ -428,7 +428,7 @@ def _say_verdicts(out: GateOutcome, session: PerfSession, profile_lines: Sequenc
 def _record(session: PerfSession, cells: Dict[str, CellRecord], out: GateOutcome) -> None:
     machine = session.machine
     software = software_facts(r for rec in cells.values() for r in rec.cell.ok_runs)
-    kept = {k: profiles.summary(p) for k, p in out.profiles.items() if p.get("status") == "ok"}
+    kept = profiles.kept_summaries(out.profiles)
     path = session.store.update(machine["id"], [rec.cell for rec in cells.values()], machine=machine,
                                 software=software, pool=session.options.baseline_pool, profiles=kept)
     out.baseline_path = str(path)

@@ -166,6 +166,12 @@ def trace_path(directory, key: str, side: str = "") -> Path:
 
 # ----------------------------------------------------------------------------- baselines
 
+def kept_summaries(by_key: Mapping[str, Mapping[str, Any]]) -> Dict[str, Dict[str, Any]]:
+    """The :func:`summary` of each cell's profile that the profile worker completed, per
+    cell key: what a baseline recording keeps (measured now, or promoted from results.json)."""
+    return {k: summary(p) for k, p in by_key.items() if isinstance(p, Mapping) and p.get("status") == "ok"}
+
+
 def summary(payload: Mapping[str, Any], top: int = BASELINE_TOP) -> Dict[str, Any]:
     """The small form of a profile kept in a baseline recording: the top operators (the rest
     folded into "other", names kept), the batches profiled and how MXNet ran."""

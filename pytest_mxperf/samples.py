@@ -62,7 +62,7 @@ METRICS: Dict[str, Metric] = {m.name: m for m in (
     Metric("load_seconds_per_batch", "s/batch", False, "derived", "input loading per batch"),
     Metric("compute_seconds_per_batch", "s/batch", False, "derived", "compute per batch"),
     Metric("gflops", "GFLOP/s", True, "derived", "achieved GFLOP/s"),
-    Metric("pct_of_peak", "%", True, "derived", "achieved GFLOP/s as % of the measured oneDNN peak"),
+    Metric("pct_of_peak", "%", True, "derived", "achieved GFLOP/s as % of the measured peak (oneDNN on CPU, cuBLAS/cuDNN on GPUs)"),
 )}
 
 # The primary figure of each kind of cell (what ``median`` and the baseline's

@@ -442,15 +442,13 @@ def judge_ab(cells: Mapping[str, Pairing], *, min_effect: float = MIN_EFFECT, q:
                                f"(p={p_worse[key]:.3g}); " + ("could not confirm: re-run" if p.final
                                                                else "adding pairs"),
                                p_value=p_worse[key], q_value=q_w[key], **common)
-        elif _pairs_say_slower(x, y, min_effect, q):
+        elif (pairs_p := _pairs_slower_p(x, y, min_effect, q)) is not None:
             # The fast ends do not show the slowdown the pairs do: one lucky process (seen on a
             # machine loaded by other work: a fast end of x1.091 over pairs at x0.902) must not
             # pass a slowdown the pairs show significantly. Not a regression either: unclear.
-            d = [a - b for a, b in zip(x, y)]
             kind = "unresolved" if p.final else "suspect"
             out[key] = Verdict(kind, f"{txt}: the fast ends are not worse, but the pairs are, by more than "
-                               f"{100 * min_effect:.0f}% and significantly (signed-rank "
-                               f"p={stats.signed_rank_p(d, 'less'):.3g}); "
+                               f"{100 * min_effect:.0f}% and significantly (signed-rank p={pairs_p:.3g}); "
                                + ("could not confirm either way: re-run on a quieter machine" if p.final
                                   else "adding pairs"),
                                p_value=p_worse[key] if est < 0 else p_better[key],
@@ -464,17 +462,17 @@ def judge_ab(cells: Mapping[str, Pairing], *, min_effect: float = MIN_EFFECT, q:
     return out
 
 
-def _pairs_say_slower(x: Sequence[float], y: Sequence[float], min_effect: float, q: float) -> bool:
-    """Whether the paired differences (log figures signed larger-is-better, candidate ``x``
-    against reference ``y``) show a slowdown beyond ``min_effect`` that is significant at
-    ``q`` (exact signed-rank test), whatever the fast ends say. On the recorded regime data
-    (tests/test_regimes.py) this guard moved equal sessions failing from 3% to 6% (as
-    unresolved, never as regressions) and x0.9 sessions passing from 9% to 8%."""
+def _pairs_slower_p(x: Sequence[float], y: Sequence[float], min_effect: float, q: float) -> Optional[float]:
+    """The exact signed-rank p of the paired differences (log figures signed larger-is-better,
+    candidate ``x`` against reference ``y``) when they show a slowdown beyond ``min_effect``
+    that is significant at ``q``, whatever the fast ends say; None otherwise. On the recorded
+    regime data (tests/test_regimes.py) this guard moved equal sessions failing from 3% to 6%
+    (as unresolved, never as regressions) and x0.9 sessions passing from 9% to 8%."""
     d = [a - b for a, b in zip(x, y)]
     if stats.hodges_lehmann(d) >= -math.log1p(min_effect):
-        return False
+        return None
     p = stats.signed_rank_p(d, "less")
-    return p is not None and p <= q
+    return p if p is not None and p <= q else None
 
 
 # ----------------------------------------------------------------------------- context
