@@ -21,6 +21,7 @@ live elsewhere (``cache_dir``).
 from __future__ import annotations
 
 import ctypes
+import hashlib
 import ctypes.util
 import os
 import shutil
@@ -32,7 +33,6 @@ import time
 from pathlib import Path
 from typing import Callable, List, Mapping, Optional, Sequence
 
-PACKAGE_PARENT = str(Path(__file__).resolve().parent.parent)
 WORKDIR_PREFIX = "mxperf-"
 OWNER_FILE = ".owner-pid"
 TAIL_LINES = 15
@@ -45,10 +45,30 @@ except (OSError, AttributeError):  # pragma: no cover
     _PRCTL = None
 
 
+def package_path() -> str:
+    """A directory holding only this package (a symlink to it), for the PYTHONPATH of workers.
+
+    Workers may run under another interpreter (an A/B reference venv) that does not have
+    pytest-mxperf installed. Putting the package's parent directory on their PYTHONPATH
+    would, for an installed wheel, put this interpreter's whole site-packages (its numpy,
+    its mxnet) in front of theirs; this directory exposes ``pytest_mxperf`` alone."""
+    package = Path(__file__).resolve().parent
+    digest = hashlib.sha256(str(package).encode()).hexdigest()[:16]
+    home = cache_dir("package-path", digest)
+    link = home / package.name
+    if not (link.is_symlink() and link.resolve() == package):
+        tmp = home / f".{package.name}.{os.getpid()}"
+        if tmp.is_symlink() or tmp.exists():
+            tmp.unlink()
+        tmp.symlink_to(package, target_is_directory=True)
+        os.replace(tmp, link)  # atomic: a concurrent session sees the old link or the new one
+    return str(home)
+
+
 def with_package_path(env: Mapping[str, str]) -> dict:
-    """``env`` with this package's parent first on PYTHONPATH (workers import ``pytest_mxperf``)."""
+    """``env`` with this package first on PYTHONPATH (workers import ``pytest_mxperf``)."""
     env = dict(env)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (PACKAGE_PARENT, env.get("PYTHONPATH")) if p)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (package_path(), env.get("PYTHONPATH")) if p)
     return env
 
 

@@ -1,6 +1,7 @@
 """The published MXNet performance tables, as data, and which of them applies here.
 
-The data lives in ``baselines/documented/*.json`` (see the README there): the scoring
+The data lives in ``pytest_mxperf/data/documented/*.json``, inside the package so a wheel
+carries it (see the README there): the scoring
 and training tables of the MXNet page "Some Tips for Improving MXNet Performance"
 (commit 0a03417, cuDNN 5.1, AWS EC2 C4 CPUs, K80 / M40 / P100 GPUs), plus an
 alternate C4.8xlarge scoring table from an earlier version of the page.
@@ -58,7 +59,7 @@ __all__ = [
 ]
 
 SCHEMA_VERSION = 1
-DEFAULT_DIRECTORY = Path(__file__).resolve().parent.parent / "baselines" / "documented"
+DEFAULT_DIRECTORY = Path(__file__).resolve().parent / "data" / "documented"
 
 #: model ids used by the rest of the suite -> column of the published tables; the zoo's
 #: registry (which imports no mxnet) is the one place that names them.
@@ -279,8 +280,8 @@ def _load_file(path: Path) -> List[Table]:
 
 
 def load_tables(directory: Optional[Path] = None) -> List[Table]:
-    """All tables of every ``*.json`` file in ``directory`` (default: the repo's
-    ``baselines/documented``), in file order then file-internal order."""
+    """All tables of every ``*.json`` file in ``directory`` (default: the package's
+    ``data/documented``), in file order then file-internal order."""
     d = Path(directory) if directory is not None else DEFAULT_DIRECTORY
     if not d.is_dir():
         raise TableDataError(f"{d}: table directory not found")

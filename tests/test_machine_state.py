@@ -48,7 +48,7 @@ def test_the_probe_environment_drops_the_users_threading_and_keeps_openblas_safe
         assert gone not in env, gone
     assert env["OMP_NUM_THREADS"] == env["OPENBLAS_NUM_THREADS"] == env["MKL_NUM_THREADS"] == cores
     assert env["OPENBLAS_CORETYPE"] == "Haswell" and env["OPENBLAS_L2_SIZE"] == "1048576"
-    assert env["PATH"] == "/bin" and env["PYTHONPATH"].split(":")[0] == spawn.PACKAGE_PARENT
+    assert env["PATH"] == "/bin" and env["PYTHONPATH"].split(":")[0] == spawn.package_path()
 
 
 def test_parse_proc_stat():

@@ -1,0 +1,161 @@
+"""The wheel is the product: build it (and the sdist) from this checkout, install it the
+ordinary way (not editable) into a fresh venv with real MXNet, and run a user's test module
+from a directory outside the checkout: measure a zoo cell and a checkpoint that
+``Module.save_checkpoint`` wrote, record a baseline, then compare against it."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import zipfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGE = ROOT / "pytest_mxperf"
+
+#: copied into the build tree; everything else of a work tree (venvs, caches, reports) is not
+_IGNORE = shutil.ignore_patterns(".git", ".venv", ".tox", "build", "dist", "*.egg-info", "__pycache__",
+                                 ".pytest_cache", ".hypothesis", ".benchmarks", "perf-report", "*.pyc")
+
+SAVE_CHECKPOINT = """
+import sys
+import mxnet as mx
+data = mx.sym.Variable("data")
+net = mx.sym.Convolution(data, num_filter=4, kernel=(3, 3), name="conv1")
+net = mx.sym.Activation(net, act_type="relu")
+net = mx.sym.FullyConnected(mx.sym.flatten(net), num_hidden=10, name="fc1")
+net = mx.sym.SoftmaxOutput(net, name="softmax")
+mod = mx.mod.Module(net, context=mx.cpu())
+mod.bind(data_shapes=[("data", (2, 1, 12, 12))], label_shapes=[("softmax_label", (2,))])
+mod.init_params(mx.init.Xavier())
+mod.save_checkpoint(sys.argv[1], 0)
+"""
+
+USER_TEST = """
+import pytest
+
+@pytest.mark.cpu
+def test_lenet(mxperf):
+    cell = mxperf.measure("lenet", 4, mode="score", contexts=["cpu:0"])
+    assert cell.median > 0
+
+@pytest.mark.cpu
+def test_my_checkpoint(mxperf):
+    cell = mxperf.measure("models/clf-symbol.json", 2, params="models/clf-0000.params",
+                          input_shape=(1, 12, 12))
+    mxperf.expect_ok(cell)
+    assert cell.median > 0
+"""
+
+
+def _expected_members():
+    """Every module and data file of the package, as paths relative to the checkout."""
+    want = {p.relative_to(ROOT).as_posix() for p in PACKAGE.rglob("*.py")}
+    data = PACKAGE / "data"
+    want |= {p.relative_to(ROOT).as_posix() for p in data.rglob("*") if p.is_file() and p.suffix in (".json", ".npz")}
+    return want
+
+
+def _run(cmd, **kw):
+    r = subprocess.run(cmd, capture_output=True, text=True, **kw)
+    assert r.returncode == 0, f"{cmd}\n{r.stdout[-4000:]}\n{r.stderr[-4000:]}"
+    return r
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    """(wheel, sdist) built with ``python -m build`` from a copy of this checkout."""
+    base = tmp_path_factory.mktemp("build")
+    src = base / "src"
+    shutil.copytree(ROOT, src, ignore=_IGNORE)
+    _run([sys.executable, "-m", "build", "--outdir", str(base / "dist"), str(src)])
+    wheel = next((base / "dist").glob("pytest_mxperf-*.whl"))
+    sdist = next((base / "dist").glob("pytest_mxperf-*.tar.gz"))
+    return wheel, sdist
+
+
+def test_the_wheel_and_sdist_carry_every_module_and_data_file(built):
+    wheel, sdist = built
+    want = _expected_members()
+    assert "pytest_mxperf/workers/throughput.py" in want and "pytest_mxperf/data/digits28.npz" in want
+    assert any(w.startswith("pytest_mxperf/data/documented/") for w in want)
+    with zipfile.ZipFile(wheel) as z:
+        names = set(z.namelist())
+        entry_points = next(n for n in names if n.endswith(".dist-info/entry_points.txt"))
+        assert "mxperf = pytest_mxperf.plugin" in z.read(entry_points).decode()
+    assert want <= names, sorted(want - names)
+    with tarfile.open(sdist) as t:
+        top = t.getnames()[0].split("/")[0]
+        names = {n.split("/", 1)[1] for n in t.getnames() if "/" in n}
+    assert top.startswith("pytest_mxperf-") and want <= names, sorted(want - names)
+
+
+@pytest.fixture(scope="module")
+def installed(built, tmp_path_factory):
+    """A fresh venv with the wheel (not editable) and real MXNet 1.9.1."""
+    wheel, _ = built
+    venv = tmp_path_factory.mktemp("venv") / "v"
+    _run([sys.executable, "-m", "venv", str(venv)])
+    py = venv / "bin" / "python"
+    _run([str(py), "-m", "pip", "install", "-q", "--disable-pip-version-check", str(wheel),
+          "mxnet==1.9.1", "numpy<1.24"])
+    return py
+
+
+def _user_env():
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "PYTEST"))}
+    env["MXPERF_CACHE_DIR"] = os.environ.get("MXPERF_CACHE_DIR", str(Path.home() / ".cache" / "pytest-mxperf"))
+    return env
+
+
+def test_a_user_project_measures_records_and_compares_with_the_installed_wheel(installed, tmp_path):
+    py = installed
+    project = tmp_path / "project"
+    (project / "models").mkdir(parents=True)
+    env = _user_env()
+    where = _run([str(py), "-c", "import pytest_mxperf, sys; print(pytest_mxperf.__file__)"],
+                 cwd=project, env=env).stdout.strip()
+    assert "site-packages" in where and not where.startswith(str(ROOT)), where
+    _run([str(py), "-c", SAVE_CHECKPOINT, "models/clf"], cwd=project, env=env)
+    (project / "test_mine.py").write_text(USER_TEST)
+    common = ["-m", "pytest", "test_mine.py", "-p", "no:cacheprovider", "--perf-no-probe",
+              "--perf-time-budget", "0.3", "--perf-baselines-dir", "bl", "--perf-machine", "box"]
+
+    rec = subprocess.run([str(py), *common, "--perf-update-baselines", "--perf-report", "rec"],
+                         cwd=project, env=env, capture_output=True, text=True)
+    assert rec.returncode == 0, rec.stdout[-6000:] + rec.stderr[-3000:]
+    doc = json.loads((project / "bl" / "box.json").read_text())
+    keys = sorted(k for k in doc["cells"] if "#" not in k)
+    assert any(k.startswith("score/lenet/b4/") for k in keys), keys
+    assert any(k.startswith("score/user:clf@") for k in keys), keys
+    records = json.loads((project / "rec" / "results.json").read_text())["records"]
+    # the published tables came with the wheel: the zoo cell was held to a floor rule
+    lenet = next(r for r in records if r["key"].startswith("score/lenet/b4/"))
+    assert lenet["status"] == "ok" and lenet["floor"]["reason"], lenet.get("floor")
+
+    cmp = subprocess.run([str(py), *common, "--perf-report", "cmp"], cwd=project, env=env,
+                         capture_output=True, text=True)
+    out = cmp.stdout
+    assert cmp.returncode in (0, 1) and "Traceback" not in out + cmp.stderr, out[-6000:] + cmp.stderr[-3000:]
+    assert "no baseline" not in out, out[-6000:]
+    verdicts = json.loads((project / "cmp" / "results.json").read_text())["session"]["verdicts"]
+    for prefix in ("score/lenet/b4/", "score/user:clf@"):
+        mine = [v for k, v in verdicts.items() if k.startswith(prefix) and "#" not in k]
+        assert mine and mine[0]["baseline_median"] > 0, (prefix, sorted(verdicts))
+        assert mine[0]["kind"] in ("unchanged", "improvement", "regression", "unresolved"), mine[0]
+
+
+def test_workers_see_this_package_alone_on_their_path():
+    """A reference interpreter gets ``pytest_mxperf`` on its PYTHONPATH, never the directory
+    it is installed in (for a wheel: this venv's site-packages, with its numpy and mxnet)."""
+    from pytest_mxperf import spawn
+    env = spawn.with_package_path({"PYTHONPATH": "/theirs"})
+    first, rest = env["PYTHONPATH"].split(os.pathsep, 1)
+    assert rest == "/theirs"
+    assert os.listdir(first) == ["pytest_mxperf"]
+    assert (Path(first) / "pytest_mxperf").resolve() == PACKAGE
+    assert spawn.package_path() == first  # the same directory every time
