@@ -47,12 +47,12 @@ def main(argv=None) -> int:
         runs = [runner.run_workload(w, time_budget=args.time_budget, seed=k * 100 + p) for p in range(args.processes)]
         cell = CellMeasurement(w, runs)
         meds = cell.process_medians
-        reported.append(cell.median)
+        reported.append(cell.median_or_none)
         for r in cell.ok_runs:
             all_rounds.extend(r.samples)
             within.append(cv(r.samples))
         print(f"  repeat {k + 1}: per-process medians {[round(m, 2) for m in meds]}, "
-              f"reported {cell.median and round(cell.median, 2)}")
+              f"reported {cell.median_or_none and round(cell.median_or_none, 2)}")
     print(f"CV of the reported median across {args.repeats} repeats: {100 * cv(reported):.1f}%")
     print(f"CV of all per-round samples pooled ({len(all_rounds)} rounds): {100 * cv(all_rounds):.1f}%")
     print(f"median within-process CV of rounds:                  {100 * statistics.median(within):.1f}%")

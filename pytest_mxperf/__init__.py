@@ -6,3 +6,13 @@ and tested without pytest; ``plugin.py`` only wires options, markers and fixture
 """
 
 __version__ = "0.1.0"
+
+
+def __getattr__(name):
+    # ``from pytest_mxperf import CellNotMeasured`` (what reading ``median`` of a cell that did
+    # not measure raises), without importing the parent side into every worker that imports
+    # this package
+    if name == "CellNotMeasured":
+        from .samples import CellNotMeasured
+        return CellNotMeasured
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

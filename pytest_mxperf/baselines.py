@@ -268,7 +268,7 @@ def summarize_cell(cell: CellMeasurement, software: Optional[Mapping[str, Any]] 
         # verdict's busy-machine screen; the probe figures let a later session relabel them
         "process_states": [(r.meta.get("machine_state") or {}).get("state") for r in ok],
         "process_probes": [_probe_record(r.meta.get("machine_state")) for r in ok],
-        "median": cell.median,
+        "median": cell.median_or_none,
         "spread": cell.spread,
         "rounds": ({"n": len(rounds), "median": statistics.median(rounds), "q1": quantile(rounds, 0.25),
                     "q3": quantile(rounds, 0.75), "min": min(rounds), "max": max(rounds)} if rounds else None),

@@ -39,7 +39,7 @@ def judge_floor(cell: CellMeasurement, floor: tables.Floor, states: Optional[Seq
     ``states``: the machine-state label of each successful process; the floor is held to
     the processes that ran on a quiet machine when there are any (a neighbour must not fail
     a floor), else to all of them, and the message says the machine was busy."""
-    median = cell.median
+    median = cell.median_or_none
     busy = ""
     slow = ("slowed", "slow-spell")
     if states and len(states) == len(cell.ok_runs) and any(st in slow for st in states):
@@ -330,10 +330,10 @@ class Measurer:
         p = self._record_property
         p("mxperf_cell", cell.workload.key())
         p("mxperf_status", cell.status)
-        if cell.median is not None:
+        if cell.median_or_none is not None:
             p("mxperf_metric", cell.primary.name)
             p("mxperf_unit", cell.primary.unit)
-            p("mxperf_median", round(cell.median, 6))
+            p("mxperf_median", round(cell.median_or_none, 6))
             sp = cell.spread
             if sp and sp.get("rel") is not None:
                 p("mxperf_spread_rel", round(sp["rel"], 4))

@@ -198,7 +198,7 @@ def _judge_baseline(session: PerfSession, cells, doc, reference, out: GateOutcom
         trend = baselines.session_medians(doc, key)
         if len(trend) >= 2:
             v.notes.append("trend over recorded sessions: " + " ".join(f"{x:.4g}" for x in trend)
-                           + f" -> {rec.cell.median:.4g} now")
+                           + f" -> {rec.cell.median_or_none:.4g} now")
     return verdicts
 
 

@@ -47,6 +47,18 @@ def _floor_cols(rec: CellRecord):
     return doc, kind, _fmt(f.value)
 
 
+#: characters of a failed cell's reason its row shows (the whole line is in the test's failure
+#: and in results.json)
+REASON_WIDTH = 80
+
+
+def reason(message: str, width: int = REASON_WIDTH) -> str:
+    """The first line of a failed cell's message, cut to ``width`` characters with an ellipsis."""
+    lines = [ln.strip() for ln in (message or "").splitlines() if ln.strip()]
+    line = " ".join(lines[0].split()) if lines else ""
+    return line if len(line) <= width else line[:width - 1].rstrip() + "…"
+
+
 def cell_label(rec: CellRecord) -> str:
     w = rec.cell.workload
     ctx = ",".join(w.contexts)
@@ -78,10 +90,12 @@ def cell_rows(records: Sequence[CellRecord], verdicts: Dict[str, Any]) -> List[L
             status = cell.status if cell.status != "ok" else rec.outcome
             label = cell_label(rec) if i == 0 else "  " + METRICS[m.name].label
             first = i == 0
+            result = " / ".join(x for x in ((status if first else ""), vd.get("kind") or "") if x)
+            why = reason(cell.message) if first and cell.status != "ok" else ""
             rows.append([label, m.unit, _fmt(cell.figure(m.name)) if cell.ok_runs else "-",
                          _spread(rec) if first else "-", base, change,
                          doc if first else "", kind if first else "", floor if first else "",
-                         " / ".join(x for x in ((status if first else ""), vd.get("kind") or "") if x)])
+                         f"{result}: {why}" if why else result])
     return rows
 
 
@@ -91,7 +105,7 @@ HEADER = ["cell", "unit", "median", "spread", "baseline", "change", "documented"
 def format_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> List[str]:
     widths = [max(len(str(h)), *(len(str(r[i])) for r in rows)) if rows else len(str(h))
               for i, h in enumerate(header)]
-    lines = ["  ".join(str(h).ljust(w) for h, w in zip(header, widths)),
+    lines = ["  ".join(str(h).ljust(w) for h, w in zip(header, widths)).rstrip(),
              "  ".join("-" * w for w in widths)]
     for r in rows:
         lines.append("  ".join(str(c).ljust(w) for c, w in zip(r, widths)).rstrip())

@@ -75,6 +75,18 @@ SECONDARY = {"score": ("peak_rss_mib", "gpu_memory_mib"), "train": ("peak_rss_mi
              "convergence": ("epochs_to_target",)}
 
 
+class CellNotMeasured(Exception):
+    """Raised by ``CellMeasurement.median`` of a cell that did not measure (a crash, a
+    timeout, an error in the worker, ...): the message carries the cell, its status and its
+    one-line reason, so ``assert cell.median > x`` in your test says why instead of failing
+    on ``None``. ``from pytest_mxperf import CellNotMeasured``."""
+
+    def __init__(self, key: str, status: str, reason: str):
+        self.key, self.status, self.reason = key, status, reason
+        super().__init__(f"{key} did not measure: {status}: {reason}" if reason else
+                         f"{key} did not measure: {status}")
+
+
 def metric_key(cell_key: str, metric: str, mode: str) -> str:
     """The id a figure is judged under: the cell key for the primary figure (so existing
     baselines keep their keys), ``<cell key>#<metric>`` for the others."""
@@ -225,8 +237,20 @@ class CellMeasurement:
         return self.values(self.primary.name)
 
     @property
-    def median(self) -> Optional[float]:
+    def median_or_none(self) -> Optional[float]:
+        """The primary figure, None when the cell did not measure (what internal code reads)."""
         return self.figure(self.primary.name)
+
+    @property
+    def median(self) -> float:
+        """The primary figure (median of the per-process figures); raises ``CellNotMeasured``
+        with the reason when the cell did not measure."""
+        m = self.median_or_none
+        if m is None:
+            if self.status != OK:
+                raise CellNotMeasured(self.workload.key(), self.status, self.message)
+            raise CellNotMeasured(self.workload.key(), "no figure", f"no process gave a {self.primary.name} figure")
+        return m
 
     @property
     def spread(self) -> Optional[Dict[str, Any]]:
@@ -256,7 +280,7 @@ class CellMeasurement:
             "message": self.message,
             "metric": self.primary.name,
             "unit": self.primary.unit,
-            "median": self.median,
+            "median": self.median_or_none,
             "process_medians": self.process_medians,
             "figures": {m.name: {"median": self.figure(m.name), "values": self.values(m.name), "unit": m.unit}
                         for m in self.metrics()},

@@ -6,7 +6,7 @@ from hypothesis import given, settings, strategies as st
 
 from pytest_mxperf import options as opts, topology
 from pytest_mxperf.fixture import judge_floor
-from pytest_mxperf.samples import CellMeasurement, RunResult
+from pytest_mxperf.samples import CellMeasurement, CellNotMeasured, RunResult
 from pytest_mxperf.stats import quantile
 from pytest_mxperf.tables import Floor
 from pytest_mxperf.workload import Workload, WorkloadError, parse_contexts
@@ -54,8 +54,26 @@ def test_cell_statistics_use_processes_as_replicates():
     one = CellMeasurement(Workload("lenet", batch_size=8), [_run([0.1, 0.2, 0.4])])
     assert one.spread["basis"] == "rounds"
     failed = CellMeasurement(Workload("lenet"), [RunResult(Workload("lenet"), "timeout", message="t")])
-    assert failed.status == "timeout" and failed.median is None and failed.spread is None
+    assert failed.status == "timeout" and failed.median_or_none is None and failed.spread is None
     assert CellMeasurement.from_dict(cell.to_dict()).process_medians == pytest.approx(cell.process_medians)
+
+
+def test_the_median_of_a_cell_that_did_not_measure_raises_with_its_reason():
+    w = Workload("lenet", batch_size=8)
+    why = "ValueError: Unknown initialization pattern for softmax_label"
+    failed = CellMeasurement(w, [RunResult(w, "error", message=why), RunResult(w, "error", message=why)])
+    with pytest.raises(CellNotMeasured) as e:
+        assert failed.median > 0  # what a user's test writes
+    assert e.value.status == "error" and e.value.reason == why and e.value.key == w.key()
+    assert str(e.value) == f"{w.key()} did not measure: error: {why}"
+    from pytest_mxperf import CellNotMeasured as exported
+    assert exported is CellNotMeasured
+    # internal readers see None, and the record of the cell says the same as before
+    assert failed.median_or_none is None and failed.to_dict()["median"] is None
+    assert judge_floor(failed, Floor("documented", "t", 2.0, 1.0, 0.1, False, "r")) == ("failed", f"error: {why}")
+    # one process failed, one measured: the cell measured
+    half = CellMeasurement(w, [RunResult(w, "crash", message="killed"), _run([0.1] * 5)])
+    assert half.median == pytest.approx(80) == half.median_or_none
 
 
 def test_quantile_matches_linear_interpolation():
