@@ -170,6 +170,7 @@ class Measurer:
         self._record_property = record_property
         self._on_cell = on_cell
         self.records = []
+        self._described: Dict[Any, Dict[str, Any]] = {}
 
     @property
     def options(self) -> PerfOptions:
@@ -214,7 +215,8 @@ class Measurer:
         ``params=``), or ``package.module:function`` returning a Symbol or HybridBlock; a
         user's network needs its inputs (``input_shape=`` for one input "data",
         ``inputs=[{name, shape, dtype, high}]``, or the ``input_spec`` text of --perf-input),
-        and ``loss=`` to be trained."""
+        and ``loss=`` to be trained unless its graph ends in its own loss outputs (a
+        checkpoint of a classifier ending in SoftmaxOutput: see ``trains_as_is``)."""
         contexts = tuple(contexts)
         self.require(contexts)
         name, source = self._resolve_model(model, input_shape, inputs, input_spec, params, loss, mode)
@@ -292,15 +294,42 @@ class Measurer:
             if ref.kind == "zoo":
                 raise usermodel.UserModelError(f"{model} is a zoo model: it takes no inputs")
             specs = usermodel.parse_inputs(input_shape=input_shape, inputs=inputs, text=input_spec)
-            if mode == "train" and not loss:
-                raise usermodel.UserModelError("training your own network needs loss=... "
-                                               "(an output name, or 'softmax_ce')")
-            info = usermodel.describe(ref, specs, python=self.options.python, env=self.session.environ)
+            info = self._describe(ref, specs)
+            if mode == "train" and not loss and not info.get("ends_in_loss"):
+                raise usermodel.UserModelError("training your own network needs loss=... (an output name, or "
+                                               "'softmax_ce'; a graph ending in SoftmaxOutput, a *RegressionOutput "
+                                               "or SVMOutput needs none)")
         except usermodel.UserModelError as exc:
             self._fail(f"{model}: {exc}")
         ref_d = dict(ref.to_dict(), cwd=os.getcwd())
         source = json.dumps({"ref": ref_d, "inputs": [s.to_dict() for s in specs], "loss": loss}, sort_keys=True)
         return usermodel.cell_model_name(ref, info["digest"]), source
+
+    def _describe(self, ref, specs) -> Dict[str, Any]:
+        """``usermodel.describe`` of a user's network, once per test (a callable's costs a worker)."""
+        from . import usermodel
+        key = (ref, tuple(specs))
+        if key not in self._described:
+            self._described[key] = usermodel.describe(ref, specs, python=self.options.python,
+                                                      env=self.session.environ)
+        return self._described[key]
+
+    def trains_as_is(self, model: str, *, params: Optional[str] = None,
+                     input_shape: Optional[Sequence[int]] = None,
+                     inputs: Optional[Sequence[Mapping[str, Any]]] = None, input_spec: Optional[str] = None) -> bool:
+        """Whether your own network ``model`` ends in its own loss outputs (SoftmaxOutput, a
+        *RegressionOutput, SVMOutput: what ``Module.save_checkpoint`` writes for a classifier
+        or a regressor), so that it trains without ``loss=``. Fails as ``measure`` does on a
+        reference or inputs that cannot be used."""
+        from . import usermodel
+        try:
+            ref = usermodel.parse_model_ref(model, params=params)
+            if ref.kind == "zoo":
+                return False
+            specs = usermodel.parse_inputs(input_shape=input_shape, inputs=inputs, text=input_spec)
+            return bool(self._describe(ref, specs).get("ends_in_loss"))
+        except usermodel.UserModelError as exc:
+            self._fail(f"{model}: {exc}")
 
     def measure_module(self, module: str, spec: Dict[str, Any], workload: Workload,
                        figures: Callable[[Dict[str, Any]], Dict[str, float]], *,

@@ -42,15 +42,18 @@ def pytest_addoption(parser):
     g.addoption("--perf-models", default=None, metavar="A,B",
                 help="narrow the model grid to these zoo models")
     g.addoption("--perf-model-file", action="append", default=None, metavar="PATH|MOD:FUNC",
-                help="also measure your own network: a symbol JSON file (Symbol.save / HybridBlock.export) "
+                help="also measure your own network: a symbol JSON file (Symbol.save / HybridBlock.export / "
+                     "Module.save_checkpoint) "
                      "or package.module:function returning a Symbol or HybridBlock (repeatable)")
     g.addoption("--perf-params", default=None, metavar="PATH",
-                help="the params file of --perf-model-file (arg:/aux: names, as HybridBlock.export writes)")
+                help="the params file of --perf-model-file (arg:/aux: names, as HybridBlock.export and "
+                     "Module.save_checkpoint write)")
     g.addoption("--perf-input", default=None, metavar="SPEC",
                 help="inputs of --perf-model-file, without the batch: data:3x224x224, or several "
                      "name:shape[:dtype[:high]] separated by commas, e.g. tokens:128:int64:30000")
     g.addoption("--perf-loss", default=None, metavar="NAME",
-                help="loss for training --perf-model-file: softmax_ce, or the name of a loss output")
+                help="loss for training --perf-model-file: softmax_ce, or the name of a loss output (a graph "
+                     "ending in SoftmaxOutput or a *RegressionOutput trains without it)")
     g.addoption("--perf-batch-sizes", default=None, metavar="N,M",
                 help="batch sizes per device (default: 1,2,4,8,16,32 as benchmark_score.py)")
     g.addoption("--perf-processes", default=None, metavar="N",

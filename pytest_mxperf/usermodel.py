@@ -23,7 +23,7 @@ import hashlib
 import json
 import os
 import re
-from typing import Any, Dict, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 DTYPES = ("float32", "float16", "float64", "int32", "int64", "uint8", "int8")
 INTEGER_DTYPES = ("int32", "int64", "uint8", "int8")
@@ -156,6 +156,38 @@ def parse_model_ref(text: str, params: Optional[str] = None) -> ModelRef:
                          "JSON file (Symbol.save / HybridBlock.export), or package.module:function")
 
 
+#: MXNet's output ops that are a loss of their data (first input) against a label (second
+#: input): what ``Module.save_checkpoint`` writes for a classifier of MXNet's
+#: example/image-classification (SoftmaxOutput) or a regressor. "Softmax" is SoftmaxOutput's
+#: old name, found in older symbol files.
+LABEL_OUTPUT_OPS = ("SoftmaxOutput", "Softmax", "SVMOutput", "LinearRegressionOutput", "LogisticRegressionOutput",
+                    "MAERegressionOutput")
+#: ... whose label holds class indices (the others' labels are real values of the output's shape)
+CLASS_LABEL_OPS = ("SoftmaxOutput", "Softmax", "SVMOutput")
+
+
+def label_outputs(symbol_json: str) -> List[Dict[str, str]]:
+    """The graph's own loss outputs whose label is an input of the graph, in graph order:
+    ``[{"op": "SoftmaxOutput", "name": "softmax", "label": "softmax_label"}, ...]``. Their
+    labels are labels (fed, or declared and left unbound to score), never weights."""
+    nodes = json.loads(symbol_json).get("nodes") or []
+    out = []
+    for node in nodes:
+        inputs = node.get("inputs") or []
+        if node.get("op") in LABEL_OUTPUT_OPS and len(inputs) >= 2 and nodes[inputs[1][0]].get("op") == "null":
+            out.append({"op": node["op"], "name": node["name"], "label": nodes[inputs[1][0]]["name"]})
+    return out
+
+
+def ends_in_loss(symbol_json: str) -> bool:
+    """Whether every output of the graph is one of its ``label_outputs``: then the graph
+    trains as it is (its outputs already are losses) and needs no ``loss=``."""
+    doc = json.loads(symbol_json)
+    nodes, heads = doc.get("nodes") or [], doc.get("heads") or []
+    losses = {o["name"] for o in label_outputs(symbol_json)}
+    return bool(heads) and all(nodes[h[0]].get("name") in losses for h in heads)
+
+
 def canonical_graph(symbol_json: str) -> str:
     """The graph JSON without MXNet's version attribute, keys sorted, compact."""
     try:
@@ -185,12 +217,12 @@ def cell_model_name(ref: ModelRef, digest: str) -> str:
 
 def describe(ref: ModelRef, inputs: Sequence[InputSpec], *, python: Optional[str] = None,
              env: Optional[Mapping[str, str]] = None, timeout: float = 300.0) -> Dict[str, Any]:
-    """{"digest", "kind", "num_params", "inputs", "outputs"}: for a symbol file read here;
-    for a callable (the parent never imports MXNet) from a worker that builds it."""
+    """{"digest", "kind", "ends_in_loss", "num_params"}: for a symbol file read here; for a
+    callable (the parent never imports MXNet) from a worker that builds it."""
     if ref.kind == "symbol-file":
         with open(ref.target) as fh:
             text = fh.read()
-        return {"digest": canonical_graph_digest(text), "kind": "symbol"}
+        return {"digest": canonical_graph_digest(text), "kind": "symbol", "ends_in_loss": ends_in_loss(text)}
     import sys
 
     from . import runner, spawn

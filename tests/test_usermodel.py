@@ -175,3 +175,100 @@ def test_no_inputs(mxperf):
     out = r.stdout.str()
     assert "training your own network needs loss=" in out and "needs its inputs" in out
     r.assert_outcomes(failed=2)
+
+
+# -- checkpoints that Module.save_checkpoint wrote: their outputs already are losses ----------
+
+SAVE_CHECKPOINTS = """
+import sys
+import mxnet as mx
+
+def save(net, prefix, data_shape, label_name, label_shape):
+    mod = mx.mod.Module(net, label_names=[label_name], context=mx.cpu())
+    mod.bind(data_shapes=[("data", data_shape)], label_shapes=[(label_name, label_shape)])
+    mod.init_params(mx.init.Xavier())
+    mod.save_checkpoint(prefix, 0)
+
+# a small conv classifier as MXNet's example/image-classification writes them
+data = mx.sym.Variable("data")
+net = mx.sym.Convolution(data, num_filter=4, kernel=(3, 3), name="conv1")
+net = mx.sym.BatchNorm(net, name="bn1")
+net = mx.sym.Activation(net, act_type="relu")
+net = mx.sym.FullyConnected(mx.sym.flatten(net), num_hidden=10, name="fc1")
+save(mx.sym.SoftmaxOutput(net, name="softmax"), sys.argv[1] + "/clf", (2, 1, 12, 12), "softmax_label", (2,))
+
+# an MLP regressor with 3 outputs; and one with 4 (its params do not fit the first)
+for name, outputs in (("reg", 3), ("reg4", 4)):
+    net = mx.sym.FullyConnected(mx.sym.Variable("data"), num_hidden=16, name="fc1")
+    net = mx.sym.Activation(net, act_type="relu")
+    net = mx.sym.FullyConnected(net, num_hidden=outputs, name="fc2")
+    save(mx.sym.LinearRegressionOutput(net, name="lro"), sys.argv[1] + "/" + name, (2, 20), "lro_label", (2, outputs))
+"""
+
+
+@pytest.fixture(scope="module")
+def checkpoints(tmp_path_factory):
+    """The directory holding clf-symbol.json / clf-0000.params, reg-*, reg4-*."""
+    d = tmp_path_factory.mktemp("checkpoints")
+    subprocess.run([sys.executable, "-c", SAVE_CHECKPOINTS, str(d)], check=True, capture_output=True, timeout=300)
+    for name in ("clf", "reg", "reg4"):
+        assert (d / f"{name}-symbol.json").is_file() and (d / f"{name}-0000.params").is_file()
+    return d
+
+
+CHECKPOINT_TEST = """
+import pytest
+from pytest_mxperf import CellNotMeasured
+
+D = {d!r}
+WEIGHTS = {{"clf": ["bn1_beta", "bn1_gamma", "bn1_moving_mean", "bn1_moving_var", "conv1_bias", "conv1_weight",
+                    "fc1_bias", "fc1_weight"],
+           "reg": ["fc1_bias", "fc1_weight", "fc2_bias", "fc2_weight"]}}
+LABELS = {{"clf": {{"softmax_label": {{"shape": [4], "classes": 10}}}},   # class indices in [0, 10)
+          "reg": {{"lro_label": {{"shape": [4, 3], "classes": None}}}}}}  # reals of the output's shape
+
+
+@pytest.mark.parametrize("mode", ["score", "train"])
+@pytest.mark.parametrize("net, shape", [("clf", (1, 12, 12)), ("reg", (20,))])
+def test_checkpoint(mxperf, net, shape, mode):
+    # no loss= to train: the graph ends in SoftmaxOutput / LinearRegressionOutput
+    cell = mxperf.measure(f"{{D}}/{{net}}-symbol.json", 4, mode=mode, params=f"{{D}}/{{net}}-0000.params",
+                          input_shape=shape)
+    mxperf.expect_ok(cell)
+    assert cell.status == "ok" and cell.median > 0
+    assert cell.workload.key().startswith(f"{{mode}}/user:{{net}}@")
+    meta = cell.ok_runs[0].meta
+    # every weight came from the params file, none from Xavier, and the label is no weight
+    assert meta["params"] == {{"file": f"{{net}}-0000.params", "loaded": WEIGHTS[net], "random": [], "unused": []}}
+    assert meta["labels"] == {{k: dict(v, fed=mode == "train") for k, v in LABELS[net].items()}}
+
+
+def test_params_of_another_network_are_refused(mxperf):
+    cell = mxperf.measure(f"{{D}}/reg-symbol.json", 4, params=f"{{D}}/reg4-0000.params", input_shape=(20,))
+    assert cell.status == "error" and cell.message
+    with pytest.raises(CellNotMeasured) as e:
+        cell.median
+    assert e.value.reason == cell.message and cell.message in str(e.value)
+"""
+
+
+def test_checkpoints_of_a_classifier_and_a_regressor_score_and_train(pytester, checkpoints):
+    pytester.makepyfile(test_ckpt=CHECKPOINT_TEST.format(d=str(checkpoints)))
+    r = _run(pytester, "--perf-processes", "1")
+    out = r.stdout.str()
+    assert r.ret == 0, out
+    r.assert_outcomes(passed=5)
+    # the cell that did not measure says why in its row of the table (fc2_weight's shape)
+    row = next(ln for ln in out.splitlines() if ln.startswith("score user:reg@") and " error: " in ln)
+    assert "MXNetError" in row or "shape" in row.lower(), row
+
+
+def test_a_checkpoint_from_the_command_line_trains_without_perf_loss(pytester, checkpoints):
+    pytester.makepyfile(test_own_model=(ROOT / "perf_tests" / "test_own_model.py").read_text())
+    r = _run(pytester, "--perf-model-file", str(checkpoints / "clf-symbol.json"),
+             "--perf-params", str(checkpoints / "clf-0000.params"), "--perf-input", "data:1x12x12",
+             "--perf-batch-sizes", "2", "--perf-processes", "1")
+    out = r.stdout.str()
+    assert r.ret == 0, out
+    r.assert_outcomes(passed=2, skipped=2)  # score and train on cpu; the gpu contexts skip: no GPU here
+    assert "score user:clf@" in out and "train user:clf@" in out

@@ -136,6 +136,9 @@ def measure(spec: dict) -> dict:
         meta["macs_per_sample"] = cell.macs_per_sample
         if cell.macs_per_sample is None:
             meta["macs_unknown"] = cell.macs_unknown
+        for k in ("params", "labels"):  # what its params file gave, its own loss outputs' labels
+            if getattr(cell, k, None):
+                meta[k] = getattr(cell, k)
     if getattr(cell, "precision", None):
         meta["precision"] = cell.precision
     try:

@@ -6,12 +6,18 @@ the zoo cell in ``throughput.py`` (``bind_seconds``, ``total_batch``, ``step()``
 
 * A Symbol (a symbol JSON file, or a callable returning one) is bound in a Module
   (``for_training=False`` to score), with its params file when given (``arg:`` / ``aux:``
-  names, as ``HybridBlock.export`` writes; missing ones get Xavier) or random Xavier weights.
+  names, as ``HybridBlock.export`` and ``Module.save_checkpoint`` write; missing ones get
+  Xavier; what the file gave is in the result's ``meta["params"]``) or random Xavier weights.
+  The labels of its own loss outputs (``SoftmaxOutput`` of a checkpoint of MXNet's
+  example/image-classification, ``*RegressionOutput``, ``SVMOutput``) are labels, not weights
+  (see ``SymbolCell``; ``meta["labels"]``).
 * A HybridBlock is run the way Gluon users run it: initialised if needed,
   ``hybridize(static_alloc=True, static_shape=True)``, forward under
   ``autograd.predict_mode()`` to score; never converted to a Module.
 * Training needs a loss: ``softmax_ce`` (softmax cross-entropy on random labels over the
-  output's last axis), or for a Symbol the name of an output that already is a loss.
+  output's last axis), or for a Symbol the name of an output that already is a loss; a
+  Symbol whose outputs all are its own loss outputs (``usermodel.ends_in_loss``) trains as
+  it is, with or without ``loss=`` (``softmax_ce`` is not stacked on a loss).
 * Random inputs: floats uniform in [-1, 1); integer inputs uniform in [0, high), ``high``
   from the input's spec or, for an input that feeds an Embedding, its ``input_dim``.
 
@@ -28,8 +34,9 @@ import os
 import sys
 import tempfile
 import time
+import warnings
 
-from pytest_mxperf.usermodel import canonical_graph_digest
+from pytest_mxperf.usermodel import CLASS_LABEL_OPS, canonical_graph_digest, ends_in_loss, label_outputs
 from pytest_mxperf.workers.protocol import ModuleSteps, TimedSteps, import_mxnet, serve
 
 
@@ -102,38 +109,88 @@ def _block_symbol(mx, net, specs):
     return mx.sym.Group(list(out)) if isinstance(out, (list, tuple)) else out
 
 
+def _labels(sym, outputs, data_shapes):
+    """{label name: (shape, number of classes or None)} of the graph's loss outputs, from
+    the shapes MXNet infers from the data alone: a class label (SoftmaxOutput, SVMOutput)
+    indexes the classes of its output (output size / label size: the last axis, or axis 1
+    with ``multi_output``); a regression label has its output's shape and real values."""
+    import numpy as np
+    if not outputs:
+        return {}
+    args = dict(zip(sym.list_arguments(), sym.infer_shape(**data_shapes)[0]))
+    internals = sym.get_internals()
+    out = {}
+    for o in outputs:
+        if o["label"] in out:
+            continue
+        shape = tuple(args[o["label"]])
+        classes = None
+        if o["op"] in CLASS_LABEL_OPS:
+            op_out = internals[o["name"] + "_output"]
+            shape_out = op_out.infer_shape(**{k: v for k, v in data_shapes.items()
+                                              if k in op_out.list_arguments()})[1][0]
+            classes = int(np.prod(shape_out)) // max(1, int(np.prod(shape)))
+        out[o["label"]] = (shape, classes)
+    return out
+
+
 class SymbolCell(ModuleSteps):
-    def __init__(self, mx, sym, ref, specs, ctxs, batch, train, loss, num_classes=None):
+    """A Symbol bound in a Module. The labels of the graph's own loss outputs (SoftmaxOutput,
+    *RegressionOutput, SVMOutput: ``usermodel.label_outputs``) are labels, never weights: to
+    train they are fed random labels; to score they are declared and left unbound (as
+    benchmark_score.py and the zoo cells do: MXNet infers their shapes from the data and
+    reads them only to train). A graph that ends in such outputs trains as it is."""
+
+    def __init__(self, mx, sym, ref, specs, ctxs, batch, train, loss):
         import numpy as np
         self.mx = mx
         self.macs_per_sample, self.macs_unknown = macs_per_sample(sym, specs)
         self.total_batch = batch * len(ctxs)
         self.train = train
         names = [s["name"] for s in specs]
-        label_names = []
+        outputs = [o for o in label_outputs(sym.tojson()) if o["label"] not in names]
+        as_is = ends_in_loss(sym.tojson())
+        other = []  # labels of a loss output of another kind (MakeLoss over your own loss)
         if train:
-            if loss == "softmax_ce":
+            if loss == "softmax_ce" and not as_is:
                 sym = mx.sym.SoftmaxOutput(sym, name="softmax")
-                label_names = ["softmax_label"]
-            elif loss in sym.list_outputs() or loss + "_output" in sym.list_outputs():
-                label_names = [a for a in sym.list_arguments() if a.endswith("label")]
-            else:
-                raise ValueError(f"loss {loss!r} is neither softmax_ce nor an output of the graph "
-                                 f"({', '.join(sym.list_outputs())})")
+                outputs.append({"op": "SoftmaxOutput", "name": "softmax", "label": "softmax_label"})
+            elif not loss and not as_is:
+                raise ValueError("training your own network needs loss=... (an output name, or 'softmax_ce'; a "
+                                 "graph ending in SoftmaxOutput, a *RegressionOutput or SVMOutput needs none)")
+            elif loss and loss != "softmax_ce":
+                if loss not in sym.list_outputs() and loss + "_output" not in sym.list_outputs():
+                    raise ValueError(f"loss {loss!r} is neither softmax_ce nor an output of the graph "
+                                     f"({', '.join(sym.list_outputs())})")
+                known = {o["label"] for o in outputs}
+                other = [a for a in sym.list_arguments() if a.endswith("label") and a not in known and a not in names]
         data_shapes = [mx.io.DataDesc(s["name"], (self.total_batch,) + tuple(s["shape"]), s["dtype"]) for s in specs]
+        labels = _labels(sym, outputs, {d.name: d.shape for d in data_shapes})
+        if other:  # as they always were: class indices over the last axis of the first output
+            num_classes = sym.infer_shape(**{d.name: d.shape for d in data_shapes})[1][0][-1]
+            labels.update({a: ((self.total_batch,), num_classes) for a in other})
+        self.labels = {k: {"shape": list(shape), "classes": classes, "fed": train}
+                       for k, (shape, classes) in labels.items()}
         t0 = time.perf_counter()
-        mod = mx.mod.Module(sym, data_names=names, label_names=label_names, context=ctxs)
-        label_shapes = None
-        if label_names:
-            _, out_shapes, _ = sym.infer_shape(**{d.name: d.shape for d in data_shapes})
-            label_shapes = [(n, out_shapes[0][:1]) for n in label_names]
-            num_classes = out_shapes[0][-1]
-        mod.bind(data_shapes=data_shapes, label_shapes=label_shapes, for_training=train)
+        mod = mx.mod.Module(sym, data_names=names, label_names=list(labels), context=ctxs)
+        with warnings.catch_warnings():
+            # scoring: Module warns that the declared labels get no shapes; inference needs none
+            warnings.simplefilter("ignore", UserWarning)
+            mod.bind(data_shapes=data_shapes, label_shapes=[(k, shape) for k, (shape, _) in labels.items()]
+                     if train and labels else None, for_training=train)
         arg, aux = {}, {}
         if ref.get("params"):
             loaded = mx.nd.load(ref["params"])
             arg = {k.split(":", 1)[1]: v for k, v in loaded.items() if k.startswith("arg:")}
             aux = {k.split(":", 1)[1]: v for k, v in loaded.items() if k.startswith("aux:")}
+            # what the params file gave: the weights it names, the ones it lacks (Xavier) and
+            # its names the graph does not have (a file of another network says so here)
+            want = [a for a in sym.list_arguments() if a not in names and a not in labels]
+            want += sym.list_auxiliary_states()
+            self.params = {"file": os.path.basename(ref["params"]),
+                           "loaded": sorted(n for n in want if n in arg or n in aux),
+                           "random": sorted(n for n in want if n not in arg and n not in aux),
+                           "unused": sorted(n for n in list(arg) + list(aux) if n not in want)}
         mod.init_params(initializer=mx.init.Xavier(magnitude=2.0), arg_params=arg or None, aux_params=aux or None,
                         allow_missing=True)
         if train:
@@ -142,9 +199,14 @@ class SymbolCell(ModuleSteps):
         mx.nd.waitall()
         self.bind_seconds = time.perf_counter() - t0
         data = _inputs(mx, specs, self.total_batch, ctxs[0], sym)
-        label = [mx.nd.array(np.random.randint(0, num_classes, size=(self.total_batch,)))] if label_names else []
+        label = []
+        if train:
+            for shape, classes in labels.values():
+                label.append(mx.nd.array(np.random.randint(0, classes, size=shape)) if classes else
+                             mx.random.uniform(0.0, 1.0, shape=shape))
         self.batch = mx.io.DataBatch(data=data, label=label)
         self.mod = mod
+
 
 class BlockCell(TimedSteps):
     """A HybridBlock, hybridized with static_alloc / static_shape, on one context."""
@@ -168,6 +230,8 @@ class BlockCell(TimedSteps):
         self.data = _inputs(mx, specs, batch, ctx, block=net)
         self.net = net
         if train:
+            if not loss:
+                raise ValueError("training your own network needs loss=... ('softmax_ce' for a HybridBlock)")
             if loss != "softmax_ce":
                 raise ValueError(f"a HybridBlock trains with loss='softmax_ce' (got {loss!r})")
             self.loss = mx.gluon.loss.SoftmaxCrossEntropyLoss()
@@ -205,8 +269,6 @@ def load(mx, source: dict, contexts, batch: int, mode: str, seed: int = 0):
     mx.random.seed(seed)
     np.random.seed(seed)
     train = mode == "train"
-    if train and not source.get("loss"):
-        raise ValueError("training your own network needs loss=... (an output name, or 'softmax_ce')")
     kind, obj = _build(mx, source["ref"])
     if kind == "symbol":
         return SymbolCell(mx, obj, source["ref"], source["inputs"], contexts, batch, train, source.get("loss"))
@@ -229,7 +291,8 @@ def describe(spec: dict) -> dict:
         text = obj.tojson()
         nparams = None
     return {"status": "ok", "message": "", "digest": canonical_graph_digest(text),
-            "kind": "hybridblock" if kind == "block" else "symbol", "num_params": nparams}
+            "kind": "hybridblock" if kind == "block" else "symbol", "num_params": nparams,
+            "ends_in_loss": kind == "symbol" and ends_in_loss(text)}
 
 
 def main(argv=None) -> int:
