@@ -310,3 +310,94 @@ def fast_end_paired_bound(better: Sequence[float], worse: Sequence[float], alpha
         else:
             hi = mid
     return lo * sign
+
+
+# ----------------------------------------------------------------------------- duet (rounds inside process pairs)
+
+def duet_pair_log_ratio(candidate_seconds: Sequence[float], reference_seconds: Sequence[float]) -> float:
+    """One duet pair's estimate: the median over rounds j of log(reference_seconds[j] /
+    candidate_seconds[j]), the log speed ratio candidate / reference (> 0: the candidate is
+    faster). Round j of each side ran back to back, so a slow spell of the machine longer
+    than a round slows both alike and cancels in the ratio; the median over rounds ignores
+    the few rounds a regime switch fell between. Rounds whose time on either side is not a
+    finite positive number are dropped; ValueError for unequal lengths or no round left."""
+    if len(candidate_seconds) != len(reference_seconds):
+        raise ValueError(f"unequal rounds: {len(candidate_seconds)} candidate, "
+                         f"{len(reference_seconds)} reference")
+    logs = [math.log(r / c) for c, r in zip(candidate_seconds, reference_seconds)
+            if finite_positive([c]) and finite_positive([r])]
+    if not logs:
+        raise ValueError("no round with finite positive times on both sides")
+    return statistics.median(logs)
+
+
+def sample_sd(values: Sequence[float]) -> float:
+    """The sample standard deviation (n - 1 in the denominator) of the finite values, in
+    floats (statistics.stdev is exact and slow); nan with fewer than 2."""
+    d = [float(x) for x in values if math.isfinite(x)]
+    if len(d) < 2:
+        return math.nan
+    mean = math.fsum(d) / len(d)
+    return math.sqrt(math.fsum((x - mean) ** 2 for x in d) / (len(d) - 1))
+
+
+def _mean_se(values: Sequence[float]) -> Tuple[int, float, float]:
+    d = [float(x) for x in values if math.isfinite(x)]
+    n = len(d)
+    mean = math.fsum(d) / n if n else math.nan
+    se = sample_sd(d) / math.sqrt(n) if n >= 2 else math.nan
+    if n >= 2 and se <= 1e-12 * max(abs(x) for x in d):
+        se = 0.0                           # equal values up to rounding: no spread
+    return n, mean, se
+
+
+def mean_t_p(values: Sequence[float], alternative: str) -> Optional[float]:
+    """One-sided one-sample t-test p-value on the mean of ``values`` (per-pair log ratios),
+    t = mean / (s / sqrt(n)) with n - 1 degrees of freedom. ``alternative="less"``: the mean
+    is below 0; "greater": above. None with fewer than 2 finite values. All values equal
+    (s = 0): 0.0 when the mean lies strictly on the alternative's side, else 1.0."""
+    if alternative not in ("less", "greater"):
+        raise ValueError(f"alternative must be 'less' or 'greater', got {alternative!r}")
+    n, mean, se = _mean_se(values)
+    if n < 2:
+        return None
+    if se == 0:
+        side = mean < 0 if alternative == "less" else mean > 0
+        return 0.0 if side else 1.0
+    from scipy.special import stdtr        # the Student t CDF (scipy.stats.t.cdf without its overhead)
+    tstat = mean / se
+    return float(stdtr(n - 1, tstat) if alternative == "less" else stdtr(n - 1, -tstat))
+
+
+def mean_t_interval(values: Sequence[float], alpha_one_sided: float) -> Tuple[float, float]:
+    """The shifts not rejected by ``mean_t_p`` at level ``alpha_one_sided`` on either side:
+    mean -+ t_{1 - alpha, n - 1} x s / sqrt(n) (a 1 - 2 alpha two-sided interval). The upper
+    end is below 0 exactly when the one-sided test rejects "mean >= 0" at that level, the
+    lower end above 0 exactly when it rejects "mean <= 0" (test and interval agree).
+    (-inf, inf) with fewer than 2 finite values; (mean, mean) when they are all equal."""
+    n, mean, se = _mean_se(values)
+    if n < 2:
+        return -math.inf, math.inf
+    if se == 0:
+        return mean, mean
+    from scipy.special import stdtrit      # the Student t quantile (scipy.stats.t.ppf)
+    half = float(stdtrit(n - 1, 1.0 - alpha_one_sided)) * se
+    return mean - half, mean + half
+
+
+def t_pairs_for_halfwidth(sd: float, halfwidth: float, alpha_one_sided: float, n_min: int,
+                          n_max: int) -> int:
+    """The fewest values n in [n_min, n_max] whose one-sided t bound at ``alpha_one_sided``
+    lies within ``halfwidth`` of the mean, t_{1 - alpha, n - 1} x sd / sqrt(n) <= halfwidth,
+    for a spread ``sd`` between values; ``n_max`` when none does (n_min >= 2)."""
+    import numpy as np
+    from scipy.special import stdtrit
+
+    n_min = max(2, int(n_min))
+    if n_max <= n_min:
+        return n_min
+    if sd <= 0:
+        return n_min
+    n = np.arange(n_min, n_max + 1)
+    ok = stdtrit(n - 1, 1.0 - alpha_one_sided) * sd / np.sqrt(n) <= halfwidth
+    return int(n[ok][0]) if ok.any() else int(n_max)

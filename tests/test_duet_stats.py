@@ -1,0 +1,275 @@
+"""Duet A/B: the pair estimator, the t-test and its interval, judge_duet's rule, and the
+session-level false-alarm rate on the recorded speed regimes (a smaller run of
+benchmarks/duet_false_alarms.py: same model, fewer sessions)."""
+
+import importlib.util
+import math
+import random
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from pytest_mxperf import stats as S
+from pytest_mxperf import verdict as V
+from pytest_mxperf import verdict_duet as D
+from pytest_mxperf.samples import METRICS
+
+THROUGHPUT = METRICS["throughput"]
+LATENCY = METRICS["latency_p50_ms"]
+LOG2 = math.log(2.0)
+
+
+def _t2_quantile(p):
+    """Student t quantile with 2 df, closed form."""
+    return (2 * p - 1) / math.sqrt(2 * p * (1 - p))
+
+
+def _t2_sf(t):
+    """Student t upper tail with 2 df, closed form."""
+    return 0.5 * (1 - t / math.sqrt(t * t + 2))
+
+
+# ----------------------------------------------------------------------------- estimator
+
+def test_pair_estimate_is_the_median_round_log_ratio():
+    # reference / candidate per round: 2, 1, 1/2 -> median log ratio 0
+    assert S.duet_pair_log_ratio([1.0, 2.0, 4.0], [2.0, 2.0, 2.0]) == 0.0
+    # even number of rounds: the mean of the middle two (log 2 and log 4)
+    assert S.duet_pair_log_ratio([1.0, 1.0, 1.0, 1.0], [2.0, 2.0, 4.0, 4.0]) == pytest.approx(1.5 * LOG2)
+    # the candidate twice as slow in every round: log(1/2) < 0
+    assert S.duet_pair_log_ratio([0.2, 0.4, 0.3], [0.1, 0.2, 0.15]) == pytest.approx(-LOG2)
+
+
+def test_pair_estimate_ignores_a_few_rounds_a_regime_switch_fell_between():
+    cand = [0.15] * 9 + [0.30]            # the machine halved its speed for the candidate's last round
+    ref = [0.15] * 10
+    assert S.duet_pair_log_ratio(cand, ref) == 0.0
+
+
+def test_pair_estimate_drops_invalid_rounds_and_refuses_unequal_sides():
+    assert S.duet_pair_log_ratio([1.0, 0.0, 1.0, float("nan")], [2.0, 5.0, 2.0, 1.0]) == pytest.approx(LOG2)
+    with pytest.raises(ValueError):
+        S.duet_pair_log_ratio([1.0, 2.0], [1.0])
+    with pytest.raises(ValueError):
+        S.duet_pair_log_ratio([0.0, -1.0], [1.0, 1.0])
+
+
+# ----------------------------------------------------------------------------- t-test and interval
+
+def test_t_test_exact_values():
+    # mean 2, s 1, n 3: t = 2 sqrt(3) with 2 df
+    assert S.mean_t_p([1.0, 2.0, 3.0], "greater") == pytest.approx(_t2_sf(2 * math.sqrt(3)), rel=1e-9)
+    assert S.mean_t_p([-1.0, -2.0, -3.0], "less") == pytest.approx(_t2_sf(2 * math.sqrt(3)), rel=1e-9)
+    assert S.mean_t_p([-1.0, 0.0, 1.0], "less") == pytest.approx(0.5)
+    assert S.mean_t_p([-1.0, 0.0, 1.0], "greater") == pytest.approx(0.5)
+    assert S.mean_t_p([0.1], "less") is None
+    assert S.mean_t_p([-0.1, -0.1, -0.1], "less") == 0.0
+    assert S.mean_t_p([-0.1, -0.1, -0.1], "greater") == 1.0
+    with pytest.raises(ValueError):
+        S.mean_t_p([1.0, 2.0], "two-sided")
+
+
+def test_t_interval_exact_values():
+    lo, hi = S.mean_t_interval([1.0, 2.0, 3.0], 0.05)
+    half = _t2_quantile(0.95) / math.sqrt(3)
+    assert lo == pytest.approx(2 - half, rel=1e-9) and hi == pytest.approx(2 + half, rel=1e-9)
+    assert S.mean_t_interval([0.5], 0.05) == (-math.inf, math.inf)
+    assert S.mean_t_interval([0.5, 0.5, 0.5], 0.05) == (0.5, 0.5)
+
+
+@settings(deadline=None, max_examples=300)
+@given(st.lists(st.floats(-0.3, 0.3), min_size=2, max_size=12), st.sampled_from([0.05, 0.01, 0.0025, 0.001]))
+def test_t_test_and_interval_agree(xs, alpha):
+    """The verdict is decided from the interval it shows: its upper end is below 0 exactly
+    when the one-sided test rejects "no slowdown" at that level, and the lower end above 0
+    when it rejects "no speed-up"."""
+    lo, hi = S.mean_t_interval(xs, alpha)
+    p_less, p_greater = S.mean_t_p(xs, "less"), S.mean_t_p(xs, "greater")
+    if abs(p_less - alpha) > 1e-9:
+        assert (hi < 0) == (p_less <= alpha)
+    if abs(p_greater - alpha) > 1e-9:
+        assert (lo > 0) == (p_greater <= alpha)
+    assert lo <= sum(xs) / len(xs) + 1e-12 and sum(xs) / len(xs) - 1e-12 <= hi
+
+
+def test_pairs_for_a_halfwidth():
+    # 3 values (2 df): t_0.95 / sqrt(3) = 1.686 x sd; 4 values: 2.353 / 2 = 1.177 x sd
+    h3 = _t2_quantile(0.95) / math.sqrt(3)
+    assert S.t_pairs_for_halfwidth(1.0, h3 + 1e-9, 0.05, 3, 40) == 3
+    assert S.t_pairs_for_halfwidth(1.0, h3 - 1e-3, 0.05, 3, 40) == 4
+    assert S.t_pairs_for_halfwidth(1.0, 0.01, 0.05, 3, 40) == 40   # never reached: the cap
+    assert S.t_pairs_for_halfwidth(0.0, 0.01, 0.05, 5, 40) == 5
+
+
+# ----------------------------------------------------------------------------- judge_duet
+
+def _one(ratios, final=False, metric=THROUGHPUT, **kw):
+    return D.judge_duet({"c": D.DuetPairing(metric, ratios, final=final, **kw)})["c"]
+
+
+SLOW = [-0.10, -0.11, -0.09, -0.105]       # x0.90, tight
+MORE_SLOW = [-0.095, -0.10, -0.10]         # its second stage
+NOISY_SLOW = [-0.2, 0.05, -0.1]            # -8% but not significant
+MORE_NOISY = [-0.25, 0.1, -0.1]
+
+
+def test_every_kind_is_reachable():
+    assert _one(SLOW).kind == "suspect"                               # stage 1 never fails
+    assert _one(SLOW + MORE_SLOW, final=True).kind == "regression"
+    assert _one([0.10, 0.11, 0.09]).kind == "improvement"             # an improvement needs no stage 2
+    assert _one([0.001, -0.002, 0.0005]).kind == "unchanged"
+    assert _one(NOISY_SLOW).kind == "suspect"
+    assert _one(NOISY_SLOW + MORE_NOISY, final=True).kind == "unresolved"  # a slowdown never passes silently
+    for v in (_one(SLOW), _one(SLOW + MORE_SLOW, final=True), _one(NOISY_SLOW + MORE_NOISY, final=True)):
+        assert isinstance(v, V.Verdict) and v.reason.startswith("candidate/reference ")
+
+
+def test_regression_reports_the_ratio_its_interval_and_the_pairs():
+    pairs = SLOW + MORE_SLOW
+    v = _one(pairs, final=True, rounds=20)
+    est = math.exp(sum(pairs) / len(pairs))
+    assert v.change == pytest.approx(est - 1)
+    assert v.interval[0] <= est <= v.interval[1] < 1.0
+    assert v.n_current == v.n_baseline == 7
+    assert v.p_value <= V.FDR_Q and v.q_value <= V.FDR_Q and v.threshold == V.MIN_EFFECT
+    assert v.failed and "20 rounds each" in v.reason and "worse than -5% and significant" in v.reason
+    assert "over 7 duet pairs" in v.reason and "two stages" in v.reason
+
+
+def test_a_significant_first_stage_is_confirmed_not_failed():
+    v = _one(SLOW)
+    assert v.kind == "suspect" and v.interval[1] < 1.0 and "confirming" in v.reason and not v.failed
+
+
+def test_a_final_slowdown_that_stays_unclear_fails_as_unresolved():
+    v = _one(NOISY_SLOW + MORE_NOISY, final=True)
+    assert v.kind == "unresolved" and v.failed and v.change < -V.MIN_EFFECT
+    assert v.interval[0] < 1 + v.change < 1.0 < v.interval[1] and "could not confirm" in v.reason
+
+
+def test_too_imprecise_to_pass_at_the_first_stage():
+    # estimate -0.7%, but a 5% spread over 3 pairs reaches far past -5%
+    v = _one([-0.04, 0.05, -0.03])
+    assert v.kind == "suspect" and "too imprecise" in v.reason
+    # final: the estimate is within -5%: passed, the reason shows how far its bound reaches
+    final = _one([-0.08, 0.09, -0.03, -0.06, 0.08, -0.02], final=True)
+    assert final.kind == "unchanged" and "bound reaches" in final.reason
+
+
+def test_fewer_than_three_pairs():
+    assert _one([-0.1, -0.1]).kind == "suspect"
+    assert _one([-0.1, -0.1], final=True).kind == "unresolved"
+    assert _one([0.0, 0.0], final=True).kind == "unresolved"          # no test with 2 pairs: not passed
+    assert _one([float("nan"), -0.1, float("inf")]).kind == "suspect"
+
+
+def test_lower_is_better_metric():
+    # latency ratios log(candidate ms / reference ms): +10% latency is worse
+    up = [0.10, 0.11, 0.09, 0.105]
+    v = _one(up + up, final=True, metric=LATENCY)
+    assert v.kind == "regression" and v.change > 0.05
+    assert 1.0 < v.interval[0] <= 1 + v.change <= v.interval[1]
+    assert _one([-x for x in up], metric=LATENCY).kind == "improvement"
+    # the same numbers as throughput are a speed-up
+    assert _one(up, metric=THROUGHPUT).kind == "improvement"
+
+
+def test_correction_across_the_session_cells():
+    # p = 0.027 alone: a regression; among 19 equal cells BH needs p <= q / 20: unresolved
+    cell = [-0.05, -0.12, -0.08]
+    alone = _one(cell, final=True)
+    assert alone.kind == "regression" and alone.p_value == pytest.approx(0.027, abs=0.001)
+    cells = {"slow": D.DuetPairing(THROUGHPUT, cell, final=True)}
+    rng = random.Random(3)
+    for i in range(19):
+        cells[f"eq{i}"] = D.DuetPairing(THROUGHPUT, [rng.gauss(0, 0.01) for _ in range(3)])
+    v = D.judge_duet(cells)["slow"]
+    assert v.kind == "unresolved" and v.q_value > V.FDR_Q
+    assert v.interval[0] <= 1 + v.change <= v.interval[1] and v.interval[1] > 1.0
+
+
+@settings(deadline=None, max_examples=200)
+@given(st.lists(st.floats(-0.4, 0.4), min_size=0, max_size=10), st.booleans(), st.booleans())
+def test_interval_contains_the_estimate(ratios, final, higher):
+    metric = THROUGHPUT if higher else LATENCY
+    v = _one(ratios, final=final, metric=metric)
+    assert v.kind in ("regression", "improvement", "unchanged", "suspect", "unresolved")
+    assert v.kind != ("suspect" if final else "unresolved")
+    if v.interval is not None:
+        assert v.interval[0] <= 1 + v.change + 1e-12 and 1 + v.change - 1e-12 <= v.interval[1]
+    if v.kind == "regression":
+        assert (v.change < -V.MIN_EFFECT) if higher else (v.change > V.MIN_EFFECT)
+
+
+def test_pairs_needed():
+    assert all(D.pairs_needed(n) == D.STAGE1_PAIRS == 3 for n in (1, 6, 20, 50))
+    quiet = [0.0, 0.005, -0.005]
+    assert D.pairs_needed(1, quiet) == 6                          # 3 fresh pairs at least
+    by_cells = [D.pairs_needed(n, [0.0, 0.03, -0.03]) for n in (1, 6, 20, 50)]
+    assert by_cells == sorted(by_cells) and by_cells[0] < by_cells[-1]
+    # 3 pairs can look quiet by chance: the session's pooled spread sizes the second stage
+    assert D.pairs_needed(20, quiet, spread=0.07) > D.pairs_needed(20, quiet)
+    assert D.pairs_needed(50, [0.0, 0.3, -0.3]) == D.MAX_PAIRS
+
+
+def test_session_spread_is_pooled_within_cells():
+    assert D.session_spread([[0.0, 1.0, 2.0], [1.0, 1.0, 1.0], [5.0]]) == pytest.approx(math.sqrt(2 / 4))
+    assert D.session_spread([[1.0], []]) is None
+
+
+# ----------------------------------------------------------------------------- sessions on the recorded regimes
+
+def _bench():
+    path = Path(__file__).resolve().parent.parent / "benchmarks" / "duet_false_alarms.py"
+    spec = importlib.util.spec_from_file_location("duet_false_alarms", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.fixture(scope="module")
+def bench():
+    return _bench()
+
+
+SESSIONS = 200
+
+
+def test_the_simulated_pair_is_the_estimator(bench):
+    import numpy as np
+
+    rng = np.random.default_rng(1)
+    ratios, cand, ref = bench.duet_pair_ratios(rng, np.array([1.0, 0.9, 0.76]), bench.SIGMA_AA, seconds=True)
+    for i in range(3):
+        assert ratios[i] == pytest.approx(S.duet_pair_log_ratio(list(cand[i]), list(ref[i])), abs=1e-12)
+
+
+def test_rounds_cancel_the_regimes(bench):
+    """Same install on both sides, no per-process factor: the machine's speed moves between
+    x0.57 and x1.09 of its fast regime, yet the pairs' ratios stay within a few percent."""
+    import numpy as np
+
+    rng = np.random.default_rng(2)
+    r = bench.duet_pair_ratios(rng, np.ones(2000), 0.0)
+    assert float(np.std(r)) < 0.02 and float(np.max(np.abs(r))) < 0.06
+
+
+@pytest.mark.parametrize("n_cells, sessions", [(1, 1000), (20, SESSIONS)])
+def test_equal_sessions_rarely_fail_whatever_their_size(bench, n_cells, sessions):
+    row = bench.duet_sessions(n_cells, 1.0, bench.SIGMA_AA, sessions, seed=7)
+    print(f"\nA/A, {n_cells} cell(s): {row}")
+    assert row["failed"] <= V.FDR_Q
+
+
+@pytest.mark.parametrize("n_cells", [1, 6])
+def test_a_ten_percent_slower_cell_is_flagged(bench, n_cells):
+    row = bench.duet_sessions(n_cells, 0.90, bench.SIGMA_AA, SESSIONS, seed=7)
+    print(f"\nx0.90 in 1 of {n_cells} cell(s): {row}")
+    assert row["flagged"] >= 0.80
+    assert row["others_failed"] <= V.FDR_Q
+
+
+def test_with_the_measured_duet_spread_three_to_six_pairs_flag_ten_percent(bench):
+    row = bench.duet_sessions(1, 0.90, bench.SIGMA_DUET, SESSIONS, seed=7)
+    assert row["flagged_regression"] >= 0.95 and row["pairs_per_cell"] < 7   # 3 + 3 fresh, a few more
