@@ -24,10 +24,11 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
 
-from . import baselines, machine_state, profiles, verdict as vd
+from . import baselines, machine_state, profiles, stats, verdict as vd, verdict_duet
 from .samples import metric_key
 from .session import CellRecord, PerfSession
 
@@ -204,8 +205,24 @@ def _judge_baseline(session: PerfSession, cells, doc, reference, out: GateOutcom
 
 # ----------------------------------------------------------------------------- A/B mode
 
+def _duet_log_ratio(c, r, metric) -> float:
+    """One duet pair's log(candidate figure / reference figure): for throughput, from the
+    rounds the two sides ran back to back (``stats.duet_pair_log_ratio``); for another
+    figure of the pair (latency percentiles), from the two sides' figures."""
+    if metric.name == "throughput":
+        return stats.duet_pair_log_ratio(c.seconds_per_batch, r.seconds_per_batch)
+    return math.log(c.value(metric.name) / r.value(metric.name))
+
+
+def _is_duet(cell) -> bool:
+    pairs = cell.pairs()
+    return bool(pairs) and all("duet" in c.meta for c, _ in pairs)
+
+
 def _ab_inputs(cells: Dict[str, CellRecord], final: set):
-    pairings, comparisons = {}, {}
+    """The judged figures of every cell in A/B mode: duet pairings (resident workers), process
+    pairings (other worker kinds) and comparisons (figures with another rule)."""
+    pairings, comparisons, duets = {}, {}, {}
     for key, rec in cells.items():
         cell = rec.cell
         screened = cell.workload.device != "gpu"
@@ -214,7 +231,11 @@ def _ab_inputs(cells: Dict[str, CellRecord], final: set):
                 continue
             mk = metric_key(key, m.name, cell.workload.mode)
             pairs = [(c, r) for c, r in cell.pairs() if c.value(m.name) is not None and r.value(m.name) is not None]
-            if m.rule == "processes":
+            if m.rule == "processes" and _is_duet(cell):
+                duets[mk] = verdict_duet.DuetPairing(m, [_duet_log_ratio(c, r, m) for c, r in pairs],
+                                                     final=key in final,
+                                                     rounds=len(pairs[0][0].round_seconds) if pairs else None)
+            elif m.rule == "processes":
                 states = ["slowed" if "slowed" in (a, b) else (a or b) for a, b in
                           zip(machine_state.states(c for c, _ in pairs), machine_state.states(r for _, r in pairs))]
                 pairings[mk] = vd.Pairing(m, [c.value(m.name) for c, _ in pairs], [r.value(m.name) for _, r in pairs],
@@ -222,7 +243,15 @@ def _ab_inputs(cells: Dict[str, CellRecord], final: set):
             else:
                 comparisons[mk] = vd.Comparison(m, [c.value(m.name) for c, _ in pairs],
                                                 [r.value(m.name) for _, r in pairs], screened=False)
-    return pairings, comparisons
+    return pairings, comparisons, duets
+
+
+def _judge_ab_once(cells: Dict[str, CellRecord], final: set, min_effect: float) -> Dict[str, vd.Verdict]:
+    pairings, comparisons, duets = _ab_inputs(cells, final)
+    v = vd.judge_ab(pairings, min_effect=min_effect)
+    v.update(verdict_duet.judge_duet(duets, min_effect=min_effect))
+    v.update(vd.judge_session(comparisons, min_effect=min_effect))
+    return v
 
 
 def _judge_ab(session: PerfSession, cells, out: GateOutcome) -> Dict[str, vd.Verdict]:
@@ -230,10 +259,20 @@ def _judge_ab(session: PerfSession, cells, out: GateOutcome) -> Dict[str, vd.Ver
     final: set = set()
 
     def judge():
-        pairings, comparisons = _ab_inputs(cells, final)
-        v = vd.judge_ab(pairings, min_effect=options.min_effect)
-        v.update(vd.judge_session(comparisons, min_effect=options.min_effect))
-        return v
+        return _judge_ab_once(cells, final, options.min_effect)
+
+    # duet cells: the first stage's log ratios of each cell's primary figure, and their spread
+    # pooled over the session (a cell's 3 pairs can show far less than the machine's by chance)
+    first = {k: [_duet_log_ratio(c, r, rec.cell.primary) for c, r in rec.cell.pairs()]
+             for k, rec in cells.items() if _is_duet(rec.cell)}
+    spread = verdict_duet.session_spread(first.values())
+
+    def second_stage_pairs(key: str) -> int:
+        if key not in first:
+            return session.ab_pairs
+        # as many more pairs as make the interval at q / cells narrower than the minimum effect
+        return verdict_duet.pairs_needed(len(first), first[key], spread=spread,
+                                         min_effect=options.min_effect) - len(first[key])
 
     verdicts = judge()
     if not options.smoke:
@@ -241,7 +280,7 @@ def _judge_ab(session: PerfSession, cells, out: GateOutcome) -> Dict[str, vd.Ver
         for key in suspects:
             rec = cells[key]
             if rec.remeasure is not None:
-                extra = rec.remeasure(session.ab_pairs)
+                extra = rec.remeasure(second_stage_pairs(key))
                 rec.cell.runs.extend(extra.runs)
                 rec.cell.reference.extend(extra.reference or [])
             final.add(key)
@@ -449,12 +488,44 @@ def _record(session: PerfSession, cells: Dict[str, CellRecord], out: GateOutcome
                             + (" ..." if len(few) > 5 else ""))
 
 
-def write_report(session: PerfSession, out: GateOutcome) -> List[str]:
+def provisional_verdicts(session: PerfSession) -> Dict[str, vd.Verdict]:
+    """The verdicts of the cells measured so far, judged as they stand: no re-measuring, no
+    profiles (a suspect stays a suspect). A/B: against the reference's pairs; baseline mode:
+    against the baseline; none without either."""
+    cells = _cells(session)
+    options = session.options
+    if options.reference:
+        return _judge_ab_once(cells, set(), options.min_effect)
+    doc = session.baseline_doc
+    if doc is None or not cells:
+        return {}
+    reference = label_machine_states(cells, doc)
+    return vd.judge_session(_comparisons(cells, doc, reference, set()), min_effect=options.min_effect)
+
+
+def write_progress(session: PerfSession) -> None:
+    """results.json and summary.md with every cell so far and its provisional verdict,
+    written atomically after each cell (``--perf-report``): a job that is killed or runs out
+    of time keeps what it finished. Never fails a measurement: a problem is one line on
+    stderr and the final report is written at the end as usual."""
+    if not session.options.report_dir:
+        return
+    try:
+        write_report(session, GateOutcome(messages=[], verdicts=provisional_verdicts(session)), final=False)
+    except Exception as exc:  # noqa: BLE001 - the measurement matters more than its interim report
+        import sys
+        print(f"mxperf: could not write the interim report: {type(exc).__name__}: {exc}", file=sys.stderr)
+
+
+def write_report(session: PerfSession, out: GateOutcome, final: bool = True) -> List[str]:
+    """results.json and summary.md (and, when ``final``, the plots) into --perf-report DIR."""
     from . import plots, results
+    from .jsonio import atomic_write_text
     out_dir = Path(session.options.report_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     records = [r.to_dict(out.verdicts) for r in session.records]
     meta = {"software": software_facts(r for rec in session.records for r in rec.cell.ok_runs),
+            "complete": final, "not_reached": list(session.not_reached),
             "started": session.started, "options": _options_dict(session.options),
             "findings": [dataclasses.asdict(f) for f in session.findings],
             "verdicts": {k: v.to_dict() for k, v in out.verdicts.items()}}
@@ -469,7 +540,11 @@ def write_report(session: PerfSession, out: GateOutcome) -> List[str]:
     doc = {"machine": session.machine, "session": meta, "records": records}
     session.on_results(doc)  # the plugin's hook: pytest_mxperf_update_results
     files = [str(results.dump_results(out_dir / "results.json", doc["records"], doc["machine"], doc["session"]))]
-    files += [str(p) for p in plots.plot_throughput(records, session.baseline_doc, out_dir)]
+    summary = out_dir / "summary.md"
+    atomic_write_text(summary, "\n".join(results.markdown_summary(doc, final=final)) + "\n")
+    files.append(str(summary))
+    if final:
+        files += [str(p) for p in plots.plot_throughput(records, session.baseline_doc, out_dir)]
     return files
 
 

@@ -24,8 +24,9 @@ DEFAULT_CTX_GROUPS = ("cpu", "gpu")
 #   floor          a cell below its published-table floor (else it is reported only)
 #   no-baseline    this machine has no baseline to compare with (and no A/B reference)
 #   none-measured  nothing was measured at all (e.g. -m gpu on a machine without GPUs)
-FAIL_ON_CHOICES = ("regression", "unresolved", "floor", "no-baseline", "none-measured")
-DEFAULT_FAIL_ON = frozenset({"regression", "unresolved", "floor"})
+#   not-reached    --perf-deadline left measuring tests unstarted
+FAIL_ON_CHOICES = ("regression", "unresolved", "floor", "no-baseline", "none-measured", "not-reached")
+DEFAULT_FAIL_ON = frozenset({"regression", "unresolved", "floor", "not-reached"})
 BASELINE_POOLS = ("replace", "add")
 MAX_BATCH = 65536
 
@@ -88,6 +89,19 @@ def parse_positive_float(name: str, text, *, allow_zero: bool = False) -> float:
     if not math.isfinite(value) or value < 0 or (value == 0 and not allow_zero):
         raise OptionError(f"{name}: must be a {'non-negative' if allow_zero else 'positive'} number, got {text!r}")
     return value
+
+
+_DURATION_UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0}
+
+
+def parse_duration(name: str, text: Optional[str]) -> Optional[float]:
+    """Seconds of a duration like ``90``, ``90s``, ``25m``, ``1.5h`` (None when not given)."""
+    if text is None:
+        return None
+    m = re.fullmatch(r"\s*(\d+(?:\.\d*)?)\s*(s|m|min|h)?\s*", str(text))
+    if not m or float(m.group(1)) <= 0:
+        raise OptionError(f"{name}: {text!r} is not a positive duration (e.g. 900, 900s, 25m, 1.5h)")
+    return float(m.group(1)) * _DURATION_UNITS[m.group(2) or ""]
 
 
 def parse_positive_int(name: str, text) -> int:
@@ -182,6 +196,7 @@ class PerfOptions:
     # A/B mode: the reference interpreter, and pairs per cell in the first stage
     reference: Optional[str] = None
     ab_pairs: int = 8
+    duet_pairs: int = 3  # duet pairs per cell in A/B mode's first stage (verdict_duet.STAGE1_PAIRS)
     machine_probe: bool = True
     # baselines and verdicts
     update_baselines: bool = False
@@ -191,6 +206,7 @@ class PerfOptions:
     min_effect: float = 0.05
     baseline_processes: int = 5
     report_dir: Optional[str] = None
+    deadline: Optional[float] = None  # --perf-deadline: seconds from the session's start
     profile: bool = False  # --perf-profile: profile every measured cell, not only failing ones
     profile_failures: bool = True  # profile failing cells (off for sessions replayed from data)
 

@@ -7,9 +7,11 @@ process never imports mxnet.
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
-from . import options as opts
+from . import options as opts, verdict_duet
 from .fixture import Measurer
 from .session import PerfSession
 
@@ -23,6 +25,7 @@ MARKERS = {
     "latency": "batch-by-batch latency percentiles (serving)",
     "io": "input pipeline: loader alone, trainer alone, and the two end to end (RecordIO, NDArrayIter)",
     "slow": "heavy CPU cells; deselected unless --perf-slow or a -m expression that names 'slow' (GPU cells run)",
+    "mxperf_priority(n)": "with --perf-deadline, tests of lower n run first (default 100)",
     "mxperf_grid(models=None, batch_sizes=None, slow=None, devices=None)":
         "the model x batch grid of a test; slow maps a model to the smallest batch that is slow on CPU; "
         "devices (e.g. ('gpu',)) keeps only the --perf-ctx groups of those devices",
@@ -95,7 +98,12 @@ def pytest_addoption(parser):
     g.addoption("--perf-min-effect", default="0.05", metavar="FRAC",
                 help="smallest change reported as a regression or improvement (default 0.05)")
     g.addoption("--perf-report", default=None, metavar="DIR",
-                help="write results.json and PNG plots to DIR")
+                help="write results.json, summary.md and PNG plots to DIR (results.json and summary.md "
+                     "after every cell, so a killed job keeps what it finished)")
+    g.addoption("--perf-deadline", default=None, metavar="DURATION",
+                help="stop starting measuring tests when the next one would end past this time from the "
+                     "session's start (e.g. 25m); tests run by mxperf_priority(N), breadth first; the rest "
+                     "are 'not reached' (fails unless --perf-fail-on=-not-reached)")
     g.addoption("--perf-profile", action="store_true", default=False,
                 help="profile every measured cell under mx.profiler (one more, untimed worker each) and show its "
                      "top operators; failing cells are always profiled. Chrome traces go to DIR/profiles with "
@@ -129,6 +137,7 @@ def _parse(config) -> opts.PerfOptions:
         python=g("--perf-python"),
         reference=reference,
         ab_pairs=1 if smoke else processes if g("--perf-processes") else 8,
+        duet_pairs=1 if smoke else processes if g("--perf-processes") else verdict_duet.STAGE1_PAIRS,
         machine_probe=not (smoke or g("--perf-no-probe")),
         update_baselines=update,
         baseline_pool=opts.parse_baseline_pool(g("--perf-update-baselines")),
@@ -136,6 +145,7 @@ def _parse(config) -> opts.PerfOptions:
         machine=g("--perf-machine"),
         min_effect=opts.parse_fraction("--perf-min-effect", g("--perf-min-effect")),
         report_dir=g("--perf-report"),
+        deadline=opts.parse_duration("--perf-deadline", g("--perf-deadline")),
         profile=bool(g("--perf-profile")),
     )
 
@@ -275,6 +285,8 @@ def _markexpr_names_slow(config) -> bool:
 
 def pytest_collection_modifyitems(session, config, items):
     options = _session(config).options
+    if options.deadline is not None:
+        items[:] = by_priority(items)
     if options.include_slow or _markexpr_names_slow(config):
         return
     keep, drop = [], []
@@ -288,6 +300,30 @@ def pytest_collection_modifyitems(session, config, items):
         _session(config).deselected_slow = len(drop)
 
 
+def by_priority(items):
+    """Measuring tests in the order a deadline should cut them: by ``mxperf_priority(N)``
+    (lower first; unmarked: DEFAULT_PRIORITY), then breadth first (the first cell of every
+    test function and model before the second of any), then collection order; other tests
+    keep their place at the front."""
+    seen = {}
+
+    def key(indexed):
+        i, it = indexed
+        if "mxperf" not in getattr(it, "fixturenames", ()):
+            return (-1, 0, i)
+        mark = it.get_closest_marker("mxperf_priority")
+        prio = int(mark.args[0]) if mark and mark.args else DEFAULT_PRIORITY
+        params = getattr(getattr(it, "callspec", None), "params", {})
+        group = (getattr(it, "originalname", it.name), str(params.get("model", "")))
+        seen[group] = seen.get(group, -1) + 1
+        return (prio, seen[group], i)
+    ranked = [key(x) for x in enumerate(items)]
+    return [it for _, it in sorted(zip(ranked, items), key=lambda x: x[0])]
+
+
+DEFAULT_PRIORITY = 100
+
+
 @pytest.fixture(scope="session")
 def mxperf_session(request) -> PerfSession:
     return _session(request.config)
@@ -296,8 +332,12 @@ def mxperf_session(request) -> PerfSession:
 @pytest.fixture
 def mxperf(request, record_property, mxperf_session):
     """Measure MXNet workloads in fresh worker processes; see fixture.Measurer."""
-    from . import benchmark_records
+    from . import benchmark_records, gate
     node = request.node
+    late = mxperf_session.past_deadline()
+    if late:
+        mxperf_session.not_reached.append(node.nodeid)
+        pytest.skip(late)
 
     seen = []
 
@@ -309,9 +349,13 @@ def mxperf(request, record_property, mxperf_session):
         suffix = "" if len(seen) == 1 else f"::{rec.cell.workload.key()}"
         benchmark_records.add_cell(getattr(request.config, "_benchmarksession", None), node.name + suffix,
                                    node.nodeid + suffix, getattr(node, "callspec", None), rec.cell)
+        gate.write_progress(mxperf_session)  # a job killed later keeps this cell
 
-    return Measurer(mxperf_session, node.nodeid, record_property=record_property, on_cell=on_cell,
-                    skip=pytest.skip, fail=lambda msg: pytest.fail(msg, pytrace=False))
+    started = time.monotonic()
+    yield Measurer(mxperf_session, node.nodeid, record_property=record_property, on_cell=on_cell,
+                   skip=pytest.skip, fail=lambda msg: pytest.fail(msg, pytrace=False))
+    if seen:
+        mxperf_session.test_seconds.append(time.monotonic() - started)
 
 
 @pytest.fixture
@@ -346,7 +390,8 @@ def pytest_collection_finish(session):
         s.ab_pairs = stats.pairs_needed(tests, verdict.FDR_Q)
     tr = session.config.pluginmanager.get_plugin("terminalreporter")
     if tr is not None:
-        tr.write_line(report.plan_line(tests, s.options, s.ab_pairs))
+        tr.write_line(report.plan_line(tests, s.options, s.ab_pairs, s.duet_pairs))
+    s.planned_test_seconds = report.planned_test_seconds(s.options, s.duet_pairs)
 
 
 def _refuse_cpu_mxnet_for_gpu_cells(session, s: PerfSession) -> None:
@@ -380,6 +425,13 @@ def pytest_sessionfinish(session, exitstatus):
     from . import gate
     options = s.options
     msgs = []
+    if s.not_reached:
+        msgs.append(f"mxperf: {len(s.not_reached)} measuring test(s) not reached before --perf-deadline "
+                    f"({s.options.deadline:g} s): {', '.join(s.not_reached[:5])}"
+                    + (" ..." if len(s.not_reached) > 5 else ""))
+        if "not-reached" in options.fail_on:
+            msgs.append("mxperf: failing the session: tests not reached (--perf-fail-on=-not-reached to allow)")
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
     measured = [r for r in s.records if r.cell.status == "ok"]
     if not measured and (s.records or s.skipped_reasons):
         reasons = sorted(set(s.skipped_reasons)) or ["every cell failed to measure"]

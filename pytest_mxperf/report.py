@@ -14,6 +14,7 @@ from .session import CellRecord, Finding
 #: at the default 1.5 s budget) took 533 s, 7.4 s a process.
 PROCESS_OVERHEAD_S = 4.0
 PROBE_OVERHEAD_S = 2.0
+DUET_STARTUP_S = 6.0  # two workers importing MXNet, binding and warming up at once, then finishing
 
 
 def _duration(seconds: float) -> str:
@@ -112,18 +113,35 @@ def format_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> List[s
     return lines
 
 
-def plan_line(tests: int, options, ab_pairs: int) -> str:
-    """The expected duration, said before anything is measured."""
-    per_process = options.time_budget + PROCESS_OVERHEAD_S + (PROBE_OVERHEAD_S if options.machine_probe else 0.0)
+def duet_pair_seconds(options) -> float:
+    """What one duet pair costs: both workers start and warm up together (two processes on
+    the machine's cores), then the settling and timed rounds of both sides, one at a time."""
+    from . import duet
+    rounds = 1 if options.smoke else duet.rounds_for(options.time_budget)
+    return DUET_STARTUP_S + 2 * (rounds + duet.SETTLE_ROUNDS) * duet.ROUND_SECONDS
+
+
+def planned_test_seconds(options, duet_pairs: int = 3) -> float:
+    """The plan's estimate of one measuring test (one cell)."""
     if options.reference:
-        seconds = tests * 2 * ab_pairs * per_process
-        return (f"mxperf: A/B mode: {tests} cell(s) x {ab_pairs} pairs (candidate and reference back to back, "
-                f"order alternating); expected about {_duration(seconds)}, up to twice that if unclear cells need "
-                "the second stage")
-    seconds = tests * options.processes * per_process
+        return duet_pairs * duet_pair_seconds(options)
+    per_process = options.time_budget + PROCESS_OVERHEAD_S + (PROBE_OVERHEAD_S if options.machine_probe else 0.0)
+    return options.processes * per_process
+
+
+def plan_line(tests: int, options, ab_pairs: int, duet_pairs: int = 3) -> str:
+    """The expected duration, said before anything is measured."""
+    seconds = tests * planned_test_seconds(options, duet_pairs)
+    cut = ""
+    if options.deadline is not None and seconds > options.deadline:
+        cut = f"; --perf-deadline {_duration(options.deadline)} will leave some not reached"
+    if options.reference:
+        return (f"mxperf: A/B mode: {tests} cell(s) x {duet_pairs} duet pairs (resident candidate and reference "
+                f"workers taking turns at timed rounds: score, train, latency, your own network; io, kvstore and "
+                f"distributed cells run {ab_pairs} process pairs); expected about {_duration(seconds)}, more if unclear cells need the second stage{cut}")
     return (f"mxperf: {tests} measuring test(s) x {options.processes} process(es): expected at least "
             f"{_duration(seconds)} (tests that measure several cells, heavy models and re-measured suspects take "
-            "longer)")
+            f"longer){cut}")
 
 
 def summary_lines(records: Sequence[CellRecord], findings: Sequence[Finding], context: Dict[str, Any],

@@ -115,3 +115,64 @@ def records_by_key(doc: Mapping[str, Any]) -> Dict[str, Dict[str, Any]]:
         key = r.get("key") or CellMeasurement.from_dict(r).workload.key()
         out[key] = r
     return out
+
+
+#: verdict kinds that fail a session by default, then the ones worth a line, in that order
+_FAILING = ("regression", "unresolved")
+_NOTABLE = ("suspect", "improvement")
+
+
+def _pct(change: Optional[float]) -> str:
+    return "-" if change is None else f"{100.0 * change:+.1f}%"
+
+
+def _num(x: Optional[float]) -> str:
+    return "-" if x is None else f"{x:.4g}"
+
+
+def markdown_summary(doc: Mapping[str, Any], *, final: bool = True) -> List[str]:
+    """A session as markdown for a CI job summary or a pull-request comment: failures first
+    (regressions, unresolved slowdowns, cells below their floor, cells that did not measure),
+    then the other changes, then how many figures were unchanged."""
+    session = doc.get("session") or {}
+    verdicts: Mapping[str, Mapping[str, Any]] = session.get("verdicts") or {}
+    ab = session.get("ab") or {}
+    mode = "A/B" if ab else "baseline"
+    lines = ["## pytest-mxperf" + ("" if final else " (in progress: verdicts so far, before confirmation)")]
+    if ab:
+        sides = [f"{side} mxnet {(ab.get(side) or {}).get('mxnet_version', '?')}" for side in ("candidate", "reference")]
+        lines.append(f"A/B: {' vs '.join(sides)}")
+    header = ["cell", "unit", "now", "reference" if ab else "baseline", "change", "interval", "verdict"]
+    failing, notable, unchanged = [], [], 0
+    for key in sorted(verdicts):
+        v = verdicts[key]
+        kind = v.get("kind")
+        interval = v.get("interval")
+        row = [f"`{key}`", str(v.get("unit") or ""), _num(v.get("current_median")), _num(v.get("baseline_median")),
+               _pct(v.get("change")), f"[{interval[0]:.3f}, {interval[1]:.3f}]" if interval else "-", f"**{kind}**"]
+        if kind in _FAILING:
+            failing.append(row)
+        elif kind in _NOTABLE:
+            notable.append(row)
+        elif kind == "unchanged":
+            unchanged += 1
+    for rec in doc.get("records") or []:
+        floor = rec.get("floor") or {}
+        if rec.get("status") != "ok":
+            failing.append([f"`{rec.get('key')}`", "", "-", "-", "-", "-",
+                            f"**{rec.get('status')}**: {str(rec.get('message') or '').splitlines()[0][:120] if rec.get('message') else ''}"])
+        elif rec.get("outcome") == "failed" and floor.get("value") is not None:
+            failing.append([f"`{rec.get('key')}`", str(rec.get("unit") or ""), _num(rec.get("median")),
+                            f"floor {_num(floor.get('value'))}", "-", "-", "**below floor**"])
+
+    def table(rows):
+        return (["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+                + ["| " + " | ".join(r) + " |" for r in rows])
+    if failing:
+        lines += ["", f"### Failing ({len(failing)})", ""] + table(failing)
+    if notable:
+        lines += ["", f"### Changes ({len(notable)})", ""] + table(notable)
+    lines += ["", f"{unchanged} figure(s) unchanged ({mode} mode); {len(doc.get('records') or [])} cell(s) measured."]
+    if session.get("not_reached"):
+        lines.append(f"{len(session['not_reached'])} measuring test(s) not reached before the deadline.")
+    return lines

@@ -171,13 +171,25 @@ def run_process(command: Sequence[str], spec: Dict, *, timeout: float = DEFAULT_
         wall = time.perf_counter() - t0
         tail = spawn.tail(log_path)
         rc = proc.returncode
-        payload = None
-        if result_path.exists():
-            try:
-                payload = json.loads(result_path.read_text())
-            except ValueError:
-                payload = None
+        payload = read_result(result_path)
 
+    return classify(stopped, payload, tail, rc, wall, usage, timeout=timeout, warmup_timeout=warmup_timeout,
+                    rss_limit=rss_limit)
+
+
+def read_result(path: Path) -> Optional[Dict]:
+    """The JSON a worker wrote to its RESULT.json, or None (none written, or cut short)."""
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def classify(stopped: Optional[str], payload: Optional[Dict], tail: List[str], rc: Optional[int], wall: float,
+             usage: Optional[Dict] = None, *, timeout: float = DEFAULT_TIMEOUT,
+             warmup_timeout: Optional[float] = None, rss_limit: Optional[int] = None) -> ProcessOutcome:
+    """What became of a worker process: its own result, or crash / timeout / oom from how it
+    ended (``stopped``: "timeout", "warmup-timeout", "rss" or None when it ended by itself)."""
     last = tail[-1] if tail else "(no output)"
     from .workers.protocol import looks_like_oom
     oom_line = next((ln.strip() for ln in tail if looks_like_oom(ln)), None)

@@ -18,7 +18,7 @@ import os
 import time
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
 
-from . import hardware, runner, tables, zoo
+from . import duet, hardware, runner, tables, zoo
 from .baselines import BaselineStore
 from .options import PerfOptions
 from .samples import CellMeasurement, RunResult
@@ -80,6 +80,8 @@ class PerfSession:
         self.deselected_slow = 0
         self.outcome = None  # the gate's outcome, once the session finished
         self.ab_pairs = options.ab_pairs  # pairs per cell in A/B mode (set from the cell count)
+        # duet pairs per cell in the first stage (verdict_duet.STAGE1_PAIRS; --perf-processes)
+        self.duet_pairs = options.duet_pairs
         self._probe_cache: Dict[Optional[str], Dict[str, Any]] = {}
         self._hw: Optional[hardware.HardwareInfo] = None
         self._last_probe: Optional[tuple] = None
@@ -87,9 +89,30 @@ class PerfSession:
         # measured peaks per "context/dtype" (fixture.machine_peak): each measured once,
         # lazily, the first time a cell's GFLOP/s is set against it
         self.peaks: Dict[str, Dict[str, Any]] = {}
+        self.not_reached: List[str] = []     # measuring tests --perf-deadline left unstarted
+        self.test_seconds: List[float] = []  # wall time of each measuring test so far
+        self.planned_test_seconds: Optional[float] = None  # the plan's estimate of one test
         # set by the plugin to its hooks (pytest_mxperf_update_results): the results
         # document, changed in place before it is written
         self.on_results: Callable[[Dict[str, Any]], None] = lambda doc: None
+
+    # -- the deadline ----------------------------------------------------------------------
+    #: share of --perf-deadline kept for the end of the session (second stage, profiles, reports)
+    DEADLINE_RESERVE = 0.15
+
+    def past_deadline(self) -> Optional[str]:
+        """Why the next measuring test must not start (it would end past the deadline, less
+        DEADLINE_RESERVE), or None. A test is expected to take the longest one so far, or
+        the plan's estimate before any ran."""
+        if self.options.deadline is None:
+            return None
+        expected = max(self.test_seconds, default=self.planned_test_seconds or 0.0)
+        elapsed = time.time() - self.started
+        budget = self.options.deadline * (1.0 - self.DEADLINE_RESERVE)
+        if elapsed + expected <= budget:
+            return None
+        return (f"not reached before --perf-deadline: {elapsed:.0f} s gone, a test takes about {expected:.0f} s, "
+                f"{budget:.0f} s of {self.options.deadline:g} s are for measuring")
 
     # -- facts, gathered once and only when needed ------------------------------------
     def probe_mxnet(self, python: Optional[str] = None) -> Dict[str, Any]:
@@ -172,10 +195,16 @@ class PerfSession:
         if self.options.reference:
             ref: List[RunResult] = []
             cand_py, ref_py = self.options.python, self.options.reference
-            for i in range(processes or self.ab_pairs):
-                order = ((cand_py, runs), (ref_py, ref)) if i % 2 else ((ref_py, ref), (cand_py, runs))
-                for py, out in order:
-                    out.append(self._bracketed(run, py, i))
+            duet_pair = getattr(run, "duet", None)
+            for i in range(processes or (self.duet_pairs if duet_pair is not None else self.ab_pairs)):
+                if duet_pair is not None:  # resident workers taking turns (duet.py): the pair is one unit
+                    c, r = duet_pair(cand_py, ref_py, i, bool(i % 2))
+                    runs.append(c)
+                    ref.append(r)
+                else:
+                    order = ((cand_py, runs), (ref_py, ref)) if i % 2 else ((ref_py, ref), (cand_py, runs))
+                    for py, out in order:
+                        out.append(self._bracketed(run, py, i))
                 if not (runs[-1].ok and ref[-1].ok):
                     break  # a side that fails will not succeed by repeating it
             return CellMeasurement(workload, runs, ref)
@@ -193,6 +222,14 @@ class PerfSession:
             return runner.run_workload(workload, time_budget=o.time_budget, smoke=o.smoke, timeout=o.timeout,
                                        memory_limit=o.memory_limit, env=self.environ, extra_env=extra_env,
                                        python=python, seed=seed, warmup_timeout=o.warmup_timeout)
+
+        def duet_pair(candidate: Optional[str], reference: Optional[str], seed: int, candidate_first: bool):
+            return duet.run_pair(workload, candidate=candidate, reference=reference, seed=seed,
+                                 candidate_first=candidate_first, time_budget=o.time_budget, smoke=o.smoke,
+                                 timeout=o.timeout, warmup_timeout=o.warmup_timeout, memory_limit=o.memory_limit,
+                                 env=self.environ, extra_env=extra_env)
+        # A/B pairs of this worker kind run as a duet (resident workers alternating rounds)
+        run.duet = duet_pair  # type: ignore[attr-defined]
         return run
 
     def measure(self, workload: Workload, processes: Optional[int] = None,

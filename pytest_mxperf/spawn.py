@@ -84,12 +84,13 @@ def _die_with_parent(parent_pid: int) -> Callable[[], None]:
 
 
 def start(command: Sequence[str], *, env: Optional[Mapping[str, str]] = None, log_path: Path,
-          cwd: Optional[str] = None) -> subprocess.Popen:
-    """Start ``command`` in its own session, output to ``log_path``, dying with this process."""
+          cwd: Optional[str] = None, pass_fds: Sequence[int] = ()) -> subprocess.Popen:
+    """Start ``command`` in its own session, output to ``log_path``, dying with this process.
+    ``pass_fds``: descriptors the child keeps (a resident worker's control pipes)."""
     with open(log_path, "wb") as log:
         return subprocess.Popen(list(command), env=None if env is None else dict(env), cwd=cwd,
                                 stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                start_new_session=True, close_fds=True,
+                                start_new_session=True, close_fds=True, pass_fds=tuple(pass_fds),
                                 preexec_fn=_die_with_parent(os.getpid()))
 
 

@@ -18,6 +18,7 @@ sets ``MXPERF_STUB`` to a JSON configuration:
                                   of installs.installed_mxnet_distributions); default: one,
                                   mxnet-cu117 when "features" has CUDA, else mxnet
      "error": null,               a one-line error message to return instead (e.g. CUDA's)
+     "sleep_models": {"alexnet": 3600},   seconds a cell of that model sleeps before it measures
      "peak_gflops": 150.0,        what the peak worker measures (fc and conv alike), or a dict
                                   by dtype: {"float32": 9000.0, "float16": 18000.0}
      "operators": {"_sg_mkldnn_conv": 100.0, ...}}   the profile worker's operators, in ms
@@ -61,6 +62,9 @@ def throughput(spec_path, result_path):
         _write(result_path, {"status": "unavailable", "meta": {},
                              "message": f"needs {','.join(gpus)} but this machine has {c.get('gpus', 0)} GPU(s)"})
         return
+    if w["model"] in (c.get("sleep_models") or {}):  # a cell that takes this long (seconds)
+        import time
+        time.sleep(float(c["sleep_models"][w["model"]]))
     rate = float(c.get("rate", 100.0)) * float((c.get("factors") or {}).get(w["model"], 1.0))
     rate *= float((c.get("dtype_factors") or {}).get(w.get("dtype", "float32"), 1.0))
     rate *= 1.0 + float(c.get("scaling", 0.0)) * (len(w["contexts"]) - 1)
@@ -69,16 +73,39 @@ def throughput(spec_path, result_path):
     # deterministic between-process spread of +-1%, within-process +-0.5%
     proc = 1.0 + 0.01 * (((seed * 7919) % 21) - 10) / 10.0
     rounds = [total / (rate * proc * (1.0 + 0.005 * ((i % 3) - 1))) for i in range(6)]
+    k = 1
+    if spec.get("control"):  # a duet: serve rounds through the real protocol code
+        rounds, k = _serve_duet(spec, c, total / (rate * proc))
     figures = {}
     if gpus:
         figures["gpu_memory_mib"] = float(c.get("gpu_memory_mib", 2048.0))
     _write(result_path, {
-        "status": "ok", "message": "", "batches_per_round": 1, "round_seconds": rounds, "figures": figures,
+        "status": "ok", "message": "", "batches_per_round": k, "round_seconds": rounds, "figures": figures,
         "meta": {"mxnet_version": c.get("version", "1.9.1"), "features": c.get("features", ["MKLDNN", "OPENMP"]),
                  "python": sys.version.split()[0], "num_gpus": c.get("gpus", 0),
                  "threads": {"openmp": 2}, "cpu_utilization": 1.0 if gpus else 1.98,
                  "peak_rss_bytes": int(c.get("rss_mib", 800)) * 2 ** 20, "bind_seconds": 0.1,
                  "first_batch_seconds": 0.05}})
+
+
+def _serve_duet(spec, c, per_batch):
+    """A resident worker's rounds through ``protocol.serve_rounds``: round i of k batches
+    takes k x per_batch x (1 +- 0.5%) seconds (returned, not slept). ``duet_crash_after``
+    / ``duet_hang_after`` (rounds) make it die or hang inside the timed part."""
+    import itertools
+    import time
+    from pytest_mxperf.workers import protocol
+    count = itertools.count()
+
+    class Cell:
+        def timed(self, k):
+            i = next(count)
+            if c.get("duet_crash_after") is not None and i >= c["duet_crash_after"]:
+                os._exit(3)
+            if c.get("duet_hang_after") is not None and i >= c["duet_hang_after"]:
+                time.sleep(3600)
+            return k * per_batch * (1.0 + 0.005 * ((i % 3) - 1))
+    return protocol.serve_rounds(Cell(), spec["control"], {"per_batch": per_batch})
 
 
 def commbench(spec_path, result_path):

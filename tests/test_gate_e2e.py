@@ -10,7 +10,7 @@ import sys
 
 import psutil
 import pytest
-from pytest_mxperf import stats, verdict
+from pytest_mxperf import stats, verdict, verdict_duet
 
 CELLS = """
 import pytest
@@ -145,7 +145,7 @@ def test_ab_a_10_percent_slower_candidate_fails(pytester, make_stub_python):
     r = _ab(pytester, make_stub_python, {"rate": 90.0, "version": "1.9.1"}, {"rate": 100.0, "version": "1.8.0"})
     out = _out(r)
     assert r.ret == pytest.ExitCode.TESTS_FAILED, out
-    assert f"A/B mode: 1 cell(s) x {stats.pairs_needed(1, verdict.FDR_Q)} pairs" in out and "expected about" in out
+    assert f"A/B mode: 1 cell(s) x {verdict_duet.STAGE1_PAIRS} duet pairs" in out and "expected about" in out
     assert "REGRESSION score/lenet/b8" in out and "candidate/reference 0.9" in out
     assert "candidate: mxnet 1.9.1" in out and "reference: mxnet 1.8.0" in out
     doc = json.loads((pytester.path / "rep" / "results.json").read_text())
@@ -153,7 +153,9 @@ def test_ab_a_10_percent_slower_candidate_fails(pytester, make_stub_python):
     ab = rec["ab"]
     assert ab["verdict"] == "regression" and ab["low"] <= ab["ratio"] <= ab["high"] < 1.0
     assert ab["reference"]["mxnet_version"] == "1.8.0" and ab["candidate"]["mxnet_version"] == "1.9.1"
-    assert len(rec["runs"]) == len(rec["reference_runs"]) == ab["pairs"]
+    # a duet regression is never decided on the first stage's pairs alone (verdict_duet)
+    assert len(rec["runs"]) == len(rec["reference_runs"]) == ab["pairs"] > verdict_duet.STAGE1_PAIRS
+    assert all(r["meta"]["duet"]["side"] == "candidate" for r in rec["runs"])
 
 
 def test_ab_an_equal_pair_passes(pytester, make_stub_python):

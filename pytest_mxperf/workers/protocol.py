@@ -151,6 +151,42 @@ class ModuleSteps(TimedSteps):
             self.mod.update()
 
 
+def serve_rounds(cell, control, ready):
+    """A resident worker's side of a duet (the parent: ``pytest_mxperf.duet``).
+
+    ``control`` is [read_fd, write_fd] of two pipes to the parent, which speaks JSON lines:
+    the worker says ``{"op": "ready", **ready}`` once warmed up, then answers each
+    ``{"op": "round", "batches": k, "timed": bool}`` with ``{"op": "done", "seconds": t}``
+    after running ``cell.timed(k)`` (k steps between two ``mx.nd.waitall()``), until
+    ``{"op": "finish"}``. Between rounds it blocks on the pipe and computes nothing, so
+    its partner runs alone. Returns (the timed rounds' seconds, their batches per round);
+    every timed round has the same number of batches."""
+    rd = os.fdopen(int(control[0]), "r", buffering=1)
+    wr = os.fdopen(int(control[1]), "w", buffering=1)
+
+    def send(obj):
+        wr.write(json.dumps(obj) + "\n")
+        wr.flush()
+
+    send(dict(ready, op="ready"))
+    seconds, batches = [], None
+    for line in rd:
+        cmd = json.loads(line)
+        if cmd.get("op") == "finish":
+            return seconds, batches or 1
+        if cmd.get("op") != "round":
+            raise ValueError(f"unknown duet command {cmd!r}")
+        k = int(cmd["batches"])
+        t = cell.timed(k)
+        if cmd.get("timed", True):
+            if batches not in (None, k):
+                raise ValueError(f"timed rounds of {batches} and of {k} batches in one duet")
+            batches = k
+            seconds.append(t)
+        send({"op": "done", "seconds": t})
+    raise RuntimeError("the duet's parent closed the control channel")
+
+
 def _loaded_library(fragment: str):
     """The path of a shared library this process has mapped whose name contains ``fragment``."""
     try:

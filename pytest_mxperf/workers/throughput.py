@@ -28,7 +28,7 @@ import resource
 import time
 
 from pytest_mxperf.workers.protocol import (ModuleSteps, import_mxnet, missing_gpus, mx_contexts, runtime_info,
-                                            serve, thread_pools)
+                                            serve, serve_rounds, thread_pools)
 
 #: dtypes of CPU cells reached by converting the float32 network (workers/precision.py)
 CONVERTED_DTYPES = ("bfloat16", "int8")
@@ -176,7 +176,11 @@ def measure(spec: dict) -> dict:
         rounds = max(min_rounds, min(max_rounds, rounds))
 
     cpu0, wall0 = _cpu_seconds(), time.perf_counter()
-    round_seconds = [cell.timed(k) for _ in range(rounds)]
+    if spec.get("control"):
+        # a duet (A/B): the parent decides the rounds and alternates them with its partner
+        round_seconds, k = serve_rounds(cell, spec["control"], {"per_batch": per_batch})
+    else:
+        round_seconds = [cell.timed(k) for _ in range(rounds)]
     wall = time.perf_counter() - wall0
     meta["cpu_utilization"] = (_cpu_seconds() - cpu0) / wall if wall > 0 else None
     meta["threads"] = thread_pools()

@@ -1,0 +1,255 @@
+"""Duet A/B: one pair of resident workers, one per MXNet install, taking turns.
+
+Shared cloud VMs switch between speed regimes within seconds; two processes measured one
+after the other can land in different regimes. A duet (Bulej et al., "Duet Benchmarking:
+Improving Measurement Accuracy in the Cloud", ICPE 2020) cancels that: both workers import
+MXNet, bind and warm up once, then the parent alternates short timed rounds between them,
+A,B,B,A,A,B,B,A,..., exactly one of them running at any moment while the other blocks on
+its control pipe (``workers/protocol.serve_rounds``). A slow spell longer than a round
+slows both sides of the round pair alike, so the ratio of their times cancels it.
+
+``run_pair`` runs one such pair and returns a RunResult per side: each carries the timed
+rounds in the order they ran (round j of one side ran right next to round j of the
+other) and ``meta["duet"]``: which side ran first, the round size, and how much CPU the
+waiting side used while its partner ran (evidence that it really waited).
+
+The process pair is the unit of replication: the gate turns each pair into one estimate
+(``stats.duet_pair_log_ratio``) and judges the pairs (``verdict_duet``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import select
+import time
+from pathlib import Path
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple
+
+from . import runner, spawn
+from .samples import RunResult
+from .workload import Workload
+
+#: target length of one timed round (both sides run the same number of batches per round)
+ROUND_SECONDS = 0.15
+#: timed rounds per side: 3 x the time budget in rounds, within these bounds
+MIN_ROUNDS, MAX_ROUNDS = 10, 40
+#: untimed rounds of one batch each, alternated, after both sides warmed up
+SETTLE_ROUNDS = 3
+#: untimed rounds that grow the round size to about ROUND_SECONDS, at most
+SIZING_TRIES = 4
+#: bound on a worker's exit after "finish" (it writes its result and exits)
+FINISH_TIMEOUT = 60.0
+
+
+class DuetError(Exception):
+    """One side of the pair failed; ``side`` names it ("candidate" or "reference")."""
+
+    def __init__(self, side: str, stopped: Optional[str], message: str):
+        super().__init__(message)
+        self.side, self.stopped = side, stopped
+
+
+@dataclasses.dataclass
+class _Side:
+    name: str                       # "candidate" | "reference"
+    python: Optional[str]
+    env: Dict[str, str]
+    defaults: Dict[str, str]
+    rss_limit: Optional[int]
+    workdir: Path
+    proc: object = None
+    to_child: object = None         # file: parent -> worker commands
+    from_child: object = None       # file: worker -> parent replies
+    sampler: object = None
+    started: float = 0.0
+    waiting_cpu: float = 0.0        # CPU seconds this side used while its partner ran
+    partner_seconds: float = 0.0    # seconds its partner's rounds took
+
+    @property
+    def result_path(self) -> Path:
+        return self.workdir / "result.json"
+
+    def cpu_seconds(self) -> float:
+        import psutil
+        try:
+            t = psutil.Process(self.proc.pid).cpu_times()
+            return t.user + t.system
+        except psutil.Error:
+            return 0.0
+
+    def send(self, **cmd) -> None:
+        try:
+            self.to_child.write(json.dumps(cmd) + "\n")
+            self.to_child.flush()
+        except (BrokenPipeError, ValueError):
+            raise DuetError(self.name, None, f"the {self.name} worker is gone") from None
+
+    def receive(self, timeout: float, stopped: str = "timeout") -> Dict:
+        """The worker's next reply; DuetError when it exits or stays silent past ``timeout``."""
+        deadline = time.monotonic() + timeout
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise DuetError(self.name, stopped, f"no answer from the {self.name} worker in {timeout:g} s")
+            ready, _, _ = select.select([self.from_child], [], [], min(left, runner.WATCHDOG_POLL_S))
+            if ready:
+                line = self.from_child.readline()
+                if not line:
+                    raise DuetError(self.name, None, f"the {self.name} worker exited")
+                return json.loads(line)
+            if self.rss_limit and runner._tree_rss(self.proc.pid) > self.rss_limit:
+                raise DuetError(self.name, "rss", "over the host memory cap")
+
+
+def rounds_for(time_budget: float) -> int:
+    """Timed rounds per side for a time budget (seconds per worker in process mode)."""
+    return max(MIN_ROUNDS, min(MAX_ROUNDS, int(3 * time_budget / ROUND_SECONDS)))
+
+
+def _start(side: _Side, workload: Workload, spec: Dict) -> None:
+    c_read, p_write = os.pipe()   # parent -> child
+    p_read, c_write = os.pipe()   # child -> parent
+    spec = dict(spec, control=[c_read, c_write], phase_path=str(side.workdir / "measuring"))
+    spec_path = side.workdir / "spec.json"
+    spec_path.write_text(json.dumps(spec, sort_keys=True))
+    side.started = time.perf_counter()
+    try:
+        side.proc = spawn.start(runner.worker_command(side.python) + [str(spec_path), str(side.result_path)],
+                                env=side.env, log_path=side.workdir / "worker.log", pass_fds=(c_read, c_write))
+    finally:
+        os.close(c_read)
+        os.close(c_write)
+    side.to_child = os.fdopen(p_write, "w", buffering=1)
+    side.from_child = os.fdopen(p_read, "r", buffering=1)
+    side.sampler = runner._sampler(side.proc.pid, spec, side.env)
+
+
+def _timed_round(runs: Sequence[_Side], k: int, timeout: float, timed: bool = True) -> None:
+    """One round pair: each side in ``runs`` order runs k batches while the other waits."""
+    for i, side in enumerate(runs):
+        other = runs[1 - i]
+        cpu0 = other.cpu_seconds()
+        t0 = time.perf_counter()
+        side.send(op="round", batches=k, timed=timed)
+        side.receive(timeout)
+        if timed:
+            other.partner_seconds += time.perf_counter() - t0
+            other.waiting_cpu += max(0.0, other.cpu_seconds() - cpu0)
+
+
+def _untimed_round(order: Sequence[_Side], k: int, timeout: float) -> Dict[str, float]:
+    """Each side runs k batches, untimed, in turn; returns each side's seconds."""
+    took = {}
+    for side in order:
+        side.send(op="round", batches=k, timed=False)
+        took[side.name] = float(side.receive(timeout)["seconds"])
+    return took
+
+
+def _round_size(order: Sequence[_Side], timeout: float) -> int:
+    """Batches per timed round, the same for both sides: SETTLE_ROUNDS untimed single-batch
+    rounds in turn give each side's fastest batch, the slower side's sets k to fill
+    ROUND_SECONDS; then k grows while an untimed round of k is still under half of that.
+    The fastest batch, because a neighbour's burst only ever lengthens one (seen while other
+    work ran here: single batches of LeNet b4 between 1.7 and 100 ms; a round sized from one
+    slow batch came out 2 ms long, where a waiting side's OpenMP spin is no longer
+    negligible)."""
+    fastest: Dict[str, float] = {}
+    for j in range(SETTLE_ROUNDS):
+        for name, t in _untimed_round(order if j % 2 == 0 else order[::-1], 1, timeout).items():
+            fastest[name] = min(t, fastest.get(name, t))
+    k = max(1, int(round(ROUND_SECONDS / max(max(fastest.values()), 1e-6))))
+    for _ in range(SIZING_TRIES):
+        took = min(_untimed_round(order, k, timeout).values())
+        if took >= ROUND_SECONDS / 2:
+            break
+        k = max(k + 1, int(round(k * ROUND_SECONDS / max(took, 1e-6))))
+    return k
+
+
+def _close(side: _Side, timeout: float, failed: bool) -> Tuple[Optional[str], Optional[Dict], Optional[Dict]]:
+    """Ask the worker to finish (unless it is the one that failed), reap it (killing its
+    whole group) and read its result."""
+    stopped = None
+    if side.proc is None:
+        return "start", None, None
+    try:
+        if side.proc.poll() is None and not failed:
+            side.send(op="finish")
+            side.proc.wait(timeout=timeout)
+    except DuetError:
+        pass
+    except Exception:  # noqa: BLE001 - subprocess.TimeoutExpired: it did not exit; kill it below
+        stopped = "timeout"
+    finally:
+        usage = side.sampler.stop() if side.sampler is not None else None
+        spawn.kill_process_tree(side.proc.pid, side.proc.pid)
+        side.proc.wait()
+        for f in (side.to_child, side.from_child):
+            try:
+                f.close()
+            except Exception:  # noqa: BLE001 - a broken pipe on close
+                pass
+    return stopped, runner.read_result(side.result_path), usage
+
+
+def run_pair(workload: Workload, *, candidate: Optional[str], reference: Optional[str], seed: int = 0,
+             candidate_first: bool = True, time_budget: float = 1.5, smoke: bool = False,
+             timeout: float = runner.DEFAULT_TIMEOUT, warmup_timeout: Optional[float] = None,
+             memory_limit: Optional[int] = -1, env: Optional[Mapping[str, str]] = None,
+             extra_env: Optional[Mapping[str, str]] = None, **options) -> Tuple[RunResult, RunResult]:
+    """One duet pair of the throughput worker: (candidate RunResult, reference RunResult).
+
+    Both workers start together and warm up (untimed, bounded by ``warmup_timeout``), then
+    run SETTLE_ROUNDS untimed single-batch rounds in turn; the round size k is the batches
+    the slower side runs in ROUND_SECONDS; then ``rounds_for(time_budget)`` timed rounds a
+    side, A,B,B,A,... (A = the candidate when ``candidate_first``), each reply awaited at
+    most ``timeout``. A side that fails ends the pair: its RunResult says how, the other
+    side's is an error naming its partner."""
+    as_cap, rss_cap = runner.memory_caps(workload, runner.resolve_memory_limit(memory_limit))
+    spec = runner.make_spec(workload, time_budget=time_budget, smoke=smoke, memory_limit=as_cap, seed=seed,
+                            **options)
+    rounds = 1 if smoke else rounds_for(time_budget)
+    with spawn.WorkDir() as tmp:
+        sides = []
+        for name, python in (("candidate", candidate), ("reference", reference)):
+            full_env, defaults = runner.build_env(workload, env, extra_env)
+            (tmp / name).mkdir()
+            sides.append(_Side(name, python, full_env, defaults, rss_cap, tmp / name))
+        failure: Optional[DuetError] = None
+        k = 1
+        try:
+            for side in sides:
+                _start(side, workload, spec)
+            for side in sides:
+                side.receive(warmup_timeout or timeout, "warmup-timeout")
+            order = sides if candidate_first else sides[::-1]
+            k = 1 if smoke else _round_size(order, timeout)
+            for j in range(rounds):
+                _timed_round(order if j % 2 == 0 else order[::-1], k, timeout)
+        except DuetError as exc:
+            failure = exc
+        closed = {s.name: _close(s, FINISH_TIMEOUT, failure is not None and failure.side == s.name) for s in sides}
+        results = []
+        for side in sides:
+            stopped, payload, usage = closed[side.name]
+            mine = failure is not None and failure.side == side.name
+            if failure is not None and not mine:
+                payload = {"status": "error", "meta": (payload or {}).get("meta", {}),
+                           "message": f"its duet partner (the {failure.side}) failed: {failure}"}
+            wall = time.perf_counter() - side.started
+            out = runner.classify(failure.stopped if mine else stopped, payload,
+                                  spawn.tail(side.workdir / "worker.log"), side.proc.returncode if side.proc else None,
+                                  wall, usage, timeout=timeout, warmup_timeout=warmup_timeout, rss_limit=rss_cap)
+            if mine and failure.stopped is None and out.status == "ok":
+                out = dataclasses.replace(out, status="error", message=str(failure))
+            r = runner.run_result(out, workload, side.env, side.defaults, python=side.python)
+            r.meta["duet"] = {
+                "pair": seed, "side": side.name, "ran_first": (side.name == "candidate") == candidate_first,
+                "batches_per_round": k, "rounds": len(r.round_seconds),
+                "waiting_cpu_share": (side.waiting_cpu / side.partner_seconds) if side.partner_seconds else None,
+            }
+            results.append(r)
+    return results[0], results[1]

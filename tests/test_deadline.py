@@ -1,0 +1,101 @@
+"""--perf-deadline (tests by priority, the rest not reached) and the report written after every
+cell (a killed session keeps what it finished), end to end with stand-in workers."""
+
+import json
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from pytest_mxperf import options, results
+
+GRID = """
+import pytest
+
+@pytest.mark.mxperf_grid(models=("lenet", "mlp", "alexnet"), batch_sizes=(1, 8))
+def test_cells(mxperf, ctx, model, batch_size):
+    mxperf.expect_ok(mxperf.measure(model, batch_size, contexts=ctx))
+
+@pytest.mark.mxperf_priority(1)
+@pytest.mark.mxperf_grid(models=("resnet50_v2",), batch_sizes=(2,))
+def test_first(mxperf, ctx, model, batch_size):
+    mxperf.expect_ok(mxperf.measure(model, batch_size, contexts=ctx))
+"""
+
+
+def _args(pytester, make_stub_python, *extra, **stub):
+    return ["-p", "no:cacheprovider", "-m", "cpu", "--perf-machine", "box", "--perf-baselines-dir",
+            str(pytester.path / "bl"), "--perf-no-probe", "--perf-python", make_stub_python("now", **stub),
+            "--perf-report", "rep", *extra]
+
+
+def test_durations_parse_and_bad_ones_are_one_line_errors():
+    assert options.parse_duration("--perf-deadline", "25m") == 1500.0
+    assert options.parse_duration("--perf-deadline", "90") == 90.0
+    assert options.parse_duration("--perf-deadline", "1.5h") == 5400.0
+    assert options.parse_duration("--perf-deadline", None) is None
+    for bad in ("soon", "-5m", "0", "5 d"):
+        with pytest.raises(options.OptionError, match="--perf-deadline: .* is not a positive duration"):
+            options.parse_duration("--perf-deadline", bad)
+    assert "not-reached" in options.DEFAULT_FAIL_ON
+
+
+def test_a_deadline_runs_tests_by_priority_breadth_first(pytester, make_stub_python):
+    pytester.makepyfile(test_grid=GRID)
+    r = pytester.runpytest_subprocess(*_args(pytester, make_stub_python, "--perf-deadline", "1h",
+                                             "--collect-only", "-q"))
+    ids = [ln.split("test_grid.py::", 1)[1] for ln in r.stdout.lines if "test_grid.py::" in ln]
+    assert ids[0].startswith("test_first["), ids
+    # the first cell of every model before the second cell of any
+    models = [i.split("-")[1] for i in ids[1:]]
+    assert models[:3] == ["lenet", "mlp", "alexnet"] and models[3:] == ["lenet", "mlp", "alexnet"], ids
+
+
+def test_tests_past_the_deadline_are_not_reached_and_fail_unless_allowed(pytester, make_stub_python):
+    pytester.makepyfile(test_grid=GRID)
+    # each cell sleeps 1.5 s in each of its 2 processes: a 20-s deadline (17 s for measuring)
+    # has room for the first tests, not for all seven (at least 21 s)
+    stub = dict(sleep_models={m: 1.5 for m in ("lenet", "mlp", "alexnet", "resnet50_v2")})
+    r = pytester.runpytest_subprocess(*_args(pytester, make_stub_python, "--perf-deadline", "20s", **stub))
+    out = r.stdout.str()
+    assert r.ret == pytest.ExitCode.TESTS_FAILED, out
+    assert "not reached before --perf-deadline" in out
+    assert "failing the session: tests not reached" in out
+    doc = json.loads((pytester.path / "rep" / "results.json").read_text())
+    reached = [rec["nodeid"] for rec in doc["records"]]
+    assert reached and "test_grid.py::test_first[" in reached[0], reached
+    assert len(doc["session"]["not_reached"]) == 7 - len(reached) > 0
+    assert doc["session"]["complete"] is True
+    r = pytester.runpytest_subprocess(*_args(pytester, make_stub_python, "--perf-deadline", "20s",
+                                             "--perf-fail-on=-not-reached", **stub))
+    assert r.ret == 0, r.stdout.str()
+    assert "not reached before --perf-deadline" in r.stdout.str()
+
+
+def test_a_killed_session_keeps_every_finished_cell(pytester, make_stub_python):
+    """results.json and summary.md are written after each cell: kill -9 pytest while the
+    fifth cell (alexnet) hangs, and the first four are there, with their figures."""
+    pytester.makepyfile(test_grid=GRID)
+    args = _args(pytester, make_stub_python, "--perf-processes", "1", sleep_models={"alexnet": 3600})
+    proc = subprocess.Popen([sys.executable, "-m", "pytest", *args, "-k", "test_cells"], cwd=pytester.path,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    path = pytester.path / "rep" / "results.json"
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            if path.exists() and len(json.loads(path.read_text())["records"]) >= 4:
+                break
+            time.sleep(0.2)
+        time.sleep(1.0)  # the hanging cell has started
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    doc = results.load_results(path)
+    assert doc["session"]["complete"] is False
+    keys = [rec["key"] for rec in doc["records"]]
+    assert len(keys) == 4 and all(k.split("/")[1] in ("lenet", "mlp") for k in keys), keys
+    assert all(rec["median"] > 0 for rec in doc["records"])
+    summary = (pytester.path / "rep" / "summary.md").read_text()
+    assert "in progress" in summary and "4 cell(s) measured" in summary
