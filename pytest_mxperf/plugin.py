@@ -322,6 +322,10 @@ def by_priority(items):
 
 
 DEFAULT_PRIORITY = 100
+#: markers of cells the throughput worker measures (duets in A/B mode), and of those that
+#: other worker kinds measure (process pairs), for the plan's estimate
+DUET_MARKERS = ("scoring", "training", "latency")
+PROCESS_PAIR_MARKERS = ("io", "multi_device", "distributed")
 
 
 @pytest.fixture(scope="session")
@@ -382,16 +386,21 @@ def pytest_collection_finish(session):
     if s is None:
         return
     from . import report, stats, verdict
-    tests = sum(1 for it in session.items if "mxperf" in getattr(it, "fixturenames", ()))
+    measuring = [it for it in session.items if "mxperf" in getattr(it, "fixturenames", ())]
+    tests = len(measuring)
     if not tests:
         return
+    # in A/B mode, throughput cells run as duets; io, kvstore and cluster cells as process pairs
+    duet_tests = sum(1 for it in measuring if any(it.get_closest_marker(m) for m in DUET_MARKERS)
+                     and not any(it.get_closest_marker(m) for m in PROCESS_PAIR_MARKERS))
     _refuse_cpu_mxnet_for_gpu_cells(session, s)
     if s.options.reference and not s.options.smoke and not session.config.getoption("--perf-processes"):
         s.ab_pairs = stats.pairs_needed(tests, verdict.FDR_Q)
     tr = session.config.pluginmanager.get_plugin("terminalreporter")
     if tr is not None:
-        tr.write_line(report.plan_line(tests, s.options, s.ab_pairs, s.duet_pairs))
-    s.planned_test_seconds = report.planned_test_seconds(s.options, s.duet_pairs)
+        tr.write_line(report.plan_line(tests, s.options, s.ab_pairs, s.duet_pairs, duet_tests))
+    s.planned_test_seconds = report.planned_test_seconds(s.options, s.duet_pairs, s.ab_pairs,
+                                                         duet=duet_tests == tests)
 
 
 def _refuse_cpu_mxnet_for_gpu_cells(session, s: PerfSession) -> None:

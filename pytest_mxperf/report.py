@@ -14,7 +14,11 @@ from .session import CellRecord, Finding
 #: at the default 1.5 s budget) took 533 s, 7.4 s a process.
 PROCESS_OVERHEAD_S = 4.0
 PROBE_OVERHEAD_S = 2.0
-DUET_STARTUP_S = 6.0  # two workers importing MXNet, binding and warming up at once, then finishing
+# a duet pair: two workers importing MXNet, binding and warming up at once, then finishing
+# (measured: 7-8 s for ResNet-50 v2 b2 here), and its rounds, sized to at least half of
+# duet.ROUND_SECONDS and rounded up to whole batches (measured: 0.2 s for a 0.15-s target)
+DUET_STARTUP_S = 7.5
+DUET_ROUND_S = 0.2
 
 
 def _duration(seconds: float) -> str:
@@ -118,20 +122,24 @@ def duet_pair_seconds(options) -> float:
     the machine's cores), then the settling and timed rounds of both sides, one at a time."""
     from . import duet
     rounds = 1 if options.smoke else duet.rounds_for(options.time_budget)
-    return DUET_STARTUP_S + 2 * (rounds + duet.SETTLE_ROUNDS) * duet.ROUND_SECONDS
+    return DUET_STARTUP_S + 2 * (rounds + duet.SETTLE_ROUNDS + 1) * DUET_ROUND_S
 
 
-def planned_test_seconds(options, duet_pairs: int = 3) -> float:
-    """The plan's estimate of one measuring test (one cell)."""
-    if options.reference:
-        return duet_pairs * duet_pair_seconds(options)
+def planned_test_seconds(options, duet_pairs: int = 3, ab_pairs: int = 8, duet: bool = True) -> float:
+    """The plan's estimate of one measuring test (one cell); in A/B mode a duet cell's or,
+    with ``duet=False``, a cell of process pairs."""
     per_process = options.time_budget + PROCESS_OVERHEAD_S + (PROBE_OVERHEAD_S if options.machine_probe else 0.0)
+    if options.reference:
+        return duet_pairs * duet_pair_seconds(options) if duet else 2 * ab_pairs * per_process
     return options.processes * per_process
 
 
-def plan_line(tests: int, options, ab_pairs: int, duet_pairs: int = 3) -> str:
-    """The expected duration, said before anything is measured."""
-    seconds = tests * planned_test_seconds(options, duet_pairs)
+def plan_line(tests: int, options, ab_pairs: int, duet_pairs: int = 3, duet_tests: Optional[int] = None) -> str:
+    """The expected duration, said before anything is measured. ``duet_tests``: how many of
+    the tests are duet cells in A/B mode (default: all)."""
+    duet_tests = tests if duet_tests is None else duet_tests
+    seconds = (duet_tests * planned_test_seconds(options, duet_pairs, ab_pairs)
+               + (tests - duet_tests) * planned_test_seconds(options, duet_pairs, ab_pairs, duet=False))
     cut = ""
     if options.deadline is not None and seconds > options.deadline:
         cut = f"; --perf-deadline {_duration(options.deadline)} will leave some not reached"
