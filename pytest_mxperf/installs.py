@@ -13,6 +13,9 @@ venvs with ``python -m venv`` + ``pip``.
   built once and cached under ``spawn.cache_dir("venvs", ...)``. Two sessions never build
   the same venv at once (a file lock), and a build counts as done only once its marker file
   is written, last, so a killed build is rebuilt instead of used.
+* ``companion_requirements``: the venv gets the candidate's versions of the packages a
+  worker loads besides MXNet (``WORKER_COMPANIONS``), so both sides of an A/B run load the
+  same ones and their peak memory compares like with like.
 * ``build_variant`` / ``match_variant``: which wheel of a release has MKLDNN, so that a
   search over releases compares like with like (see ``VARIANTS``).
 """
@@ -46,10 +49,23 @@ CUDA_EXTRAS_191 = ("cu102", "cu110", "cu111", "cu112", "cu113", "cu114", "cu115"
 # numpy 1.24; 1.23.5 still runs 1.5.1). The steps of ``python -m pytest_mxperf.bisect``.
 KNOWN_RELEASES = ("1.5.1", "1.6.0", "1.7.0.post2", "1.8.0.post0", "1.9.1")
 
-# What a reference venv gets besides the MXNet requirement: the numpy every release here
-# runs with, and threadpoolctl so that its workers report their thread pools as the
-# candidate's do.
+# What a reference venv gets besides the MXNet requirement when the candidate's packages are
+# not asked for (``requirements_for(spec)``): the numpy every release here runs with, and
+# threadpoolctl so that its workers report their thread pools as the candidate's do.
 REFERENCE_EXTRAS = ("numpy<1.24", "threadpoolctl>=3.1")
+NUMPY_FOR_MXNET1 = "numpy<1.24"   # MXNet 1.x imports np.bool, which numpy 1.24 removed
+
+# The distributions besides MXNet that a worker's process loads, whose versions a reference
+# venv copies from the candidate (``companion_requirements``): the worker imports numpy and
+# threadpoolctl; ``import mxnet`` imports scipy (contrib/quantization.py, ndarray/sparse.py)
+# and cv2 (image/image.py) whenever they are installed. Measured (MXNet 1.9.1, Inception-BN
+# b2 scoring, RSS in MiB at start / after numpy / after import mxnet / after bind / peak):
+# a venv with scipy 14 / 32 / 187 / 307 / 385, the same venv with scipy hidden 12 / 33 / 136
+# / 244 / 322, a venv built from ``mxnet==1.9.1`` with numpy + threadpoolctl only 10 / 32 /
+# 137 / 244 / 322, that venv with scipy added 10 / 32 / 188 / 308 / 385. scipy alone made
+# the A/A difference (+63 MiB: 51 at import, its thread and allocations 12 more later).
+WORKER_COMPANIONS = ("numpy", "threadpoolctl", "scipy", "opencv-python", "opencv-python-headless",
+                     "opencv-contrib-python", "opencv-contrib-python-headless")
 
 PROBE_TIMEOUT_S = 120.0
 VENV_TIMEOUT_S = 600.0
@@ -105,9 +121,16 @@ def installed_mxnet_distributions(python: Optional[str] = None,
                                   timeout: float = PROBE_TIMEOUT_S) -> List[Tuple[str, str]]:
     """The MXNet distributions installed for ``python`` (default: this interpreter), as
     sorted (normalised name, version) pairs. Reads metadata only; never imports mxnet."""
+    return _mxnet_only(installed_distributions(python, timeout))
+
+
+def installed_distributions(python: Optional[str] = None,
+                            timeout: float = PROBE_TIMEOUT_S) -> List[Tuple[str, str]]:
+    """Every distribution installed for ``python`` (default: this interpreter), as (name,
+    version) pairs in the order import finds them. Reads metadata only."""
     if python is None:
         from importlib.metadata import distributions
-        return _mxnet_only((d.metadata["Name"], d.version) for d in distributions())
+        return [(d.metadata["Name"], d.version) for d in distributions() if d.metadata["Name"]]
     try:
         proc = subprocess.run([python, "-c", _LIST_SCRIPT], stdin=subprocess.DEVNULL,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=timeout)
@@ -122,7 +145,32 @@ def installed_mxnet_distributions(python: Optional[str] = None,
         raise InstallError(f"{python} could not list its distributions "
                            f"({spawn.describe_returncode(proc.returncode)}): "
                            f"{err[-1].strip() if err else 'no output'}") from None
-    return _mxnet_only(found)
+    return [(n, str(v)) for n, v in found if n]
+
+
+def companion_requirements(python: Optional[str] = None) -> List[str]:
+    """Pins of the candidate's ``WORKER_COMPANIONS`` (``python``, default this interpreter),
+    e.g. ``["numpy==1.23.5", "threadpoolctl==3.8.0", "scipy==1.15.3"]``: what a reference
+    venv installs beside MXNet so that its workers load the same packages as the candidate's.
+    A companion the candidate lacks is left out (its MXNet does not load it either); numpy is
+    always there: the candidate's version when MXNet 1.x runs with it, else ``numpy<1.24``.
+    A local version label (``1.15.3+cpu``) is pinned by its public version."""
+    from packaging.version import InvalidVersion, Version
+    have: Dict[str, str] = {}
+    for name, version in installed_distributions(python):
+        have.setdefault(normalize_name(name), version)
+    out = []
+    for name in WORKER_COMPANIONS:
+        version = have.get(name)
+        try:
+            public = Version(version).public if version else None
+        except InvalidVersion:
+            public = None
+        if name == "numpy" and (public is None or Version(public) >= Version("1.24")):
+            out.append(NUMPY_FOR_MXNET1)
+        elif public is not None:
+            out.append(f"{name}=={public}")
+    return out
 
 
 def extra_for(dist_name: str) -> Optional[str]:
@@ -296,8 +344,10 @@ def parse_requirement(spec: str):
     return req
 
 
-def requirements_for(spec: str) -> List[str]:
-    return [spec.strip()] + list(REFERENCE_EXTRAS)
+def requirements_for(spec: str, companions: Optional[Sequence[str]] = None) -> List[str]:
+    """The MXNet requirement and what its venv gets beside it: ``companions`` (the
+    candidate's, from ``companion_requirements``) or, without them, ``REFERENCE_EXTRAS``."""
+    return [spec.strip()] + list(REFERENCE_EXTRAS if companions is None else companions)
 
 
 def venv_slug(spec: str, requirements: Sequence[str]) -> str:
@@ -376,16 +426,19 @@ def _say(msg: str) -> None:
 
 
 def reference_python(spec: str, *, installer: Optional[Installer] = None,
-                     log: Callable[[str], None] = _say) -> str:
+                     log: Callable[[str], None] = _say, like: Optional[str] = None) -> str:
     """The python of the reference install ``spec``.
 
     ``spec`` is a path to an interpreter (returned as given once it is seen to run), or a
     pinned MXNet requirement such as ``mxnet==1.8.0.post0`` or ``mxnet-mkl==1.6.0``: a venv
-    with it and ``numpy<1.24`` is built once (``installer``, default ``pip_installer``) and
-    cached under ``spawn.cache_dir("venvs", <slug>)``. A file lock keeps two sessions (and
-    a lock two threads) from building the same venv at once; the build happens in place and
-    counts as done only when ``complete.json`` is written after it, so an interrupted build
-    is removed and redone by the next call. Raises InstallError (one line).
+    with it and the candidate's versions of the packages a worker loads besides MXNet
+    (``companion_requirements(like)``; ``like`` is the candidate's python, default this
+    interpreter) is built once (``installer``, default ``pip_installer``) and cached under
+    ``spawn.cache_dir("venvs", <slug>)`` (another candidate's packages: another venv). A
+    file lock keeps two sessions (and a lock two threads) from building the same venv at
+    once; the build happens in place and counts as done only when ``complete.json`` is
+    written after it, so an interrupted build is removed and redone by the next call.
+    Raises InstallError (one line).
     """
     spec = spec.strip()
     if _looks_like_path(spec):
@@ -393,7 +446,8 @@ def reference_python(spec: str, *, installer: Optional[Installer] = None,
             raise InstallError(f"{spec}: no such interpreter")
         _check_runs(spec)
         return spec
-    requirements = requirements_for(spec)
+    parse_requirement(spec)  # a bad requirement is said before the candidate is listed
+    requirements = requirements_for(spec, companion_requirements(like))
     slug = venv_slug(spec, requirements)
     root = spawn.cache_dir("venvs", slug)
     python = _complete(root, requirements)

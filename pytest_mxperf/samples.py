@@ -5,7 +5,9 @@ direction (higher or lower is better) and a rule that judges it:
 
 * ``processes``: a noisy figure, one value per worker process; judged by a rank test
   between processes (baseline mode) or on paired ratios (A/B mode), with a minimum effect.
-* ``growth``: a near-deterministic figure (peak memory); judged by a stated growth limit.
+* ``growth``: a near-deterministic figure (peak memory); a change is called only when at
+  least half the processes of one side are beyond the other side's worst process by more
+  than a stated allowance (``verdict.judge_growth``).
 * ``discrete``: a small integer (epochs to a target accuracy) that ties too often for a
   rank test; judged by a stated step rule.
 * ``derived``: computed from other figures (bandwidth from seconds, efficiency, ratios);
@@ -52,7 +54,9 @@ METRICS: Dict[str, Metric] = {m.name: m for m in (
     Metric("comm_seconds", "s/batch", False, "processes", "kvstore push+pull per batch"),
     Metric("seconds_to_target", "s", False, "processes", "seconds to target accuracy"),
     Metric("epochs_to_target", "epochs", False, "discrete", "epochs to target accuracy"),
-    Metric("peak_rss_mib", "MiB", False, "growth", "peak host memory"),
+    # the whole worker process's peak resident set (ru_maxrss): Python, numpy, MXNet and every
+    # package its import loads (scipy when installed), plus the network
+    Metric("peak_rss_mib", "MiB", False, "growth", "peak host memory (worker RSS)"),
     Metric("gpu_memory_mib", "MiB", False, "growth", "peak GPU memory"),
     Metric("bandwidth_gbps", "GB/s", True, "derived", "kvstore bandwidth (tools/bandwidth formula)"),
     Metric("moved_gbps", "GB/s", True, "derived", "bytes moved per second"),

@@ -193,7 +193,8 @@ def test_a_requirement_is_built_once_and_then_reused(tmp_path, monkeypatch):
     assert Path(py).is_file() and str(py).startswith(str(tmp_path / "venvs") + os.sep)
     assert len(inst.calls) == 1
     venv_dir, reqs = inst.calls[0]
-    assert reqs[0] == "mxnet==1.8.0.post0" and "numpy<1.24" in reqs
+    assert reqs == ["mxnet==1.8.0.post0"] + installs.companion_requirements()  # the candidate's numpy, ...
+    assert any(r.startswith("numpy") for r in reqs)
     assert Path(py) == installs.venv_python(venv_dir)
     assert json.loads((venv_dir.parent / installs.COMPLETE_MARKER).read_text())["spec"] == "mxnet==1.8.0.post0"
     assert installs.reference_python("mxnet==1.8.0.post0", installer=_never, log=_quiet) == py
@@ -319,7 +320,8 @@ def test_pip_failure_is_one_line_with_pips_last_error(tmp_path, monkeypatch):
     with pytest.raises(InstallError) as exc:
         installs.reference_python("mxnet==0.0.0.dev0", log=_quiet)
     msg = _one_line(exc)
-    assert msg.startswith("pip install mxnet==0.0.0.dev0 numpy<1.24")
+    assert msg.startswith("pip install " + " ".join(installs.requirements_for(
+        "mxnet==0.0.0.dev0", installs.companion_requirements())))
     assert "failed: ERROR: " in msg and "mxnet==0.0.0.dev0" in msg.split("failed: ", 1)[1]
     roots = list((tmp_path / "venvs").iterdir())
     assert len(roots) == 1
@@ -393,3 +395,46 @@ def test_the_extras_of_pyproject_match_the_cuda_wheels_and_pin_numpy():
         assert extras[cu] == [f"mxnet-{cu}==1.9.1", "numpy<1.24", "nvidia-ml-py>=11"]
         assert installs.extra_for(f"mxnet-{cu}") == cu
     assert {"test", "cpu", *installs.CUDA_EXTRAS_191} == set(extras)
+
+
+# ---------------------------------------------------------------------------------------
+# Like with like: a reference venv loads the packages the candidate's workers load
+
+
+def _fake_python(tmp_path, name, dists):
+    """An 'interpreter' whose distribution listing (installs._LIST_SCRIPT) is ``dists``."""
+    listing = json.dumps({"python": name, "distributions": [list(d) for d in dists]})
+    path = tmp_path / name / "bin" / "python"
+    path.parent.mkdir(parents=True)
+    _script(path, f"cat <<'EOF'\n{listing}\nEOF")
+    return str(path)
+
+
+def test_companions_are_the_candidates_versions_of_what_a_worker_loads(tmp_path):
+    """Seen: an A/A session (MXNet 1.9.1 on both sides) failed on peak memory, 385 vs 322 MiB
+    for Inception-BN b2, because the candidate's venv had scipy, which ``import mxnet`` loads
+    when installed, and the reference venv had not."""
+    cand = _fake_python(tmp_path, "cand", [("mxnet", "1.9.1"), ("numpy", "1.23.5"), ("scipy", "1.15.3+local"),
+                                           ("threadpoolctl", "3.8.0"), ("pytest", "8.3.0"), ("matplotlib", "3.9")])
+    assert installs.companion_requirements(cand) == ["numpy==1.23.5", "threadpoolctl==3.8.0", "scipy==1.15.3"]
+    # what the candidate lacks, the reference does not get; a numpy MXNet 1.x cannot run with is not copied
+    bare = _fake_python(tmp_path, "bare", [("mxnet", "1.9.1"), ("numpy", "1.26.4"), ("opencv-python", "4.8.0.76")])
+    assert installs.companion_requirements(bare) == ["numpy<1.24", "opencv-python==4.8.0.76"]
+    # this interpreter (the default candidate) reads its own metadata
+    from importlib.metadata import version
+    assert f"numpy=={version('numpy')}" in installs.companion_requirements()
+
+
+def test_a_reference_venv_follows_the_candidates_packages(tmp_path, monkeypatch):
+    monkeypatch.setenv("MXPERF_CACHE_DIR", str(tmp_path / "cache"))
+    with_scipy = _fake_python(tmp_path, "a", [("numpy", "1.23.5"), ("scipy", "1.15.3"), ("threadpoolctl", "3.8.0")])
+    without = _fake_python(tmp_path, "b", [("numpy", "1.23.5"), ("threadpoolctl", "3.8.0")])
+    inst = FakeInstaller()
+    py_a = installs.reference_python("mxnet==1.9.1", installer=inst, log=_quiet, like=with_scipy)
+    assert inst.calls[-1][1] == ["mxnet==1.9.1", "numpy==1.23.5", "threadpoolctl==3.8.0", "scipy==1.15.3"]
+    py_b = installs.reference_python("mxnet==1.9.1", installer=inst, log=_quiet, like=without)
+    assert inst.calls[-1][1] == ["mxnet==1.9.1", "numpy==1.23.5", "threadpoolctl==3.8.0"]
+    assert py_a != py_b and len(inst.calls) == 2  # another candidate's packages: another venv
+    assert installs.reference_python("mxnet==1.9.1", installer=_never, log=_quiet, like=with_scipy) == py_a
+    with pytest.raises(InstallError, match="not an MXNet distribution"):
+        installs.reference_python("numpy==1.23.5", installer=_never, log=_quiet, like=with_scipy)

@@ -221,7 +221,7 @@ def test_gpu_cells_are_not_screened():
 
 def test_growth_rule_for_memory():
     assert V.judge([1300.0, 1310.0], [1000.0], metric="peak_rss_mib").kind == "regression"
-    assert V.judge([1150.0], [1000.0], metric="peak_rss_mib").kind == "unchanged"
+    assert V.judge([1040.0], [1000.0], metric="peak_rss_mib").kind == "unchanged"  # within 5% (tests/test_memory_rule.py)
     assert V.judge([700.0], [1000.0], metric="peak_rss_mib").kind == "improvement"
 
 

@@ -59,6 +59,34 @@ def set_memory_cap(limit):
         resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
 
 
+def resident_bytes():
+    """This process's resident set now (VmRSS, from /proc/self/statm), or None where there is
+    no /proc. The worker records it before and after ``import mxnet``: what the interpreter
+    started with, and what MXNet's import loaded (itself, numpy, and scipy when installed:
+    MXNet 1.9.1 imports it in contrib/quantization.py and ndarray/sparse.py)."""
+    try:
+        with open("/proc/self/statm") as fh:
+            return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+#: packages besides MXNet whose presence changes a worker's memory (installs.WORKER_COMPANIONS
+#: by their import names): the worker imports numpy and threadpoolctl, MXNet imports scipy and
+#: cv2 when installed
+COMPANION_MODULES = ("numpy", "threadpoolctl", "scipy", "cv2")
+
+
+def loaded_companions():
+    """{import name: version} of the ``COMPANION_MODULES`` this process has loaded."""
+    out = {}
+    for name in COMPANION_MODULES:
+        mod = sys.modules.get(name)
+        if mod is not None:
+            out[name] = str(getattr(mod, "__version__", "unknown"))
+    return out
+
+
 def import_mxnet():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

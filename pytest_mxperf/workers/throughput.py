@@ -29,6 +29,7 @@ import time
 
 from pytest_mxperf.workers.protocol import (ModuleSteps, import_mxnet, missing_gpus, mx_contexts, runtime_info,
                                             serve, serve_rounds, thread_pools)
+from pytest_mxperf.workers.protocol import loaded_companions, resident_bytes  # memory figures
 
 #: dtypes of CPU cells reached by converting the float32 network (workers/precision.py)
 CONVERTED_DTYPES = ("bfloat16", "int8")
@@ -112,11 +113,16 @@ def measure(spec: dict) -> dict:
     warmup_seconds = float(spec.get("warmup_seconds", 1.0))
     smoke = bool(spec.get("smoke", False))
 
+    rss_before = resident_bytes()
     t_start = time.perf_counter()
     mx = import_mxnet()
     import_seconds = time.perf_counter() - t_start
+    rss_after = resident_bytes()
     meta = runtime_info(mx)
     meta["import_seconds"] = import_seconds
+    # where the peak comes from: the interpreter before MXNet, what `import mxnet` loaded
+    meta["rss_before_mxnet_bytes"] = rss_before
+    meta["rss_after_mxnet_bytes"] = rss_after
     missing = missing_gpus(w["contexts"], lambda: meta["num_gpus"])
     if missing:
         return {"status": "unavailable", "meta": meta, "message": missing}
@@ -184,7 +190,9 @@ def measure(spec: dict) -> dict:
     wall = time.perf_counter() - wall0
     meta["cpu_utilization"] = (_cpu_seconds() - cpu0) / wall if wall > 0 else None
     meta["threads"] = thread_pools()
+    # the whole process's peak resident set (Linux: KiB), judged by the rule "growth"
     meta["peak_rss_bytes"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    meta["loaded_companions"] = loaded_companions()
     meta["total_batch"] = cell.total_batch
     meta["timed_seconds"] = wall
     figures = {}
