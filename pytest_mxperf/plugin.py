@@ -8,6 +8,7 @@ process never imports mxnet.
 from __future__ import annotations
 
 import time
+from typing import Optional
 
 import pytest
 
@@ -167,7 +168,7 @@ def pytest_configure(config):
     if options.baselines_dir is None:
         options = dataclasses.replace(options, baselines_dir=str(config.rootpath / "baselines"))
     if options.reference:
-        options = dataclasses.replace(options, reference=_reference_python(options.reference))
+        options = dataclasses.replace(options, reference=_reference_python(options.reference, options.python))
     _check_mxnet_distributions(options.python)
     spawn.sweep_stale_workdirs()  # a killed session's leftovers
     session = PerfSession(options)
@@ -209,14 +210,15 @@ def _check_mxnet_distributions(python) -> None:
             raise pytest.UsageError(str(exc)) from None
 
 
-def _reference_python(spec: str) -> str:
-    """A reference interpreter path as given, or a cached venv built for a requirement."""
+def _reference_python(spec: str, candidate: Optional[str] = None) -> str:
+    """A reference interpreter path as given, or a cached venv built for a requirement with
+    the candidate's versions of the packages a worker loads besides MXNet (like with like)."""
     import os
     if os.sep in spec and os.access(spec, os.X_OK):
         return spec
     from . import installs
     try:
-        return installs.reference_python(spec)
+        return installs.reference_python(spec, like=candidate)
     except installs.InstallError as exc:
         raise pytest.UsageError(f"--perf-reference: {exc}") from None
 
