@@ -13,7 +13,10 @@ it bounds what the kvstore costs on this machine and says nothing about GPU link
 
 Each kvstore measurement is a cell (mode ``kvstore``): its figure is the seconds per
 push+pull round (lower is better), one value per fresh worker process, baselined and
-judged like a throughput cell; GB/s is derived from it and shown, not judged again.
+judged like a throughput cell; GB/s is derived from it and shown, not judged again. In A/B
+mode it is a duet like a throughput cell: both installs' workers keep their kvstore and
+alternate timed rounds of k push+pull rounds (``workers/commbench.py``); the wide MLP's
+compute side is measured after them, each worker alone, and shown.
 
 The forum case (a wide MLP: 250k inputs, 1024 and 512 hidden, 200k outputs, training
 slower with more GPUs) is scaled down by 10 in its wide layers (25k inputs, 20k outputs:

@@ -13,6 +13,15 @@ rounds in the order they ran (round j of one side ran right next to round j of t
 other) and ``meta["duet"]``: which side ran first, the round size, and how much CPU the
 waiting side used while its partner ran (evidence that it really waited).
 
+Worker kinds that can be resident (``RESIDENT_MODULES``: each builds its cell once, warms
+up untimed and serves rounds through ``protocol.serve_rounds`` when its spec has
+``control``) run as duets in A/B mode: the throughput worker (score, train, latency, your
+own network), ``commbench`` (kvstore: a unit of a round is one synchronised push+pull of
+every key) and ``pipeline`` (io: a unit is one epoch of the loader alone, or one fed
+training step). A kind that cannot be resident keeps fresh process pairs: a distributed
+cell (one process is a whole ps-lite cluster launch) and time to accuracy (one process is
+one whole training run to the target).
+
 The process pair is the unit of replication: the gate turns each pair into one estimate
 (``stats.duet_pair_log_ratio``) and judges the pairs (``verdict_duet``).
 """
@@ -25,7 +34,7 @@ import os
 import select
 import time
 from pathlib import Path
-from typing import Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from . import runner, spawn
 from .samples import RunResult
@@ -39,8 +48,24 @@ MIN_ROUNDS, MAX_ROUNDS = 10, 40
 SETTLE_ROUNDS = 3
 #: untimed rounds that grow the round size to about ROUND_SECONDS, at most
 SIZING_TRIES = 4
-#: bound on a worker's exit after "finish" (it writes its result and exits)
+#: bound on a worker's exit after "finish" (it writes its result and exits; a worker with
+#: shown-only parts measures them first, alone: its partner waits or has exited)
 FINISH_TIMEOUT = 60.0
+
+#: the worker modules that serve duet rounds (``workers/protocol.serve_rounds``) when their
+#: spec has ``control``. Declared here, not read from the module: the parent never imports a
+#: worker kind it is given (a user's worker module may import MXNet at its top).
+RESIDENT_MODULES = frozenset({
+    runner.WORKER_MODULE,                 # score, train, latency, your own network
+    "pytest_mxperf.workers.commbench",    # kvstore push+pull
+    "pytest_mxperf.workers.pipeline",     # io: loader alone, or fed training steps
+})
+
+
+def resident(module: str) -> bool:
+    """Whether ``module``'s worker serves duet rounds (A/B pairs run as duets), or runs one
+    measurement per process (A/B pairs are fresh processes back to back)."""
+    return module in RESIDENT_MODULES
 
 
 class DuetError(Exception):
@@ -108,7 +133,7 @@ def rounds_for(time_budget: float) -> int:
     return max(MIN_ROUNDS, min(MAX_ROUNDS, int(round(2 * time_budget / ROUND_SECONDS))))
 
 
-def _start(side: _Side, workload: Workload, spec: Dict) -> None:
+def _start(side: _Side, workload: Workload, spec: Dict, module: str = runner.WORKER_MODULE) -> None:
     c_read, p_write = os.pipe()   # parent -> child
     p_read, c_write = os.pipe()   # child -> parent
     spec = dict(spec, control=[c_read, c_write], phase_path=str(side.workdir / "measuring"))
@@ -116,7 +141,7 @@ def _start(side: _Side, workload: Workload, spec: Dict) -> None:
     spec_path.write_text(json.dumps(spec, sort_keys=True))
     side.started = time.perf_counter()
     try:
-        side.proc = spawn.start(runner.worker_command(side.python) + [str(spec_path), str(side.result_path)],
+        side.proc = spawn.start(spawn.python_command(side.python, module) + [str(spec_path), str(side.result_path)],
                                 env=side.env, log_path=side.workdir / "worker.log", pass_fds=(c_read, c_write))
     finally:
         os.close(c_read)
@@ -200,18 +225,30 @@ def run_pair(workload: Workload, *, candidate: Optional[str], reference: Optiona
              candidate_first: bool = True, time_budget: float = 1.5, smoke: bool = False,
              timeout: float = runner.DEFAULT_TIMEOUT, warmup_timeout: Optional[float] = None,
              memory_limit: Optional[int] = -1, env: Optional[Mapping[str, str]] = None,
-             extra_env: Optional[Mapping[str, str]] = None, **options) -> Tuple[RunResult, RunResult]:
-    """One duet pair of the throughput worker: (candidate RunResult, reference RunResult).
+             extra_env: Optional[Mapping[str, str]] = None, module: str = runner.WORKER_MODULE,
+             spec: Optional[Dict] = None, figures: Optional[Callable[[Dict], Dict[str, float]]] = None,
+             **options) -> Tuple[RunResult, RunResult]:
+    """One duet pair of a resident worker kind: (candidate RunResult, reference RunResult).
+
+    ``module``: the worker (``RESIDENT_MODULES``), by default the throughput worker, whose
+    spec is built here from ``workload`` and ``options``; for another kind the caller gives
+    its ``spec`` (``seed`` and the memory cap are filled in when absent) and ``figures``
+    (its result as figures, as ``Measurer.measure_module`` takes them).
 
     Both workers start together and warm up (untimed, bounded by ``warmup_timeout``), then
-    run SETTLE_ROUNDS untimed single-batch rounds in turn; the round size k is the batches
-    the slower side runs in ROUND_SECONDS; then ``rounds_for(time_budget)`` timed rounds a
-    side, A,B,B,A,... (A = the candidate when ``candidate_first``), each reply awaited at
-    most ``timeout``. A side that fails ends the pair: its RunResult says how, the other
-    side's is an error naming its partner."""
+    run SETTLE_ROUNDS untimed single-unit rounds in turn; the round size k is the units
+    (batches, push+pull rounds, epochs, steps) the slower side runs in ROUND_SECONDS; then
+    ``rounds_for(time_budget)`` timed rounds a side, A,B,B,A,... (A = the candidate when
+    ``candidate_first``), each reply awaited at most ``timeout``. A side that fails ends the
+    pair: its RunResult says how, the other side's is an error naming its partner."""
     as_cap, rss_cap = runner.memory_caps(workload, runner.resolve_memory_limit(memory_limit))
-    spec = runner.make_spec(workload, time_budget=time_budget, smoke=smoke, memory_limit=as_cap, seed=seed,
-                            **options)
+    if spec is None:
+        spec = runner.make_spec(workload, time_budget=time_budget, smoke=smoke, memory_limit=as_cap, seed=seed,
+                                **options)
+    else:
+        spec = dict(spec)
+        spec.setdefault("seed", seed)
+        spec.setdefault("memory_limit", as_cap)
     rounds = 1 if smoke else rounds_for(time_budget)
     with spawn.WorkDir() as tmp:
         sides = []
@@ -223,7 +260,7 @@ def run_pair(workload: Workload, *, candidate: Optional[str], reference: Optiona
         k = 1
         try:
             for side in sides:
-                _start(side, workload, spec)
+                _start(side, workload, spec, module)
             for side in sides:
                 side.receive(warmup_timeout or timeout, "warmup-timeout")
             order = sides if candidate_first else sides[::-1]
@@ -246,7 +283,8 @@ def run_pair(workload: Workload, *, candidate: Optional[str], reference: Optiona
                                   wall, usage, timeout=timeout, warmup_timeout=warmup_timeout, rss_limit=rss_cap)
             if mine and failure.stopped is None and out.status == "ok":
                 out = dataclasses.replace(out, status="error", message=str(failure))
-            r = runner.run_result(out, workload, side.env, side.defaults, python=side.python)
+            r = runner.run_result(out, workload, side.env, side.defaults, figures or runner._worker_figures,
+                                  python=side.python)
             r.meta["duet"] = {
                 "pair": seed, "side": side.name, "ran_first": (side.name == "candidate") == candidate_first,
                 "batches_per_round": k, "rounds": len(r.round_seconds),

@@ -17,7 +17,7 @@ import statistics
 import sys
 from typing import Any, Callable, Dict, Mapping, Optional, Sequence
 
-from . import runner, tables
+from . import duet, runner, tables
 from .options import PerfOptions
 from .samples import FLOP_MODES, CellMeasurement, RunResult, add_flop_figures
 from .session import CellRecord, Finding, PerfSession
@@ -338,7 +338,12 @@ class Measurer:
         """Measure a cell with another worker kind: each process runs ``python -m module``
         on ``spec`` and ``figures(payload)`` turns its result into figures (see
         samples.METRICS for names and units). One process of a distributed cell is one
-        whole cluster launch."""
+        whole cluster launch.
+
+        In A/B mode a resident kind (``duet.RESIDENT_MODULES``: kvstore, io) runs as duet
+        pairs: both workers get the spec with ``control`` and serve timed rounds in turn
+        (``duet.run_pair``); any other kind (a distributed cluster, time to accuracy) runs
+        fresh process pairs back to back."""
         self.require(workload.contexts)
         o = self.options
 
@@ -351,6 +356,17 @@ class Measurer:
             out = runner.run_process([python or sys.executable, "-m", module], s, timeout=timeout or o.timeout,
                                      env=env, rss_limit=rss_cap)
             return runner.run_result(out, workload, env, defaults, figures, python=python)
+
+        if duet.resident(module):
+            def duet_pair(candidate: Optional[str], reference: Optional[str], seed: int, candidate_first: bool):
+                # the spec as a process gets it; run_pair fills in the seed and the memory cap
+                return duet.run_pair(workload, candidate=candidate, reference=reference, seed=seed,
+                                     candidate_first=candidate_first, time_budget=o.time_budget, smoke=o.smoke,
+                                     timeout=timeout or o.timeout, warmup_timeout=o.warmup_timeout,
+                                     memory_limit=o.memory_limit, env=self.session.environ, extra_env=extra_env,
+                                     module=module, spec=dict(spec), figures=figures)
+            # A/B pairs of this worker kind run as a duet (session.run_processes)
+            run.duet = duet_pair  # type: ignore[attr-defined]
 
         cell = self.session.run_processes(workload, run, processes)
         return self._record(cell, lambda n: self.session.run_processes(workload, run, n))

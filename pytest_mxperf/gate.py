@@ -205,12 +205,22 @@ def _judge_baseline(session: PerfSession, cells, doc, reference, out: GateOutcom
 
 # ----------------------------------------------------------------------------- A/B mode
 
+#: figures that are a rate of a duet's timed rounds (higher is better: score / train
+#: throughput, an io cell's samples/s) or their time per unit (lower is better: a kvstore
+#: cell's seconds per push+pull round); each worker kind's rounds time its primary figure
+_ROUND_FIGURES = ("throughput", "samples_per_s", "comm_seconds")
+
+
 def _duet_log_ratio(c, r, metric) -> float:
-    """One duet pair's log(candidate figure / reference figure): for throughput, from the
-    rounds the two sides ran back to back (``stats.duet_pair_log_ratio``); for another
-    figure of the pair (latency percentiles), from the two sides' figures."""
-    if metric.name == "throughput":
-        return stats.duet_pair_log_ratio(c.seconds_per_batch, r.seconds_per_batch)
+    """One duet pair's log(candidate figure / reference figure): for a figure the rounds
+    time (``_ROUND_FIGURES``), from the rounds the two sides ran back to back
+    (``stats.duet_pair_log_ratio``: the median round log speed ratio, negated for a time,
+    which is lower when faster); for another figure of the pair (latency percentiles: a
+    tail is not a median of round ratios), from the two sides' figures."""
+    if (metric.name in _ROUND_FIGURES and c.round_seconds and r.round_seconds
+            and len(c.round_seconds) == len(r.round_seconds)):
+        speed = stats.duet_pair_log_ratio(c.seconds_per_batch, r.seconds_per_batch)
+        return speed if metric.higher_is_better else -speed
     return math.log(c.value(metric.name) / r.value(metric.name))
 
 

@@ -324,10 +324,13 @@ def by_priority(items):
 
 
 DEFAULT_PRIORITY = 100
-#: markers of cells the throughput worker measures (duets in A/B mode), and of those that
-#: other worker kinds measure (process pairs), for the plan's estimate
-DUET_MARKERS = ("scoring", "training", "latency")
-PROCESS_PAIR_MARKERS = ("io", "multi_device", "distributed")
+#: markers of cells that resident workers measure (duets in A/B mode: the throughput worker,
+#: kvstore push+pull under multi_device, the input pipeline), and of those whose worker kind
+#: cannot be resident (process pairs: a process is a whole ps-lite cluster launch), for the
+#: plan's estimate. Time to accuracy (also process pairs) has no marker of its own: its tests
+#: (``training``) are estimated as duets.
+DUET_MARKERS = ("scoring", "training", "latency", "multi_device", "io")
+PROCESS_PAIR_MARKERS = ("distributed",)
 
 
 @pytest.fixture(scope="session")
@@ -392,7 +395,7 @@ def pytest_collection_finish(session):
     tests = len(measuring)
     if not tests:
         return
-    # in A/B mode, throughput cells run as duets; io, kvstore and cluster cells as process pairs
+    # in A/B mode, resident worker kinds run as duets; distributed cells as process pairs
     duet_tests = sum(1 for it in measuring if any(it.get_closest_marker(m) for m in DUET_MARKERS)
                      and not any(it.get_closest_marker(m) for m in PROCESS_PAIR_MARKERS))
     _refuse_cpu_mxnet_for_gpu_cells(session, s)

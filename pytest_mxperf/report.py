@@ -145,8 +145,9 @@ def plan_line(tests: int, options, ab_pairs: int, duet_pairs: int = 3, duet_test
         cut = f"; --perf-deadline {_duration(options.deadline)} will leave some not reached"
     if options.reference:
         return (f"mxperf: A/B mode: {tests} cell(s) x {duet_pairs} duet pairs (resident candidate and reference "
-                f"workers taking turns at timed rounds: score, train, latency, your own network; io, kvstore and "
-                f"distributed cells run {ab_pairs} process pairs); expected about {_duration(seconds)}, more if unclear cells need the second stage{cut}")
+                f"workers taking turns at timed rounds: score, train, latency, io, kvstore, your own network; "
+                f"distributed and time-to-accuracy cells run {ab_pairs} process pairs); expected about "
+                f"{_duration(seconds)}, more if unclear cells need the second stage{cut}")
     return (f"mxperf: {tests} measuring test(s) x {options.processes} process(es): expected at least "
             f"{_duration(seconds)} (tests that measure several cells, heavy models and re-measured suspects take "
             f"longer){cut}")

@@ -63,3 +63,164 @@ def test_a_real_duet_pair_of_one_install_measures_both_sides_and_the_waiting_sid
         share = side.meta["duet"]["waiting_cpu_share"]
         assert share is not None and share < 0.1, (side.meta["duet"], side.meta.get("threads"))
     assert not _children()
+
+
+# ----------------------------------------------------------------------------- other worker kinds
+
+def test_resident_worker_kinds_are_declared_and_cluster_and_convergence_kinds_are_not():
+    for module in ("pytest_mxperf.workers.throughput", "pytest_mxperf.workers.commbench",
+                   "pytest_mxperf.workers.pipeline"):
+        assert duet.resident(module), module
+    # one process of these is a whole cluster launch / a whole training run to the target
+    for module in ("pytest_mxperf.dist", "pytest_mxperf.workers.convergence", "pytest_mxperf.workers.peak",
+                   "some.users.worker"):
+        assert not duet.resident(module), module
+
+
+def test_the_plan_says_which_cells_run_process_pairs():
+    from pytest_mxperf import report
+    from pytest_mxperf.options import PerfOptions
+    line = report.plan_line(4, PerfOptions(reference="/x/python"), 8, 3, duet_tests=3)
+    assert "score, train, latency, io, kvstore, your own network" in line
+    assert "distributed and time-to-accuracy cells run 8 process pairs" in line
+
+
+KV = Workload(model="resnet50_v2", mode="kvstore", batch_size=8, contexts=("cpu:0", "cpu:1"), kvstore="device")
+
+
+def _comm_figures(payload):
+    return {"comm_seconds": payload["comm_seconds"], "bandwidth_gbps": payload["bandwidth_gbps"]}
+
+
+def test_a_kvstore_duet_pair_of_stand_ins_times_push_pull_rounds(make_stub_python):
+    cand, ref = make_stub_python("cand", comm_seconds=0.055), make_stub_python("ref", comm_seconds=0.05)
+    c, r = duet.run_pair(KV, candidate=cand, reference=ref, seed=1, time_budget=0.5, memory_limit=None,
+                         module="pytest_mxperf.workers.commbench", spec={"kvstore": "device"},
+                         figures=_comm_figures)
+    assert c.ok and r.ok, (c.message, r.message)
+    assert len(c.round_seconds) == len(r.round_seconds) == duet.rounds_for(0.5)
+    assert c.batches_per_round == r.batches_per_round == c.meta["duet"]["batches_per_round"] >= 1
+    assert c.meta["result"]["duet"] is True and c.meta["duet"]["side"] == "candidate"
+    assert c.value("comm_seconds") == pytest.approx(0.055, rel=0.02)
+    assert r.value("comm_seconds") == pytest.approx(0.05, rel=0.02)
+    assert not _children()
+
+
+def test_a_duet_pairs_log_ratio_follows_the_direction_of_the_figure_the_rounds_time():
+    """comm_seconds is a time (lower is better), samples/s a rate: the same rounds, 10%
+    longer on the candidate's side, are log(1.1) worse in seconds and log(1/1.1) in samples/s."""
+    import math
+
+    from pytest_mxperf import gate
+    from pytest_mxperf.samples import METRICS, RunResult
+    ref_rounds = [0.1, 0.2, 0.1, 0.15, 0.12]
+    for mode, metric, expect in (("kvstore", "comm_seconds", math.log(1.1)), ("io", "samples_per_s", -math.log(1.1)),
+                                 ("score", "throughput", -math.log(1.1))):
+        w = Workload(model="m", mode=mode, batch_size=8)
+        c = RunResult(w, "ok", batches_per_round=3, round_seconds=[1.1 * t for t in ref_rounds],
+                      figures={metric: 1.0}, meta={"duet": {}})
+        r = RunResult(w, "ok", batches_per_round=3, round_seconds=ref_rounds, figures={metric: 1.0}, meta={"duet": {}})
+        assert gate._duet_log_ratio(c, r, METRICS[metric]) == pytest.approx(expect), metric
+
+
+KV_SESSION = """
+import pytest
+from pytest_mxperf.workload import Workload
+
+def figures(payload):
+    return {"comm_seconds": payload["comm_seconds"], "bandwidth_gbps": payload["bandwidth_gbps"]}
+
+@pytest.mark.cpu
+@pytest.mark.multi_device
+def test_kv(mxperf):
+    w = Workload(model="resnet50_v2", mode="kvstore", batch_size=8, contexts=("cpu:0", "cpu:1"), kvstore="device")
+    mxperf.expect_ok(mxperf.measure_module("pytest_mxperf.workers.commbench", {"kvstore": "device"}, w, figures))
+"""
+
+KV_KEY = "kvstore/resnet50_v2/b8/cpu:0,cpu:1/float32/threads=auto/kv=device"
+
+
+def _kv_ab(pytester, make_stub_python, cand, ref):
+    import json
+    pytester.makepyfile(test_kv=KV_SESSION)
+    r = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-m", "cpu", "--perf-machine", "box",
+                                      "--perf-baselines-dir", str(pytester.path / "bl"),
+                                      "--perf-python", make_stub_python("cand", **cand),
+                                      "--perf-reference", make_stub_python("ref", **ref),
+                                      "--perf-report", "rep", "--perf-no-probe")
+    doc = json.loads((pytester.path / "rep" / "results.json").read_text())
+    (rec,) = [x for x in doc["records"] if x["key"] == KV_KEY]
+    return r, r.stdout.str(), rec
+
+
+def test_ab_a_kvstore_cell_runs_duet_pairs_and_a_10_percent_slower_candidate_fails(pytester, make_stub_python):
+    from pytest_mxperf import verdict_duet
+    r, out, rec = _kv_ab(pytester, make_stub_python, {"comm_seconds": 0.055, "version": "1.9.1"},
+                         {"comm_seconds": 0.05, "version": "1.8.0"})
+    assert r.ret == pytest.ExitCode.TESTS_FAILED, out
+    assert f"A/B mode: 1 cell(s) x {verdict_duet.STAGE1_PAIRS} duet pairs" in out
+    assert f"REGRESSION {KV_KEY}" in out and "candidate/reference 1.1" in out and "duet pairs" in out
+    assert rec["ab"]["verdict"] == "regression"
+    # the first stage's pairs and the second stage's, every one of them a duet pair
+    assert len(rec["runs"]) == len(rec["reference_runs"]) == rec["ab"]["pairs"] > verdict_duet.STAGE1_PAIRS
+    assert all(x["meta"]["duet"]["side"] == "candidate" for x in rec["runs"])
+    assert all(x["meta"]["duet"]["side"] == "reference" for x in rec["reference_runs"])
+    assert all(len(x["round_seconds"]) == len(y["round_seconds"]) > 1
+               for x, y in zip(rec["runs"], rec["reference_runs"]))
+
+
+def test_ab_equal_kvstore_cells_pass(pytester, make_stub_python):
+    r, out, rec = _kv_ab(pytester, make_stub_python, {"comm_seconds": 0.05}, {"comm_seconds": 0.05})
+    assert r.ret == 0, out
+    assert "REGRESSION" not in out and rec["ab"]["verdict"] == "unchanged"
+    assert all("duet" in x["meta"] for x in rec["runs"] + rec["reference_runs"])
+
+
+# real MXNet on both sides (this interpreter twice), kept small: a few seconds each
+
+def test_a_real_kvstore_duet_pair_measures_both_sides_and_the_waiting_side_idles():
+    c, r = duet.run_pair(KV, candidate=None, reference=None, seed=0, time_budget=0.5,
+                         module="pytest_mxperf.workers.commbench",
+                         spec={"network": {"model": "lenet"}, "contexts": ["cpu:0", "cpu:1"], "kvstore": "device",
+                               "batch_size": 8},
+                         figures=_comm_figures)
+    assert c.ok and r.ok, (c.message, r.message, c.stderr_tail[-3:], r.stderr_tail[-3:])
+    assert len(c.round_seconds) == len(r.round_seconds) == duet.rounds_for(0.5)
+    for side in (c, r):
+        assert side.meta["result"]["error"] < 1e-5  # pulled == the sum of the pushed gradients
+        assert side.value("comm_seconds") > 0 and side.batches_per_round == side.meta["duet"]["batches_per_round"]
+        share = side.meta["duet"]["waiting_cpu_share"]
+        assert share is not None and share < 0.1, side.meta["duet"]
+    assert not _children()
+
+
+@pytest.mark.parametrize("spec", [
+    pytest.param({"loader": "imagerecord", "threads": 2, "augment": True}, id="loader-alone-epochs"),
+    pytest.param({"loader": "prefetch-imagerecord", "threads": 1, "train_model": "lenet", "train_batches": 3,
+                  "data_shape": [1, 28, 28]}, id="lenet-fed-steps"),
+])
+def test_a_real_input_pipeline_duet_pair_measures_both_sides_and_the_waiting_side_idles(tmp_path, spec):
+    """ImageRecordIter decodes ahead in its own threads: each round ends only when no thread
+    of the worker computes any more, so its partner's rounds run alone."""
+    spec = dict({"batch_size": 16, "n_images": 64, "data_shape": [3, 32, 32], "seconds": 0.3,
+                 "data_dir": str(tmp_path)}, **spec)
+    w = Workload(model="pipeline", mode="io", batch_size=16)
+    train = "train_model" in spec
+    figures = ((lambda p: {"samples_per_s": p["end_to_end_samples_per_s"]}) if train
+               else (lambda p: {"samples_per_s": p["samples_per_s"]}))
+    c, r = duet.run_pair(w, candidate=None, reference=None, seed=0, time_budget=0.5,
+                         module="pytest_mxperf.workers.pipeline", spec=spec, figures=figures)
+    assert c.ok and r.ok, (c.message, r.message, c.stderr_tail[-3:], r.stderr_tail[-3:])
+    n = duet.rounds_for(0.5)
+    assert len(c.round_seconds) == len(r.round_seconds) == n
+    for side in (c, r):
+        res = side.meta["result"]
+        assert side.value("samples_per_s") > 0
+        assert res["batches"] == n * side.batches_per_round if not train else res["batches"] > 0
+        if train:  # the shown-only parts, measured after the rounds, and the split from the rounds
+            assert res["synthetic_samples_per_s"] > 0 and res["samples_per_s"] > 0
+            assert 0 < res["load_share"] < 1
+            assert res["loader_bound"] == (res["samples_per_s"] < res["synthetic_samples_per_s"])
+        share = side.meta["duet"]["waiting_cpu_share"]
+        assert share is not None and share < 0.1, side.meta["duet"]
+    assert not _children()

@@ -18,6 +18,14 @@ pushes and pulls every gradient once):
 On CPU contexts every "transfer" is a memory copy (plus the sum) in the same RAM: this is
 memory bandwidth, not PCIe or NVLink, and says nothing about GPUs.
 
+**Duet** (A/B mode, the spec has ``control``): the worker builds the kvstore and its arrays
+once, runs ``warmup`` push+pull rounds untimed, then serves the parent's timed rounds
+through ``protocol.serve_rounds``: a round of k is k push+pull rounds, each one ending in
+``waitall`` as above (k = ``batches_per_round``). ``round_seconds`` are those rounds,
+``comm_seconds`` the median of round / k, and the figures above are computed from it.
+The sum is checked after the last round; ``compute: true`` is measured after the parent's
+"finish", when this worker runs alone (its partner waits or has exited), and is shown only.
+
 ``compute: true`` also times the training step (forward, backward, SGD update; Module on
 the first context, no kvstore, ``waitall`` around rounds, median seconds per batch), for
 networks that are not in the zoo (the wide MLP); zoo networks take their compute time
@@ -35,7 +43,7 @@ import statistics
 import time
 import warnings
 
-from pytest_mxperf.workers.protocol import missing_gpus, mx_contexts, serve
+from pytest_mxperf.workers.protocol import missing_gpus, mx_contexts, serve, serve_rounds
 from pytest_mxperf.zoo.count import prod
 
 #: the stated ratio: a data-parallel step is communication-bound when exchanging its
@@ -84,35 +92,55 @@ def param_shapes(sym, data_shape):
     return [s for n, s in zip(sym.list_arguments(), arg_shapes) if n not in ("data", "softmax_label")]
 
 
-def measure_comm(mx, shapes, ctxs, kv_type, rounds, warmup):
-    import numpy as np
+class PushPull:
+    """A kvstore with one key per parameter array, a random gradient per context for every
+    key and one weight array per context: the cell a process (or a duet's rounds) times."""
 
-    kv = mx.kv.create(kv_type)
-    for i, s in enumerate(shapes):
-        kv.init(i, mx.nd.zeros(s))
-    grads_val = [[mx.random.uniform(-1, 1, shape=s) for _ in ctxs] for s in shapes]
-    grads = [[g.as_in_context(c) for g, c in zip(gs, ctxs)] for gs in grads_val]
-    weights = [[mx.nd.zeros(s, c) for c in ctxs] for s in shapes]
-    mx.nd.waitall()
-    times = []
-    for r in range(warmup + rounds):
+    def __init__(self, mx, shapes, ctxs, kv_type):
+        self.mx = mx
+        self.kv = mx.kv.create(kv_type)
+        for i, s in enumerate(shapes):
+            self.kv.init(i, mx.nd.zeros(s))
+        self.grads_val = [[mx.random.uniform(-1, 1, shape=s) for _ in ctxs] for s in shapes]
+        self.grads = [[g.as_in_context(c) for g, c in zip(gs, ctxs)] for gs in self.grads_val]
+        self.weights = [[mx.nd.zeros(s, c) for c in ctxs] for s in shapes]
         mx.nd.waitall()
+
+    def step(self):
+        """One push+pull round: every gradient pushed, every key pulled, all of it finished."""
+        for i, g in enumerate(self.grads):
+            self.kv.push(i, g, priority=-i)
+        for i, w in enumerate(self.weights):
+            self.kv.pull(i, w, priority=-i)
+        self.mx.nd.waitall()
+
+    def timed(self, n):
+        """n push+pull rounds (each one synchronised) after a full synchronisation; seconds."""
+        self.mx.nd.waitall()
         t0 = time.perf_counter()
-        for i, g in enumerate(grads):
-            kv.push(i, g, priority=-i)
-        for i, w in enumerate(weights):
-            kv.pull(i, w, priority=-i)
-        mx.nd.waitall()
-        if r >= warmup:
-            times.append(time.perf_counter() - t0)
-    # Without an optimizer the store keeps the sum of what was pushed: check what came back.
-    err = 0.0
-    for gs, ws in zip(grads_val, weights):
-        expect = sum(g.asnumpy().astype(np.float64) for g in gs)
-        scale = max(1e-12, float(np.abs(expect).max()))
-        for w in ws:
-            err = max(err, float(np.abs(w.asnumpy() - expect).max()) / scale)
-    return times, err, kv.type
+        for _ in range(n):
+            self.step()
+        return time.perf_counter() - t0
+
+    def error(self):
+        """Without an optimizer the store keeps the sum of what was pushed: the largest
+        relative difference between what came back and that sum."""
+        import numpy as np
+        err = 0.0
+        for gs, ws in zip(self.grads_val, self.weights):
+            expect = sum(g.asnumpy().astype(np.float64) for g in gs)
+            scale = max(1e-12, float(np.abs(expect).max()))
+            for w in ws:
+                err = max(err, float(np.abs(w.asnumpy() - expect).max()) / scale)
+        return err
+
+
+def measure_comm(mx, shapes, ctxs, kv_type, rounds, warmup):
+    cell = PushPull(mx, shapes, ctxs, kv_type)
+    for _ in range(warmup):
+        cell.timed(1)
+    times = [cell.timed(1) for _ in range(rounds)]
+    return times, cell.error(), cell.kv.type
 
 
 def measure_compute(mx, sym, input_shape, num_classes, ctx, batch, rounds, warmup, seed=0):
@@ -165,13 +193,25 @@ def run(spec):
     nparams = sum(int(prod(s)) for s in shapes)
     size_bytes = 4.0 * nparams
     ctxs = mx_contexts(mx, names)
-    times, err, kv_real = measure_comm(mx, shapes, ctxs, kv_type, rounds, warmup)
-    comm = statistics.median(times)
+    if spec.get("control"):
+        # a duet (A/B): built and warmed up once, then the parent's rounds, each k push+pulls
+        cell = PushPull(mx, shapes, ctxs, kv_type)
+        for _ in range(max(1, warmup)):
+            cell.timed(1)
+        times, per_round = serve_rounds(cell, spec["control"], {"units": "push+pull rounds"})
+        err, kv_real = cell.error(), cell.kv.type
+        del cell
+        comm = statistics.median(t / per_round for t in times)
+    else:
+        times, err, kv_real = measure_comm(mx, shapes, ctxs, kv_type, rounds, warmup)
+        per_round = 1
+        comm = statistics.median(times)
     n = len(ctxs)
     out = {
         "status": "ok", "message": "", "network": net, "contexts": names, "kvstore": kv_real,
         "device": "gpu" if gpus else "cpu", "num_arrays": len(shapes), "num_params": nparams,
-        "size_mb": size_bytes / 1e6, "round_seconds": times, "comm_seconds": comm,
+        "size_mb": size_bytes / 1e6, "round_seconds": times, "batches_per_round": per_round,
+        "duet": bool(spec.get("control")), "comm_seconds": comm,
         "bandwidth_gbps": size_bytes * 2 * (n - 1) / n / comm / 1e9,
         "moved_gbps": size_bytes * 2 * n / comm / 1e9, "error": err,
         "note": ("cpu contexts: every transfer is a memory copy in the same RAM (memory bandwidth, "

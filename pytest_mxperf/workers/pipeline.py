@@ -55,6 +55,33 @@ Result: ``{"status": "ok", "message": "", "samples_per_s", "batches", "seconds",
 ``end_to_end_samples_per_s``, ``synthetic_samples_per_s``, ``load_seconds_per_batch``,
 ``compute_seconds_per_batch``, ``load_share``, ``loader_bound`` and ``train`` (the
 per-batch lists).
+
+**Duet** (A/B mode, the spec has ``control``): the worker builds its cell once, warms it
+up untimed and serves the parent's timed rounds (``protocol.serve_rounds``); the rounds
+time the cell's judged figure, ``samples_per_s`` of the cell (``samples.PRIMARY["io"]``):
+
+* a loader cell: a unit of a round is **one epoch** of the loader alone (``reset``, then
+  every batch read until the epoch ends), not one batch: ImageRecordIter decodes a whole
+  chunk of records at once (here the whole file: 256 JPEGs in one lump on the first read
+  after ``reset``, the other batches then come from its buffer in microseconds), so single
+  batches are no unit a round can be sized or compared by; an epoch is;
+* a training cell: a unit is **one fed training step** (next batch, ``wait_to_read``,
+  forward, backward, update, ``waitall``); the end-to-end rate and the load / compute split
+  come from the timed rounds' steps.
+
+Every round ends in ``waitall`` and then ``quiesce``: the loader's prefetch threads
+(ImageRecordIter's decoder, PrefetchingIter's thread) go on working after the last batch
+was taken, and would do so while the partner's round runs; the round ends when no thread
+of the process computes any more, so that work is inside the round and the waiting side
+is idle. ``round_seconds`` (``batches_per_round`` = units per round x batches per unit) and
+the samples/s come from the timed rounds: ``samples / sum(round_seconds)``.
+
+The shown-only parts of a training cell, the loader alone and the trainer alone
+(``samples_per_s``, ``synthetic_samples_per_s``, ``loader_bound``), are measured as in a
+process after the parent's "finish", when this worker runs alone (its partner waits on its
+pipe or has exited); they are not round-paired with the partner, so a duet judges only the
+end-to-end rate (``perf_tests/test_input_pipeline.py`` shows them). ``per_batch_seconds``
+is not in a duet's result (a loader cell's rounds are epochs).
 """
 
 from __future__ import annotations
@@ -65,7 +92,7 @@ import resource
 import time
 from pathlib import Path
 
-from pytest_mxperf.workers.protocol import import_mxnet, runtime_info, serve, thread_pools
+from pytest_mxperf.workers.protocol import import_mxnet, runtime_info, serve, serve_rounds, thread_pools
 
 LOADERS = ("imagerecord", "ndarray", "prefetch-imagerecord", "prefetch-ndarray")
 NUM_LABELS = 10  # labels are i % 10: valid for every zoo model
@@ -76,7 +103,7 @@ UNITS = {"samples_per_s": "samples/s", "seconds": "s", "per_batch_seconds": "s",
          "compute_seconds_per_batch": "s", "load_share": "fraction"}
 _KNOWN = {"loader", "batch_size", "data_shape", "image_size", "threads", "augment", "n_images",
           "data_dir", "seconds", "warmup_batches", "max_batches", "seed", "data_seed", "train_model",
-          "train_batches", "memory_limit", "phase_path"}
+          "train_batches", "memory_limit", "phase_path", "control"}
 
 
 # -- data ---------------------------------------------------------------------------------
@@ -308,6 +335,165 @@ def train_split(mx, new_source, s) -> dict:
                       "synthetic_seconds": synthetic, "load_seconds": load, "compute_seconds": compute}}
 
 
+# -- duet (A/B): resident cells whose rounds the parent alternates with its partner's ----------
+
+#: quiesce: a window of this many seconds, this many of them in a row under this share of
+#: one core (the whole process), is "no thread computes"; give up after QUIET_LIMIT seconds
+QUIET_WINDOW, QUIET_WINDOWS, QUIET_SHARE, QUIET_LIMIT = 0.002, 3, 0.1, 5.0
+
+
+def quiesce():
+    """Wait until no thread of this process computes (a loader's prefetch threads, OpenMP
+    threads still spinning): QUIET_WINDOWS windows in a row in which the whole process used
+    less than QUIET_SHARE of one core. Returns (perf_counter time at which the last busy
+    window ended - the quiet windows that confirm it are not counted -, whether it gave up
+    after QUIET_LIMIT seconds)."""
+    t_prev, c_prev = time.perf_counter(), time.process_time()
+    start = end = t_prev
+    quiet = 0
+    while quiet < QUIET_WINDOWS:
+        time.sleep(QUIET_WINDOW)
+        t, c = time.perf_counter(), time.process_time()
+        if c - c_prev < QUIET_SHARE * (t - t_prev):
+            quiet += 1
+        else:
+            quiet, end = 0, t
+            if t - start > QUIET_LIMIT:
+                return t, True
+        t_prev, c_prev = t, c
+    return end, False
+
+
+class _Rounds:
+    """What a duet cell shares: ``timed(k)`` runs k units between ``waitall`` and a quiet
+    process, and logs (seconds, samples, batches, extra) of every call, untimed ones too."""
+
+    def __init__(self, mx):
+        self.mx = mx
+        self.log = []
+        self.gave_up = 0
+
+    def timed(self, k):
+        self.mx.nd.waitall()
+        t0 = time.perf_counter()
+        samples, batches, extra = self.units(k)
+        self.mx.nd.waitall()
+        t1 = time.perf_counter()
+        end, gave_up = quiesce()
+        self.gave_up += gave_up
+        seconds = max(t1, end) - t0
+        self.log.append((seconds, samples, batches, extra))
+        return seconds
+
+    def timed_rounds(self, seconds):
+        """The log entries of the timed rounds ``serve_rounds`` returned (the last ones: the
+        parent's untimed settle and sizing rounds come before them)."""
+        mine = self.log[len(self.log) - len(seconds):] if seconds else []
+        if [m[0] for m in mine] != list(seconds):
+            raise RuntimeError("the duet's timed rounds are not the last rounds this worker ran")
+        return mine
+
+
+class LoaderEpochs(_Rounds):
+    """The loader alone, a unit = one epoch: ``reset``, then every batch read
+    (``wait_to_read``) and discarded until the epoch ends."""
+
+    def __init__(self, mx, it):
+        super().__init__(mx)
+        self.it = it
+
+    def units(self, k):
+        samples = batches = 0
+        for _ in range(k):
+            self.it.reset()
+            while True:
+                try:
+                    batch = self.it.next()
+                except StopIteration:
+                    break
+                batch.data[0].wait_to_read()
+                samples += batch.data[0].shape[0] - batch.pad
+                batches += 1
+        if k and not batches:
+            raise RuntimeError(f"{type(self.it).__name__} yielded no batch: the data set is empty or unreadable")
+        return samples, batches, None
+
+
+class FedSteps(_Rounds):
+    """The trainer fed by the loader, a unit = one step: next batch + ``wait_to_read``
+    (load), forward, backward, update + ``waitall`` (compute)."""
+
+    def __init__(self, mx, mod, source):
+        super().__init__(mx)
+        self.mod, self.source = mod, source
+
+    def units(self, k):
+        samples, load, compute = 0, [], []
+        for _ in range(k):
+            t1 = time.perf_counter()
+            batch = self.source.next()
+            batch.data[0].wait_to_read()
+            t2 = time.perf_counter()
+            self.mod.forward(batch, is_train=True)
+            self.mod.backward()
+            self.mod.update()
+            self.mx.nd.waitall()
+            load.append(t2 - t1)
+            compute.append(time.perf_counter() - t2)
+            samples += batch.data[0].shape[0] - batch.pad
+        return samples, k, (load, compute)
+
+
+def _serve_duet(mx, s, rec, idx, decoded, control) -> dict:
+    """A duet's side (see the module doc): the cell built and warmed up once (untimed), the
+    parent's rounds, then for a training cell the shown-only parts, this worker alone."""
+    from pytest_mxperf.workers.throughput import _Cell
+
+    warm = max(1, s["warmup_batches"])
+    out = {}
+    if s.get("train_model"):
+        w = {"model": s["train_model"], "mode": "train", "batch_size": s["batch_size"],
+             "contexts": ["cpu:0"], "dtype": "float32"}
+        trainer = _Cell(mx, w, s["seed"])
+        for _ in range(warm):
+            trainer.timed(1)
+        fed_source = Endless(make_loader(mx, s, rec, idx, decoded))
+        cell = FedSteps(mx, trainer.mod, fed_source)
+    else:
+        fed_source = None
+        cell = LoaderEpochs(mx, make_loader(mx, s, rec, idx, decoded))
+    cell.timed(warm)  # untimed warm-up: the parent's rounds start after "ready"
+    seconds, k = serve_rounds(cell, control, {"units": "fed steps" if fed_source else "epochs"})
+    timed = cell.timed_rounds(seconds)
+    total = sum(seconds) or float("nan")
+    samples = sum(m[1] for m in timed)
+    batches = sum(m[2] for m in timed)
+    out.update(round_seconds=list(seconds), batches_per_round=(batches // len(timed)) if timed else k,
+               duet={"units": "fed steps" if fed_source else "epochs", "units_per_round": k,
+                     "quiesce_gave_up": cell.gave_up})
+    if fed_source is None:
+        out.update(samples_per_s=samples / total, batches=batches, seconds=total, samples=samples,
+                   epochs=k * len(timed))
+        return out
+    load = [x for m in timed for x in m[3][0]]
+    compute = [x for m in timed for x in m[3][1]]
+    del cell, fed_source  # its prefetch threads must not compete with the parts that follow
+    out.update(end_to_end_samples_per_s=samples / total,
+               load_seconds_per_batch=sum(load) / len(load), compute_seconds_per_batch=sum(compute) / len(compute),
+               load_share=sum(load) / (sum(load) + sum(compute)))
+    # the shown-only parts, as a process measures them, now that this worker runs alone
+    source = Endless(make_loader(mx, s, rec, idx, decoded))
+    out.update(read_rate(mx, source, s))
+    out["epochs"] = source.epochs
+    del source
+    n = s["train_batches"]
+    synthetic = [trainer.timed(1) for _ in range(n)]
+    out["synthetic_samples_per_s"] = s["batch_size"] * n / sum(synthetic)
+    out["train"] = {"model": s["train_model"], "batches": len(load), "bind_seconds": trainer.bind_seconds,
+                    "synthetic_seconds": synthetic, "load_seconds": load, "compute_seconds": compute}
+    return out
+
+
 def run(spec: dict) -> dict:
     s = check_spec(spec)
     c, h, w = s["data_shape"]
@@ -315,19 +501,23 @@ def run(spec: dict) -> dict:
     mx = import_mxnet()
     meta = runtime_info(mx)
     decoded = None if s["loader"].endswith("imagerecord") else _decode_all(mx, s, rec, idx)
-    source = Endless(make_loader(mx, s, rec, idx, decoded))
     out = {"status": "ok", "message": "", "loader": s["loader"], "batch_size": s["batch_size"],
            "data_shape": s["data_shape"], "image_size": s["image_size"], "threads": s["threads"],
            "augment": s["augment"], "n_images": s["n_images"]}
-    out.update(read_rate(mx, source, s))
-    out["epochs"] = source.epochs  # of the loader-alone part
-    del source  # its prefetch thread must not compete with the parts that follow
+    if spec.get("control"):  # a duet (A/B): the parent decides the rounds
+        out.update(_serve_duet(mx, s, rec, idx, decoded, spec["control"]))
+    else:
+        source = Endless(make_loader(mx, s, rec, idx, decoded))
+        out.update(read_rate(mx, source, s))
+        out["epochs"] = source.epochs  # of the loader-alone part
+        del source  # its prefetch thread must not compete with the parts that follow
+        if s.get("train_model"):
+            out.update(train_split(mx, lambda: Endless(make_loader(mx, s, rec, idx, decoded)), s))
     if s["loader"].endswith("imagerecord"):
         record_bytes = os.path.getsize(rec) / s["n_images"]
         out["record_bytes_mean"] = record_bytes
         out["read_mb_per_s"] = out["samples_per_s"] * record_bytes / 1e6
     if s.get("train_model"):
-        out.update(train_split(mx, lambda: Endless(make_loader(mx, s, rec, idx, decoded)), s))
         out["loader_bound"] = out["samples_per_s"] < out["synthetic_samples_per_s"]
     out["units"] = {k: v for k, v in UNITS.items() if k in out}
     meta["threads"] = thread_pools()
