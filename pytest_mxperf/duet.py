@@ -128,9 +128,14 @@ class _Side:
                 raise DuetError(self.name, "rss", "over the host memory cap")
 
 
-def rounds_for(time_budget: float) -> int:
-    """Timed rounds per side for a time budget (seconds per worker in process mode)."""
-    return max(MIN_ROUNDS, min(MAX_ROUNDS, int(round(2 * time_budget / ROUND_SECONDS))))
+def rounds_for(time_budget: float, round_seconds: float = ROUND_SECONDS) -> int:
+    """Timed rounds per side for a time budget (seconds per worker in process mode): about
+    2 x the budget of timed work a side, in rounds of ``round_seconds`` (longer than
+    ROUND_SECONDS when one batch of the slower side already takes longer: seen with MXNet
+    1.6.0's ResNet-50 v2 b8 at 1.6 s a batch, whose 20 rounds made one pair last 52 s),
+    within [MIN_ROUNDS, MAX_ROUNDS]."""
+    per_round = max(ROUND_SECONDS, round_seconds)
+    return max(MIN_ROUNDS, min(MAX_ROUNDS, int(round(2 * time_budget / per_round))))
 
 
 def _start(side: _Side, workload: Workload, spec: Dict, module: str = runner.WORKER_MODULE) -> None:
@@ -174,7 +179,7 @@ def _untimed_round(order: Sequence[_Side], k: int, timeout: float) -> Dict[str, 
     return took
 
 
-def _round_size(order: Sequence[_Side], timeout: float) -> int:
+def _round_size(order: Sequence[_Side], timeout: float) -> Tuple[int, float]:
     """Batches per timed round, the same for both sides: SETTLE_ROUNDS untimed single-batch
     rounds in turn give each side's fastest batch, the slower side's sets k to fill
     ROUND_SECONDS; then k grows while an untimed round of k is still under half of that.
@@ -188,11 +193,12 @@ def _round_size(order: Sequence[_Side], timeout: float) -> int:
             fastest[name] = min(t, fastest.get(name, t))
     k = max(1, int(round(ROUND_SECONDS / max(max(fastest.values()), 1e-6))))
     for _ in range(SIZING_TRIES):
-        took = min(_untimed_round(order, k, timeout).values())
+        sides = _untimed_round(order, k, timeout)
+        took = min(sides.values())
         if took >= ROUND_SECONDS / 2:
             break
         k = max(k + 1, int(round(k * ROUND_SECONDS / max(took, 1e-6))))
-    return k
+    return k, max(sides.values())
 
 
 def _close(side: _Side, timeout: float, failed: bool) -> Tuple[Optional[str], Optional[Dict], Optional[Dict]]:
@@ -264,7 +270,9 @@ def run_pair(workload: Workload, *, candidate: Optional[str], reference: Optiona
             for side in sides:
                 side.receive(warmup_timeout or timeout, "warmup-timeout")
             order = sides if candidate_first else sides[::-1]
-            k = 1 if smoke else _round_size(order, timeout)
+            if not smoke:
+                k, slower = _round_size(order, timeout)
+                rounds = rounds_for(time_budget, slower)
             for j in range(rounds):
                 _timed_round(order if j % 2 == 0 else order[::-1], k, timeout)
         except DuetError as exc:
