@@ -26,9 +26,20 @@ first-batch seconds, and the cell's small operator profile (``profile``: the top
 one untimed ``mx.profiler`` run, see profiles.py) that a later failure is shown beside. ``pool`` is how it is compared: ``replace`` (the default) starts a new
 comparison set; ``add`` (``--perf-update-baselines=add``) pools its processes with the
 recordings since the last ``replace``, so a baseline can span sessions (and a VM's speed
-regimes). The medians of all recorded sessions give the cell's between-session drift,
-which widens its threshold, and its trend in the report. Keys are sorted and indented so
-that a change reads well in ``git diff``.
+regimes). The medians of all recorded sessions give the cell's trend in the report.
+
+What the baseline states about itself (additions to schema 1, which older readers ignore):
+each recording carries ``resolution``, per judged figure (``{"throughput": {...}}``) the
+smallest change this machine can resolve for it (``verdict.Resolution``), computed when it
+is recorded over the comparison set it closes: from the spread of the recorded sessions'
+medians when it pools several (``add``), else provisional, from the spread of its processes
+(``"provisional": true``: how far the machine drifts between sessions is unknown). Files
+recorded before resolutions were stored get theirs computed the same way when read
+(``cell_resolution``). Each recording also carries ``mxnet_requirement`` (e.g.
+``"mxnet==1.9.1"``: the MXNet distribution installed for the interpreter that measured it),
+and the file the newest one, so that an A/B run can be made against exactly that install
+(``recorded_requirement``). Keys are sorted and indented so that a change reads well in
+``git diff``.
 
 Writes are atomic (temporary file in the same directory, fsync, ``os.replace``) and
 serialised with ``filelock.FileLock("<file>.lock")``; ``update`` merges (cells not
@@ -47,8 +58,9 @@ import statistics
 from pathlib import Path
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Union
 
+from . import verdict as _vd
 from .jsonio import atomic_write_text
-from .samples import CellMeasurement
+from .samples import METRICS, CellMeasurement
 from .stats import quantile
 
 SCHEMA_VERSION = 1
@@ -133,11 +145,15 @@ def _validate(doc: Any, path: Path) -> Dict[str, Any]:
             for f in ("median", "peak_rss_bytes", "bind_seconds", "first_batch_seconds"):
                 if not _num_or_none(rec.get(f)):
                     raise bad(f"cell {key!r} has a non-numeric {f}")
-            for f in ("env", "software", "spread", "rounds", "threads", "profile"):
+            for f in ("env", "software", "spread", "rounds", "threads", "profile", "resolution"):
                 if rec.get(f) is not None and not isinstance(rec.get(f), dict):
                     raise bad(f"cell {key!r} has a {f} that is not an object")
+            if rec.get("mxnet_requirement") is not None and not isinstance(rec.get("mxnet_requirement"), str):
+                raise bad(f"cell {key!r} has an mxnet_requirement that is not a string")
     if not isinstance(doc.get("machine", {}), dict):
         raise bad("'machine' is not an object")
+    if doc.get("mxnet_requirement") is not None and not isinstance(doc.get("mxnet_requirement"), str):
+        raise bad("'mxnet_requirement' is not a string")
     return doc
 
 
@@ -231,8 +247,136 @@ def baseline_states(doc: Optional[Mapping[str, Any]], key: str) -> Optional[List
 
 
 def session_medians(doc: Optional[Mapping[str, Any]], key: str, metric: Optional[str] = None) -> List[float]:
-    """The cell's median in each recorded session (oldest first): its drift and trend."""
+    """The cell's median in each recorded session (oldest first): its trend."""
     return [statistics.median(v) for v in (_rec_values(r, metric) for r in _history(doc, key)) if v]
+
+
+# ----------------------------------------------------------------------------- resolution
+
+def comparison_sessions(doc: Optional[Mapping[str, Any]], key: str, metric: Optional[str] = None
+                        ) -> List[List[float]]:
+    """Per recording of the comparison set (oldest first), the per-process values of
+    ``metric`` (default: the primary figure) of the processes not labelled "slowed" when
+    they were recorded."""
+    out = []
+    for rec in comparison_set(doc, key):
+        values = _rec_values(rec, metric)
+        states = rec.get("process_states")
+        if isinstance(states, list) and len(states) == len(values):
+            values = [v for v, st in zip(values, states) if st != "slowed"]
+        out.append(values)
+    return out
+
+
+def compute_resolution(doc: Optional[Mapping[str, Any]], key: str, metric: Optional[str] = None
+                       ) -> Optional["_vd.Resolution"]:
+    """The resolution of a figure from the recordings it is compared with (see
+    ``verdict.Resolution``); None when they hold fewer than two processes."""
+    return _vd.resolution_of(comparison_sessions(doc, key, metric))
+
+
+def _primary(rec: Mapping[str, Any]) -> str:
+    return rec.get("metric") or "throughput"
+
+
+def cell_resolution(doc: Optional[Mapping[str, Any]], key: str, metric: Optional[str] = None
+                    ) -> Optional["_vd.Resolution"]:
+    """The resolution the baseline states for a figure of cell ``key`` (default: its primary
+    figure): stored with the newest recording of its comparison set, or, for a file recorded
+    before resolutions were stored (or one whose entry is unusable), computed the same way
+    from its recordings."""
+    recs = comparison_set(doc, key)
+    if not recs:
+        return None
+    newest = recs[-1]
+    name = metric or _primary(newest)
+    stored = (newest.get("resolution") or {}).get(name) if isinstance(newest.get("resolution"), dict) else None
+    return _vd.Resolution.from_dict(stored) or compute_resolution(doc, key, None if name == _primary(newest)
+                                                                  else name)
+
+
+def _judged_by_processes(rec: Mapping[str, Any]) -> List[str]:
+    names = [_primary(rec)] + sorted((rec.get("figures") or {}).keys())
+    return [n for n in dict.fromkeys(names) if n in METRICS and METRICS[n].rule == "processes"]
+
+
+def _annotate_resolution(doc: Dict[str, Any], key: str) -> None:
+    """Store the resolution of every figure of cell ``key`` judged by the processes rule
+    with its newest recording (over the comparison set that recording closes)."""
+    hist = ((doc.get("cells") or {}).get(key) or {}).get("history") or []
+    if not hist or not hist[-1].get("process_medians"):
+        return
+    newest = hist[-1]
+    out = {}
+    for name in _judged_by_processes(newest):
+        res = compute_resolution(doc, key, None if name == _primary(newest) else name)
+        if res is not None:
+            out[name] = res.to_dict(METRICS[name].higher_is_better)
+    newest["resolution"] = out
+
+
+def resolution_summary(doc: Optional[Mapping[str, Any]], keys: Optional[Iterable[str]] = None
+                       ) -> Dict[str, Any]:
+    """What the baseline says about this machine's resolution, over the primary figures of
+    ``keys`` (default: every cell): {"cells", "provisional" (cells whose resolution rests on
+    one session), "sessions" (most pooled sessions of a cell), "median", "largest" (fraction),
+    "largest_key"}."""
+    doc = doc or {}
+    keys = list(keys) if keys is not None else sorted((doc.get("cells") or {}))
+    values, provisional, sessions, largest = [], 0, 0, (None, -1.0)
+    for key in keys:
+        recs = comparison_set(doc, key)
+        res = cell_resolution(doc, key)
+        if res is None or not recs:
+            continue
+        metric = METRICS.get(_primary(recs[-1]))
+        frac = res.fraction(metric.higher_is_better if metric else True)
+        values.append(frac)
+        provisional += res.provisional
+        sessions = max(sessions, res.sessions)
+        if frac > largest[1]:
+            largest = (key, frac)
+    return {"cells": len(values), "provisional": provisional, "sessions": sessions,
+            "median": statistics.median(values) if values else None,
+            "largest": largest[1] if values else None, "largest_key": largest[0]}
+
+
+# ----------------------------------------------------------------------------- the recorded install
+
+def recorded_requirements(doc: Optional[Mapping[str, Any]], keys: Optional[Iterable[str]] = None
+                          ) -> Dict[str, List[str]]:
+    """requirement (e.g. "mxnet==1.9.1") -> the cells (of ``keys``, default all) whose
+    comparison sets were recorded with it. Recordings made before requirements were stored
+    say nothing and are left out."""
+    doc = doc or {}
+    keys = list(keys) if keys is not None else sorted((doc.get("cells") or {}))
+    out: Dict[str, List[str]] = {}
+    for key in keys:
+        for req in dict.fromkeys(r.get("mxnet_requirement") for r in comparison_set(doc, key)):
+            if isinstance(req, str) and req:
+                out.setdefault(req, []).append(key)
+    return out
+
+
+def recorded_requirement(doc: Optional[Mapping[str, Any]], keys: Optional[Iterable[str]] = None,
+                         path: Any = None) -> Optional[str]:
+    """The MXNet requirement the baseline of ``keys`` (default: every cell) was measured
+    with, e.g. "mxnet==1.9.1", for an A/B run against exactly that install; None when it
+    was recorded before requirements were stored. Raises BaselineError (one line) when the
+    cells were recorded with different installs."""
+    reqs = recorded_requirements(doc, keys)
+    if len(reqs) > 1:
+        parts = ", ".join(f"{r} ({len(k)} cell(s), e.g. {k[0]})" for r, k in sorted(reqs.items()))
+        raise BaselineError(f"baseline {path or (doc or {}).get('machine_id') or ''} was recorded with more than "
+                            f"one MXNet install: {parts}; select cells of one, or re-record them")
+    return next(iter(reqs), None)
+
+
+def mxnet_requirement(dists: Sequence[Sequence[str]]) -> Optional[str]:
+    """``name==version`` of the one MXNet distribution in ``dists`` ((name, version) pairs,
+    as installs.installed_mxnet_distributions lists them); None unless exactly one."""
+    dists = [d for d in dists if d and len(d) >= 2 and d[0] and d[1]]
+    return f"{dists[0][0]}=={dists[0][1]}" if len(dists) == 1 else None
 
 
 def _median(values: Iterable[Optional[float]]) -> Optional[float]:
@@ -248,8 +392,10 @@ def _probe_record(ms: Optional[Mapping[str, Any]]) -> Optional[Dict[str, Any]]:
 
 
 def summarize_cell(cell: CellMeasurement, software: Optional[Mapping[str, Any]] = None,
-                   date: Optional[str] = None, source: str = "measured", pool: str = "replace") -> Dict[str, Any]:
-    """One recording (history entry) from a CellMeasurement's successful processes."""
+                   date: Optional[str] = None, source: str = "measured", pool: str = "replace",
+                   requirement: Optional[str] = None) -> Dict[str, Any]:
+    """One recording (history entry) from a CellMeasurement's successful processes;
+    ``requirement``: the MXNet distribution that measured it (``mxnet==1.9.1``)."""
     ok = cell.ok_runs
     rounds = [s for r in ok for s in r.samples]
     metas = [r.meta or {} for r in ok]
@@ -273,6 +419,7 @@ def summarize_cell(cell: CellMeasurement, software: Optional[Mapping[str, Any]] 
         "rounds": ({"n": len(rounds), "median": statistics.median(rounds), "q1": quantile(rounds, 0.25),
                     "q3": quantile(rounds, 0.75), "min": min(rounds), "max": max(rounds)} if rounds else None),
         "mxnet_version": first.get("mxnet_version") or (software or {}).get("mxnet_version"),
+        "mxnet_requirement": requirement,
         "software": dict(software) if software else None,
         "env": first.get("env", {}),
         "env_defaults_applied": first.get("env_defaults_applied", {}),
@@ -299,7 +446,8 @@ def _lock(path: Path):
 
 def merge_recordings(doc: Dict[str, Any], recordings: Mapping[str, Mapping[str, Any]],
                      workloads: Mapping[str, Mapping[str, Any]], history: int = HISTORY) -> Dict[str, Any]:
-    """Append each recording to its cell's history (keeping the newest ``history``); other cells untouched."""
+    """Append each recording to its cell's history (keeping the newest ``history``) and state
+    the resolution of the comparison set it closes (``resolution``); other cells untouched."""
     cells = doc.setdefault("cells", {})
     for key, rec in recordings.items():
         entry = cells.setdefault(key, {"workload": dict(workloads.get(key, {})), "history": []})
@@ -308,12 +456,14 @@ def merge_recordings(doc: Dict[str, Any], recordings: Mapping[str, Mapping[str, 
         entry.setdefault("history", []).append(dict(rec))
         if history > 0:
             entry["history"] = entry["history"][-history:]
+        _annotate_resolution(doc, key)
     return doc
 
 
 def write_recordings(machine_id: str, recordings: Mapping[str, Mapping[str, Any]],
                      workloads: Mapping[str, Mapping[str, Any]], machine: Optional[Mapping[str, Any]] = None,
-                     baselines_dir: Optional[PathLike] = None, history: int = HISTORY) -> Path:
+                     baselines_dir: Optional[PathLike] = None, history: int = HISTORY,
+                     requirement: Optional[str] = None) -> Path:
     """Merge prepared recordings into ``<dir>/<machine_id>.json`` under the lock, atomically."""
     path = baseline_path(machine_id, baselines_dir)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -327,6 +477,8 @@ def write_recordings(machine_id: str, recordings: Mapping[str, Mapping[str, Any]
         doc["machine_id"] = machine_id
         if machine:
             doc["machine"] = dict(machine.get("hardware", machine)) if isinstance(machine, Mapping) else machine
+        if requirement:
+            doc["mxnet_requirement"] = requirement
         doc["updated"] = now_iso()
         atomic_write_text(path, _dumps(doc))
     return path
@@ -335,7 +487,7 @@ def write_recordings(machine_id: str, recordings: Mapping[str, Mapping[str, Any]
 def update(machine_id: str, cells: Sequence[CellMeasurement], machine: Optional[Mapping[str, Any]] = None,
            software: Optional[Mapping[str, Any]] = None, *, baselines_dir: Optional[PathLike] = None,
            history: int = HISTORY, date: Optional[str] = None, pool: str = "replace",
-           profiles: Optional[Mapping[str, Mapping[str, Any]]] = None) -> Path:
+           profiles: Optional[Mapping[str, Mapping[str, Any]]] = None, requirement: Optional[str] = None) -> Path:
     """Record measured cells into the machine's baseline file (``--perf-update-baselines``).
 
     Merges: cells not in ``cells`` keep their history; a measured cell gets one new recording
@@ -344,6 +496,9 @@ def update(machine_id: str, cells: Sequence[CellMeasurement], machine: Optional[
     session's software facts (mxnet_version, features, cuda, cudnn, gpu_driver).
     ``profiles``: a small operator profile per cell key (``profiles.summary``), kept in the
     recording as ``profile`` so that a later failure has a profile to set beside its own.
+    ``requirement``: the MXNet distribution that measured the cells (``mxnet==1.9.1``), kept
+    in each recording and in the file (``recorded_requirement``). Every recording states
+    the resolution of its comparison set (``resolution``).
     Returns the file's path. Raises BaselineError for an existing unusable file.
     """
     recs, wls = {}, {}
@@ -351,11 +506,11 @@ def update(machine_id: str, cells: Sequence[CellMeasurement], machine: Optional[
         if not cell.ok_runs:
             continue
         key = cell.workload.key()
-        recs[key] = summarize_cell(cell, software, date, pool=pool)
+        recs[key] = summarize_cell(cell, software, date, pool=pool, requirement=requirement)
         if profiles and profiles.get(key):
             recs[key]["profile"] = dict(profiles[key])
         wls[key] = cell.workload.to_dict()
-    return write_recordings(machine_id, recs, wls, machine, baselines_dir, history)
+    return write_recordings(machine_id, recs, wls, machine, baselines_dir, history, requirement)
 
 
 def baseline_profile(doc: Optional[Mapping[str, Any]], key: str) -> Optional[Dict[str, Any]]:
@@ -422,3 +577,16 @@ class BaselineStore:
 
     def promote(self, results_json_path: PathLike, **kw) -> Dict[str, Any]:
         return promote(results_json_path, baselines_dir=self.directory, **kw)
+
+    def recorded_requirement(self, machine_id: str, keys: Optional[Iterable[str]] = None) -> Optional[str]:
+        """The MXNet requirement this machine's baseline (of ``keys``, default every cell) was
+        measured with, e.g. "mxnet==1.9.1" (what ``--perf-reference baseline`` runs the A/B
+        against); None when there is no baseline file or it was recorded before requirements
+        were stored. Raises BaselineError (one line) for an unusable file, or cells recorded
+        with different installs."""
+        doc = self.load(machine_id)
+        return recorded_requirement(doc, keys, self.path(machine_id)) if doc else None
+
+    def resolution(self, machine_id: str, key: str, metric: Optional[str] = None) -> Optional["_vd.Resolution"]:
+        """The resolution this machine's baseline states for a figure of cell ``key``."""
+        return cell_resolution(self.load(machine_id), key, metric)

@@ -42,6 +42,9 @@ class GateOutcome:
     baseline_path: Optional[str] = None
     report_files: List[str] = dataclasses.field(default_factory=list)
     profiles: Dict[str, Dict[str, Any]] = dataclasses.field(default_factory=dict)  # key -> profile worker result
+    # what the summary says first (baseline mode): slowdowns below this machine's resolution or
+    # unclear across the session, a provisional resolution; also the first of ``messages``
+    headline: List[str] = dataclasses.field(default_factory=list)
 
     def count(self, kind: str) -> int:
         return sum(v.kind == kind for v in self.verdicts.values())
@@ -147,14 +150,18 @@ def _comparisons(cells: Dict[str, CellRecord], doc, reference, confirmed: set) -
                 continue
             primary = m.name == cell.primary.name
             ok = [r for r in cell.ok_runs if r.value(m.name) is not None]
+            # the resolution the baseline states (its comparison set's drift between sessions,
+            # or provisional); not the whole history, whose sessions may straddle a change
             out[metric_key(key, m.name, mode)] = vd.Comparison(
                 metric=m, current=[r.value(m.name) for r in ok],
                 baseline=baselines.baseline_values(doc, key, None if primary else m.name) or [],
                 current_states=machine_state.states(ok),
                 baseline_states=_baseline_states(doc, key, reference) if primary else None,
-                session_medians=baselines.session_medians(doc, key, None if primary else m.name),
+                session_medians=(),
                 screened=screened, confirmed=key in confirmed, state_reasons=_reasons(ok),
-                spell_depth=machine_state.spell_depth(ok, reference))
+                spell_depth=machine_state.spell_depth(ok, reference),
+                resolution=(baselines.cell_resolution(doc, key, None if primary else m.name)
+                            if m.rule == "processes" else None))
     return out
 
 
@@ -200,7 +207,68 @@ def _judge_baseline(session: PerfSession, cells, doc, reference, out: GateOutcom
         if len(trend) >= 2:
             v.notes.append("trend over recorded sessions: " + " ".join(f"{x:.4g}" for x in trend)
                            + f" -> {rec.cell.median_or_none:.4g} now")
+    _resolution_headline(session, verdicts, doc, out)
     return verdicts
+
+
+def _reference_hint(session: PerfSession, doc, keys: Sequence[str]) -> str:
+    """How to settle what the baseline cannot: an A/B run against the install it recorded."""
+    try:
+        req = baselines.recorded_requirement(doc, keys)
+    except baselines.BaselineError:
+        req = None
+    against = f" ({req}, the install the baseline was recorded with)" if req else ""
+    return f"use A/B: --perf-reference baseline{against}, or --perf-reference REQ for another install"
+
+
+def _resolution_headline(session: PerfSession, verdicts: Dict[str, vd.Verdict], doc, out: GateOutcome) -> None:
+    """First in the summary: slowdowns the baseline cannot decide (below this machine's
+    resolution; beyond it but not significant across the session), whether the resolution
+    is provisional, and the failure policy for them (``--perf-fail-on`` below-resolution,
+    unclear)."""
+    options = session.options
+    lines: List[str] = []
+    below = {k: v for k, v in verdicts.items() if v.kind == "below-resolution"}
+    unclear = {k: v for k, v in verdicts.items() if v.kind == "unclear"}
+    undecided = [k.partition("#")[0] for k in list(below) + list(unclear)]
+    tested = sum(v.resolution is not None for v in verdicts.values())   # the figures BH ran over
+
+    def item(k: str, v: vd.Verdict) -> str:
+        res = v.resolution or {}
+        where = ("provisional" if res.get("provisional") else f"{res.get('sessions')} sessions") if res else "?"
+        r = f"{100 * res['value']:.1f}%" if isinstance(res.get("value"), (int, float)) else "?"
+        ch = f"{100 * v.change:+.1f}%" if v.change is not None else "?"
+        return f"mxperf:   {k}: {ch} ({v.unit}), resolution {r} ({where})"
+
+    if below:
+        widest = max((v.resolution or {}).get("value") or 0.0 for v in below.values())
+        lines.append(f"mxperf: BELOW RESOLUTION: {len(below)} slowdown(s) below this machine's resolution of up to "
+                     f"{100 * widest:.1f}%: the baseline cannot tell them from the machine's drift between "
+                     f"sessions; {_reference_hint(session, doc, undecided)}"
+                     + ("" if "below-resolution" in options.fail_on
+                        else " (not failing; --perf-fail-on +below-resolution fails on them)"))
+        lines += [item(k, v) for k, v in below.items()]
+    if unclear:
+        lines.append(f"mxperf: UNCLEAR: {len(unclear)} slowdown(s) beyond the resolution but not significant across "
+                     f"the session's {tested} tested figure(s) (false discovery rate {vd.FDR_Q}); re-run, or "
+                     f"{_reference_hint(session, doc, undecided)}"
+                     + ("" if "unclear" in options.fail_on else " (not failing; --perf-fail-on +unclear fails on them)"))
+        lines += [item(k, v) for k, v in unclear.items()]
+    judged = [v for v in verdicts.values() if v.resolution]
+    provisional = [v for v in judged if v.resolution.get("provisional")]
+    if provisional:
+        lines.append(f"mxperf: resolution provisional for {len(provisional)} of {len(judged)} figure(s): the baseline "
+                     "holds one recorded session of them, so how far this machine drifts between sessions is "
+                     "unknown (a slow spell of a shared VM can outlast a recording); measure it: record again "
+                     "later, at another time of day, with --perf-update-baselines=add")
+    for kind, name, what in (("below-resolution", "below-resolution", "below this machine's resolution"),
+                             ("unclear", "unclear", "unclear across the session")):
+        n = sum(v.kind == kind for v in verdicts.values())
+        if n and name in options.fail_on:
+            out.failed = True
+            lines.append(f"mxperf: failing the session: {n} slowdown(s) {what} (--perf-fail-on {name})")
+    out.headline = lines
+    out.messages[:0] = lines
 
 
 # ----------------------------------------------------------------------------- A/B mode
@@ -484,12 +552,25 @@ def _say_verdicts(out: GateOutcome, session: PerfSession, profile_lines: Sequenc
         out.messages.append("mxperf: --perf-smoke: suspects are not re-measured and do not fail the session")
 
 
+def _recorded_requirement(python: Optional[str]) -> Optional[str]:
+    """``name==version`` of the MXNet distribution installed for the interpreter that
+    measured (``--perf-python``, default this one), from its metadata; None when there is
+    not exactly one or it cannot be listed."""
+    from . import installs
+    try:
+        return baselines.mxnet_requirement(installs.installed_mxnet_distributions(python))
+    except installs.InstallError:
+        return None
+
+
 def _record(session: PerfSession, cells: Dict[str, CellRecord], out: GateOutcome) -> None:
     machine = session.machine
     software = software_facts(r for rec in cells.values() for r in rec.cell.ok_runs)
     kept = profiles.kept_summaries(out.profiles)
+    requirement = _recorded_requirement(session.options.python)
     path = session.store.update(machine["id"], [rec.cell for rec in cells.values()], machine=machine,
-                                software=software, pool=session.options.baseline_pool, profiles=kept)
+                                software=software, pool=session.options.baseline_pool, profiles=kept,
+                                requirement=requirement)
     out.baseline_path = str(path)
     runs = [r for rec in cells.values() for r in rec.cell.ok_runs]
     slowed = sum((r.meta.get("machine_state") or {}).get("state") == "slowed" for r in runs)
@@ -506,6 +587,33 @@ def _record(session: PerfSession, cells: Dict[str, CellRecord], out: GateOutcome
         out.messages.append(f"mxperf: {len(few)} cell(s) recorded with fewer than {vd.MIN_BASELINE_PROCESSES} "
                             "processes will be shown, not gated: " + ", ".join(few[:5])
                             + (" ..." if len(few) > 5 else ""))
+    out.messages += _resolution_lines(session, list(cells), requirement)
+
+
+def _resolution_lines(session: PerfSession, keys: Sequence[str], requirement: Optional[str]) -> List[str]:
+    """What the recording says about this machine's resolution, and the install it measured."""
+    try:
+        doc = session.store.load(session.machine["id"])
+    except baselines.BaselineError:
+        return []
+    summ = baselines.resolution_summary(doc, keys)
+    lines = []
+    if summ["cells"]:
+        spread = (f"median {100 * summ['median']:.1f}%, largest {100 * summ['largest']:.1f}% "
+                  f"({summ['largest_key']})")
+        if summ["provisional"] == summ["cells"]:
+            lines.append(f"mxperf: resolution provisional: {spread}, from the spread of each cell's processes in "
+                         "this one session; how far this machine drifts between sessions is unknown: record "
+                         "again later, at another time of day, with --perf-update-baselines=add to measure it")
+        else:
+            lines.append(f"mxperf: resolution (the smallest slowdown a later session can tell from this machine's "
+                         f"drift between sessions): {spread}, from up to {summ['sessions']} pooled sessions"
+                         + (f"; provisional for {summ['provisional']} cell(s) recorded in one session"
+                            if summ["provisional"] else "")
+                         + "; a smaller slowdown is reported below the resolution: gate it with an A/B run")
+    if requirement:
+        lines.append(f"mxperf: recorded with {requirement} (--perf-reference baseline runs an A/B against it)")
+    return lines
 
 
 def provisional_verdicts(session: PerfSession) -> Dict[str, vd.Verdict]:

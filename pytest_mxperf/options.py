@@ -20,13 +20,20 @@ DEFAULT_CTX_GROUPS = ("cpu", "gpu")
 # ``--perf-fail-on`` adds names (``name`` or ``+name``), removes them (``-name``), or
 # starts from nothing (``none``), e.g. ``--perf-fail-on=+no-baseline,-floor``.
 #   regression     a confirmed regression against the baseline or the A/B reference
-#   unresolved     a slowdown still unclear after re-measuring (busy machine, or noise)
+#   unresolved     a slowdown significant across the session that interference may explain
+#                  (fast end unmoved, slow spell), or one a busy machine left untestable
 #   floor          a cell below its published-table floor (else it is reported only)
 #   no-baseline    this machine has no baseline to compare with (and no A/B reference)
 #   none-measured  nothing was measured at all (e.g. -m gpu on a machine without GPUs)
 #   not-reached    --perf-deadline left measuring tests unstarted
 FAIL_ON_CHOICES = ("regression", "unresolved", "floor", "no-baseline", "none-measured", "not-reached")
 DEFAULT_FAIL_ON = frozenset({"regression", "unresolved", "floor", "not-reached"})
+# Off by default, baseline mode (a slowdown the baseline cannot decide is named first in the
+# summary, not failed, unless these ask):
+#   below-resolution  a slowdown smaller than this machine's resolution (how far its figures
+#                     drift between recorded sessions, baselines/README.md): use A/B for it
+#   unclear           a slowdown beyond the resolution but not significant across the session
+FAIL_ON_CHOICES += ("below-resolution", "unclear")
 BASELINE_POOLS = ("replace", "add")
 MAX_BATCH = 65536
 

@@ -6,22 +6,45 @@ the machine while it ran (``machine_state``: "quiet", "slowed" or unknown). The 
 are in ``stats.py``; this module only decides.
 
 Baseline mode, rule ``processes`` (throughput, latency, kvstore seconds, cluster
-samples/s, seconds to accuracy). A figure is a **regression** when both hold:
+samples/s, seconds to accuracy). Each figure has a **resolution** (``Resolution``): the
+smallest change of it this machine can tell from its own drift between sessions, stated by
+the baseline (``baselines.cell_resolution``). When the baseline pools k >= 2 recorded
+sessions (``--perf-update-baselines=add``) it comes from the spread of the figure's session
+medians (sample SD s of their logs, k - 1 degrees of freedom): a new session's median falls
+below the baseline by more than ``t(k-1, 0.975) x s x sqrt(1 + 1/k)`` (in logs) by drift
+alone in 2.5% of unchanged sessions (``RESOLUTION_LEVEL``, the drift test's level). With one recorded session it is *provisional*: the same formula with
+the between-process spread standing in for the unknown between-session drift (a short
+recording does not see a slow spell of a shared VM; record again later with =add). A
+figure is a **regression** when all hold:
 
-1. *practical size*: the median of per-process values is worse than the baseline's by more
-   than ``threshold = max(min_effect, noise allowance, drift allowance)``: ``min_effect``
-   (``MIN_EFFECT``, 5 %, ``--perf-min-effect``); the noise allowance is what the baseline's
-   between-process spread lets a median of n processes move by chance (``NOISE_Z`` = 2
-   standard errors); the drift allowance is what the cell's medians moved between recorded
-   sessions (``DRIFT_Z`` x their relative SD, from the baseline's history of up to 5
-   sessions): a cell that drifts 8 % between unchanged sessions is not flagged at 6 %.
-2. *significance*: the one-sided Mann-Whitney U test on per-process values, Benjamini-
-   Hochberg adjusted across the session's figures, is at most ``FDR_Q`` (0.05);
+1. *beyond the resolution*: the median of per-process values is worse than the baseline's
+   by more than ``threshold = max(min_effect, resolution)`` (``MIN_EFFECT``, 5 %,
+   ``--perf-min-effect``);
+2. *significant across the session*: two tests must both reject after Benjamini-Hochberg
+   across the session's figures: the one-sided Mann-Whitney U on per-process values at
+   ``FDR_Q`` (0.05), and the drift test (Student t of the log change against the
+   resolution's scale: how far the session medians spread) at ``DRIFT_SHARE`` x ``FDR_Q``
+   (0.025). Session drift moves every process of a session, so the U test alone rejects
+   under drift; the drift test does not. Under no change, BH at level q makes a session of
+   any number of figures fail with probability at most q (Simes), and that bound is reached
+   when the normal drift model holds exactly (simulated: 3.6% of 1500 sessions of 10
+   figures with the drift test at 0.05); the drift test is held to half the level because it
+   rests on a model fitted to a few sessions, and a shared VM's drift is burstier than that
+   model, while the rank test is exact;
 3. *the fast end moved too*: the ``FAST_END`` quantile of the per-process figures (the
    fast processes) is also worse by more than ``min_effect``. Interference from the machine
    only ever slows processes down (the noise model behind Chen and Revels' minimum-time
    estimator); a slower release slows them all. A significant slowdown of the median with
    an unmoved fast end is "unresolved" (fails, "re-run"), not a regression.
+
+A slowdown never passes silently. Beyond ``min_effect`` but within the resolution it is
+**below-resolution** ("below this machine's resolution of X%: use A/B"); beyond the
+resolution but not significant across the session it is **unclear**. Both are named at the
+top of the session's messages and fail only when the failure policy asks
+(``--perf-fail-on +below-resolution`` / ``+unclear``): the baseline cannot decide them, an
+A/B run against the recorded install can (``--perf-reference baseline``). Only a slowdown
+that is significant across the session can be unresolved, so unresolved, like regression,
+is controlled per session, not per figure (tests/test_resolution.py simulates it).
 
 **Busy machine vs slower MXNet.** Processes that ran while other processes took the CPUs
 ("slowed": the load of other processes and steal, measured while the worker ran, see
@@ -39,9 +62,11 @@ screened (their CPU use says nothing about the GPU).
 
 **suspect**: worse past the threshold but not (yet) significant, or significant with
 fewer than ``CONFIRM_PROCESSES`` processes (a few processes can be significant by the luck
-of the draw), or too few quiet processes: the gate re-measures it with up to ``CONFIRM_PROCESSES`` processes at the end of
-the session and judges again. **unresolved**: still so after confirmation; it fails the
-session by default with its own message (a slowdown never passes silently).
+of the draw), or within the resolution by fewer processes than can tell, or too few quiet
+processes: the gate re-measures it with up to ``CONFIRM_PROCESSES`` processes at the end of
+the session and judges again. **unresolved**: after confirmation, significant but with an
+unmoved fast end or measured in a slow spell, or too few quiet processes to test at all (a
+busy machine); it fails the session by default with its own message.
 **improvement** mirrors regression. **not-gated**: the baseline has fewer than
 ``MIN_BASELINE_PROCESSES`` processes (shown, not judged). **no-baseline**: nothing recorded.
 
@@ -97,8 +122,10 @@ from .samples import METRICS, Metric
 
 MIN_EFFECT = 0.05           # smallest change (fraction) ever called a regression or improvement
 FDR_Q = 0.05                # Benjamini-Hochberg false discovery rate across a session's figures
+DRIFT_SHARE = 0.5           # baseline mode: the drift test's BH level is this share of FDR_Q (see above)
 NOISE_Z = 2.0               # noise allowance in standard errors of the median difference
-DRIFT_Z = 2.0               # drift allowance in between-session relative SDs
+DRIFT_Z = 2.0               # (no longer used by the rule: the resolution replaced the drift allowance)
+RESOLUTION_LEVEL = DRIFT_SHARE * FDR_Q  # the resolution: the change the drift test calls for one figure alone
 MIN_BASELINE_PROCESSES = 5  # a baseline figure with fewer processes is shown, not gated
 CONFIRM_PROCESSES = 10      # a suspect is re-measured until the current side has this many
 MIN_QUIET = 2               # quiet processes a side needs before it can be judged
@@ -110,14 +137,160 @@ EPOCHS_GROWTH = 0.25        # ... this x the baseline's median epochs)
 STARTUP_CHANGE_NOTE = 0.50  # bind + first-batch time change that becomes a note
 FAST_END = 0.75             # the quantile of per-process figures that is the "fast end"
 
-KINDS = ("regression", "improvement", "unchanged", "suspect", "unresolved", "not-gated", "no-baseline")
+KINDS = ("regression", "improvement", "unchanged", "suspect", "unresolved", "not-gated", "no-baseline",
+         "below-resolution", "unclear")
 FAILING = ("regression", "unresolved")
+#: kinds that name a slowdown the baseline cannot decide; they fail only when the failure
+#: policy (options.fail_on) names them
+UNDECIDED = ("below-resolution", "unclear")
 #: a slowdown is not called a regression when more than SPELL_SHARE of its current processes
 #: ran in a slow spell of the machine, and SPELL_MARGIN more of them than of the baseline's
 #: (when both sides ran mostly in spells, they compare like with like: seen here, Inception-BN
 #: b2 with oneDNN fusion off, -9.4% with 90% of the current and 80% of the baseline in spells)
 SPELL_SHARE = 0.5
 SPELL_MARGIN = 0.25
+
+
+# ----------------------------------------------------------------------------- resolution
+
+def _log_sd(values: Sequence[float]) -> Optional[float]:
+    """Sample SD (n - 1) of ``values`` (already logs); None with fewer than 2. math.fsum
+    keeps it independent of the order of the values."""
+    if len(values) < 2:
+        return None
+    mean = math.fsum(values) / len(values)
+    return math.sqrt(math.fsum((x - mean) ** 2 for x in values) / (len(values) - 1))
+
+
+@dataclasses.dataclass(frozen=True)
+class Resolution:
+    """The smallest change of one figure this machine can resolve against its baseline.
+
+    ``scale`` is the standard deviation (natural log of the figure) of a new session's median
+    about the baseline's when nothing changed: ``session_sd x sqrt(1 + 1/sessions)``, where
+    ``session_sd`` is the sample SD of the recorded sessions' log medians (``basis``
+    "sessions", ``df`` = sessions - 1) or, with one session, the sample SD of the log
+    per-process figures standing in for it (``basis`` "processes", provisional, ``df`` =
+    processes - 1). ``process_sd`` is the pooled within-session SD of the log per-process
+    figures; ``processes`` the fewest processes of a recorded session (a current session of
+    fewer processes has a noisier median: ``scale_for``). ``center`` is the log of the
+    baseline's figure the drift test measures from: the mean of the sessions' log medians
+    (their median would be a noisier centre than the t distribution allows for). The
+    resolution itself is the change the drift test (``p_worse``) calls at ``level`` for one
+    figure on its own: ``t(df, 1 - level) x scale`` in logs, as a fraction by ``fraction``."""
+
+    scale: float
+    df: int
+    sessions: int
+    processes: int
+    process_sd: Optional[float]
+    basis: str
+    level: float = RESOLUTION_LEVEL
+    center: Optional[float] = None
+
+    @property
+    def provisional(self) -> bool:
+        return self.basis != "sessions"
+
+    @property
+    def log_value(self) -> float:
+        from scipy.special import stdtrit   # the Student t quantile
+        return float(stdtrit(self.df, 1.0 - self.level)) * self.scale
+
+    def fraction(self, higher_is_better: bool = True) -> float:
+        """The resolution as a fraction of the baseline in the worse direction: a drop of
+        this much (higher is better) or a growth of this much (lower is better)."""
+        lv = self.log_value
+        return -math.expm1(-lv) if higher_is_better else math.expm1(lv)
+
+    def scale_for(self, n_current: int) -> float:
+        extra = 0.0
+        if self.process_sd and n_current and self.processes and n_current < self.processes:
+            extra = (stats.MEDIAN_SE * self.process_sd) ** 2 * (1.0 / n_current - 1.0 / self.processes)
+        return math.sqrt(self.scale ** 2 + extra)
+
+    def p_worse(self, log_change_worse: float, n_current: int) -> float:
+        """One-sided p that drift alone moves a session's median of ``n_current`` processes
+        this far: ``log_change_worse`` is log(current / baseline), signed so that negative
+        is worse. Student t with ``df`` degrees of freedom."""
+        s = self.scale_for(n_current)
+        if not s > 0:
+            return 0.0 if log_change_worse < 0 else (0.5 if log_change_worse == 0 else 1.0)
+        from scipy.special import stdtr      # the Student t CDF
+        return float(stdtr(self.df, log_change_worse / s))
+
+    def describe(self, higher_is_better: bool = True) -> str:
+        pct = f"{100 * self.fraction(higher_is_better):.1f}%"
+        if self.provisional:
+            return (f"{pct}, provisional: from the spread of {self.processes} processes of one recorded session; "
+                    "the drift between sessions is unknown")
+        return f"{pct} from the spread of {self.sessions} recorded sessions"
+
+    def to_dict(self, higher_is_better: bool = True) -> Dict[str, Any]:
+        return {"value": round(self.fraction(higher_is_better), 6), "basis": self.basis,
+                "provisional": self.provisional, "sessions": self.sessions, "processes": self.processes,
+                "df": self.df, "scale": self.scale, "level": self.level, "process_sd": self.process_sd,
+                "center": self.center}
+
+    @classmethod
+    def from_dict(cls, d: Any) -> Optional["Resolution"]:
+        """The resolution a baseline file stored, or None when it is missing or malformed."""
+        if not isinstance(d, Mapping):
+            return None
+
+        def num(k, lo=0.0):
+            v = d.get(k)
+            ok = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v >= lo
+            return float(v) if ok else None
+
+        scale, df, k, n = num("scale"), num("df", 1), num("sessions", 1), num("processes", 1)
+        level = num("level") or RESOLUTION_LEVEL
+        psd = num("process_sd")
+        center = num("center", -math.inf)
+        basis = d.get("basis")
+        if None in (scale, df, k, n) or basis not in ("sessions", "processes") or not 0 < level < 0.5:
+            return None
+        return cls(scale, int(df), int(k), int(n), psd, basis, level, center)
+
+
+def resolution_of(sessions: Sequence[Sequence[float]], level: float = RESOLUTION_LEVEL) -> Optional[Resolution]:
+    """The resolution from the per-process figures of each recorded session (the quiet
+    ones, in the figure's unit; sessions oldest first); None without two processes."""
+    groups = [[math.log(v) for v in stats.finite_positive(s)] for s in sessions]
+    groups = [g for g in groups if g]
+    if not groups:
+        return None
+    within_df = sum(len(g) - 1 for g in groups)
+    ss = math.fsum((x - math.fsum(g) / len(g)) ** 2 for g in groups for x in g)
+    process_sd = math.sqrt(ss / within_df) if within_df > 0 else None
+    n_min = min(len(g) for g in groups)
+    return _resolution([statistics.median(g) for g in groups], process_sd, n_min, within_df, level)
+
+
+def _resolution(log_medians: Sequence[float], process_sd: Optional[float], n_min: int, within_df: int,
+                level: float = RESOLUTION_LEVEL) -> Optional[Resolution]:
+    k = len(log_medians)
+    center = math.fsum(log_medians) / k if k else None
+    if k >= 2:
+        sd = _log_sd(log_medians) or 0.0
+        # a session's median cannot be steadier than its processes let it be
+        floor = stats.MEDIAN_SE * process_sd / math.sqrt(max(1, n_min)) if process_sd else 0.0
+        return Resolution(max(sd, floor) * math.sqrt(1.0 + 1.0 / k), k - 1, k, n_min, process_sd, "sessions",
+                          level, center)
+    if process_sd is None or within_df < 1:
+        return None
+    return Resolution(process_sd * math.sqrt(2.0), within_df, 1, n_min, process_sd, "processes", level, center)
+
+
+def _resolution_for(c: "Comparison", base: Sequence[float]) -> Optional[Resolution]:
+    """The comparison's own resolution when the caller gave none: from ``session_medians``
+    (two or more recorded sessions) and the baseline's process spread, else provisional
+    from the baseline's processes as one session."""
+    logs = [math.log(v) for v in base]
+    medians = stats.finite_positive(c.session_medians)
+    if len(medians) >= 2:
+        return _resolution([math.log(v) for v in medians], _log_sd(logs), len(base), len(base) - 1)
+    return resolution_of([base])
 
 
 @dataclasses.dataclass
@@ -137,6 +310,7 @@ class Verdict:
     noise_allowance: Optional[float] = None
     drift_allowance: Optional[float] = None
     interval: Optional[Tuple[float, float]] = None  # A/B: ratio interval candidate / reference
+    resolution: Optional[Dict[str, Any]] = None  # baseline mode: the figure's Resolution.to_dict()
     busy: bool = False                        # a suspect / unresolved because the machine was slowed
     excluded: Tuple[int, int] = (0, 0)        # slowed processes left out (current, baseline)
     notes: List[str] = dataclasses.field(default_factory=list)
@@ -176,6 +350,7 @@ class Comparison:
     state_reasons: Sequence[str] = ()         # why processes were labelled slowed
     spell_depth: Optional[float] = None       # lowest probe / quiet reference of the spell processes
     min_effect: float = MIN_EFFECT            # set by judge_session
+    resolution: Optional[Resolution] = None   # as the baseline states it (None: from the values here)
 
 
 # ----------------------------------------------------------------------------- helpers
@@ -286,6 +461,9 @@ class _Prepared:
     excluded: Tuple[int, int]
     fast_change: float
     spell: Tuple[Optional[float], Optional[float]] = (None, None)
+    res: Optional[Resolution] = None
+    p_test: Tuple[Optional[float], Optional[float]] = (None, None)   # Mann-Whitney, drift (worse side)
+    p_test_better: Tuple[Optional[float], Optional[float]] = (None, None)
 
 
 def _early(c: Comparison, min_effect: float) -> Tuple[Optional[_Prepared], Optional[Verdict]]:
@@ -317,6 +495,7 @@ def _early(c: Comparison, min_effect: float) -> Tuple[Optional[_Prepared], Optio
                              "with --perf-update-baselines", change=change_all, **base_fields)
     cur, ex_c = _quiet(c.current, c.current_states, c.screened)
     base, ex_b = _quiet(c.baseline, c.baseline_states, c.screened)
+    res = c.resolution if c.resolution is not None else _resolution_for(c, base or base_all)
     if len(cur) < MIN_QUIET or len(base) < MIN_QUIET or (
             (ex_c or ex_b) and stats.min_mannwhitney_p(len(cur), len(base)) > FDR_Q):
         # too few quiet processes left for any test to decide: the machine was busy
@@ -330,6 +509,12 @@ def _early(c: Comparison, min_effect: float) -> Tuple[Optional[_Prepared], Optio
             # machine is not evidence of an improvement either
             return None, Verdict("unchanged", why, change=change_all, excluded=(ex_c, ex_b), busy=True,
                                  **base_fields)
+        r_frac = res.fraction(m.higher_is_better) if res is not None else 0.0
+        if _worse(change_all, m) >= -max(min_effect, r_frac):
+            # a slowdown this machine could not tell from its drift even when quiet
+            return None, Verdict("below-resolution", why + f"; {_below_txt(res, m)}", change=change_all,
+                                 threshold=max(min_effect, r_frac), excluded=(ex_c, ex_b), busy=True,
+                                 resolution=res.to_dict(m.higher_is_better) if res else None, **base_fields)
         kind = "unresolved" if c.confirmed else "suspect"
         tail = ("; could not confirm on a busy machine: re-run when it is quiet" if c.confirmed
                 else "; re-measuring")
@@ -337,18 +522,51 @@ def _early(c: Comparison, min_effect: float) -> Tuple[Optional[_Prepared], Optio
                              **base_fields)
     cm, bm = statistics.median(cur), statistics.median(base)
     change = cm / bm - 1.0
-    allowance = stats.noise_allowance(base, len(cur), NOISE_Z)
-    sd = stats.between_session_rel_sd(c.session_medians)
-    drift = DRIFT_Z * sd if sd is not None else None
-    threshold = max(min_effect, allowance or 0.0, drift or 0.0)
+    # the noise of the current median of n processes (within a session): says whether a
+    # first stage can tell a slowdown inside the resolution from one beyond it (not part of
+    # the threshold)
+    if res is not None and res.process_sd is not None:
+        allowance = NOISE_Z * stats.MEDIAN_SE * res.process_sd / math.sqrt(len(cur))
+    else:
+        allowance = stats.noise_allowance(base, len(cur), NOISE_Z)
+    r_frac = res.fraction(m.higher_is_better) if res is not None else None
+    drift = r_frac if res is not None and not res.provisional else None
+    threshold = max(min_effect, r_frac or 0.0)
     less, greater = stats.mannwhitney_p(cur, base, "less"), stats.mannwhitney_p(cur, base, "greater")
-    p_worse, p_better = (less, greater) if m.higher_is_better else (greater, less)
+    mw_worse, mw_better = (less, greater) if m.higher_is_better else (greater, less)
+    d = math.log(cm) - res.center if res is not None and res.center is not None else math.log(cm / bm)
+    d_worse = d * (1.0 if m.higher_is_better else -1.0)   # negative: worse
+    drift_worse = res.p_worse(d_worse, len(cur)) if res is not None else None
+    drift_better = res.p_worse(-d_worse, len(cur)) if res is not None else None
+    # both tests must reject: the processes differ, and by more than the session drift explains
+    p_worse = _both([mw_worse], [drift_worse])[0]
+    p_better = _both([mw_better], [drift_better])[0]
     qf = FAST_END if m.higher_is_better else 1.0 - FAST_END
     fast_change = stats.quantile(cur, qf) / stats.quantile(base, qf) - 1.0
     spell = (_spell_share(c.current, c.current_states, c.screened),
              _spell_share(c.baseline, c.baseline_states, c.screened))
     return _Prepared(c, cur, base, change, threshold, allowance, drift, p_worse, p_better, (ex_c, ex_b),
-                     fast_change, spell), None
+                     fast_change, spell, res, (mw_worse, drift_worse), (mw_better, drift_better)), None
+
+
+def _both(rank: Sequence[Optional[float]], drift: Sequence[Optional[float]]) -> List[Optional[float]]:
+    """Per figure, the p (or BH q) at which both tests reject, on the rank test's scale:
+    max(rank, drift / DRIFT_SHARE), capped at 1; the rank test alone without a drift test."""
+    out = []
+    for r, d in zip(rank, drift):
+        if r is None or d is None:
+            out.append(r)
+        else:
+            out.append(min(1.0, max(r, d / DRIFT_SHARE)))
+    return out
+
+
+def _below_txt(res: Optional[Resolution], m: Metric) -> str:
+    if res is None:
+        return "below this machine's resolution"
+    return (f"below this machine's resolution of {100 * res.fraction(m.higher_is_better):.1f}% for this figure "
+            f"({res.describe(m.higher_is_better)}): the baseline cannot tell a change this small from the "
+            "machine's drift between sessions; use A/B (--perf-reference baseline)")
 
 
 def _decide(pr: _Prepared, q_worse: Optional[float], q_better: Optional[float], q: float) -> Verdict:
@@ -357,51 +575,70 @@ def _decide(pr: _Prepared, q_worse: Optional[float], q_better: Optional[float], 
     common = dict(metric=m.name, unit=m.unit, change=pr.change, threshold=pr.threshold, n_current=n_c,
                   n_baseline=n_b, current_median=statistics.median(pr.cur),
                   baseline_median=statistics.median(pr.base), noise_allowance=pr.allowance,
-                  drift_allowance=pr.drift, excluded=pr.excluded)
+                  drift_allowance=pr.drift, excluded=pr.excluded,
+                  resolution=pr.res.to_dict(m.higher_is_better) if pr.res is not None else None)
     w = _worse(pr.change, m)
     thr = f"{100 * pr.threshold:.1f}%"
+    if pr.res is not None and pr.threshold > c.min_effect:
+        thr += " (the resolution)"
     size = f"{_fmt_change(pr.change, m)}"
     n_txt = f"n={n_c} vs {n_b} processes"
     if any(pr.excluded):
         n_txt += f", {pr.excluded[0]}+{pr.excluded[1]} slowed left out"
-    if w < -pr.threshold:
-        if q_worse is not None and q_worse <= q and not c.confirmed and n_c < CONFIRM_PROCESSES:
-            # a few processes can be significant by luck of the draw: confirm before failing
-            return Verdict("suspect", f"{size} > {thr}, p={pr.p_worse:.3g} with only {n_c} processes; "
-                           "re-measuring to confirm", p_value=pr.p_worse, q_value=q_worse, **common)
-        if q_worse is not None and q_worse <= q and _worse(pr.fast_change, m) >= -c.min_effect:
+    sig = q_worse is not None and q_worse <= q
+    p_txt = "p=-" if pr.p_worse is None else f"p={pr.p_worse:.3g}"
+    if w < -c.min_effect:
+        beyond = w < -pr.threshold
+        if not c.confirmed:
+            if beyond and sig and n_c < CONFIRM_PROCESSES:
+                # a few processes can be significant by luck of the draw: confirm before failing
+                return Verdict("suspect", f"{size} > {thr}, {p_txt} with only {n_c} processes; "
+                               "re-measuring to confirm", p_value=pr.p_worse, q_value=q_worse, **common)
+            if beyond and not sig:
+                return Verdict("suspect", f"{size} > {thr} but not significant yet ({n_txt}, {p_txt}); "
+                               "re-measuring with more processes", p_value=pr.p_worse, q_value=q_worse, **common)
+            if not beyond and n_c < CONFIRM_PROCESSES and w < -(pr.threshold - (pr.allowance or 0.0)):
+                # inside the resolution, but the median of so few processes could be beyond it
+                return Verdict("suspect", f"{size}, within {thr} but {n_c} processes cannot tell it from more; "
+                               "re-measuring with more processes", p_value=pr.p_worse, q_value=q_worse, **common)
+        if not beyond:
+            return Verdict("below-resolution", f"{size} ({n_txt}): {_below_txt(pr.res, m)}",
+                           p_value=pr.p_worse, q_value=q_worse, **common)
+        if sig and _worse(pr.fast_change, m) >= -c.min_effect:
             # Interference only ever slows processes down; a slower release slows them all.
             # When the fastest processes kept their speed, this is not evidence enough.
-            return Verdict("unresolved", f"{size} > {thr} (p={pr.p_worse:.3g}, {n_txt}) but the fastest "
+            return Verdict("unresolved", f"{size} > {thr} ({p_txt}, {n_txt}) but the fastest "
                            f"processes did not slow down ({100 * pr.fast_change:+.1f}% at the fast end): "
                            "interference the probe did not see, or a slowdown of only some processes; re-run",
                            p_value=pr.p_worse, q_value=q_worse, **common)
         cur_spell, base_spell = pr.spell
         factor = (1.0 + pr.change) if m.higher_is_better else 1.0 / (1.0 + pr.change)  # < 1: slower
         beyond_spell = c.spell_depth is not None and factor < c.spell_depth * (1.0 - c.min_effect)
-        if q_worse is not None and q_worse <= q and cur_spell is not None and cur_spell > SPELL_SHARE \
+        if sig and cur_spell is not None and cur_spell > SPELL_SHARE \
                 and cur_spell - (base_spell or 0.0) > SPELL_MARGIN and not beyond_spell:
             kind = "unresolved" if c.confirmed else "suspect"
-            return Verdict(kind, f"{size} > {thr} (p={pr.p_worse:.3g}, {n_txt}) but {100 * cur_spell:.0f}% of the "
+            return Verdict(kind, f"{size} > {thr} ({p_txt}, {n_txt}) but {100 * cur_spell:.0f}% of the "
                            f"current processes ran in a slow spell of the machine (against "
                            f"{100 * (base_spell or 0.0):.0f}% of the baseline's)"
                            + (f": {c.state_reasons[0]}" if c.state_reasons else "")
                            + ("; could not confirm on a busy machine: re-run when it is quiet" if c.confirmed
                               else "; re-measuring"),
                            p_value=pr.p_worse, q_value=q_worse, busy=True, **common)
-        if q_worse is not None and q_worse <= q:
-            why = f"{size} > {thr}, p={pr.p_worse:.3g}, q={q_worse:.3g} <= {q:g} ({n_txt})"
+        if sig:
+            why = f"{size} > {thr}, {p_txt}, q={q_worse:.3g} <= {q:g} ({n_txt})"
             if beyond_spell and cur_spell is not None and cur_spell > SPELL_SHARE:
                 why += (f"; {100 * cur_spell:.0f}% of the processes ran in a slow spell, but the spell slowed the "
                         f"machine's probe to x{c.spell_depth:.2f} at worst and this is x{factor:.2f}: more than "
                         "the spell explains")
             return Verdict("regression", why, p_value=pr.p_worse, q_value=q_worse, **common)
-        if not c.confirmed:
-            return Verdict("suspect", f"{size} > {thr} but not significant yet ({n_txt}, p={pr.p_worse:.3g}); "
-                           "re-measuring with more processes", p_value=pr.p_worse, q_value=q_worse, **common)
-        return Verdict("unresolved", f"{size} > {thr} and still not significant after re-measuring ({n_txt}, "
-                       f"p={pr.p_worse:.3g}): could not confirm; re-run, or record a new baseline if this is "
-                       "expected", p_value=pr.p_worse, q_value=q_worse, **common)
+        mw, dr = pr.p_test
+        tests = ", ".join(x for x in ((f"processes p={mw:.3g}" if mw is not None else ""),
+                                      (f"drift p={dr:.3g}" if dr is not None else "")) if x)
+        return Verdict("unclear", f"{size} > {thr} but not significant across the session's figures "
+                       f"({n_txt}; {tests}; q={'-' if q_worse is None else f'{q_worse:.3g}'} > {q:g}): could be "
+                       "this machine's drift between sessions; not failing (--perf-fail-on +unclear fails on it); "
+                       "re-run, or use A/B (--perf-reference baseline)",
+                       p_value=pr.p_worse, q_value=q_worse, **common)
     if w > pr.threshold and q_better is not None and q_better <= q:
         return Verdict("improvement", f"{size} > {thr}, p={pr.p_better:.3g}, q={q_better:.3g} ({n_txt}); "
                        "consider updating the baseline (--perf-update-baselines)",
@@ -424,8 +661,10 @@ def judge_session(comparisons: Mapping[str, Comparison], *, min_effect: float = 
         else:
             prepared[key] = pr
     keys = list(prepared)
-    q_worse = stats.benjamini_hochberg([prepared[k].p_worse for k in keys])
-    q_better = stats.benjamini_hochberg([prepared[k].p_better for k in keys])
+    # BH of each test over the session's figures; a figure is significant when both reject,
+    # the drift test at DRIFT_SHARE of the level: q = max(q_rank, q_drift / DRIFT_SHARE)
+    q_worse = _both(*(stats.benjamini_hochberg([prepared[k].p_test[i] for k in keys]) for i in (0, 1)))
+    q_better = _both(*(stats.benjamini_hochberg([prepared[k].p_test_better[i] for k in keys]) for i in (0, 1)))
     for k, qw, qb in zip(keys, q_worse, q_better):
         out[k] = _decide(prepared[k], qw, qb, q)
     return {k: out[k] for k in comparisons}
@@ -433,10 +672,13 @@ def judge_session(comparisons: Mapping[str, Comparison], *, min_effect: float = 
 
 def judge(current: Sequence[float], baseline: Optional[Sequence[float]], *, metric: str = "throughput",
           min_effect: float = MIN_EFFECT, q: float = FDR_Q, confirmed: bool = False,
-          current_states=None, baseline_states=None, session_medians: Sequence[float] = ()) -> Verdict:
-    """Verdict for ONE figure (no multiple-testing adjustment beyond itself)."""
+          current_states=None, baseline_states=None, session_medians: Sequence[float] = (),
+          resolution: Optional[Resolution] = None) -> Verdict:
+    """Verdict for ONE figure (no multiple-testing adjustment beyond itself). Without a
+    ``resolution``, it comes from ``session_medians`` (two or more) or, provisional, from the
+    baseline's processes."""
     c = Comparison(METRICS[metric], current, baseline or [], current_states, baseline_states,
-                   session_medians, confirmed=confirmed)
+                   session_medians, confirmed=confirmed, resolution=resolution)
     return judge_session({"cell": c}, min_effect=min_effect, q=q)["cell"]
 
 

@@ -259,3 +259,50 @@ def test_zoo_cells_show_gflops_against_the_sessions_peak(two_sessions):
     assert float(figs["peak_gflops"]) == 200.0, line
     assert float(figs["gflops"]) == pytest.approx(g, rel=0.02), line  # the stand-in's +-1% per process
     assert float(figs["pct_of_peak"]) == pytest.approx(100 * g / 200.0, rel=0.02), line
+
+
+# ----------------------------------------------------------------------------- resolution
+
+def test_a_baseline_pooled_over_sessions_states_its_resolution_and_a_slowdown_inside_it_is_named(
+        pytester, make_stub_python):
+    """Recorded over three sessions whose speed differed (the stand-in at 100, 90 and 108
+    img/s: a machine drifting about 9% between sessions), the baseline states a resolution
+    near 36% (three sessions say little) and the MXNet it was measured with; a later session 12% slower is named first,
+    "below this machine's resolution", with the A/B hint, and passes, unless the policy
+    asks (--perf-fail-on +below-resolution)."""
+    pytester.makepyfile(test_cells=CELLS.format(models=("lenet",)))
+    bdir = pytester.path / "bl"
+    common = ["-m", "cpu", "--perf-machine", "box", "--perf-baselines-dir", str(bdir), "--perf-no-probe"]
+    for i, (rate, pool) in enumerate(((100.0, ""), (90.0, "=add"), (108.0, "=add"))):
+        r = _run(pytester, *common, "--perf-python", make_stub_python(f"base{i}", rate=rate),
+                 f"--perf-update-baselines{pool}")
+        assert r.ret == 0, _out(r)
+    out = _out(r)
+    assert "mxperf: resolution (the smallest slowdown a later session can tell" in out and "from up to 3" in out
+    assert "mxperf: recorded with mxnet==1.9.1 (--perf-reference baseline" in out
+    doc = json.loads((bdir / "box.json").read_text())
+    rec = doc["cells"]["score/lenet/b8/cpu:0/float32/threads=auto"]["history"][-1]
+    res = rec["resolution"]["throughput"]
+    assert res["basis"] == "sessions" and res["sessions"] == 3 and 0.3 < res["value"] < 0.45, res
+    assert rec["mxnet_requirement"] == doc["mxnet_requirement"] == "mxnet==1.9.1"
+    now = make_stub_python("now", rate=88.0)
+    r = _run(pytester, *common, "--perf-python", now)
+    out = _out(r)
+    assert r.ret == 0, out
+    lines = out.splitlines()
+    first = next(i for i, x in enumerate(lines) if x.startswith("mxperf: ") and i > lines.index(
+        next(x for x in lines if x.startswith("score lenet b8"))))  # the first of the gate's lines
+    assert lines[first].startswith("mxperf: BELOW RESOLUTION: 1 slowdown(s) below this machine's resolution"), out
+    assert "--perf-reference baseline (mxnet==1.9.1, the install the baseline was recorded with)" in lines[first]
+    assert "score/lenet/b8/cpu:0/float32/threads=auto: -12" in out and "REGRESSION" not in out
+    r = _run(pytester, *common, "--perf-python", now, "--perf-fail-on", "+below-resolution")
+    assert r.ret == pytest.ExitCode.TESTS_FAILED, _out(r)
+    assert "failing the session: 1 slowdown(s) below this machine's resolution" in _out(r)
+
+
+def test_a_baseline_of_one_session_says_its_resolution_is_provisional(two_sessions):
+    r = two_sessions(("lenet",), record={"rate": 100.0}, now={"rate": 100.0}, args=("--perf-no-probe",),
+                     record_args=("--perf-no-probe",))
+    out = _out(r)
+    assert r.ret == 0, out
+    assert "resolution provisional for 1 of 1 figure(s)" in out and "--perf-update-baselines=add" in out
