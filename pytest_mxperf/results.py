@@ -119,7 +119,7 @@ def records_by_key(doc: Mapping[str, Any]) -> Dict[str, Dict[str, Any]]:
 
 #: verdict kinds that fail a session by default, then the ones worth a line, in that order
 _FAILING = ("regression", "unresolved")
-_NOTABLE = ("suspect", "improvement")
+_NOTABLE = ("suspect", "below-resolution", "unclear", "improvement")
 
 
 def _pct(change: Optional[float]) -> str:

@@ -140,7 +140,10 @@ def test_your_own_network_through_the_api_with_a_baseline_and_a_verdict(pytester
     assert "124.4 kFLOP per sample" in limits["user:small_cnn"], out
     verdicts = json.loads((pytester.path / "rep" / "results.json").read_text())["session"]["verdicts"]
     mine = [v for k, v in verdicts.items() if k.startswith("score/user:mlp@") and "#" not in k]
-    assert mine and mine[0]["kind"] in ("unchanged", "improvement", "regression", "unresolved")
+    # judged against the baseline (a one-session baseline's resolution is provisional: a small
+    # slowdown inside it is "below-resolution", one not significant across the session "unclear")
+    assert mine and mine[0]["kind"] in ("unchanged", "improvement", "regression", "unresolved", "below-resolution",
+                                        "unclear")
     assert mine[0]["baseline_median"] > 0
 
 
