@@ -292,13 +292,6 @@ def _duet_log_ratio(c, r, metric) -> float:
     return math.log(c.value(metric.name) / r.value(metric.name))
 
 
-def _reference_figure(cell, metric) -> Optional[float]:
-    """The reference side's figure of an A/B cell: the median over its processes."""
-    import statistics
-    vals = [r.value(metric.name) for r in cell.reference or [] if r.ok and r.value(metric.name) is not None]
-    return statistics.median(vals) if vals else None
-
-
 def _is_duet(cell) -> bool:
     pairs = cell.pairs()
     return bool(pairs) and all("duet" in c.meta for c, _ in pairs)
@@ -337,7 +330,7 @@ def _judge_ab_once(cells: Dict[str, CellRecord], final: set, min_effect: float) 
     v.update(verdict_duet.judge_duet(duets, min_effect=min_effect))
     for mk, d in duets.items():  # each side's figure (median over its processes), shown beside the ratio
         cell = cells[mk.partition("#")[0]].cell
-        v[mk].current_median, v[mk].baseline_median = cell.figure(d.metric.name), _reference_figure(cell, d.metric)
+        v[mk].current_median, v[mk].baseline_median = cell.figure(d.metric.name), cell.reference_figure(d.metric.name)
     v.update(vd.judge_session(comparisons, min_effect=min_effect))
     return v
 

@@ -236,6 +236,11 @@ class CellMeasurement:
         vals = self.values(metric)
         return statistics.median(vals) if vals else None
 
+    def reference_figure(self, metric: str) -> Optional[float]:
+        """In A/B mode, the reference side's figure: the median over its processes."""
+        vals = [v for v in (r.value(metric) for r in self.reference or [] if r.ok) if v is not None]
+        return statistics.median(vals) if vals else None
+
     @property
     def process_medians(self) -> List[float]:
         return self.values(self.primary.name)
