@@ -42,8 +42,10 @@ from .workload import Workload
 
 #: target length of one timed round (both sides run the same number of batches per round)
 ROUND_SECONDS = 0.15
-#: timed rounds per side: 2 x the time budget in rounds (20 at the default 1.5 s), within these
-MIN_ROUNDS, MAX_ROUNDS = 10, 40
+#: timed rounds per side: 2 x the time budget in rounds (20 at the default 1.5 s), within these;
+#: a cell whose one batch outlasts a round gets fewer, longer rounds (ResNet-50 v2 b8 here:
+#: 0.42 s a batch, 7 rounds a side, one pair 19 s instead of 23 s with 10)
+MIN_ROUNDS, MAX_ROUNDS = 6, 40
 #: untimed rounds of one batch each, alternated, after both sides warmed up
 SETTLE_ROUNDS = 3
 #: untimed rounds that grow the round size to about ROUND_SECONDS, at most
@@ -191,7 +193,11 @@ def _round_size(order: Sequence[_Side], timeout: float) -> Tuple[int, float]:
     for j in range(SETTLE_ROUNDS):
         for name, t in _untimed_round(order if j % 2 == 0 else order[::-1], 1, timeout).items():
             fastest[name] = min(t, fastest.get(name, t))
+        if j >= 1 and min(fastest.values()) >= ROUND_SECONDS:
+            break  # one batch a side already outlasts a round: two settling rounds do
     k = max(1, int(round(ROUND_SECONDS / max(max(fastest.values()), 1e-6))))
+    if k == 1 and min(fastest.values()) >= ROUND_SECONDS / 2:
+        return 1, max(fastest.values())  # one batch already fills a round: nothing to size
     for _ in range(SIZING_TRIES):
         sides = _untimed_round(order, k, timeout)
         took = min(sides.values())
@@ -263,7 +269,7 @@ def run_pair(workload: Workload, *, candidate: Optional[str], reference: Optiona
             (tmp / name).mkdir()
             sides.append(_Side(name, python, full_env, defaults, rss_cap, tmp / name))
         failure: Optional[DuetError] = None
-        k = 1
+        k, slower = 1, 0.0
         try:
             for side in sides:
                 _start(side, workload, spec, module)
@@ -296,6 +302,7 @@ def run_pair(workload: Workload, *, candidate: Optional[str], reference: Optiona
             r.meta["duet"] = {
                 "pair": seed, "side": side.name, "ran_first": (side.name == "candidate") == candidate_first,
                 "batches_per_round": k, "rounds": len(r.round_seconds),
+                "sizing_round_seconds": slower,  # the slower side's untimed round of k: rounds_for's round
                 "waiting_cpu_share": (side.waiting_cpu / side.partner_seconds) if side.partner_seconds else None,
             }
             results.append(r)

@@ -22,7 +22,7 @@ def test_a_duet_pair_alternates_rounds_of_equal_size(make_stub_python):
     c, r = duet.run_pair(W, candidate=cand, reference=ref, seed=1, candidate_first=False, time_budget=0.5,
                          memory_limit=None)
     assert c.ok and r.ok, (c.message, r.message)
-    n = duet.rounds_for(0.5)
+    n = duet.rounds_for(0.5, c.meta["duet"]["sizing_round_seconds"])
     assert len(c.round_seconds) == len(r.round_seconds) == n
     assert c.batches_per_round == r.batches_per_round == c.meta["duet"]["batches_per_round"] >= 1
     assert c.meta["duet"]["side"] == "candidate" and r.meta["duet"]["side"] == "reference"
@@ -57,7 +57,7 @@ def test_a_real_duet_pair_of_one_install_measures_both_sides_and_the_waiting_sid
     spin between rounds."""
     c, r = duet.run_pair(W, candidate=None, reference=None, seed=0, time_budget=0.5)
     assert c.ok and r.ok, (c.message, r.message, c.stderr_tail[-3:])
-    assert len(c.round_seconds) == len(r.round_seconds) == duet.rounds_for(0.5)
+    assert len(c.round_seconds) == len(r.round_seconds) == duet.rounds_for(0.5, c.meta["duet"]["sizing_round_seconds"])
     assert c.meta["mxnet_version"] == r.meta["mxnet_version"]
     for side in (c, r):
         share = side.meta["duet"]["waiting_cpu_share"]
@@ -98,7 +98,8 @@ def test_a_kvstore_duet_pair_of_stand_ins_times_push_pull_rounds(make_stub_pytho
                          module="pytest_mxperf.workers.commbench", spec={"kvstore": "device"},
                          figures=_comm_figures)
     assert c.ok and r.ok, (c.message, r.message)
-    assert len(c.round_seconds) == len(r.round_seconds) == duet.rounds_for(0.5)
+    n = duet.rounds_for(0.5, c.meta["duet"]["sizing_round_seconds"])
+    assert len(c.round_seconds) == len(r.round_seconds) == n and n < duet.rounds_for(0.5)  # 0.165 s rounds
     assert c.batches_per_round == r.batches_per_round == c.meta["duet"]["batches_per_round"] >= 1
     assert c.meta["result"]["duet"] is True and c.meta["duet"]["side"] == "candidate"
     assert c.value("comm_seconds") == pytest.approx(0.055, rel=0.02)
@@ -185,7 +186,8 @@ def test_a_real_kvstore_duet_pair_measures_both_sides_and_the_waiting_side_idles
                                "batch_size": 8},
                          figures=_comm_figures)
     assert c.ok and r.ok, (c.message, r.message, c.stderr_tail[-3:], r.stderr_tail[-3:])
-    assert len(c.round_seconds) == len(r.round_seconds) == duet.rounds_for(0.5)
+    n = duet.rounds_for(0.5, c.meta["duet"]["sizing_round_seconds"])
+    assert len(c.round_seconds) == len(r.round_seconds) == n
     for side in (c, r):
         assert side.meta["result"]["error"] < 1e-5  # pulled == the sum of the pushed gradients
         assert side.value("comm_seconds") > 0 and side.batches_per_round == side.meta["duet"]["batches_per_round"]
@@ -211,7 +213,7 @@ def test_a_real_input_pipeline_duet_pair_measures_both_sides_and_the_waiting_sid
     c, r = duet.run_pair(w, candidate=None, reference=None, seed=0, time_budget=0.5,
                          module="pytest_mxperf.workers.pipeline", spec=spec, figures=figures)
     assert c.ok and r.ok, (c.message, r.message, c.stderr_tail[-3:], r.stderr_tail[-3:])
-    n = duet.rounds_for(0.5)
+    n = duet.rounds_for(0.5, c.meta["duet"]["sizing_round_seconds"])
     assert len(c.round_seconds) == len(r.round_seconds) == n
     for side in (c, r):
         res = side.meta["result"]
@@ -224,3 +226,10 @@ def test_a_real_input_pipeline_duet_pair_measures_both_sides_and_the_waiting_sid
         share = side.meta["duet"]["waiting_cpu_share"]
         assert share is not None and share < 0.1, side.meta["duet"]
     assert not _children()
+
+
+def test_rounds_a_side_follow_the_round_length_within_their_bounds():
+    assert duet.rounds_for(1.5) == 20                      # 3 s of timed work in 0.15 s rounds
+    assert duet.rounds_for(1.5, 0.42) == 7                 # ResNet-50 v2 b8 here: one batch a round
+    assert duet.rounds_for(1.5, 5.0) == duet.MIN_ROUNDS    # never fewer
+    assert duet.rounds_for(60.0) == duet.MAX_ROUNDS        # never more
