@@ -676,6 +676,8 @@ def ab_sides(session: PerfSession) -> Dict[str, Any]:
         p = session.probe_mxnet(py)
         out[side] = {"python": py or "(this interpreter)", "mxnet_version": p.get("mxnet_version"),
                      "features": p.get("features"), "status": p.get("status"), "message": p.get("message")}
+    if session.reference_requirement:  # --perf-reference baseline
+        out["reference"]["recorded_baseline_requirement"] = session.reference_requirement
     return out
 
 

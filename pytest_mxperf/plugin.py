@@ -16,6 +16,10 @@ from . import options as opts, verdict_duet
 from .fixture import Measurer
 from .session import PerfSession
 
+#: ``--perf-reference baseline``: the A/B reference is the install this machine's baseline
+#: was recorded with (its stored MXNet requirement, built into a cached venv)
+REFERENCE_BASELINE = "baseline"
+
 MARKERS = {
     "cpu": "measures on CPU contexts",
     "gpu": "measures on GPU contexts (skipped with the reason when mx.context.num_gpus() is 0)",
@@ -86,7 +90,8 @@ def pytest_addoption(parser):
     g.addoption("--perf-reference", default=None, metavar="PYTHON|REQ",
                 help="A/B mode: also run every cell under this reference interpreter, or a requirement "
                      "such as mxnet==1.8.0.post0 (a cached venv is built for it), in alternating pairs "
-                     "with the candidate; no baseline needed")
+                     "with the candidate; no baseline needed. 'baseline': the install this machine's "
+                     "baseline was recorded with")
     g.addoption("--perf-no-probe", action="store_true", default=False,
                 help="do not run the machine-state probe around each worker (no busy-machine screen)")
     g.addoption("--perf-update-baselines", nargs="?", const="replace", default=None, metavar="replace|add",
@@ -167,7 +172,7 @@ def pytest_configure(config):
                                 "concurrently on one machine (run without -n/--dist)")
     if options.baselines_dir is None:
         options = dataclasses.replace(options, baselines_dir=str(config.rootpath / "baselines"))
-    if options.reference:
+    if options.reference and options.reference != REFERENCE_BASELINE:
         options = dataclasses.replace(options, reference=_reference_python(options.reference, options.python))
     _check_mxnet_distributions(options.python)
     spawn.sweep_stale_workdirs()  # a killed session's leftovers
@@ -185,6 +190,11 @@ def pytest_configure(config):
         session.baseline_doc = session.store.load(session.machine["id"])
     except BaselineError as exc:
         raise pytest.UsageError(str(exc)) from None
+    if options.reference == REFERENCE_BASELINE:
+        requirement = _baseline_requirement(session)
+        session.reference_requirement = requirement
+        session.options = options = dataclasses.replace(
+            options, reference=_reference_python(requirement, options.python))
     if options.ctx_explicit:
         # An explicit GPU list that this machine cannot satisfy is a usage error, said
         # before anything is measured; with no GPU at all, GPU tests skip instead.
@@ -208,6 +218,27 @@ def _check_mxnet_distributions(python) -> None:
             installs.check_single_mxnet(dists, python)
         except installs.InstallError as exc:
             raise pytest.UsageError(str(exc)) from None
+
+
+def _baseline_requirement(session: PerfSession) -> str:
+    """``--perf-reference baseline``: the MXNet requirement this machine's baseline was
+    recorded with (e.g. "mxnet==1.9.1"); a one-line usage error when there is no baseline,
+    it predates stored requirements, or its cells were recorded with different installs."""
+    from .baselines import BaselineError
+    machine_id = session.machine["id"]
+    where = session.store.path(machine_id)
+    if not session.baseline_doc:
+        raise pytest.UsageError(f"--perf-reference baseline: machine {machine_id} has no baseline ({where}): "
+                                "record one with --perf-update-baselines, or give --perf-reference REQ")
+    try:
+        requirement = session.store.recorded_requirement(machine_id)
+    except BaselineError as exc:
+        raise pytest.UsageError(f"--perf-reference baseline: {exc}") from None
+    if not requirement:
+        raise pytest.UsageError(f"--perf-reference baseline: {where} does not say which MXNet install it was "
+                                "recorded with (recorded before requirements were stored): re-record it with "
+                                "--perf-update-baselines, or give --perf-reference REQ")
+    return requirement
 
 
 def _reference_python(spec: str, candidate: Optional[str] = None) -> str:

@@ -224,8 +224,10 @@ def session_lines(session, outcome) -> List[str]:
     if session.options.reference:
         from .gate import ab_sides
         for side, facts in ab_sides(session).items():
-            sides.append(f"{side}: mxnet {facts.get('mxnet_version')} ({facts.get('python')}); features: "
-                         f"{','.join(facts.get('features') or []) or '?'}")
+            recorded = facts.get("recorded_baseline_requirement")
+            sides.append(f"{side}: mxnet {facts.get('mxnet_version')} ({facts.get('python')}"
+                         + (f"; {recorded}, the install this machine's baseline was recorded with" if recorded else "")
+                         + f"); features: {','.join(facts.get('features') or []) or '?'}")
     context = {"hardware": hardware.summary(), "software": software, "machine_id": session.machine.get("id"),
                "baseline": (f"{session.store.path(session.machine['id'])} ({len(doc.get('cells') or {})} cells)"
                             if doc else None),

@@ -79,6 +79,8 @@ class PerfSession:
         self.end_messages: List[str] = []
         self.deselected_slow = 0
         self.outcome = None  # the gate's outcome, once the session finished
+        # --perf-reference baseline: the MXNet requirement the baseline was recorded with
+        self.reference_requirement: Optional[str] = None
         self.ab_pairs = options.ab_pairs  # pairs per cell in A/B mode (set from the cell count)
         # duet pairs per cell in the first stage (verdict_duet.STAGE1_PAIRS; --perf-processes)
         self.duet_pairs = options.duet_pairs

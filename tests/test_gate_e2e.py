@@ -300,6 +300,70 @@ def test_a_baseline_pooled_over_sessions_states_its_resolution_and_a_slowdown_in
     assert "failing the session: 1 slowdown(s) below this machine's resolution" in _out(r)
 
 
+def _cached_reference(cache, spec, candidate, python):
+    """Put ``python`` where ``installs.reference_python(spec, like=candidate)`` finds the
+    finished venv of ``spec`` (what a first build leaves), under the cache ``cache``."""
+    import os
+    from pytest_mxperf import installs
+    reqs = installs.requirements_for(spec, installs.companion_requirements(candidate))
+    root = cache / "venvs" / installs.venv_slug(spec, reqs)
+    exe = installs.venv_python(root / "venv")
+    exe.parent.mkdir(parents=True)
+    os.symlink(python, exe)
+    (root / installs.COMPLETE_MARKER).write_text(json.dumps({"spec": spec, "requirements": reqs}))
+
+
+def test_reference_baseline_runs_the_ab_against_the_install_the_baseline_recorded(
+        pytester, make_stub_python, monkeypatch):
+    """``--perf-reference baseline``: the A/B reference is the install this machine's
+    baseline was recorded with (its stored requirement, here mxnet==1.8.0 from the stand-in's
+    metadata), built into (here: found in) the venv cache; a candidate 20% slower than it is a
+    regression, and the summary names the requirement."""
+    pytester.makepyfile(test_cells=CELLS.format(models=("lenet",)))
+    bdir, cache = pytester.path / "bl", pytester.path / "cache"
+    monkeypatch.setenv("MXPERF_CACHE_DIR", str(cache))
+    common = ["-m", "cpu", "--perf-machine", "box", "--perf-baselines-dir", str(bdir), "--perf-no-probe"]
+    dists = [["mxnet", "1.8.0"]]
+    r = _run(pytester, *common, "--perf-python", make_stub_python("old", rate=100.0, version="1.8.0", dists=dists),
+             "--perf-update-baselines")
+    assert r.ret == 0 and "mxperf: recorded with mxnet==1.8.0" in _out(r), _out(r)
+    now = make_stub_python("now", rate=80.0)
+    _cached_reference(cache, "mxnet==1.8.0", now, make_stub_python("ref", rate=100.0, version="1.8.0", dists=dists))
+    r = _run(pytester, *common, "--perf-python", now, "--perf-reference", "baseline", "--perf-report", "rep")
+    out = _out(r)
+    assert r.ret == pytest.ExitCode.TESTS_FAILED, out
+    assert "A/B mode" in out and "REGRESSION score/lenet/b8" in out and "candidate/reference 0.8" in out
+    assert "reference: mxnet 1.8.0" in out and "mxnet==1.8.0, the install this machine's baseline was recorded with" in out
+    doc = json.loads((pytester.path / "rep" / "results.json").read_text())
+    assert doc["session"]["ab"]["reference"]["recorded_baseline_requirement"] == "mxnet==1.8.0"
+    assert not list(cache.glob("venvs/*/build.log"))  # nothing was built: the cached venv was used
+
+
+def test_reference_baseline_without_a_usable_baseline_is_a_one_line_usage_error(pytester, make_stub_python):
+    pytester.makepyfile(test_cells=CELLS.format(models=("lenet",)))
+    bdir = pytester.path / "bl"
+    common = ["-m", "cpu", "--perf-machine", "box", "--perf-baselines-dir", str(bdir), "--perf-no-probe",
+              "--perf-python", make_stub_python("now", rate=100.0)]
+    r = _run(pytester, *common, "--perf-reference", "baseline")
+    assert r.ret == pytest.ExitCode.USAGE_ERROR
+    err = [x for x in r.stderr.lines if "--perf-reference baseline" in x]
+    assert err and "machine box has no baseline" in err[0] and "--perf-update-baselines" in err[0], r.stderr.lines
+    # a baseline recorded before requirements were stored
+    assert _run(pytester, *common, "--perf-update-baselines").ret == 0
+    path = bdir / "box.json"
+    doc = json.loads(path.read_text())
+    doc.pop("mxnet_requirement", None)
+    for cell in doc["cells"].values():
+        for rec in cell["history"]:
+            rec.pop("mxnet_requirement", None)
+    path.write_text(json.dumps(doc))
+    r = _run(pytester, *common, "--perf-reference", "baseline")
+    assert r.ret == pytest.ExitCode.USAGE_ERROR
+    err = [x for x in r.stderr.lines if "--perf-reference baseline" in x]
+    assert err and "does not say which MXNet install" in err[0], r.stderr.lines
+    assert json.loads(path.read_text()) == doc  # refused, not rewritten
+
+
 def test_a_baseline_of_one_session_says_its_resolution_is_provisional(two_sessions):
     r = two_sessions(("lenet",), record={"rate": 100.0}, now={"rate": 100.0}, args=("--perf-no-probe",),
                      record_args=("--perf-no-probe",))
