@@ -649,7 +649,9 @@ def write_report(session: PerfSession, out: GateOutcome, final: bool = True) -> 
             "complete": final, "not_reached": list(session.not_reached),
             "started": session.started, "options": _options_dict(session.options),
             "findings": [dataclasses.asdict(f) for f in session.findings],
-            "verdicts": {k: v.to_dict() for k, v in out.verdicts.items()}}
+            "verdicts": {k: v.to_dict() for k, v in out.verdicts.items()},
+            # what the summary says first: slowdowns the baseline could not decide, and why
+            "headline": [m.removeprefix("mxperf: ") for m in out.headline]}
     if out.profiles:
         meta["profiles"] = out.profiles  # per cell key: operators, trace_path, batches, meta
     if session.options.reference:

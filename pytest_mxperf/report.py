@@ -167,6 +167,7 @@ def summary_lines(records: Sequence[CellRecord], findings: Sequence[Finding], co
         lines.append(f"software: {context['software']}")
     if context.get("env"):
         lines.append(f"worker env: {context['env']}")
+    lines.extend(context.get("headline") or [])  # what the baseline could not decide, before the table
     if records:
         lines.append("spread: half the interquartile range of per-process figures (p<n>) or, with one "
                      "process, of per-round samples (r<n>)")
@@ -233,7 +234,8 @@ def session_lines(session, outcome) -> List[str]:
                             if doc else None),
                "sides": sides,
                "env": ", ".join(f"{k}={v}" for k, v in sorted(env.items())) or "(none recorded)",
-               "messages": session.end_messages}
+               "headline": list(outcome.headline) if outcome else [],
+               "messages": [m for m in session.end_messages if not (outcome and m in outcome.headline)]}
     lines = summary_lines(session.records, session.findings, context, outcome.verdicts if outcome else {})
     if session.deselected_slow:
         lines.append(f"mxperf: {session.deselected_slow} slow cells deselected (--perf-slow runs them)")

@@ -142,6 +142,8 @@ def markdown_summary(doc: Mapping[str, Any], *, final: bool = True) -> List[str]
     if ab:
         sides = [f"{side} mxnet {(ab.get(side) or {}).get('mxnet_version', '?')}" for side in ("candidate", "reference")]
         lines.append(f"A/B: {' vs '.join(sides)}")
+    for line in session.get("headline") or []:  # undecided slowdowns and the resolution, first
+        lines.append(f"> {line.strip()}")
     header = ["cell", "unit", "now", "reference" if ab else "baseline", "change", "interval", "verdict"]
     failing, notable, unchanged = [], [], 0
     for key in sorted(verdicts):

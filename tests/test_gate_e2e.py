@@ -286,13 +286,17 @@ def test_a_baseline_pooled_over_sessions_states_its_resolution_and_a_slowdown_in
     assert res["basis"] == "sessions" and res["sessions"] == 3 and 0.3 < res["value"] < 0.45, res
     assert rec["mxnet_requirement"] == doc["mxnet_requirement"] == "mxnet==1.9.1"
     now = make_stub_python("now", rate=88.0)
-    r = _run(pytester, *common, "--perf-python", now)
+    r = _run(pytester, *common, "--perf-python", now, "--perf-report", "rep")
     out = _out(r)
     assert r.ret == 0, out
     lines = out.splitlines()
-    first = next(i for i, x in enumerate(lines) if x.startswith("mxperf: ") and i > lines.index(
-        next(x for x in lines if x.startswith("score lenet b8"))))  # the first of the gate's lines
+    section = next(i for i, x in enumerate(lines) if "mxperf" in x and x.startswith("="))
+    first = next(i for i, x in enumerate(lines) if x.startswith("mxperf: ") and i > section)
+    assert first < next(i for i, x in enumerate(lines) if x.startswith("score lenet b8")), out  # above the table
     assert lines[first].startswith("mxperf: BELOW RESOLUTION: 1 slowdown(s) below this machine's resolution"), out
+    md = (pytester.path / "rep" / "summary.md").read_text().splitlines()
+    assert md[1].startswith("> BELOW RESOLUTION: 1 slowdown(s)") and "--perf-reference baseline" in md[1], md
+    assert sum("BELOW RESOLUTION" in x for x in lines) == 1  # said once, first
     assert "--perf-reference baseline (mxnet==1.9.1, the install the baseline was recorded with)" in lines[first]
     assert "score/lenet/b8/cpu:0/float32/threads=auto: -12" in out and "REGRESSION" not in out
     r = _run(pytester, *common, "--perf-python", now, "--perf-fail-on", "+below-resolution")
