@@ -126,7 +126,7 @@ class _Side:
                 if not line:
                     raise DuetError(self.name, None, f"the {self.name} worker exited")
                 return json.loads(line)
-            if self.rss_limit and runner._tree_rss(self.proc.pid) > self.rss_limit:
+            if self.rss_limit and runner.tree_rss(self.proc.pid) > self.rss_limit:
                 raise DuetError(self.name, "rss", "over the host memory cap")
 
 
@@ -297,7 +297,7 @@ def run_pair(workload: Workload, *, candidate: Optional[str], reference: Optiona
                                   wall, usage, timeout=timeout, warmup_timeout=warmup_timeout, rss_limit=rss_cap)
             if mine and failure.stopped is None and out.status == "ok":
                 out = dataclasses.replace(out, status="error", message=str(failure))
-            r = runner.run_result(out, workload, side.env, side.defaults, figures or runner._worker_figures,
+            r = runner.run_result(out, workload, side.env, side.defaults, figures or runner.worker_figures,
                                   python=side.python)
             r.meta["duet"] = {
                 "pair": seed, "side": side.name, "ran_first": (side.name == "candidate") == candidate_first,

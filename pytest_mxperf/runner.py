@@ -77,7 +77,7 @@ class ProcessOutcome:
 WATCHDOG_POLL_S = 0.25
 
 
-def _tree_rss(pid: int) -> int:
+def tree_rss(pid: int) -> int:
     """Resident memory of a process and its descendants, in bytes (0 when it is gone)."""
     import psutil
     try:
@@ -115,7 +115,7 @@ def _wait(proc, timeout: float, rss_limit: Optional[int], phase_path: Optional[P
         except subprocess.TimeoutExpired:
             pass
         now = time.monotonic()
-        if rss_limit and _tree_rss(proc.pid) > rss_limit:
+        if rss_limit and tree_rss(proc.pid) > rss_limit:
             return "rss"
         if measuring_since is None:
             if phase_path is not None and phase_path.exists():
@@ -219,7 +219,7 @@ def classify(stopped: Optional[str], payload: Optional[Dict], tail: List[str], r
     return outcome(str(payload.get("status", "error")), str(payload.get("message", "")))
 
 
-def _worker_figures(payload: Dict) -> Dict[str, float]:
+def worker_figures(payload: Dict) -> Dict[str, float]:
     """Figures a throughput worker reports besides its round timings (latency, GPU memory)."""
     figs = payload.get("figures") or {}
     return {k: float(v) for k, v in figs.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
@@ -227,7 +227,7 @@ def _worker_figures(payload: Dict) -> Dict[str, float]:
 
 def run_result(out: ProcessOutcome, workload: Workload, env: Optional[Mapping[str, str]],
                defaults_applied: Optional[Mapping[str, str]] = None,
-               figures: Callable[[Dict], Dict[str, float]] = _worker_figures,
+               figures: Callable[[Dict], Dict[str, float]] = worker_figures,
                python: Optional[str] = None) -> RunResult:
     """A ProcessOutcome as a RunResult: its figures (``figures(payload)`` when it measured),
     the environment it ran with and what the suite filled in. A GPU worker that failed
