@@ -18,6 +18,8 @@ sets ``MXPERF_STUB`` to a JSON configuration:
                                   of installs.installed_mxnet_distributions); default: one,
                                   mxnet-cu117 when "features" has CUDA, else mxnet
      "error": null,               a one-line error message to return instead (e.g. CUDA's)
+     "raise": null,               an exception text the throughput worker raises (through the
+                                  real protocol.serve, which makes it a one-line error/oom)
      "sleep_models": {"alexnet": 3600},   seconds a cell of that model sleeps before it measures
      "peak_gflops": 150.0,        what the peak worker measures (fc and conv alike), or a dict
                                   by dtype: {"float32": 9000.0, "float16": 18000.0}
@@ -51,6 +53,12 @@ def probe(out):
 
 def throughput(spec_path, result_path):
     c = _cfg()
+    if c.get("raise"):  # an exception in the worker: the real protocol makes its one-line result
+        from pytest_mxperf.workers import protocol
+
+        def run(spec):
+            raise RuntimeError(c["raise"])
+        return protocol.serve(run, [spec_path, result_path])
     with open(spec_path) as fh:
         spec = json.load(fh)
     w = spec["workload"]

@@ -164,6 +164,54 @@ def test_ab_an_equal_pair_passes(pytester, make_stub_python):
     assert "REGRESSION" not in _out(r)
 
 
+GPU_SIDE = {"gpus": 2, "features": ["CUDA", "CUDNN"]}
+
+
+def _ab_gpu(pytester, make_stub_python, cand, ref, *args):
+    pytester.makepyfile(test_cells=CELLS.format(models=("resnet50_v2",)))
+    return _run(pytester, "-m", "gpu", "--perf-ctx", "gpu:0", "--perf-machine", "box", "--perf-baselines-dir",
+                str(pytester.path / "bl"), "--perf-python", make_stub_python("cand", **dict(GPU_SIDE, **cand)),
+                "--perf-reference", make_stub_python("ref", **dict(GPU_SIDE, **ref)), "--perf-report", "rep",
+                "--perf-no-probe", *args)
+
+
+def test_ab_gpu_cells_run_as_duets_of_stand_ins_and_are_judged(pytester, make_stub_python):
+    """The parent side of a GPU A/B (no GPU ran this): stand-in workers that say they have 2
+    CUDA GPUs serve duet rounds of score/resnet50_v2/b8/gpu:0 with GPU-shaped results (GPU
+    memory, low host CPU); a candidate 10% slower is a regression, with both sides' GPU
+    memory recorded."""
+    r = _ab_gpu(pytester, make_stub_python, {"rate": 270.0, "gpu_memory_mib": 3000.0},
+                {"rate": 300.0, "gpu_memory_mib": 2900.0})
+    out = _out(r)
+    assert r.ret == pytest.ExitCode.TESTS_FAILED, out
+    assert "REGRESSION score/resnet50_v2/b8/gpu:0" in out and "candidate/reference 0.9" in out
+    doc = json.loads((pytester.path / "rep" / "results.json").read_text())
+    (rec,) = [x for x in doc["records"] if x["key"].startswith("score/resnet50_v2/b8/gpu:0")]
+    assert rec["ab"]["verdict"] == "regression"
+    assert all(run["meta"]["duet"]["side"] == "candidate" for run in rec["runs"])
+    assert all(run["meta"]["duet"]["side"] == "reference" for run in rec["reference_runs"])
+    assert {run["figures"]["gpu_memory_mib"] for run in rec["runs"]} == {3000.0}
+    assert not [p for p in psutil.Process().children(recursive=True) if p.is_running()]
+
+
+def test_ab_a_gpu_side_out_of_memory_is_a_one_line_error_and_leaves_no_process(pytester, make_stub_python):
+    """MXNet's text of a CUDA allocation failure (a C++ stack between its header and the
+    message), raised in the candidate's worker: the cell is "oom" with the allocation line."""
+    oom = ("MXNetError: Traceback (most recent call last):\n  [bt] (0) libmxnet.so(+0x1f5e3a)\n"
+           "  File \"src/storage/./pooled_storage_manager.h\", line 161\n"
+           "MXNetError: cudaMalloc retry failed: out of memory")
+    r = _ab_gpu(pytester, make_stub_python, {"rate": 300.0, "raise": oom}, {"rate": 300.0})
+    out = _out(r)
+    assert r.ret == pytest.ExitCode.TESTS_FAILED, out
+    row = next(x for x in out.splitlines() if x.startswith("score resnet50_v2 b8 gpu:0"))
+    assert "oom: MXNetError: cudaMalloc retry failed: out of memory" in row, row
+    doc = json.loads((pytester.path / "rep" / "results.json").read_text())
+    (rec,) = [x for x in doc["records"] if x["key"].startswith("score/resnet50_v2/b8/gpu:0")]
+    assert rec["status"] == "oom" and rec["message"].endswith("cudaMalloc retry failed: out of memory")
+    assert "\n" not in rec["message"]
+    assert not [p for p in psutil.Process().children(recursive=True) if p.is_running()]
+
+
 def test_a_bad_user_setting_is_advised_against_and_shown_on_the_failing_cell(two_sessions, monkeypatch):
     """The user's OMP_NUM_THREADS above the physical cores (oversubscription) comes with
     advice in the summary and on the failing cell; the suite's own fill-in never does."""

@@ -186,3 +186,19 @@ def test_a_floor_is_held_to_the_processes_that_ran_on_a_quiet_machine():
     assert outcome == "passed" and "100.00" in msg
     outcome, msg = judge_floor(cell, floor, ["slowed"] * 3)
     assert outcome == "failed" and "slowed machine" in msg
+
+
+def test_an_ab_cell_below_its_floor_fails_only_when_its_reference_is_not_below_it_too():
+    """A/B: the reference takes turns with the candidate on the same machine; both under the
+    floor is a slow machine (not judged against the floor, said), the candidate alone under
+    it fails."""
+    w = Workload("alexnet", batch_size=8)
+
+    def ab(cand_s, ref_s):
+        cell = _cell(seconds=(cand_s,))
+        cell.reference = [RunResult(w, "ok", batches_per_round=1, round_seconds=[ref_s])]
+        return judge_floor(cell, _floor(value=10.0))
+    outcome, msg = ab(1.0, 1.0)    # 8 img/s on both sides
+    assert outcome == "skipped" and "both below the legacy-sanity floor" in msg and "machine ran slow" in msg
+    assert ab(1.0, 0.5)[0] == "failed"    # the reference at 16 img/s: the candidate's own
+    assert ab(0.5, 1.0)[0] == "passed"
