@@ -25,11 +25,12 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import statistics
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
 
 from . import baselines, machine_state, profiles, stats, verdict as vd, verdict_duet
-from .samples import metric_key
+from .samples import CellMeasurement, metric_key
 from .session import CellRecord, PerfSession
 
 
@@ -335,6 +336,26 @@ def _judge_ab_once(cells: Dict[str, CellRecord], final: set, min_effect: float) 
     return v
 
 
+def pair_seconds(cell: CellMeasurement) -> Optional[float]:
+    """What one pair of this cell took so far (the median over its pairs; a duet pair's two
+    workers run side by side, so the longer of the two)."""
+    walls = [max(c.wall_seconds, r.wall_seconds) for c, r in zip(cell.runs, cell.reference or [])]
+    walls = [w for w in walls if w > 0]
+    return statistics.median(walls) if walls else None
+
+
+def second_stage_line(wanted: Dict[str, int], cells: Dict[str, CellRecord]) -> str:
+    """Said before the second stage starts: how many pairs it adds and what they will cost,
+    from what each cell's first-stage pairs took (the plan could not know which cells would
+    be unclear)."""
+    from .report import duration_text
+    seconds = sum(n * (pair_seconds(cells[k].cell) or 0.0) for k, n in wanted.items())
+    short = {k: k.split("/threads=")[0] for k in wanted}
+    each = ", ".join(f"{short[k]} +{n}" for k, n in wanted.items())
+    return (f"mxperf: second stage: {len(wanted)} unclear cell(s) get {sum(wanted.values())} more pair(s) "
+            f"({each}); expected about {duration_text(seconds)} more")
+
+
 def _judge_ab(session: PerfSession, cells, out: GateOutcome) -> Dict[str, vd.Verdict]:
     options = session.options
     final: set = set()
@@ -358,10 +379,13 @@ def _judge_ab(session: PerfSession, cells, out: GateOutcome) -> Dict[str, vd.Ver
     verdicts = judge()
     if not options.smoke:
         suspects = sorted({k.partition("#")[0] for k, v in verdicts.items() if v.kind == "suspect"})
+        wanted = {k: second_stage_pairs(k) for k in suspects if cells[k].remeasure is not None}
+        if wanted:
+            session.say(second_stage_line(wanted, cells))
         for key in suspects:
             rec = cells[key]
             if rec.remeasure is not None:
-                extra = rec.remeasure(second_stage_pairs(key))
+                extra = rec.remeasure(wanted[key])
                 rec.cell.runs.extend(extra.runs)
                 rec.cell.reference.extend(extra.reference or [])
             final.add(key)

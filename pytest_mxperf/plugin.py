@@ -178,6 +178,7 @@ def pytest_configure(config):
     spawn.sweep_stale_workdirs()  # a killed session's leftovers
     session = PerfSession(options)
     session.on_results = lambda doc: config.hook.pytest_mxperf_update_results(config=config, results=doc)
+    session.say = lambda line: _say(config, line)
     config._mxperf_session = session
     try:
         session.machine = fingerprint.machine_fingerprint(options.machine)
@@ -203,6 +204,12 @@ def pytest_configure(config):
                 reason = session.gpu_unavailable_reason(group)
                 if reason and session.num_gpus > 0:
                     raise pytest.UsageError(f"--perf-ctx {','.join(group)}: {reason}")
+
+
+def _say(config, line: str) -> None:
+    tr = config.pluginmanager.get_plugin("terminalreporter")
+    if tr is not None:
+        tr.write_line(line)
 
 
 def _check_mxnet_distributions(python) -> None:

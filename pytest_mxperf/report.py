@@ -21,7 +21,7 @@ DUET_STARTUP_S = 7.5
 DUET_ROUND_S = 0.2
 
 
-def _duration(seconds: float) -> str:
+def duration_text(seconds: float) -> str:
     return f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.0f} min"
 
 
@@ -142,14 +142,14 @@ def plan_line(tests: int, options, ab_pairs: int, duet_pairs: int = 3, duet_test
                + (tests - duet_tests) * planned_test_seconds(options, duet_pairs, ab_pairs, duet=False))
     cut = ""
     if options.deadline is not None and seconds > options.deadline:
-        cut = f"; --perf-deadline {_duration(options.deadline)} will leave some not reached"
+        cut = f"; --perf-deadline {duration_text(options.deadline)} will leave some not reached"
     if options.reference:
         return (f"mxperf: A/B mode: {tests} cell(s) x {duet_pairs} duet pairs (resident candidate and reference "
                 f"workers taking turns at timed rounds: score, train, latency, io, kvstore, your own network; "
                 f"distributed and time-to-accuracy cells run {ab_pairs} process pairs); expected about "
-                f"{_duration(seconds)}, more if unclear cells need the second stage{cut}")
+                f"{duration_text(seconds)}, more if unclear cells need the second stage{cut}")
     return (f"mxperf: {tests} measuring test(s) x {options.processes} process(es): expected at least "
-            f"{_duration(seconds)} (tests that measure several cells, heavy models and re-measured suspects take "
+            f"{duration_text(seconds)} (tests that measure several cells, heavy models and re-measured suspects take "
             f"longer){cut}")
 
 

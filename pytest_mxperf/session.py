@@ -97,6 +97,9 @@ class PerfSession:
         # set by the plugin to its hooks (pytest_mxperf_update_results): the results
         # document, changed in place before it is written
         self.on_results: Callable[[Dict[str, Any]], None] = lambda doc: None
+        # set by the plugin to the terminal: a line said while the session runs (the
+        # second stage's cost, before it starts)
+        self.say: Callable[[str], None] = lambda line: None
 
     # -- the deadline ----------------------------------------------------------------------
     #: share of --perf-deadline kept for the end of the session (second stage, profiles, reports)

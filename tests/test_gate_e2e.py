@@ -155,6 +155,12 @@ def test_ab_a_10_percent_slower_candidate_fails(pytester, make_stub_python):
     assert ab["reference"]["mxnet_version"] == "1.8.0" and ab["candidate"]["mxnet_version"] == "1.9.1"
     # a duet regression is never decided on the first stage's pairs alone (verdict_duet)
     assert len(rec["runs"]) == len(rec["reference_runs"]) == ab["pairs"] > verdict_duet.STAGE1_PAIRS
+    # said before the second stage started, with what its pairs will cost
+    more = ab["pairs"] - verdict_duet.STAGE1_PAIRS
+    line = next(x for x in out.splitlines() if x.startswith("mxperf: second stage:"))
+    assert line.startswith(f"mxperf: second stage: 1 unclear cell(s) get {more} more pair(s) "
+                           f"(score/lenet/b8/cpu:0/float32 +{more}); expected about "), line
+    assert out.index(line) < out.index("REGRESSION score/lenet/b8")
     assert all(r["meta"]["duet"]["side"] == "candidate" for r in rec["runs"])
 
 
