@@ -19,6 +19,9 @@ PROBE_OVERHEAD_S = 2.0
 # duet.ROUND_SECONDS and rounded up to whole batches (measured: 0.2 s for a 0.15-s target)
 DUET_STARTUP_S = 7.5
 DUET_ROUND_S = 0.2
+#: duet pairs a second stage typically adds to a cell: the median over the cells of a real
+#: session with oneDNN fusion off on the candidate (AMD EPYC, 2 vCPUs, 2026-11-23: 0 to 9, median 5)
+SECOND_STAGE_PAIRS = 5
 
 
 def duration_text(seconds: float) -> str:
@@ -144,10 +147,12 @@ def plan_line(tests: int, options, ab_pairs: int, duet_pairs: int = 3, duet_test
     if options.deadline is not None and seconds > options.deadline:
         cut = f"; --perf-deadline {duration_text(options.deadline)} will leave some not reached"
     if options.reference:
+        most = seconds + duet_tests * SECOND_STAGE_PAIRS * duet_pair_seconds(options)
         return (f"mxperf: A/B mode: {tests} cell(s) x {duet_pairs} duet pairs (resident candidate and reference "
                 f"workers taking turns at timed rounds: score, train, latency, io, kvstore, your own network; "
                 f"distributed and time-to-accuracy cells run {ab_pairs} process pairs); expected about "
-                f"{duration_text(seconds)}, more if unclear cells need the second stage{cut}")
+                f"{duration_text(seconds)} when no cell needs a second stage, about {duration_text(most)} when "
+                f"every cell does (a real slowdown always does){cut}")
     return (f"mxperf: {tests} measuring test(s) x {options.processes} process(es): expected at least "
             f"{duration_text(seconds)} (tests that measure several cells, heavy models and re-measured suspects take "
             f"longer){cut}")
