@@ -348,7 +348,7 @@ def second_stage_line(wanted: Dict[str, int], cells: Dict[str, CellRecord]) -> s
     """Said before the second stage starts: how many pairs it adds and what they will cost,
     from what each cell's first-stage pairs took (the plan could not know which cells would
     be unclear)."""
-    from .report import duration_text
+    from .options import duration_text
     seconds = sum(n * (pair_seconds(cells[k].cell) or 0.0) for k, n in wanted.items())
     short = {k: k.split("/threads=")[0] for k in wanted}
     each = ", ".join(f"{short[k]} +{n}" for k, n in wanted.items())

@@ -101,6 +101,11 @@ def parse_positive_float(name: str, text, *, allow_zero: bool = False) -> float:
 _DURATION_UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0}
 
 
+def duration_text(seconds: float) -> str:
+    """A duration as the plan and the second stage say it: "45 s", "5 min"."""
+    return f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.0f} min"
+
+
 def parse_duration(name: str, text: Optional[str]) -> Optional[float]:
     """Seconds of a duration like ``90``, ``90s``, ``25m``, ``1.5h`` (None when not given)."""
     if text is None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional, Sequence
 
+from .options import duration_text
 from .samples import METRICS, metric_key
 from .session import CellRecord, Finding
 
@@ -24,8 +25,6 @@ DUET_ROUND_S = 0.2
 SECOND_STAGE_PAIRS = 5
 
 
-def duration_text(seconds: float) -> str:
-    return f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.0f} min"
 
 
 def _fmt(x: Optional[float], digits: int = 2) -> str:
