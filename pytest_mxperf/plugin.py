@@ -209,6 +209,7 @@ def pytest_configure(config):
 def _say(config, line: str) -> None:
     tr = config.pluginmanager.get_plugin("terminalreporter")
     if tr is not None:
+        tr.ensure_newline()  # after the progress dots
         tr.write_line(line)
 
 
