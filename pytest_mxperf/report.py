@@ -25,8 +25,6 @@ DUET_ROUND_S = 0.2
 SECOND_STAGE_PAIRS = 5
 
 
-
-
 def _fmt(x: Optional[float], digits: int = 2) -> str:
     if x is None:
         return "-"
