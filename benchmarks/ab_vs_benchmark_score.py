@@ -18,8 +18,9 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from pytest_mxperf import runner, topology  # noqa: E402
-from pytest_mxperf.workload import Workload  # noqa: E402
+from pytest_mxperf.measure import runner
+from pytest_mxperf import topology  # noqa: E402
+from pytest_mxperf.model.workload import Workload  # noqa: E402
 
 
 def run_bare(model, batch, num_batches, env):

@@ -33,9 +33,11 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from pytest_mxperf import advisor, machine_state, runner, topology, verdict  # noqa: E402
-from pytest_mxperf.samples import METRICS  # noqa: E402
-from pytest_mxperf.workload import Workload  # noqa: E402
+from pytest_mxperf.machine import advisor, state as machine_state, topology
+from pytest_mxperf.measure import runner
+from pytest_mxperf import verdict  # noqa: E402
+from pytest_mxperf.model.measurement import METRICS  # noqa: E402
+from pytest_mxperf.model.workload import Workload  # noqa: E402
 
 
 def parse_setting(text):

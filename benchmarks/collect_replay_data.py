@@ -24,8 +24,8 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
 from pytest_mxperf import runner  # noqa: E402
-from pytest_mxperf.fingerprint import machine_fingerprint  # noqa: E402
-from pytest_mxperf.workload import Workload  # noqa: E402
+from pytest_mxperf.machine.fingerprint import machine_fingerprint  # noqa: E402
+from pytest_mxperf.model.workload import Workload  # noqa: E402
 
 DEFAULT_CELLS = [
     Workload("resnet50_v2", mode="score", batch_size=8),

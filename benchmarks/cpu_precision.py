@@ -2,7 +2,7 @@
 under this MXNet and on this CPU, how fast, and what does float16 do?
 
 Each figure is one fresh worker process (this script re-run with ``--child``, started by
-``pytest_mxperf.runner.run_process`` with the suite's environment: OpenMP threads = physical
+``pytest_mxperf.measure.runner.run_process`` with the suite's environment: OpenMP threads = physical
 cores unless you set them). A process binds the float32 network (random Xavier weights),
 converts it with ``pytest_mxperf.workers.precision.convert_symbol``, binds the converted
 network, times the first batch, runs untimed warm-up batches, then timed rounds of k
@@ -112,7 +112,10 @@ def child(spec):
 # ---------------------------------------------------------------- parent side (no MXNet)
 
 def run_one(model, batch, dtype, time_budget, extra_env=None, seed=0, force=False):
-    from pytest_mxperf import machine_state, runner, spawn, topology
+    from pytest_mxperf.machine import state as machine_state, topology
+    from pytest_mxperf.proc import spawn
+    from pytest_mxperf.measure import runner
+    from pytest_mxperf.proc import worker
 
     base = dict(os.environ)
     base.update(extra_env or {})
@@ -120,7 +123,7 @@ def run_one(model, batch, dtype, time_budget, extra_env=None, seed=0, force=Fals
     env = spawn.with_package_path(env)
     spec = {"model": model, "batch_size": batch, "dtype": dtype, "time_budget": time_budget, "seed": seed,
             "force": force,
-            "memory_limit": runner.default_memory_limit()}
+            "memory_limit": worker.default_memory_limit()}
     meter = machine_state.LoadMeter()
     meter.start()
     out = runner.run_process([sys.executable, str(Path(__file__).resolve()), "--child"], spec, timeout=900,
@@ -154,7 +157,7 @@ def main():
 
     def quiet():
         if args.wait_quiet > 0:
-            from pytest_mxperf.machine_state import wait_for_quiet
+            from pytest_mxperf.machine.state import wait_for_quiet
             waited, other = wait_for_quiet(args.quiet_below, args.wait_quiet)
             if waited > 2.5:
                 print(f"  (waited {waited:.0f} s for a quiet machine; other_cpus now "
@@ -259,13 +262,16 @@ def checks(args, quiet):
 def peak(args, results):
     """The machine's peak through oneDNN (and OpenBLAS's dot beside it), one process, and
     each dtype's median GFLOP/s against it."""
-    from pytest_mxperf import runner, spawn, topology
+    from pytest_mxperf.proc import spawn
+    from pytest_mxperf.measure import runner
+    from pytest_mxperf.proc import worker
+    from pytest_mxperf.machine import topology
     from pytest_mxperf.zoo import flops
 
     env, _ = topology.worker_env(dict(os.environ), "auto", 1)
     env = spawn.with_package_path(env)
     out = runner.run_process([sys.executable, "-m", "pytest_mxperf.workers.peak"],
-                             {"kernels": ["fc", "conv", "dot"], "memory_limit": runner.default_memory_limit()},
+                             {"kernels": ["fc", "conv", "dot"], "memory_limit": worker.default_memory_limit()},
                              timeout=600, env=env)
     print()
     if out.status != "ok":

@@ -61,10 +61,10 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from pytest_mxperf import stats as S  # noqa: E402
-from pytest_mxperf import verdict as V  # noqa: E402
-from pytest_mxperf import verdict_duet as D  # noqa: E402
-from pytest_mxperf.samples import METRICS  # noqa: E402
+from pytest_mxperf.model import stats as S  # noqa: E402
+from pytest_mxperf.judge import verdict as V  # noqa: E402
+from pytest_mxperf.judge import verdict_duet as D  # noqa: E402
+from pytest_mxperf.model.measurement import METRICS  # noqa: E402
 
 DATA = ROOT / "benchmarks" / "data" / "vm-regimes-amd-epyc-2vcpu.json"
 OUT = ROOT / "benchmarks" / "results" / "duet-false-alarms-2026-11-23.txt"

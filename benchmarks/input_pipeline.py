@@ -33,9 +33,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from pytest_mxperf import runner, spawn, topology  # noqa: E402
-from pytest_mxperf.machine_state import LoadMeter  # noqa: E402
-from pytest_mxperf.workload import Workload  # noqa: E402
+from pytest_mxperf.proc import spawn
+from pytest_mxperf.measure import runner
+from pytest_mxperf import topology  # noqa: E402
+from pytest_mxperf.machine.state import LoadMeter  # noqa: E402
+from pytest_mxperf.model.workload import Workload  # noqa: E402
 
 WORKER = [sys.executable, "-m", "pytest_mxperf.workers.pipeline"]
 IMAGE_224 = {"batch_size": 32, "data_shape": [3, 224, 224], "n_images": 256}

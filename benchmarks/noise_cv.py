@@ -19,8 +19,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from pytest_mxperf import runner  # noqa: E402
-from pytest_mxperf.samples import CellMeasurement  # noqa: E402
-from pytest_mxperf.workload import Workload  # noqa: E402
+from pytest_mxperf.model.measurement import CellMeasurement  # noqa: E402
+from pytest_mxperf.model.workload import Workload  # noqa: E402
 
 
 def cv(values):

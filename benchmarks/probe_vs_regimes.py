@@ -21,9 +21,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from pytest_mxperf import machine_state as M  # noqa: E402
+from pytest_mxperf.judge import machine_states as L  # noqa: E402
+from pytest_mxperf.machine import state as M  # noqa: E402
 from pytest_mxperf import runner  # noqa: E402
-from pytest_mxperf.workload import Workload  # noqa: E402
+from pytest_mxperf.model.workload import Workload  # noqa: E402
 
 
 def ranks(xs):
@@ -82,7 +83,7 @@ def main(argv=None) -> int:
               f"{fmt(r.median, '.1f')} img/s", flush=True)
 
     probes = [p for b, a, _, _ in rows for p in (b, a) if p]
-    ref = M.reference_from(probes)
+    ref = L.reference_from(probes)
     ref_gemm, ref_stream = (ref or {}).get("gemm_gflops"), (ref or {}).get("stream_gbps")
     print(f"\nquiet reference (75th percentile of {len(probes)} probes): "
           f"GEMM {fmt(ref_gemm)} GFLOP/s, stream {fmt(ref_stream, '.1f')} GB/s")
@@ -90,7 +91,7 @@ def main(argv=None) -> int:
           f"{'img/s':>6} {'other CPUs':>10} {'steal':>6}  label")
     gemm_mean, gemm_min, imgs = [], [], []
     for i, (b, a, load, r) in enumerate(rows):
-        st = M.label(b, a, load, ref)
+        st = L.label(b, a, load, ref)
         load = load or {}
         print(f"{i + 1:>5} {fmt((b or {}).get('gemm_gflops')):>11} {fmt((a or {}).get('gemm_gflops')):>6} "
               f"{fmt((b or {}).get('stream_gbps'), '.1f'):>13} {fmt((a or {}).get('stream_gbps'), '.1f'):>6} "

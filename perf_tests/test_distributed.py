@@ -1,6 +1,6 @@
 """Distributed kvstore throughput: 1 scheduler + 1 server + 2 workers on 127.0.0.1.
 
-``pytest_mxperf.dist`` launches the ps-lite roles as separate processes (no dmlc_tracker)
+``pytest_mxperf.measure.cluster`` launches the ps-lite roles as separate processes (no dmlc_tracker)
 and supervises them; the functional checks (dist_sync weights == local weights, a killed
 worker stops the cluster, nothing left behind) are in ``tests/test_dist.py``. Here the
 same cluster is measured for its throughput, next to a single-process ``local`` run of
@@ -16,7 +16,7 @@ The ratio to ``local`` is derived from the two cells and shown, not judged again
 
 import pytest
 
-from pytest_mxperf.workload import Workload
+from pytest_mxperf.model.workload import Workload
 
 MODEL = "mlp"
 GLOBAL_BATCH = 256
@@ -45,7 +45,7 @@ def _measure(mxperf, kvstore):
     if kvstore == "local" and "local" in _local:
         return _local["local"]  # one reference cell per session, not one per kvstore
     w = Workload(model=MODEL, mode="dist", batch_size=GLOBAL_BATCH, threads="1", kvstore=kvstore)
-    cell = mxperf.expect_ok(mxperf.measure_module("pytest_mxperf.dist", _spec(kvstore, mxperf.options.smoke), w,
+    cell = mxperf.expect_ok(mxperf.measure_module("pytest_mxperf.measure.cluster", _spec(kvstore, mxperf.options.smoke), w,
                                                   cluster_figures, timeout=300))
     if kvstore == "local":
         _local["local"] = cell

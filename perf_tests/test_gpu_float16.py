@@ -17,7 +17,8 @@ ratio is read from the two measured cells; on older GPUs it is shown, not assert
 
 import pytest
 
-from pytest_mxperf import gpu_arch, hardware, zoo
+from pytest_mxperf.machine import gpu_arch, hardware
+from pytest_mxperf import zoo
 
 #: float16 / float32 throughput that a tensor-core GPU must reach at batch >= FP16_MIN_BATCH
 FP16_MIN_SPEEDUP = 1.10

@@ -31,7 +31,7 @@ import statistics
 
 import pytest
 
-from pytest_mxperf.workload import Workload
+from pytest_mxperf.model.workload import Workload
 
 WORKER = "pytest_mxperf.workers.pipeline"
 #: 256x256 JPEGs (about 30 KB at quality 90, an ImageNet file resized to 256) cut to 224

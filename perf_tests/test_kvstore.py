@@ -30,7 +30,7 @@ as compute-bound.
 import pytest
 
 from pytest_mxperf.workers import commbench
-from pytest_mxperf.workload import Workload
+from pytest_mxperf.model.workload import Workload
 
 CPU_CONTEXTS = ("cpu:0", "cpu:1")
 BATCH = 8  # per device: the conv nets, and the bandwidth cells

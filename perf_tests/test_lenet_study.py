@@ -19,7 +19,7 @@ Asserted here: every seed reaches the target within ``MAX_EPOCHS`` epochs.
 import pytest
 
 from pytest_mxperf.workers.convergence import DEFAULT_TARGET
-from pytest_mxperf.workload import Workload
+from pytest_mxperf.model.workload import Workload
 
 TARGET = DEFAULT_TARGET  # 0.95 on the digits hold-out
 #: measured here: 1-9 epochs over these batch sizes and seeds (lr 0.1, momentum 0.9)

@@ -4,7 +4,7 @@ The method is MXNet's ``example/image-classification/benchmark_score.py``: forwa
 (``for_training=False``), random input, batch grid 1, 2, 4, 8, 16, 32, the networks of
 MXNet commit 0a03417. Which table applies (documented figure on matching hardware, a
 legacy-sanity floor on other hardware of the same class, or none) is decided by
-``pytest_mxperf.tables.select_floor`` and shown in the report.
+``pytest_mxperf.judge.floors.select_floor`` and shown in the report.
 """
 
 import pytest

@@ -27,7 +27,7 @@ import os
 
 import pytest
 
-from pytest_mxperf import tables
+from pytest_mxperf.judge import floors as tables
 
 TRAIN_MODELS = ("alexnet", "inception-v3", "resnet50_v2")
 ALEXNET_MULTIPLIER = int(os.environ.get("MXPERF_ALEXNET_MULTIPLIER", "8"))

@@ -13,6 +13,6 @@ def __getattr__(name):
     # not measure raises), without importing the parent side into every worker that imports
     # this package
     if name == "CellNotMeasured":
-        from .samples import CellNotMeasured
+        from pytest_mxperf.model.measurement import CellNotMeasured
         return CellNotMeasured
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

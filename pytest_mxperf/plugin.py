@@ -12,9 +12,10 @@ from typing import Optional
 
 import pytest
 
-from . import options as opts, verdict_duet
-from .fixture import Measurer
-from .session import PerfSession
+from pytest_mxperf.model import options as opts
+from pytest_mxperf.judge import verdict_duet
+from pytest_mxperf.measure.fixture import Measurer
+from pytest_mxperf.measure.session import PerfSession
 
 #: ``--perf-reference baseline``: the A/B reference is the install this machine's baseline
 #: was recorded with (its stored MXNet requirement, built into a cached venv)
@@ -38,7 +39,7 @@ MARKERS = {
 
 
 def pytest_addhooks(pluginmanager):
-    from . import hookspecs
+    from pytest_mxperf import hookspecs
     pluginmanager.add_hookspecs(hookspecs)
 
 
@@ -159,8 +160,9 @@ def _parse(config) -> opts.PerfOptions:
 def pytest_configure(config):
     import dataclasses
 
-    from . import fingerprint, spawn
-    from .baselines import BaselineError
+    from pytest_mxperf.machine import fingerprint
+    from pytest_mxperf.proc import spawn
+    from pytest_mxperf.store.baselines import BaselineError
     for name, doc in MARKERS.items():
         config.addinivalue_line("markers", f"{name}: {doc}")
     try:
@@ -216,7 +218,7 @@ def _say(config, line: str) -> None:
 def _check_mxnet_distributions(python) -> None:
     """Two MXNet distributions installed side by side (e.g. mxnet and mxnet-cu117 share the
     mxnet/ package) are a usage error, said before anything is measured."""
-    from . import installs
+    from pytest_mxperf.proc import installs
     try:
         dists = installs.installed_mxnet_distributions(python)
     except installs.InstallError:
@@ -232,7 +234,7 @@ def _baseline_requirement(session: PerfSession) -> str:
     """``--perf-reference baseline``: the MXNet requirement this machine's baseline was
     recorded with (e.g. "mxnet==1.9.1"); a one-line usage error when there is no baseline,
     it predates stored requirements, or its cells were recorded with different installs."""
-    from .baselines import BaselineError
+    from pytest_mxperf.store.baselines import BaselineError
     machine_id = session.machine["id"]
     where = session.store.path(machine_id)
     if not session.baseline_doc:
@@ -255,7 +257,7 @@ def _reference_python(spec: str, candidate: Optional[str] = None) -> str:
     import os
     if os.sep in spec and os.access(spec, os.X_OK):
         return spec
-    from . import installs
+    from pytest_mxperf.proc import installs
     try:
         return installs.reference_python(spec, like=candidate)
     except installs.InstallError as exc:
@@ -300,7 +302,7 @@ def pytest_generate_tests(metafunc):
                   for g in groups]
         metafunc.parametrize("ctx", params)
     if "model" in names:
-        from . import zoo
+        from pytest_mxperf import zoo
         allowed = kw.get("models") or zoo.model_names()
         models = options.selected_models(allowed)
         slow = kw.get("slow") or {}
@@ -380,7 +382,8 @@ def mxperf_session(request) -> PerfSession:
 @pytest.fixture
 def mxperf(request, record_property, mxperf_session):
     """Measure MXNet workloads in fresh worker processes; see fixture.Measurer."""
-    from . import benchmark_records, gate
+    from pytest_mxperf.output import benchmark_records
+    from pytest_mxperf.outcome import finish as gate
     node = request.node
     late = mxperf_session.past_deadline()
     if late:
@@ -409,12 +412,12 @@ def mxperf(request, record_property, mxperf_session):
 @pytest.fixture
 def zoo_model(model):
     """The ModelSpec of the parametrised ``model`` (name, input shape, classes, FLOPs)."""
-    from . import zoo
+    from pytest_mxperf import zoo
     return zoo.get_model(model)
 
 
 def pytest_benchmark_update_machine_info(config, machine_info):
-    from . import hardware
+    from pytest_mxperf.machine import hardware
     machine_info["mxperf"] = {"hardware": hardware.summary()}
 
 
@@ -429,7 +432,9 @@ def pytest_collection_finish(session):
     s = getattr(session.config, "_mxperf_session", None)
     if s is None:
         return
-    from . import report, stats, verdict
+    from pytest_mxperf.output import report
+    from pytest_mxperf.judge import verdict
+    from pytest_mxperf.model import stats
     measuring = [it for it in session.items if "mxperf" in getattr(it, "fixturenames", ())]
     tests = len(measuring)
     if not tests:
@@ -453,7 +458,7 @@ def _refuse_cpu_mxnet_for_gpu_cells(session, s: PerfSession) -> None:
     install, instead of a session of skips (gpu_arch.cpu_build_usage_error)."""
     import re
 
-    from . import gpu_arch, hardware
+    from pytest_mxperf.machine import gpu_arch, hardware
     gpu_items = [it for it in session.items if it.get_closest_marker("gpu")
                  and "mxperf" in getattr(it, "fixturenames", ())]
     named = "gpu" in re.findall(r"\w+", session.config.getoption("markexpr", "") or "") or (
@@ -475,7 +480,7 @@ def pytest_sessionfinish(session, exitstatus):
     s = getattr(session.config, "_mxperf_session", None)
     if s is None:
         return
-    from . import gate
+    from pytest_mxperf.outcome import finish as gate
     options = s.options
     msgs = []
     if s.not_reached:
@@ -511,7 +516,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     s = getattr(config, "_mxperf_session", None)
     if s is None or not (s.records or s.findings or s.end_messages):
         return
-    from . import report
+    from pytest_mxperf.output import report
     terminalreporter.section("mxperf")
     for line in report.session_lines(s, getattr(s, "outcome", None)):
         terminalreporter.write_line(line)

@@ -1,7 +1,7 @@
 """Fake NVML boxes for the tests: specs (the ``$MXPERF_FAKE_NVML`` JSON format, see
-``pytest_mxperf/nvml.py``) and pynvml-like modules built from them.
+``pytest_mxperf/machine/nvml.py``) and pynvml-like modules built from them.
 
-``module(spec)`` is ``pytest_mxperf.nvml.FakeNVML(spec)``: the same function names,
+``module(spec)`` is ``pytest_mxperf.machine.nvml.FakeNVML(spec)``: the same function names,
 parameters, constants and error classes (``NVMLError_NotSupported``, ...) as nvidia-ml-py's
 ``pynvml``. The stand-in lives in the package because the plugin's own end-to-end tests
 start pytest in a subprocess that finds it through ``$MXPERF_FAKE_NVML``.
@@ -15,7 +15,7 @@ import json
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
 
-from pytest_mxperf.nvml import FakeNVML
+from pytest_mxperf.machine.nvml import FakeNVML
 
 MIB = 2 ** 20
 

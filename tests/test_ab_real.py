@@ -20,7 +20,7 @@ import sys
 
 import pytest
 
-from pytest_mxperf import installs
+from pytest_mxperf.proc import installs
 
 CELL = """
 import pytest

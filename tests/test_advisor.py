@@ -3,8 +3,8 @@ the suite filled in itself."""
 
 import pytest
 
-from pytest_mxperf import advisor
-from pytest_mxperf.advisor import Advice, advise
+from pytest_mxperf.machine import advisor
+from pytest_mxperf.machine.advisor import Advice, advise
 
 FEATURES = ["BLAS_OPEN", "CPU_SSE", "MKLDNN", "OPENMP", "SIGNAL_HANDLER"]
 GPU_FEATURES = FEATURES + ["CUDA", "CUDNN", "NCCL"]

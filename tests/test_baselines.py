@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from pytest_mxperf import baselines as B
-from pytest_mxperf import jsonio as J
-from pytest_mxperf import results as R
-from pytest_mxperf.samples import CellMeasurement, RunResult
-from pytest_mxperf.workload import Workload
+from pytest_mxperf.store import baselines as B
+from pytest_mxperf.model import jsonio as J
+from pytest_mxperf.store import results as R
+from pytest_mxperf.model.measurement import CellMeasurement, RunResult
+from pytest_mxperf.model.workload import Workload
 
 ROOT = Path(__file__).resolve().parent.parent
 MODELS = ["resnet50_v2", "alexnet", "lenet", "inception-bn", "vgg16"]
@@ -156,7 +156,7 @@ def test_interrupted_write_leaves_previous_file_intact(tmp_path, fault, models):
 WRITER = textwrap.dedent("""
     import sys, json
     from pathlib import Path
-    from pytest_mxperf import baselines as B
+    from pytest_mxperf.store import baselines as B
     path = Path(sys.argv[1])
     texts = [B._dumps(json.loads(Path(p).read_text())) for p in sys.argv[2:4]]
     print("ready", flush=True)
@@ -207,9 +207,9 @@ def test_sigkill_during_writes_leaves_old_or_new_content(tmp_path):
 
 UPDATER = textwrap.dedent("""
     import sys
-    from pytest_mxperf import baselines as B
-    from pytest_mxperf.samples import CellMeasurement, RunResult
-    from pytest_mxperf.workload import Workload
+    from pytest_mxperf.store import baselines as B
+    from pytest_mxperf.model.measurement import CellMeasurement, RunResult
+    from pytest_mxperf.model.workload import Workload
     d, model, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
     for i in range(n):
         w = Workload(model, batch_size=i + 1)
@@ -333,7 +333,7 @@ def test_the_committed_baseline_loads_unchanged_and_keeps_its_keys():
     """Cells recorded before figures had units are still found under the same keys and judged."""
     from pathlib import Path
 
-    from pytest_mxperf import verdict as V
+    from pytest_mxperf.judge import verdict as V
     path = next((Path(__file__).resolve().parent.parent / "baselines").glob("intel-*.json"))
     doc = B.load_path(path)
     key = Workload("resnet50_v2", batch_size=8).key()

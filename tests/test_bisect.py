@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_mxperf import bisect, installs
+from pytest_mxperf.cli import find_release as bisect
+from pytest_mxperf.proc import installs
 
 KEY = "score/resnet50_v2/b8/cpu:0/float32/threads=auto"
 KEY2 = "score/lenet/b1/cpu:0/float32/threads=auto"
@@ -142,7 +143,7 @@ def test_a_step_that_cannot_run_exits_1_with_one_line():
     rc, out, err = run(["--range", "1.6.0..1.9.1", *ARGS], runner)
     assert rc == 1
     assert err.splitlines() == [
-        "pytest_mxperf.bisect: step 1.6.0 -> 1.7.0.post2 could not run: pytest exited with code 4 (usage error)"]
+        "pytest_mxperf.cli.find_release: step 1.6.0 -> 1.7.0.post2 could not run: pytest exited with code 4 (usage error)"]
     assert len(runner.steps) == 1  # it stops there
 
 
@@ -153,7 +154,7 @@ def test_a_step_without_results_exits_1_with_one_line(tmp_path):
     rc, _, err = run(["--range", "1.8.0.post0..1.9.1", "--report-dir", str(tmp_path), *ARGS], FakeRunner(write=False))
     assert rc == 1
     (line,) = err.splitlines()
-    assert line.startswith("pytest_mxperf.bisect: step 1.8.0.post0 -> 1.9.1 could not run: no ")
+    assert line.startswith("pytest_mxperf.cli.find_release: step 1.8.0.post0 -> 1.9.1 could not run: no ")
     assert line.endswith("results.json (did the session start measuring?)")
 
 
@@ -188,7 +189,7 @@ def test_an_install_that_fails_exits_1_with_one_line():
     inst = FakeInstalls(fail={"mxnet==1.8.0.post0"})
     rc, _, err = run(["--range", "1.8.0.post0..1.9.1", *ARGS], FakeRunner(), inst)
     assert rc == 1
-    assert err.splitlines() == ["pytest_mxperf.bisect: pip install mxnet==1.8.0.post0 numpy<1.24 failed: "
+    assert err.splitlines() == ["pytest_mxperf.cli.find_release: pip install mxnet==1.8.0.post0 numpy<1.24 failed: "
                                 "ERROR: No matching distribution found for mxnet==1.8.0.post0"]
 
 
@@ -206,12 +207,12 @@ def test_usage_errors_exit_2(argv, says):
     rc, _, err = run(argv, runner)
     assert rc == 2
     (line,) = err.splitlines()
-    assert line.startswith("pytest_mxperf.bisect: usage error: ") and says in line
+    assert line.startswith("pytest_mxperf.cli.find_release: usage error: ") and says in line
     assert runner.steps == []
 
 
 def test_the_module_runs_as_a_script():
-    proc = subprocess.run([sys.executable, "-m", "pytest_mxperf.bisect", "--range", "0.1..0.2"],
+    proc = subprocess.run([sys.executable, "-m", "pytest_mxperf.cli.find_release", "--range", "0.1..0.2"],
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=120,
                           cwd=str(Path(__file__).resolve().parent.parent))
     assert proc.returncode == 2

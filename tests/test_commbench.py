@@ -4,7 +4,9 @@ import sys
 
 import pytest
 
-from pytest_mxperf import dist, runner, zoo
+from pytest_mxperf.measure import cluster as dist
+from pytest_mxperf.measure import runner
+from pytest_mxperf import zoo
 from pytest_mxperf.workers import commbench
 
 CMD = [sys.executable, "-m", "pytest_mxperf.workers.commbench"]

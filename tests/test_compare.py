@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from pytest_mxperf import baselines as B
-from pytest_mxperf import compare as C
-from pytest_mxperf import results as R
-from pytest_mxperf.samples import CellMeasurement, RunResult
-from pytest_mxperf.workload import Workload
+from pytest_mxperf.store import baselines as B
+from pytest_mxperf.cli import compare as C
+from pytest_mxperf.store import results as R
+from pytest_mxperf.model.measurement import CellMeasurement, RunResult
+from pytest_mxperf.model.workload import Workload
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -29,7 +29,7 @@ def write(path, cells, machine_id="box"):
 
 def cli(*args):
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    return subprocess.run([sys.executable, "-m", "pytest_mxperf.compare", *map(str, args)], env=env,
+    return subprocess.run([sys.executable, "-m", "pytest_mxperf.cli.compare", *map(str, args)], env=env,
                           capture_output=True, text=True, timeout=120)
 
 
@@ -91,7 +91,7 @@ def test_compare_cli_bad_input_exit_2(tmp_path):
 
 
 def test_compare_docs_same_statistics_as_verdict(tmp_path):
-    from pytest_mxperf import verdict as V
+    from pytest_mxperf.judge import verdict as V
     old = R.load_results(write(tmp_path / "o.json", [cell("resnet50_v2", BASE)]))
     new = R.load_results(write(tmp_path / "n.json", [cell("resnet50_v2", [x * 0.9 for x in BASE])]))
     [(k, v)] = C.compare_docs(old, new).items()
@@ -128,9 +128,9 @@ def test_promote_keeps_the_operator_profiles_of_a_profiled_run(tmp_path):
 
 
 def test_modules_do_not_import_mxnet():
-    code = ("import sys; import pytest_mxperf.fingerprint, pytest_mxperf.baselines, pytest_mxperf.verdict, "
-            "pytest_mxperf.results, pytest_mxperf.compare, pytest_mxperf.plots; "
-            "pytest_mxperf.fingerprint.machine_fingerprint(); assert 'mxnet' not in sys.modules, 'mxnet imported'")
+    code = ("import sys; import pytest_mxperf.machine.fingerprint, pytest_mxperf.store.baselines, pytest_mxperf.judge.verdict, "
+            "pytest_mxperf.store.results, pytest_mxperf.cli.compare, pytest_mxperf.output.plots; "
+            "pytest_mxperf.machine.fingerprint.machine_fingerprint(); assert 'mxnet' not in sys.modules, 'mxnet imported'")
     out = subprocess.run([sys.executable, "-c", code], env=dict(os.environ, PYTHONPATH=str(ROOT)),
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr

@@ -4,7 +4,8 @@ import sys
 
 import numpy as np
 
-from pytest_mxperf import dist, runner
+from pytest_mxperf.measure import cluster as dist
+from pytest_mxperf.measure import runner
 from pytest_mxperf.workers import convergence
 
 CMD = [sys.executable, "-m", "pytest_mxperf.workers.convergence"]

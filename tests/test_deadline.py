@@ -9,7 +9,8 @@ import time
 
 import pytest
 
-from pytest_mxperf import options, results
+from pytest_mxperf.model import options
+from pytest_mxperf.store import results
 
 GRID = """
 import pytest

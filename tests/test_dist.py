@@ -1,4 +1,4 @@
-"""The ps-lite launcher (pytest_mxperf.dist): correctness, fault handling, clean-up.
+"""The ps-lite launcher (pytest_mxperf.measure.cluster): correctness, fault handling, clean-up.
 
 Every cluster runs in fresh processes (the launcher itself through runner.run_process);
 this pytest process never imports mxnet. Each test takes a few seconds.
@@ -11,9 +11,10 @@ import numpy as np
 import psutil
 import pytest
 
-from pytest_mxperf import dist, runner
+from pytest_mxperf.measure import cluster as dist
+from pytest_mxperf.measure import runner
 
-LAUNCHER = [sys.executable, "-m", "pytest_mxperf.dist"]
+LAUNCHER = [sys.executable, "-m", "pytest_mxperf.measure.cluster"]
 WORKER = {"model": "mlp", "global_batch": 128, "steps": 30, "seed": 3, "learning_rate": 0.1,
           "momentum": 0.9, "report_every": 5}
 

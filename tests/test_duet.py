@@ -1,4 +1,4 @@
-"""Duet pairs (pytest_mxperf/duet.py): two resident workers taking turns at timed rounds,
+"""Duet pairs (pytest_mxperf/measure/duet.py): two resident workers taking turns at timed rounds,
 run here against stand-in workers that speak the real round protocol
 (``workers/protocol.serve_rounds``), and once against real MXNet."""
 
@@ -7,8 +7,8 @@ import os
 import psutil
 import pytest
 
-from pytest_mxperf import duet
-from pytest_mxperf.workload import Workload
+from pytest_mxperf.measure import duet
+from pytest_mxperf.model.workload import Workload
 
 W = Workload(model="lenet", mode="score", batch_size=4)
 
@@ -72,14 +72,14 @@ def test_resident_worker_kinds_are_declared_and_cluster_and_convergence_kinds_ar
                    "pytest_mxperf.workers.pipeline"):
         assert duet.resident(module), module
     # one process of these is a whole cluster launch / a whole training run to the target
-    for module in ("pytest_mxperf.dist", "pytest_mxperf.workers.convergence", "pytest_mxperf.workers.peak",
+    for module in ("pytest_mxperf.measure.cluster", "pytest_mxperf.workers.convergence", "pytest_mxperf.workers.peak",
                    "some.users.worker"):
         assert not duet.resident(module), module
 
 
 def test_the_plan_says_which_cells_run_process_pairs():
-    from pytest_mxperf import report
-    from pytest_mxperf.options import PerfOptions
+    from pytest_mxperf.output import report
+    from pytest_mxperf.model.options import PerfOptions
     line = report.plan_line(4, PerfOptions(reference="/x/python"), 8, 3, duet_tests=3)
     assert "score, train, latency, io, kvstore, your own network" in line
     assert "distributed and time-to-accuracy cells run 8 process pairs" in line
@@ -118,8 +118,8 @@ def test_a_duet_pairs_log_ratio_follows_the_direction_of_the_figure_the_rounds_t
     longer on the candidate's side, are log(1.1) worse in seconds and log(1/1.1) in samples/s."""
     import math
 
-    from pytest_mxperf import gate
-    from pytest_mxperf.samples import METRICS, RunResult
+    from pytest_mxperf.outcome import judging
+    from pytest_mxperf.model.measurement import METRICS, RunResult
     ref_rounds = [0.1, 0.2, 0.1, 0.15, 0.12]
     for mode, metric, expect in (("kvstore", "comm_seconds", math.log(1.1)), ("io", "samples_per_s", -math.log(1.1)),
                                  ("score", "throughput", -math.log(1.1))):
@@ -127,12 +127,12 @@ def test_a_duet_pairs_log_ratio_follows_the_direction_of_the_figure_the_rounds_t
         c = RunResult(w, "ok", batches_per_round=3, round_seconds=[1.1 * t for t in ref_rounds],
                       figures={metric: 1.0}, meta={"duet": {}})
         r = RunResult(w, "ok", batches_per_round=3, round_seconds=ref_rounds, figures={metric: 1.0}, meta={"duet": {}})
-        assert gate._duet_log_ratio(c, r, METRICS[metric]) == pytest.approx(expect), metric
+        assert judging._duet_log_ratio(c, r, METRICS[metric]) == pytest.approx(expect), metric
 
 
 KV_SESSION = """
 import pytest
-from pytest_mxperf.workload import Workload
+from pytest_mxperf.model.workload import Workload
 
 def figures(payload):
     return {"comm_seconds": payload["comm_seconds"], "bandwidth_gbps": payload["bandwidth_gbps"]}
@@ -161,7 +161,7 @@ def _kv_ab(pytester, make_stub_python, cand, ref):
 
 
 def test_ab_a_kvstore_cell_runs_duet_pairs_and_a_10_percent_slower_candidate_fails(pytester, make_stub_python):
-    from pytest_mxperf import verdict_duet
+    from pytest_mxperf.judge import verdict_duet
     r, out, rec = _kv_ab(pytester, make_stub_python, {"comm_seconds": 0.055, "version": "1.9.1"},
                          {"comm_seconds": 0.05, "version": "1.8.0"})
     assert r.ret == pytest.ExitCode.TESTS_FAILED, out

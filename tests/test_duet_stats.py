@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from pytest_mxperf import stats as S
-from pytest_mxperf import verdict as V
-from pytest_mxperf import verdict_duet as D
-from pytest_mxperf.samples import METRICS
+from pytest_mxperf.model import stats as S
+from pytest_mxperf.judge import verdict as V
+from pytest_mxperf.judge import verdict_duet as D
+from pytest_mxperf.model.measurement import METRICS
 
 THROUGHPUT = METRICS["throughput"]
 LATENCY = METRICS["latency_p50_ms"]

@@ -4,7 +4,7 @@ import re
 
 import pytest
 
-from pytest_mxperf import fingerprint as fpm
+from pytest_mxperf.machine import fingerprint as fpm
 
 
 def test_fingerprint_shape_and_stability():

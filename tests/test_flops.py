@@ -7,11 +7,11 @@ import sys
 
 import pytest
 
-from pytest_mxperf import fixture
-from pytest_mxperf.options import PerfOptions
-from pytest_mxperf.samples import METRICS, CellMeasurement, RunResult, add_flop_figures
-from pytest_mxperf.session import PerfSession
-from pytest_mxperf.workload import Workload
+from pytest_mxperf.measure import fixture
+from pytest_mxperf.model.options import PerfOptions
+from pytest_mxperf.model.measurement import METRICS, CellMeasurement, RunResult, add_flop_figures
+from pytest_mxperf.measure.session import PerfSession
+from pytest_mxperf.model.workload import Workload
 from pytest_mxperf.zoo import ModelSpec, flops, get_model
 
 SPEC = ModelSpec(name="toy", table_column=None, input_shape=(3, 8, 8), num_classes=10, params=1000,

@@ -10,7 +10,8 @@ import sys
 
 import psutil
 import pytest
-from pytest_mxperf import stats, verdict, verdict_duet
+from pytest_mxperf.judge import verdict, verdict_duet
+from pytest_mxperf.model import stats
 
 CELLS = """
 import pytest
@@ -234,7 +235,7 @@ def test_a_bad_user_setting_is_advised_against_and_shown_on_the_failing_cell(two
 
 KVSTORE = """
 import pytest
-from pytest_mxperf.workload import Workload
+from pytest_mxperf.model.workload import Workload
 
 def figures(payload):
     return {"comm_seconds": payload["comm_seconds"], "bandwidth_gbps": payload["bandwidth_gbps"]}
@@ -362,7 +363,7 @@ def _cached_reference(cache, spec, candidate, python):
     """Put ``python`` where ``installs.reference_python(spec, like=candidate)`` finds the
     finished venv of ``spec`` (what a first build leaves), under the cache ``cache``."""
     import os
-    from pytest_mxperf import installs
+    from pytest_mxperf.proc import installs
     reqs = installs.requirements_for(spec, installs.companion_requirements(candidate))
     root = cache / "venvs" / installs.venv_slug(spec, reqs)
     exe = installs.venv_python(root / "venv")

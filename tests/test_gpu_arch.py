@@ -1,9 +1,9 @@
-"""Which GPUs the MXNet 1.9.1 CUDA wheels have kernels for (pytest_mxperf/gpu_arch.py)."""
+"""Which GPUs the MXNet 1.9.1 CUDA wheels have kernels for (pytest_mxperf/machine/gpu_arch.py)."""
 
 import pytest
 
-from pytest_mxperf import gpu_arch as A
-from pytest_mxperf import installs
+from pytest_mxperf.machine import gpu_arch as A
+from pytest_mxperf.proc import installs
 
 
 # --------------------------------------------------------------------------- the recorded configs

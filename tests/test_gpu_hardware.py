@@ -9,8 +9,10 @@ from pathlib import Path
 import pytest
 
 import fake_nvml as F
-from pytest_mxperf import fingerprint, gpu_arch, hardware, nvml, runner, tables
-from pytest_mxperf.workload import Workload
+from pytest_mxperf.machine import fingerprint, gpu_arch, hardware, nvml
+from pytest_mxperf.measure import runner
+from pytest_mxperf.judge import floors as tables
+from pytest_mxperf.model.workload import Workload
 
 
 @pytest.fixture

@@ -4,7 +4,8 @@ the project's (a documentation check; no GPU involved)."""
 import re
 from pathlib import Path
 
-from pytest_mxperf import gpu_arch, installs
+from pytest_mxperf.machine import gpu_arch
+from pytest_mxperf.proc import installs
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 

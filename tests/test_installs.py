@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_mxperf import installs
-from pytest_mxperf.installs import InstallError
+from pytest_mxperf.proc import installs
+from pytest_mxperf.proc.installs import InstallError
 
 MX16 = "/work/venvs/mx-1.6.0/bin/python"
 # the MXNet of this interpreter: 1.9.1 (the cpu extra) unless a tox mxNNN env says otherwise
@@ -265,7 +265,7 @@ def test_concurrent_threads_build_once(tmp_path, monkeypatch):
 _PROCESS_BUILDER = r"""
 import sys, time
 from pathlib import Path
-from pytest_mxperf import installs
+from pytest_mxperf.proc import installs
 
 log, mine, other = sys.argv[1], Path(sys.argv[2]), Path(sys.argv[3])
 

@@ -1,4 +1,4 @@
-"""The machine-state probe and its labels (machine_state.py, workers/calibrate.py)."""
+"""The machine-state probe and its labels (machine/state.py, judge/machine_states.py, workers/calibrate.py)."""
 
 import math
 import sys
@@ -6,8 +6,9 @@ import sys
 import psutil
 import pytest
 
-from pytest_mxperf import machine_state as M
-from pytest_mxperf import spawn
+from pytest_mxperf.judge import machine_states as L
+from pytest_mxperf.machine import state as M
+from pytest_mxperf.proc import spawn
 
 CHILD_WORK = "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.5: pass\n"
 STAT = "cpu  {user} 0 {system} {idle} 0 0 0 {steal} 0 0\ncpu0 1 2 3 4 5 6 7 8 0 0\nintr 5 6\n"
@@ -114,19 +115,19 @@ IDLE = {"wall_s": 5.0, "other_cpus": 0.1, "steal_frac": 0.0}
     (None, None, {"wall_s": 5.0, "other_cpus": 1.6, "steal_frac": 0.0}, "slowed", "other processes kept"),
 ])
 def test_labels(before, after, load, state, words):
-    st = M.label(before, after, load, REF)
+    st = L.label(before, after, load, REF)
     assert st.state == state and words in st.reason, st
     assert (st.probe_before, st.probe_after, st.load) == (before, after, load)
     assert "\n" not in st.reason
 
 
 def test_the_label_names_every_figure_that_was_off_and_needs_a_reference():
-    st = M.label({"gemm_gflops": 90.0, "stream_gbps": 8.0}, QUIET, {"other_cpus": 1.0, "steal_frac": 0.1}, REF)
+    st = L.label({"gemm_gflops": 90.0, "stream_gbps": 8.0}, QUIET, {"other_cpus": 1.0, "steal_frac": 0.1}, REF)
     assert st.state == "slowed"
     assert all(w in st.reason for w in ("GEMM probe 90", "memory probe 8", "other processes", "steal"))
-    assert M.label(QUIET, QUIET, IDLE, None).state == "unknown"
+    assert L.label(QUIET, QUIET, IDLE, None).state == "unknown"
     # exactly at the bar is not slowed
-    assert M.label({"gemm_gflops": 0.8 * 205.0, "stream_gbps": 16.0}, None, None, REF).state == "quiet"
+    assert L.label({"gemm_gflops": 0.8 * 205.0, "stream_gbps": 16.0}, None, None, REF).state == "quiet"
 
 
 def test_the_reference_ignores_a_minority_of_slow_spells():
@@ -134,13 +135,13 @@ def test_the_reference_ignores_a_minority_of_slow_spells():
     # against ~205, ResNet-50 24 against 36 img/s), in spells
     gemm = [210, 205, 208, 100, 98, 102, 203, 207, 206, 101, 211, 204]
     probes = [{"gemm_gflops": g, "stream_gbps": 20.0 + i % 3} for i, g in enumerate(gemm)] + [None, {}]
-    ref = M.reference_from(probes)
+    ref = L.reference_from(probes)
     assert 203 <= ref["gemm_gflops"] <= 211 and 20 <= ref["stream_gbps"] <= 22
-    assert [M.label(p, p, None, ref).state for p in probes[:12]] == ["slow-spell" if g < 150 else "quiet" for g in gemm]
+    assert [L.label(p, p, None, ref).state for p in probes[:12]] == ["slow-spell" if g < 150 else "quiet" for g in gemm]
     # the median would have been dragged between the regimes once half were slow
     half = [{"gemm_gflops": g} for g in [210, 100, 205, 98, 208, 102, 206, 101]]
-    assert M.reference_from(half)["gemm_gflops"] > 200
-    assert M.reference_from([None, {}]) is None
+    assert L.reference_from(half)["gemm_gflops"] > 200
+    assert L.reference_from([None, {}]) is None
 
 
 # -- a real neighbour ----------------------------------------------------------------------
@@ -156,7 +157,7 @@ def reading(tmp_path, reference=None):
     load = m.stop()
     after = M.run_probe()
     assert before and after and load, (before, after, load)
-    return M.label(before, after, load, reference or before)
+    return L.label(before, after, load, reference or before)
 
 
 def test_a_neighbour_spinning_on_every_cpu_turns_a_quiet_reading_into_slowed(tmp_path):
@@ -188,7 +189,7 @@ def test_a_neighbour_spinning_on_every_cpu_turns_a_quiet_reading_into_slowed(tmp
 def test_spell_depth_is_the_lowest_probe_ratio_of_the_spell_processes():
     from types import SimpleNamespace
 
-    from pytest_mxperf import machine_state as MS
+    from pytest_mxperf.judge import machine_states as MS
 
     def run(state, gemm_before, gemm_after, stream=40.0):
         return SimpleNamespace(meta={"machine_state": {

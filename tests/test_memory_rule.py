@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_mxperf import verdict as V
-from pytest_mxperf.samples import METRICS
+from pytest_mxperf.judge import verdict as V
+from pytest_mxperf.model.measurement import METRICS
 
 RSS = METRICS["peak_rss_mib"]
 
@@ -223,7 +223,7 @@ json.dump(spec, open(sys.argv[1], "w"))
 def _matched_reference():
     """The reference venv of ``mxnet==1.9.1`` with this interpreter's numpy, threadpoolctl and
     scipy (built once into the cache; skipped when it cannot be built, e.g. offline)."""
-    from pytest_mxperf import installs
+    from pytest_mxperf.proc import installs
     if os.environ.get("MXPERF_TEST_MXNET", "1.9.1") != "1.9.1":
         pytest.skip("this interpreter's MXNet is not 1.9.1")
     try:

@@ -9,7 +9,7 @@ import threading
 import pytest
 
 import fake_nvml as F
-from pytest_mxperf import nvml as N
+from pytest_mxperf.machine import nvml as N
 
 GIB = 2 ** 30
 

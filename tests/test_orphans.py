@@ -10,11 +10,11 @@ import time
 
 import psutil
 
-from pytest_mxperf import spawn
+from pytest_mxperf.proc import spawn
 
 PARENT = textwrap.dedent("""
     import sys, time
-    from pytest_mxperf import spawn
+    from pytest_mxperf.proc import spawn
     with spawn.WorkDir(base=sys.argv[1]) as d:
         proc = spawn.start([sys.executable, "-c", "import time; time.sleep(600)"], log_path=d / "w.log")
         print(proc.pid, d, flush=True)

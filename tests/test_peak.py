@@ -4,7 +4,8 @@ it (FLOP counts of the networks: tests/test_flops.py)."""
 import os
 import sys
 
-from pytest_mxperf import runner, spawn
+from pytest_mxperf.proc import spawn
+from pytest_mxperf.measure import runner
 from pytest_mxperf.workers import peak
 
 # Small kernels: the test checks the worker works, not how fast this machine is.

@@ -10,7 +10,8 @@ import sys
 
 import pytest
 
-from pytest_mxperf import runner, spawn
+from pytest_mxperf.proc import spawn
+from pytest_mxperf.measure import runner
 from pytest_mxperf.workers import pipeline
 
 CMD = [sys.executable, "-m", "pytest_mxperf.workers.pipeline"]

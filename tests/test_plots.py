@@ -4,10 +4,10 @@ from pathlib import Path
 
 import pytest
 
-from pytest_mxperf import baselines as B
-from pytest_mxperf.plots import plot_throughput
-from pytest_mxperf.samples import CellMeasurement, RunResult
-from pytest_mxperf.workload import Workload
+from pytest_mxperf.store import baselines as B
+from pytest_mxperf.output.plots import plot_throughput
+from pytest_mxperf.model.measurement import CellMeasurement, RunResult
+from pytest_mxperf.model.workload import Workload
 
 pytest.importorskip("matplotlib")
 

@@ -7,7 +7,8 @@ import sys
 
 import pytest
 
-from pytest_mxperf import runner, spawn
+from pytest_mxperf.proc import spawn
+from pytest_mxperf.measure import runner
 from pytest_mxperf.workers import precision
 
 # The worker: the standard library, numpy, MXNet and the zoo; never pytest.
@@ -167,7 +168,7 @@ def test_dtype_names():
 # --------------------------------------------------------------------------- the throughput worker
 
 def _cell(dtype, model="lenet", mode="score"):
-    from pytest_mxperf.workload import Workload
+    from pytest_mxperf.model.workload import Workload
     env = dict(os.environ, OMP_NUM_THREADS="1")
     env.pop("PYTHONWARNINGS", None)
     return runner.run_workload(Workload(model, mode, 4, dtype=dtype), smoke=True, timeout=300, env=env)
@@ -193,7 +194,7 @@ def test_the_throughput_worker_runs_int8_and_reports_unsupported_dtypes_with_the
 
 
 def test_reduced_precision_cells_are_cpu_inference_cells():
-    from pytest_mxperf.workload import Workload, WorkloadError
+    from pytest_mxperf.model.workload import Workload, WorkloadError
     assert Workload("resnet50_v2", "score", 8, dtype="int8").key() == "score/resnet50_v2/b8/cpu:0/int8/threads=auto"
     Workload("resnet50_v2", "latency", 1, dtype="bfloat16")
     with pytest.raises(WorkloadError, match="int8 cells are inference cells"):

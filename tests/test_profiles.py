@@ -8,9 +8,13 @@ import sys
 
 import pytest
 
-from pytest_mxperf import baselines, profiles, runner, spawn
-from pytest_mxperf.samples import CellMeasurement, RunResult
-from pytest_mxperf.workload import Workload
+from pytest_mxperf.store import baselines
+from pytest_mxperf.measure import profiling as profiles
+from pytest_mxperf.store import kept_profiles
+from pytest_mxperf.proc import spawn
+from pytest_mxperf.measure import runner
+from pytest_mxperf.model.measurement import CellMeasurement, RunResult
+from pytest_mxperf.model.workload import Workload
 
 CMD = [sys.executable, "-m", "pytest_mxperf.workers.profile"]
 
@@ -198,7 +202,7 @@ def worker_result(ops, **meta):
 def test_summary_keeps_the_top_operators_and_folds_the_rest_with_their_names():
     ops = [op(f"op{i}", 10.0 - i, calls=2, total_ms=10 * (10.0 - i), share=0.1) for i in range(5)]
     ops.append(op("other", 0.5, calls=4, total_ms=5.0, share=0.05, names=["tiny1", "tiny2"]))
-    s = profiles.summary(worker_result(ops), top=2)
+    s = kept_profiles.summary(worker_result(ops), top=2)
     assert [o["name"] for o in s["operators"]] == ["op0", "op1", "other"]
     other = s["operators"][-1]
     assert other["names"] == ["op2", "op3", "op4", "tiny1", "tiny2"]
@@ -216,7 +220,7 @@ def _cell(key_model="lenet"):
 def test_a_recorded_baseline_keeps_the_profile_and_gives_it_back(tmp_path):
     cell = _cell()
     key = cell.workload.key()
-    kept = profiles.summary(worker_result([op("_sg_mkldnn_conv", 0.7, calls=20, total_ms=7.0, share=0.8)]))
+    kept = kept_profiles.summary(worker_result([op("_sg_mkldnn_conv", 0.7, calls=20, total_ms=7.0, share=0.8)]))
     path = baselines.update("box", [cell], baselines_dir=tmp_path, profiles={key: kept})
     doc = baselines.load("box", tmp_path)
     assert doc["cells"][key]["history"][-1]["profile"]["operators"][0]["name"] == "_sg_mkldnn_conv"
@@ -238,7 +242,7 @@ def test_a_recorded_baseline_keeps_the_profile_and_gives_it_back(tmp_path):
 def test_the_failure_message_sets_the_profile_beside_the_baselines():
     now = worker_result([op("Convolution", 80.0, calls=106, share=0.7), op("elemwise_add", 9.0, share=0.1)],
                         subgraph_backend="NONE")
-    base = dict(profiles.summary(worker_result([op("_sg_mkldnn_conv", 60.0, calls=106, share=0.9)])),
+    base = dict(kept_profiles.summary(worker_result([op("_sg_mkldnn_conv", 60.0, calls=106, share=0.9)])),
                 date="2026-11-23T10:00:00+00:00")
     lines = profiles.failure_lines("score/resnet50_v2/b2", "regression", now, base)
     assert lines[0].startswith("mxperf: profile of score/resnet50_v2/b2 (regression): top operators by time, now "

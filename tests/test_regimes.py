@@ -22,9 +22,9 @@ from pathlib import Path
 
 import pytest
 
-from pytest_mxperf import stats as S
-from pytest_mxperf import verdict as V
-from pytest_mxperf.samples import METRICS
+from pytest_mxperf.model import stats as S
+from pytest_mxperf.judge import verdict as V
+from pytest_mxperf.model.measurement import METRICS
 
 DATA = Path(__file__).resolve().parent.parent / "benchmarks" / "data" / "vm-regimes-amd-epyc-2vcpu.json"
 SESSIONS = 120

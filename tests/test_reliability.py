@@ -4,13 +4,13 @@ baseline store faults in test_baselines.py, distributed teardown in test_dist.py
 
 import pytest
 
-from pytest_mxperf.fixture import judge_floor
-from pytest_mxperf.session import PerfSession
-from pytest_mxperf.options import PerfOptions
-from pytest_mxperf.samples import CellMeasurement, RunResult
-from pytest_mxperf.tables import Floor
+from pytest_mxperf.measure.fixture import judge_floor
+from pytest_mxperf.measure.session import PerfSession
+from pytest_mxperf.model.options import PerfOptions
+from pytest_mxperf.model.measurement import CellMeasurement, RunResult
+from pytest_mxperf.judge.floors import Floor
 from pytest_mxperf.workers.protocol import looks_like_oom
-from pytest_mxperf.workload import Workload
+from pytest_mxperf.model.workload import Workload
 
 
 @pytest.mark.parametrize("text", [

@@ -29,11 +29,12 @@ from pathlib import Path
 
 import pytest
 
-from pytest_mxperf import baselines, gate
-from pytest_mxperf.options import PerfOptions
-from pytest_mxperf.samples import CellMeasurement, RunResult
-from pytest_mxperf.session import CellRecord, PerfSession
-from pytest_mxperf.workload import Workload
+from pytest_mxperf.store import baselines
+from pytest_mxperf.outcome import finish as gate
+from pytest_mxperf.model.options import PerfOptions
+from pytest_mxperf.model.measurement import CellMeasurement, RunResult
+from pytest_mxperf.measure.session import CellRecord, PerfSession
+from pytest_mxperf.model.workload import Workload
 
 DATA_DIR = Path(__file__).resolve().parent.parent / "benchmarks" / "data"
 QUIET = sorted(DATA_DIR.glob("replay-*-quiet.json"))

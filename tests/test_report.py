@@ -1,9 +1,9 @@
 """The terminal table: a cell that did not measure says why in its row."""
 
-from pytest_mxperf import report
-from pytest_mxperf.samples import CellMeasurement, RunResult
-from pytest_mxperf.session import CellRecord
-from pytest_mxperf.workload import Workload
+from pytest_mxperf.output import report
+from pytest_mxperf.model.measurement import CellMeasurement, RunResult
+from pytest_mxperf.measure.session import CellRecord
+from pytest_mxperf.model.workload import Workload
 
 W = Workload("lenet", batch_size=8)
 WHY = "ValueError: Unknown initialization pattern for softmax_label"

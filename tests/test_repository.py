@@ -73,8 +73,35 @@ def test_the_package_has_no_import_circles():
 
 def test_the_child_side_imports_nothing_from_the_parent_side():
     """Workers run under other MXNet installs: they use the protocol, the zoo and jsonio only."""
-    allowed = {"pytest_mxperf.workers", "pytest_mxperf.zoo", "pytest_mxperf.jsonio", "pytest_mxperf.usermodel"}
+    allowed = {"pytest_mxperf.workers", "pytest_mxperf.zoo", "pytest_mxperf.model.jsonio", "pytest_mxperf.model.user_network"}
     graph = _import_graph()
     bad = {n: sorted(d for d in deps if not any(d == a or d.startswith(a + ".") for a in allowed))
            for n, deps in graph.items() if n.startswith("pytest_mxperf.workers")}
     assert not {n: d for n, d in bad.items() if d}, bad
+
+
+#: The package's floors, lowest first (docs/architecture.md): a module imports from its own
+#: floor or a lower one, never from a higher one.
+FLOORS = [
+    {"model", "zoo", "workers"},  # what both sides share (data, its JSON form), and the child side
+    {"proc"},                     # starting and bounding processes; MXNet installs
+    {"machine"},                  # facts about the machine
+    {"judge"},                    # rules: statistics to verdicts, floors, machine states
+    {"store", "history"},         # baselines, results files, the history store
+    {"measure"},                  # the session's measurements
+    {"output"},                   # what a session shows and writes
+    {"outcome"},                  # the end of a session: judge, confirm, record, write
+    {"cli"},                      # command-line tools
+    {"plugin", "hookspecs", ""},  # the pytest wiring and the package itself
+]
+
+
+def _floor(module: str) -> int:
+    part = module.split(".")[1] if "." in module else ""
+    return next(i for i, names in enumerate(FLOORS) if part in names)
+
+
+def test_every_module_sits_on_a_floor_and_imports_nothing_from_a_higher_one():
+    graph = _import_graph()
+    upward = sorted(f"{n} -> {d}" for n, deps in graph.items() for d in deps if _floor(d) > _floor(n))
+    assert not upward, "imports from a higher floor: " + "; ".join(upward)

@@ -33,11 +33,13 @@ import random
 
 import pytest
 
-from pytest_mxperf import baselines, gate, verdict as V
-from pytest_mxperf.options import PerfOptions, parse_fail_on
-from pytest_mxperf.samples import CellMeasurement, RunResult
-from pytest_mxperf.session import CellRecord, PerfSession
-from pytest_mxperf.workload import Workload
+from pytest_mxperf.store import baselines
+from pytest_mxperf.outcome import finish as gate
+from pytest_mxperf.judge import verdict as V
+from pytest_mxperf.model.options import PerfOptions, parse_fail_on
+from pytest_mxperf.model.measurement import CellMeasurement, RunResult
+from pytest_mxperf.measure.session import CellRecord, PerfSession
+from pytest_mxperf.model.workload import Workload
 
 SEED = 20261124
 SESSIONS = 200
@@ -342,7 +344,7 @@ def test_a_file_recorded_before_resolutions_loads_and_gets_the_same_resolution(t
 
 
 def test_the_failure_policy_names_undecided_slowdowns_off_by_default():
-    from pytest_mxperf import options
+    from pytest_mxperf.model import options
     assert {"below-resolution", "unclear"} <= set(options.FAIL_ON_CHOICES)
     assert not {"below-resolution", "unclear"} & options.DEFAULT_FAIL_ON
     assert {"below-resolution", "unclear"} <= parse_fail_on("+below-resolution,unclear")

@@ -8,8 +8,10 @@ from pathlib import Path
 import psutil
 import pytest
 
-from pytest_mxperf import runner, topology
-from pytest_mxperf.workload import Workload
+from pytest_mxperf.measure import runner
+from pytest_mxperf.proc import worker
+from pytest_mxperf.machine import topology
+from pytest_mxperf.model.workload import Workload
 
 FAULT = [sys.executable, str(Path(__file__).with_name("fault_worker.py"))]
 LENET = Workload("lenet", batch_size=8)
@@ -75,7 +77,7 @@ def test_unknown_model_in_a_spec_is_a_clear_error():
     spec = runner.make_spec(LENET, smoke=True)
     spec["workload"]["model"] = "nope"
     env, _ = runner.build_env(LENET, _env())
-    r = runner.run_spec(spec, LENET, timeout=120, env=env)
+    r = runner.run_result(runner.run_process(runner.worker_command(), spec, timeout=120, env=env), LENET, env)
     assert r.status == "error"
     assert "nope" in r.message and "\n" not in r.message
 
@@ -90,8 +92,8 @@ def test_real_out_of_memory_is_reported_as_oom():
 
 def _fault(mode, timeout=60, tmp_path=None):
     env, _ = runner.build_env(LENET, _env())
-    return runner.run_spec({"workload": LENET.to_dict()}, LENET, timeout=timeout, env=env,
-                           command=FAULT + [mode])
+    out = runner.run_process(FAULT + [mode], {"workload": LENET.to_dict()}, timeout=timeout, env=env)
+    return runner.run_result(out, LENET, env)
 
 
 def test_segfault_reports_crash_with_last_stderr_lines():
@@ -143,7 +145,7 @@ def test_other_deaths_are_classified(mode, status, needle):
 
 
 def test_probe_reports_mxnet_without_importing_it_here():
-    info = runner.probe()
+    info = worker.probe()
     assert info["status"] == "ok"
     assert info["num_gpus"] >= 0
     assert "mxnet" not in sys.modules

@@ -1,4 +1,4 @@
-"""Tests for pytest_mxperf.tables: the published MXNet tables as data, and floor rules.
+"""Tests for pytest_mxperf.judge.floors: the published MXNet tables as data, and floor rules.
 
 The figures are checked cell by cell against the seed copies of the MXNet page with a
 small markdown-table parser written here, independent of the code that wrote the JSON.
@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_mxperf import tables as T
-from pytest_mxperf.tables import (
+from pytest_mxperf.judge import floors as T
+from pytest_mxperf.judge.floors import (
     COLUMN_FOR_MODEL,
     Cell,
     HardwareInfo,

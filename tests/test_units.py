@@ -4,12 +4,13 @@
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from pytest_mxperf import options as opts, topology
-from pytest_mxperf.fixture import judge_floor
-from pytest_mxperf.samples import CellMeasurement, CellNotMeasured, RunResult
-from pytest_mxperf.stats import quantile
-from pytest_mxperf.tables import Floor
-from pytest_mxperf.workload import Workload, WorkloadError, parse_contexts
+from pytest_mxperf.model import options as opts
+from pytest_mxperf.machine import topology
+from pytest_mxperf.measure.fixture import judge_floor
+from pytest_mxperf.model.measurement import CellMeasurement, CellNotMeasured, RunResult
+from pytest_mxperf.model.stats import quantile
+from pytest_mxperf.judge.floors import Floor
+from pytest_mxperf.model.workload import Workload, WorkloadError, parse_contexts
 
 
 def test_workload_is_hashable_and_round_trips():
@@ -166,7 +167,7 @@ def test_option_parsers_accept_or_refuse_cleanly(which, text):
 
 
 def test_parse_cpuinfo_reads_the_first_block():
-    from pytest_mxperf.hardware import parse_cpuinfo
+    from pytest_mxperf.machine.hardware import parse_cpuinfo
     text = ("processor\t: 0\nvendor_id\t: GenuineIntel\ncpu family\t: 6\nmodel\t\t: 167\n"
             "model name\t: Intel(R) Xeon(R) Processor\nstepping\t: 1\ncache size\t: 491520 KB\n"
             "flags\t\t: fpu avx2 avx512f\n\nprocessor\t: 1\nmodel name\t: Other\n")

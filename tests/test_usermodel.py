@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_mxperf import usermodel as U
+from pytest_mxperf.model import user_network as U
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent

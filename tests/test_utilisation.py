@@ -9,12 +9,13 @@ import sys
 import pytest
 
 import fake_nvml as F
-from pytest_mxperf import nvml, runner, utilisation
-from pytest_mxperf.samples import RunResult
-from pytest_mxperf.session import CellRecord
-from pytest_mxperf.samples import CellMeasurement
-from pytest_mxperf.workload import Workload
-from pytest_mxperf import report
+from pytest_mxperf.machine import nvml, utilisation
+from pytest_mxperf.measure import runner
+from pytest_mxperf.model.measurement import RunResult
+from pytest_mxperf.measure.session import CellRecord
+from pytest_mxperf.model.measurement import CellMeasurement
+from pytest_mxperf.model.workload import Workload
+from pytest_mxperf.output import report
 
 SPIN = "import time\nend = time.time() + 2.0\nwhile time.time() < end:\n    pass\n"
 SLEEP = "import time\ntime.sleep(2.0)\n"

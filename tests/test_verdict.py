@@ -7,9 +7,9 @@ import random
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from pytest_mxperf import stats as S
-from pytest_mxperf import verdict as V
-from pytest_mxperf.samples import METRICS
+from pytest_mxperf.model import stats as S
+from pytest_mxperf.judge import verdict as V
+from pytest_mxperf.model.measurement import METRICS
 
 values = st.floats(min_value=1.0, max_value=1e4, allow_nan=False, allow_infinity=False)
 

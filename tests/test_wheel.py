@@ -135,7 +135,7 @@ def test_a_user_project_measures_records_and_compares_with_the_installed_wheel(i
     records = json.loads((project / "rec" / "results.json").read_text())["records"]
     assert all(r["status"] == "ok" for r in records), [(r["key"], r["message"]) for r in records]
     # the published tables came with the wheel, and a zoo cell of them gets its floor
-    floors = _run([str(py), "-c", "from pytest_mxperf import tables; from pytest_mxperf.hardware import HardwareInfo; "
+    floors = _run([str(py), "-c", "from pytest_mxperf import tables; from pytest_mxperf.machine.hardware import HardwareInfo; "
                    "hw = HardwareInfo(cpu_model='Intel(R) Xeon(R) CPU E5-2666 v3 @ 2.90GHz', vcpus=2, gpu_names=()); "
                    "f = tables.select_floor(hw, 'score', 'resnet50_v2', 4, 'cpu'); "
                    "print(len(tables.load_tables()), f.kind, f.documented)"],
@@ -158,7 +158,7 @@ def test_a_user_project_measures_records_and_compares_with_the_installed_wheel(i
 def test_workers_see_this_package_alone_on_their_path():
     """A reference interpreter gets ``pytest_mxperf`` on its PYTHONPATH, never the directory
     it is installed in (for a wheel: this venv's site-packages, with its numpy and mxnet)."""
-    from pytest_mxperf import spawn
+    from pytest_mxperf.proc import spawn
     env = spawn.with_package_path({"PYTHONPATH": "/theirs"})
     first, rest = env["PYTHONPATH"].split(os.pathsep, 1)
     assert rest == "/theirs"

@@ -52,7 +52,7 @@ Only the ``operator`` domain is read (the C API calls are the Python side's over
 The PyPI wheel's ``mx.runtime.Features()`` does not list PROFILER, yet the profiler works.
 
 Child side: the standard library, numpy, MXNet and ``pytest_mxperf.workers`` / ``zoo``
-only (the parent reads these records with ``pytest_mxperf.profiles``).
+only (the parent reads these records with ``pytest_mxperf.measure.profiling``).
 """
 
 from __future__ import annotations

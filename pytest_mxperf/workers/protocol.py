@@ -1,6 +1,6 @@
 """The worker protocol: what every child process of the suite shares.
 
-A worker is started by the parent (``pytest_mxperf.runner`` / ``pytest_mxperf.spawn``)
+A worker is started by the parent (``pytest_mxperf.measure.runner`` / ``pytest_mxperf.proc.spawn``)
 as ``python -m pytest_mxperf.workers.<kind> SPEC.json RESULT.json``. It reads the spec,
 applies the spec's memory cap *before* importing MXNet, runs, and writes one JSON object
 with at least ``status`` ("ok", "error", "oom", "unavailable") and ``message``. Any
@@ -24,7 +24,7 @@ import time
 import traceback
 import warnings
 
-from pytest_mxperf.jsonio import write_json
+from pytest_mxperf.model.jsonio import write_json
 
 OOM_MARKERS = ("out of memory", "std::bad_alloc", "memoryerror", "cannot allocate memory",
                "failed to allocate", "cudamalloc", "cuda_error_out_of_memory", "resource exhausted")
@@ -180,7 +180,7 @@ class ModuleSteps(TimedSteps):
 
 
 def serve_rounds(cell, control, ready):
-    """A resident worker's side of a duet (the parent: ``pytest_mxperf.duet``).
+    """A resident worker's side of a duet (the parent: ``pytest_mxperf.measure.duet``).
 
     ``control`` is [read_fd, write_fd] of two pipes to the parent, which speaks JSON lines:
     the worker says ``{"op": "ready", **ready}`` once warmed up, then answers each

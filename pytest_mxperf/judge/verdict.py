@@ -1,0 +1,850 @@
+"""Decisions: did a figure get worse than its baseline, or than the reference install?
+
+Every judged figure is a ``Comparison``: per-process values of one metric (samples.Metric:
+unit, direction, rule) now and in the baseline, each process labelled with the state of
+the machine while it ran (``machine_state``: "quiet", "slowed" or unknown). The statistics
+are in ``stats.py``; this module only decides.
+
+Baseline mode, rule ``processes`` (throughput, latency, kvstore seconds, cluster
+samples/s, seconds to accuracy). Each figure has a **resolution** (``Resolution``): the
+smallest change of it this machine can tell from its own drift between sessions, stated by
+the baseline (``baselines.cell_resolution``). When the baseline pools k >= 2 recorded
+sessions (``--perf-update-baselines=add``) it comes from the spread of the figure's session
+medians (sample SD s of their logs, k - 1 degrees of freedom): a new session's median falls
+below the baseline by more than ``t(k-1, 0.975) x s x sqrt(1 + 1/k)`` (in logs) by drift
+alone in 2.5% of unchanged sessions (``RESOLUTION_LEVEL``, the drift test's level). With one recorded session it is *provisional*: the same formula with
+the between-process spread standing in for the unknown between-session drift (a short
+recording does not see a slow spell of a shared VM; record again later with =add). A
+figure is a **regression** when all hold:
+
+1. *beyond the resolution*: the median of per-process values is worse than the baseline's
+   by more than ``threshold = max(min_effect, resolution)`` (``MIN_EFFECT``, 5 %,
+   ``--perf-min-effect``);
+2. *significant across the session*: two tests must both reject after Benjamini-Hochberg
+   across the session's figures: the one-sided Mann-Whitney U on per-process values at
+   ``FDR_Q`` (0.05), and the drift test (Student t of the log change against the
+   resolution's scale: how far the session medians spread) at ``DRIFT_SHARE`` x ``FDR_Q``
+   (0.025). Session drift moves every process of a session, so the U test alone rejects
+   under drift; the drift test does not. Under no change, BH at level q makes a session of
+   any number of figures fail with probability at most q (Simes), and that bound is reached
+   when the normal drift model holds exactly (simulated: 3.6% of 1500 sessions of 10
+   figures with the drift test at 0.05); the drift test is held to half the level because it
+   rests on a model fitted to a few sessions, and a shared VM's drift is burstier than that
+   model, while the rank test is exact;
+3. *the fast end moved too*: the ``FAST_END`` quantile of the per-process figures (the
+   fast processes) is also worse by more than ``min_effect``. Interference from the machine
+   only ever slows processes down (the noise model behind Chen and Revels' minimum-time
+   estimator); a slower release slows them all. A significant slowdown of the median with
+   an unmoved fast end is "unresolved" (fails, "re-run"), not a regression.
+
+A slowdown never passes silently. Beyond ``min_effect`` but within the resolution it is
+**below-resolution** ("below this machine's resolution of X%: use A/B"); beyond the
+resolution but not significant across the session it is **unclear**. Both are named at the
+top of the session's messages and fail only when the failure policy asks
+(``--perf-fail-on +below-resolution`` / ``+unclear``): the baseline cannot decide them, an
+A/B run against the recorded install can (``--perf-reference baseline``). Only a slowdown
+that is significant across the session can be unresolved, so unresolved, like regression,
+is controlled per session, not per figure (tests/test_resolution.py simulates it).
+
+**Busy machine vs slower MXNet.** Processes that ran while other processes took the CPUs
+("slowed": the load of other processes and steal, measured while the worker ran, see
+``machine_state.py``) are left out on both sides before the statistics: a neighbour cannot
+make a regression. Processes whose MXNet-independent calibration probes (before and after)
+ran slow ("slow-spell": the shared VM itself was slow) stay in, since a spell often begins
+or ends inside a process; but a slowdown whose current processes ran mostly in a slow spell,
+more than the baseline's did, is not called a regression: it is re-measured (suspect) and
+then unresolved, unless it is deeper than the spell itself: the probe slowed to x0.63 of
+the machine's quiet speed cannot explain a cell at x0.17 (the probe moves further than MXNet
+with the regimes, so this bound errs towards excusing). A workload that became less parallel
+on a quiet machine is judged like any
+other slowdown (neither the load nor the probe sees MXNet's threads). GPU cells are not
+screened (their CPU use says nothing about the GPU).
+
+**suspect**: worse past the threshold but not (yet) significant, or significant with
+fewer than ``CONFIRM_PROCESSES`` processes (a few processes can be significant by the luck
+of the draw), or within the resolution by fewer processes than can tell, or too few quiet
+processes: the gate re-measures it with up to ``CONFIRM_PROCESSES`` processes at the end of
+the session and judges again. **unresolved**: after confirmation, significant but with an
+unmoved fast end or measured in a slow spell, or too few quiet processes to test at all (a
+busy machine); it fails the session by default with its own message.
+**improvement** mirrors regression. **not-gated**: the baseline has fewer than
+``MIN_BASELINE_PROCESSES`` processes (shown, not judged). **no-baseline**: nothing recorded.
+
+Rule ``growth`` (peak host / GPU memory; ``judge_growth``), the same in baseline and A/B
+mode. A process's peak is near-deterministic (one install gives Inception-BN b2 384.4-386.3
+MiB in most processes here), but about one process in ten peaks some 17 MiB lower (367.5 to
+369.2, on either side, with either install; never higher: the VM's kdamond pages out cold
+pages, and MXNet's threads may touch their memory in another order), so each side's *worst*
+(highest) process is its clean value, and a low process must neither hide a growth nor fake
+one. A **regression** when the current side's upper median process (its middle one; of two,
+the higher) is above the baseline's (reference's) worst process by more than ``allowance =
+max(MEMORY_GROWTH (5 %) x that worst process, MEMORY_FLOOR_MIB (24 MiB), MEMORY_SPREAD_K
+(3) x spread)``, spread being the larger over the two sides of worst minus upper median: at
+least half the current processes are beyond every baseline process. An **improvement**
+mirrors it; anything else is unchanged. The floor covers what two venvs of the same
+packages differ by (0.5-4 MiB here) and a lone low process (one process a side: smoke
+runs). Measured here (whole worker process, MXNet 1.9.1 with scipy, 2 cores): Inception-BN
+b2 386 MiB, b8 427 (+41 MiB, a growth), b4 about +14 MiB (not); ResNet-50 v2 b16 649, b32
+859 (without scipy). Two installs of one MXNet differ when they load different packages:
+MXNet imports scipy when it is installed (+63 MiB here, 385 vs 322), so reference venvs
+copy the candidate's (``installs.companion_requirements``). Rule
+``discrete`` (epochs to a target accuracy over seeds): worse when the median over seeds
+grows by more than ``max(EPOCHS_STEP, EPOCHS_GROWTH x baseline)`` epochs.
+
+A/B mode (``judge_ab``): pairs of back-to-back processes (candidate and reference install,
+order alternated); pairs with a process slowed by other processes are left out. The
+estimate is the ratio of the two sides' *fast ends* (the fastest process of each side),
+tested by the exact sign-flip permutation test of that statistic within pairs
+(``stats.fast_end_paired_p``), BH across the session's cells, and decided from the interval
+that inverts the test at the BH cutoff level: a **regression** when the interval's better
+end is still worse than no change and the estimate is worse than the minimum effect. The
+interval shown is the one decided on. Why the fast end and not the median of the pair
+ratios: a shared VM switches between speed regimes within seconds and at random between
+processes (recorded: AlexNet b8 at 146-173 or 93-98 img/s, the paired log-ratio SD 0.39,
+larger than unpaired), so a pair often straddles two regimes and pairing cancels nothing;
+that noise only ever slows a process down, so the fastest processes are the ones a slower
+release moves and the machine does not. In 120 sessions resampled from those recordings
+through the two-stage rule (tests/test_regimes.py), the median-ratio (signed-rank) rule
+failed 12% of equal sessions and let a 24% slowdown pass in 5%; the fast-end rule failed 3%
+and let none pass, and let a 10% slowdown pass in 9%. The median pair ratio is shown beside
+it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import statistics
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+
+from pytest_mxperf.model import stats
+from pytest_mxperf.model.measurement import METRICS, Metric
+
+MIN_EFFECT = 0.05           # smallest change (fraction) ever called a regression or improvement
+FDR_Q = 0.05                # Benjamini-Hochberg false discovery rate across a session's figures
+DRIFT_SHARE = 0.5           # baseline mode: the drift test's BH level is this share of FDR_Q (see above)
+NOISE_Z = 2.0               # noise allowance in standard errors of the median difference
+DRIFT_Z = 2.0               # (no longer used by the rule: the resolution replaced the drift allowance)
+RESOLUTION_LEVEL = DRIFT_SHARE * FDR_Q  # the resolution: the change the drift test calls for one figure alone
+MIN_BASELINE_PROCESSES = 5  # a baseline figure with fewer processes is shown, not gated
+CONFIRM_PROCESSES = 10      # a suspect is re-measured until the current side has this many
+MIN_QUIET = 2               # quiet processes a side needs before it can be judged
+MEMORY_GROWTH = 0.05        # rule "growth": every process worse than every baseline process by more than
+MEMORY_FLOOR_MIB = 24.0     # ... max(MEMORY_GROWTH x the baseline median, this many MiB,
+MEMORY_SPREAD_K = 3.0       # ... this x the larger range between the processes of one side)
+EPOCHS_STEP = 1             # rule "discrete": worse by more than max(this, ...
+EPOCHS_GROWTH = 0.25        # ... this x the baseline's median epochs)
+STARTUP_CHANGE_NOTE = 0.50  # bind + first-batch time change that becomes a note
+FAST_END = 0.75             # the quantile of per-process figures that is the "fast end"
+
+KINDS = ("regression", "improvement", "unchanged", "suspect", "unresolved", "not-gated", "no-baseline",
+         "below-resolution", "unclear")
+FAILING = ("regression", "unresolved")
+#: kinds that name a slowdown the baseline cannot decide; they fail only when the failure
+#: policy (options.fail_on) names them
+UNDECIDED = ("below-resolution", "unclear")
+#: a slowdown is not called a regression when more than SPELL_SHARE of its current processes
+#: ran in a slow spell of the machine, and SPELL_MARGIN more of them than of the baseline's
+#: (when both sides ran mostly in spells, they compare like with like: seen here, Inception-BN
+#: b2 with oneDNN fusion off, -9.4% with 90% of the current and 80% of the baseline in spells)
+SPELL_SHARE = 0.5
+SPELL_MARGIN = 0.25
+
+
+# ----------------------------------------------------------------------------- resolution
+
+def _log_sd(values: Sequence[float]) -> Optional[float]:
+    """Sample SD (n - 1) of ``values`` (already logs); None with fewer than 2. math.fsum
+    keeps it independent of the order of the values."""
+    if len(values) < 2:
+        return None
+    mean = math.fsum(values) / len(values)
+    return math.sqrt(math.fsum((x - mean) ** 2 for x in values) / (len(values) - 1))
+
+
+@dataclasses.dataclass(frozen=True)
+class Resolution:
+    """The smallest change of one figure this machine can resolve against its baseline.
+
+    ``scale`` is the standard deviation (natural log of the figure) of a new session's median
+    about the baseline's when nothing changed: ``session_sd x sqrt(1 + 1/sessions)``, where
+    ``session_sd`` is the sample SD of the recorded sessions' log medians (``basis``
+    "sessions", ``df`` = sessions - 1) or, with one session, the sample SD of the log
+    per-process figures standing in for it (``basis`` "processes", provisional, ``df`` =
+    processes - 1). ``process_sd`` is the pooled within-session SD of the log per-process
+    figures; ``processes`` the fewest processes of a recorded session (a current session of
+    fewer processes has a noisier median: ``scale_for``). ``center`` is the log of the
+    baseline's figure the drift test measures from: the mean of the sessions' log medians
+    (their median would be a noisier centre than the t distribution allows for). The
+    resolution itself is the change the drift test (``p_worse``) calls at ``level`` for one
+    figure on its own: ``t(df, 1 - level) x scale`` in logs, as a fraction by ``fraction``."""
+
+    scale: float
+    df: int
+    sessions: int
+    processes: int
+    process_sd: Optional[float]
+    basis: str
+    level: float = RESOLUTION_LEVEL
+    center: Optional[float] = None
+
+    @property
+    def provisional(self) -> bool:
+        return self.basis != "sessions"
+
+    @property
+    def log_value(self) -> float:
+        from scipy.special import stdtrit   # the Student t quantile
+        return float(stdtrit(self.df, 1.0 - self.level)) * self.scale
+
+    def fraction(self, higher_is_better: bool = True) -> float:
+        """The resolution as a fraction of the baseline in the worse direction: a drop of
+        this much (higher is better) or a growth of this much (lower is better)."""
+        lv = self.log_value
+        return -math.expm1(-lv) if higher_is_better else math.expm1(lv)
+
+    def scale_for(self, n_current: int) -> float:
+        extra = 0.0
+        if self.process_sd and n_current and self.processes and n_current < self.processes:
+            extra = (stats.MEDIAN_SE * self.process_sd) ** 2 * (1.0 / n_current - 1.0 / self.processes)
+        return math.sqrt(self.scale ** 2 + extra)
+
+    def p_worse(self, log_change_worse: float, n_current: int) -> float:
+        """One-sided p that drift alone moves a session's median of ``n_current`` processes
+        this far: ``log_change_worse`` is log(current / baseline), signed so that negative
+        is worse. Student t with ``df`` degrees of freedom."""
+        s = self.scale_for(n_current)
+        if not s > 0:
+            return 0.0 if log_change_worse < 0 else (0.5 if log_change_worse == 0 else 1.0)
+        from scipy.special import stdtr      # the Student t CDF
+        return float(stdtr(self.df, log_change_worse / s))
+
+    def describe(self, higher_is_better: bool = True) -> str:
+        pct = f"{100 * self.fraction(higher_is_better):.1f}%"
+        if self.provisional:
+            return (f"{pct}, provisional: from the spread of {self.processes} processes of one recorded session; "
+                    "the drift between sessions is unknown")
+        return f"{pct} from the spread of {self.sessions} recorded sessions"
+
+    def to_dict(self, higher_is_better: bool = True) -> Dict[str, Any]:
+        return {"value": round(self.fraction(higher_is_better), 6), "basis": self.basis,
+                "provisional": self.provisional, "sessions": self.sessions, "processes": self.processes,
+                "df": self.df, "scale": self.scale, "level": self.level, "process_sd": self.process_sd,
+                "center": self.center}
+
+    @classmethod
+    def from_dict(cls, d: Any) -> Optional["Resolution"]:
+        """The resolution a baseline file stored, or None when it is missing or malformed."""
+        if not isinstance(d, Mapping):
+            return None
+
+        def num(k, lo=0.0):
+            v = d.get(k)
+            ok = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v >= lo
+            return float(v) if ok else None
+
+        scale, df, k, n = num("scale"), num("df", 1), num("sessions", 1), num("processes", 1)
+        level = num("level") or RESOLUTION_LEVEL
+        psd = num("process_sd")
+        center = num("center", -math.inf)
+        basis = d.get("basis")
+        if None in (scale, df, k, n) or basis not in ("sessions", "processes") or not 0 < level < 0.5:
+            return None
+        return cls(scale, int(df), int(k), int(n), psd, basis, level, center)
+
+
+def resolution_of(sessions: Sequence[Sequence[float]], level: float = RESOLUTION_LEVEL) -> Optional[Resolution]:
+    """The resolution from the per-process figures of each recorded session (the quiet
+    ones, in the figure's unit; sessions oldest first); None without two processes."""
+    groups = [[math.log(v) for v in stats.finite_positive(s)] for s in sessions]
+    groups = [g for g in groups if g]
+    if not groups:
+        return None
+    within_df = sum(len(g) - 1 for g in groups)
+    ss = math.fsum((x - math.fsum(g) / len(g)) ** 2 for g in groups for x in g)
+    process_sd = math.sqrt(ss / within_df) if within_df > 0 else None
+    n_min = min(len(g) for g in groups)
+    return _resolution([statistics.median(g) for g in groups], process_sd, n_min, within_df, level)
+
+
+def _resolution(log_medians: Sequence[float], process_sd: Optional[float], n_min: int, within_df: int,
+                level: float = RESOLUTION_LEVEL) -> Optional[Resolution]:
+    k = len(log_medians)
+    center = math.fsum(log_medians) / k if k else None
+    if k >= 2:
+        sd = _log_sd(log_medians) or 0.0
+        # a session's median cannot be steadier than its processes let it be
+        floor = stats.MEDIAN_SE * process_sd / math.sqrt(max(1, n_min)) if process_sd else 0.0
+        return Resolution(max(sd, floor) * math.sqrt(1.0 + 1.0 / k), k - 1, k, n_min, process_sd, "sessions",
+                          level, center)
+    if process_sd is None or within_df < 1:
+        return None
+    return Resolution(process_sd * math.sqrt(2.0), within_df, 1, n_min, process_sd, "processes", level, center)
+
+
+def _resolution_for(c: "Comparison", base: Sequence[float]) -> Optional[Resolution]:
+    """The comparison's own resolution when the caller gave none: from ``session_medians``
+    (two or more recorded sessions) and the baseline's process spread, else provisional
+    from the baseline's processes as one session."""
+    logs = [math.log(v) for v in base]
+    medians = stats.finite_positive(c.session_medians)
+    if len(medians) >= 2:
+        return _resolution([math.log(v) for v in medians], _log_sd(logs), len(base), len(base) - 1)
+    return resolution_of([base])
+
+
+@dataclasses.dataclass
+class Verdict:
+    kind: str
+    reason: str
+    metric: str = "throughput"
+    unit: str = "img/s"
+    change: Optional[float] = None            # current / baseline - 1 (in the metric's unit)
+    threshold: Optional[float] = None         # fraction
+    p_value: Optional[float] = None           # raw one-sided p in the direction of the change
+    q_value: Optional[float] = None           # BH-adjusted p
+    n_current: int = 0
+    n_baseline: int = 0
+    current_median: Optional[float] = None
+    baseline_median: Optional[float] = None
+    noise_allowance: Optional[float] = None
+    drift_allowance: Optional[float] = None
+    interval: Optional[Tuple[float, float]] = None  # A/B: ratio interval candidate / reference
+    resolution: Optional[Dict[str, Any]] = None  # baseline mode: the figure's Resolution.to_dict()
+    busy: bool = False                        # a suspect / unresolved because the machine was slowed
+    excluded: Tuple[int, int] = (0, 0)        # slowed processes left out (current, baseline)
+    notes: List[str] = dataclasses.field(default_factory=list)
+    env_diff: List[str] = dataclasses.field(default_factory=list)
+
+    @property
+    def change_pct(self) -> Optional[float]:
+        return None if self.change is None else 100.0 * self.change
+
+    @property
+    def failed(self) -> bool:
+        return self.kind in FAILING
+
+    def to_dict(self) -> Dict[str, Any]:
+        d = dataclasses.asdict(self)
+        d["change_pct"] = self.change_pct
+        return d
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "Verdict":
+        known = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in d.items() if k in known})
+
+
+@dataclasses.dataclass
+class Comparison:
+    """One judged figure: per-process values now and in the baseline, with their labels."""
+
+    metric: Metric
+    current: Sequence[float]
+    baseline: Sequence[float]
+    current_states: Optional[Sequence[Optional[str]]] = None
+    baseline_states: Optional[Sequence[Optional[str]]] = None
+    session_medians: Sequence[float] = ()     # the baseline's earlier sessions (drift)
+    screened: bool = True                     # False for GPU cells
+    confirmed: bool = False                   # the current side was already re-measured
+    state_reasons: Sequence[str] = ()         # why processes were labelled slowed
+    spell_depth: Optional[float] = None       # lowest probe / quiet reference of the spell processes
+    min_effect: float = MIN_EFFECT            # set by judge_session
+    resolution: Optional[Resolution] = None   # as the baseline states it (None: from the values here)
+
+
+# ----------------------------------------------------------------------------- helpers
+
+def _worse(change: float, metric: Metric) -> float:
+    """The change signed so that negative means worse, whatever the metric's direction."""
+    return change if metric.higher_is_better else -change
+
+
+def _quiet(values, states, screened) -> Tuple[List[float], int]:
+    values = list(values or [])
+    if not screened or not states or len(states) != len(values):
+        return stats.finite_positive(values), 0
+    kept = [v for v, s in zip(values, states) if s != "slowed"]
+    return stats.finite_positive(kept), len(values) - len(kept)
+
+
+def _spell_share(values, states, screened) -> Optional[float]:
+    """The share of the kept (not slowed) processes that ran in a slow spell, or None."""
+    values = list(values or [])
+    if not screened or not states or len(states) != len(values):
+        return None
+    kept = [s for v, s in zip(values, states) if s != "slowed" and stats.finite_positive([v])]
+    return sum(s == "slow-spell" for s in kept) / len(kept) if kept else None
+
+
+def _fmt_change(change: float, metric: Metric) -> str:
+    word = "worse" if _worse(change, metric) < 0 else "better"
+    return f"{word} by {abs(100 * change):.1f}% ({metric.unit})"
+
+
+# ----------------------------------------------------------------------------- rule growth
+
+def _upper_median(values: Sequence[float]) -> float:
+    """The higher middle value (of two, the higher one)."""
+    return sorted(values)[len(values) // 2]
+
+
+def growth_allowance(current: Sequence[float], baseline: Sequence[float], unit: str = "MiB",
+                     higher_is_better: bool = False) -> Tuple[float, str]:
+    """The rule ``growth``'s allowance in the figure's unit, and how it was reached:
+    ``max(MEMORY_GROWTH x the baseline's worst process, MEMORY_FLOOR_MIB (MiB figures),
+    MEMORY_SPREAD_K x spread)``; spread is the larger, over the two sides, of the distance
+    from a side's upper median process to its worst one (a process the machine took pages
+    from, lower, does not widen it)."""
+    sign = -1.0 if higher_is_better else 1.0            # sign * value: larger is worse
+    worst = max(sign * v for v in baseline)
+    spread = max(max(sign * v for v in side) - _upper_median([sign * v for v in side])
+                 for side in (current, baseline))
+    parts = [(MEMORY_GROWTH * worst, f"{100 * MEMORY_GROWTH:.0f}% of {worst:.1f}")]
+    if unit == "MiB":
+        parts.append((MEMORY_FLOOR_MIB, f"{MEMORY_FLOOR_MIB:g} MiB"))
+    parts.append((MEMORY_SPREAD_K * spread, f"{MEMORY_SPREAD_K:g} x {spread:.1f} {unit} spread between processes"))
+    allowance = max(v for v, _ in parts)
+    return allowance, f"{allowance:.1f} {unit} = max({', '.join(t for _, t in parts)})"
+
+
+def judge_growth(m: Metric, current: Sequence[float], baseline: Sequence[float]) -> Verdict:
+    """Rule ``growth`` (see the module doc): a regression when the current side's upper median
+    process is worse than the baseline's (reference's) worst process by more than
+    ``growth_allowance``, i.e. at least half of the current processes are; an improvement
+    mirrors it; else unchanged, whatever the medians say."""
+    cur, base = stats.finite_positive(current), stats.finite_positive(baseline)
+    cm, bm = statistics.median(cur), statistics.median(base)
+    change = _upper_median(cur) / _upper_median(base) - 1.0     # what the rule compares: the upper medians
+    allowance, how = growth_allowance(cur, base, m.unit, m.higher_is_better)
+    sign = -1.0 if m.higher_is_better else 1.0          # sign * value: larger is worse
+    worst_c, worst_b = max(sign * v for v in cur), max(sign * v for v in base)
+    grown = _upper_median([sign * v for v in cur]) - worst_b       # > 0: worse than every baseline process
+    shrunk = _upper_median([sign * v for v in base]) - worst_c
+    fields = dict(metric=m.name, unit=m.unit, change=change, threshold=allowance / worst_b, n_current=len(cur),
+                  n_baseline=len(base), current_median=cm, baseline_median=bm)
+    n_txt = f"{len(cur)} vs {len(base)} processes"
+    word = "above" if sign > 0 else "below"
+    if grown > allowance:
+        n = sum(sign * v - worst_b > allowance for v in cur)
+        why = (f"{_fmt_change(change, m)}: {n} of {len(cur)} current processes are {word} the worst baseline/"
+               f"reference process ({sign * worst_b:.1f} {m.unit}) by more than the allowance of {how} "
+               f"({n_txt})")
+        if m.name in ("peak_rss_mib", "gpu_memory_mib"):
+            why += "; memory growth turns batch sizes that fit today into out-of-memory failures"
+        if m.name == "peak_rss_mib":
+            why += (" (the whole worker process: a package MXNet's import loads on one side only, e.g. scipy, "
+                    "counts too; meta loaded_companions says which)")
+        return Verdict("regression", why, **fields)
+    if shrunk > allowance:
+        n = sum(sign * v - worst_c > allowance for v in base)
+        return Verdict("improvement", f"{_fmt_change(change, m)}: {n} of {len(base)} baseline/reference processes "
+                       f"are {word} the worst current process ({sign * worst_c:.1f} {m.unit}) by more than the "
+                       f"allowance of {how} ({n_txt})", **fields)
+    return Verdict("unchanged", f"{_fmt_change(change, m)}: the worst processes {sign * worst_c:.1f} now vs "
+                   f"{sign * worst_b:.1f} {m.unit}, within the allowance of {how} ({n_txt}); rule: a change is "
+                   "called when at least half of one side's processes are beyond the other side's worst by more "
+                   "than the allowance", **fields)
+
+
+@dataclasses.dataclass
+class _Prepared:
+    c: Comparison
+    cur: List[float]
+    base: List[float]
+    change: float
+    threshold: float
+    allowance: Optional[float]
+    drift: Optional[float]
+    p_worse: Optional[float]
+    p_better: Optional[float]
+    excluded: Tuple[int, int]
+    fast_change: float
+    spell: Tuple[Optional[float], Optional[float]] = (None, None)
+    res: Optional[Resolution] = None
+    p_test: Tuple[Optional[float], Optional[float]] = (None, None)   # Mann-Whitney, drift (worse side)
+    p_test_better: Tuple[Optional[float], Optional[float]] = (None, None)
+
+
+def _early(c: Comparison, min_effect: float) -> Tuple[Optional[_Prepared], Optional[Verdict]]:
+    m = c.metric
+    cur_all = stats.finite_positive(c.current)
+    base_all = stats.finite_positive(c.baseline)
+    base_fields = dict(metric=m.name, unit=m.unit, n_current=len(cur_all), n_baseline=len(base_all),
+                       current_median=statistics.median(cur_all) if cur_all else None,
+                       baseline_median=statistics.median(base_all) if base_all else None)
+    if not base_all:
+        return None, Verdict("no-baseline", "no baseline figure for this cell on this machine "
+                             "(record one with --perf-update-baselines)", **base_fields)
+    if not cur_all:
+        return None, Verdict("unchanged", "no successful process to compare", **base_fields)
+    change_all = base_fields["current_median"] / base_fields["baseline_median"] - 1.0
+    if m.rule == "growth":
+        return None, judge_growth(m, cur_all, base_all)
+    if m.rule == "discrete":
+        bm, cm = base_fields["baseline_median"], base_fields["current_median"]
+        step = max(EPOCHS_STEP, EPOCHS_GROWTH * bm)
+        worse_by = (cm - bm) if not m.higher_is_better else (bm - cm)
+        kind = "regression" if worse_by > step else ("improvement" if worse_by < -step else "unchanged")
+        return None, Verdict(kind, f"median {cm:g} vs {bm:g} {m.unit}; rule: a change of more than "
+                             f"{step:g} {m.unit} (max({EPOCHS_STEP}, {100 * EPOCHS_GROWTH:.0f}% of the "
+                             f"baseline)) is called", change=change_all, **base_fields)
+    if len(base_all) < MIN_BASELINE_PROCESSES:
+        return None, Verdict("not-gated", f"{_fmt_change(change_all, m)}, not judged: the baseline has "
+                             f"{len(base_all)} process(es), fewer than {MIN_BASELINE_PROCESSES}; re-record "
+                             "with --perf-update-baselines", change=change_all, **base_fields)
+    cur, ex_c = _quiet(c.current, c.current_states, c.screened)
+    base, ex_b = _quiet(c.baseline, c.baseline_states, c.screened)
+    res = c.resolution if c.resolution is not None else _resolution_for(c, base or base_all)
+    if len(cur) < MIN_QUIET or len(base) < MIN_QUIET or (
+            (ex_c or ex_b) and stats.min_mannwhitney_p(len(cur), len(base)) > FDR_Q):
+        # too few quiet processes left for any test to decide: the machine was busy
+        why = (f"{_fmt_change(change_all, m)} but only {len(cur)} current and {len(base)} baseline process(es) "
+               f"ran on a quiet machine, too few to decide ({ex_c}+{ex_b} left out as slowed"
+               + (f": {c.state_reasons[0]}" if c.state_reasons else "") + ")"
+               + ("; the baseline itself was recorded on a busy machine: re-record it" if ex_b * 2 > len(base_all)
+                  else ""))
+        if _worse(change_all, m) >= -min_effect:
+            # no slowdown beyond the minimum effect to confirm; a better figure from a busy
+            # machine is not evidence of an improvement either
+            return None, Verdict("unchanged", why, change=change_all, excluded=(ex_c, ex_b), busy=True,
+                                 **base_fields)
+        r_frac = res.fraction(m.higher_is_better) if res is not None else 0.0
+        if _worse(change_all, m) >= -max(min_effect, r_frac):
+            # a slowdown this machine could not tell from its drift even when quiet
+            return None, Verdict("below-resolution", why + f"; {_below_txt(res, m)}", change=change_all,
+                                 threshold=max(min_effect, r_frac), excluded=(ex_c, ex_b), busy=True,
+                                 resolution=res.to_dict(m.higher_is_better) if res else None, **base_fields)
+        kind = "unresolved" if c.confirmed else "suspect"
+        tail = ("; could not confirm on a busy machine: re-run when it is quiet" if c.confirmed
+                else "; re-measuring")
+        return None, Verdict(kind, why + tail, change=change_all, excluded=(ex_c, ex_b), busy=True,
+                             **base_fields)
+    cm, bm = statistics.median(cur), statistics.median(base)
+    change = cm / bm - 1.0
+    # the noise of the current median of n processes (within a session): says whether a
+    # first stage can tell a slowdown inside the resolution from one beyond it (not part of
+    # the threshold)
+    if res is not None and res.process_sd is not None:
+        allowance = NOISE_Z * stats.MEDIAN_SE * res.process_sd / math.sqrt(len(cur))
+    else:
+        allowance = stats.noise_allowance(base, len(cur), NOISE_Z)
+    r_frac = res.fraction(m.higher_is_better) if res is not None else None
+    drift = r_frac if res is not None and not res.provisional else None
+    threshold = max(min_effect, r_frac or 0.0)
+    less, greater = stats.mannwhitney_p(cur, base, "less"), stats.mannwhitney_p(cur, base, "greater")
+    mw_worse, mw_better = (less, greater) if m.higher_is_better else (greater, less)
+    d = math.log(cm) - res.center if res is not None and res.center is not None else math.log(cm / bm)
+    d_worse = d * (1.0 if m.higher_is_better else -1.0)   # negative: worse
+    drift_worse = res.p_worse(d_worse, len(cur)) if res is not None else None
+    drift_better = res.p_worse(-d_worse, len(cur)) if res is not None else None
+    # both tests must reject: the processes differ, and by more than the session drift explains
+    p_worse = _both([mw_worse], [drift_worse])[0]
+    p_better = _both([mw_better], [drift_better])[0]
+    qf = FAST_END if m.higher_is_better else 1.0 - FAST_END
+    fast_change = stats.quantile(cur, qf) / stats.quantile(base, qf) - 1.0
+    spell = (_spell_share(c.current, c.current_states, c.screened),
+             _spell_share(c.baseline, c.baseline_states, c.screened))
+    return _Prepared(c, cur, base, change, threshold, allowance, drift, p_worse, p_better, (ex_c, ex_b),
+                     fast_change, spell, res, (mw_worse, drift_worse), (mw_better, drift_better)), None
+
+
+def _both(rank: Sequence[Optional[float]], drift: Sequence[Optional[float]]) -> List[Optional[float]]:
+    """Per figure, the p (or BH q) at which both tests reject, on the rank test's scale:
+    max(rank, drift / DRIFT_SHARE), capped at 1; the rank test alone without a drift test."""
+    out = []
+    for r, d in zip(rank, drift):
+        if r is None or d is None:
+            out.append(r)
+        else:
+            out.append(min(1.0, max(r, d / DRIFT_SHARE)))
+    return out
+
+
+def _below_txt(res: Optional[Resolution], m: Metric) -> str:
+    if res is None:
+        return "below this machine's resolution"
+    return (f"below this machine's resolution of {100 * res.fraction(m.higher_is_better):.1f}% for this figure "
+            f"({res.describe(m.higher_is_better)}): the baseline cannot tell a change this small from the "
+            "machine's drift between sessions; use A/B (--perf-reference baseline)")
+
+
+def _decide(pr: _Prepared, q_worse: Optional[float], q_better: Optional[float], q: float) -> Verdict:
+    c, m = pr.c, pr.c.metric
+    n_c, n_b = len(pr.cur), len(pr.base)
+    common = dict(metric=m.name, unit=m.unit, change=pr.change, threshold=pr.threshold, n_current=n_c,
+                  n_baseline=n_b, current_median=statistics.median(pr.cur),
+                  baseline_median=statistics.median(pr.base), noise_allowance=pr.allowance,
+                  drift_allowance=pr.drift, excluded=pr.excluded,
+                  resolution=pr.res.to_dict(m.higher_is_better) if pr.res is not None else None)
+    w = _worse(pr.change, m)
+    thr = f"{100 * pr.threshold:.1f}%"
+    if pr.res is not None and pr.threshold > c.min_effect:
+        thr += " (the resolution)"
+    size = f"{_fmt_change(pr.change, m)}"
+    n_txt = f"n={n_c} vs {n_b} processes"
+    if any(pr.excluded):
+        n_txt += f", {pr.excluded[0]}+{pr.excluded[1]} slowed left out"
+    sig = q_worse is not None and q_worse <= q
+    p_txt = "p=-" if pr.p_worse is None else f"p={pr.p_worse:.3g}"
+    if w < -c.min_effect:
+        beyond = w < -pr.threshold
+        if not c.confirmed:
+            if beyond and sig and n_c < CONFIRM_PROCESSES:
+                # a few processes can be significant by luck of the draw: confirm before failing
+                return Verdict("suspect", f"{size} > {thr}, {p_txt} with only {n_c} processes; "
+                               "re-measuring to confirm", p_value=pr.p_worse, q_value=q_worse, **common)
+            if beyond and not sig:
+                return Verdict("suspect", f"{size} > {thr} but not significant yet ({n_txt}, {p_txt}); "
+                               "re-measuring with more processes", p_value=pr.p_worse, q_value=q_worse, **common)
+            if not beyond and n_c < CONFIRM_PROCESSES and w < -(pr.threshold - (pr.allowance or 0.0)):
+                # inside the resolution, but the median of so few processes could be beyond it
+                return Verdict("suspect", f"{size}, within {thr} but {n_c} processes cannot tell it from more; "
+                               "re-measuring with more processes", p_value=pr.p_worse, q_value=q_worse, **common)
+        if not beyond:
+            return Verdict("below-resolution", f"{size} ({n_txt}): {_below_txt(pr.res, m)}",
+                           p_value=pr.p_worse, q_value=q_worse, **common)
+        if sig and _worse(pr.fast_change, m) >= -c.min_effect:
+            # Interference only ever slows processes down; a slower release slows them all.
+            # When the fastest processes kept their speed, this is not evidence enough.
+            return Verdict("unresolved", f"{size} > {thr} ({p_txt}, {n_txt}) but the fastest "
+                           f"processes did not slow down ({100 * pr.fast_change:+.1f}% at the fast end): "
+                           "interference the probe did not see, or a slowdown of only some processes; re-run",
+                           p_value=pr.p_worse, q_value=q_worse, **common)
+        cur_spell, base_spell = pr.spell
+        factor = (1.0 + pr.change) if m.higher_is_better else 1.0 / (1.0 + pr.change)  # < 1: slower
+        beyond_spell = c.spell_depth is not None and factor < c.spell_depth * (1.0 - c.min_effect)
+        if sig and cur_spell is not None and cur_spell > SPELL_SHARE \
+                and cur_spell - (base_spell or 0.0) > SPELL_MARGIN and not beyond_spell:
+            kind = "unresolved" if c.confirmed else "suspect"
+            return Verdict(kind, f"{size} > {thr} ({p_txt}, {n_txt}) but {100 * cur_spell:.0f}% of the "
+                           f"current processes ran in a slow spell of the machine (against "
+                           f"{100 * (base_spell or 0.0):.0f}% of the baseline's)"
+                           + (f": {c.state_reasons[0]}" if c.state_reasons else "")
+                           + ("; could not confirm on a busy machine: re-run when it is quiet" if c.confirmed
+                              else "; re-measuring"),
+                           p_value=pr.p_worse, q_value=q_worse, busy=True, **common)
+        if sig:
+            why = f"{size} > {thr}, {p_txt}, q={q_worse:.3g} <= {q:g} ({n_txt})"
+            if beyond_spell and cur_spell is not None and cur_spell > SPELL_SHARE:
+                why += (f"; {100 * cur_spell:.0f}% of the processes ran in a slow spell, but the spell slowed the "
+                        f"machine's probe to x{c.spell_depth:.2f} at worst and this is x{factor:.2f}: more than "
+                        "the spell explains")
+            return Verdict("regression", why, p_value=pr.p_worse, q_value=q_worse, **common)
+        mw, dr = pr.p_test
+        tests = ", ".join(x for x in ((f"processes p={mw:.3g}" if mw is not None else ""),
+                                      (f"drift p={dr:.3g}" if dr is not None else "")) if x)
+        return Verdict("unclear", f"{size} > {thr} but not significant across the session's figures "
+                       f"({n_txt}; {tests}; q={'-' if q_worse is None else f'{q_worse:.3g}'} > {q:g}): could be "
+                       "this machine's drift between sessions; not failing (--perf-fail-on +unclear fails on it); "
+                       "re-run, or use A/B (--perf-reference baseline)",
+                       p_value=pr.p_worse, q_value=q_worse, **common)
+    if w > pr.threshold and q_better is not None and q_better <= q:
+        return Verdict("improvement", f"{size} > {thr}, p={pr.p_better:.3g}, q={q_better:.3g} ({n_txt}); "
+                       "consider updating the baseline (--perf-update-baselines)",
+                       p_value=pr.p_better, q_value=q_better, **common)
+    return Verdict("unchanged", f"{size}, within the {thr} threshold or not significant ({n_txt})",
+                   p_value=pr.p_worse if w < 0 else pr.p_better, q_value=q_worse if w < 0 else q_better, **common)
+
+
+def judge_session(comparisons: Mapping[str, Comparison], *, min_effect: float = MIN_EFFECT,
+                  q: float = FDR_Q) -> Dict[str, Verdict]:
+    """Verdicts for all figures of a session, Benjamini-Hochberg at rate ``q`` across them
+    (worse and better are separate families over the figures judged by a test)."""
+    out: Dict[str, Verdict] = {}
+    prepared: Dict[str, _Prepared] = {}
+    for key, c in comparisons.items():
+        c.min_effect = min_effect
+        pr, early = _early(c, min_effect)
+        if early is not None:
+            out[key] = early
+        else:
+            prepared[key] = pr
+    keys = list(prepared)
+    # BH of each test over the session's figures; a figure is significant when both reject,
+    # the drift test at DRIFT_SHARE of the level: q = max(q_rank, q_drift / DRIFT_SHARE)
+    q_worse = _both(*(stats.benjamini_hochberg([prepared[k].p_test[i] for k in keys]) for i in (0, 1)))
+    q_better = _both(*(stats.benjamini_hochberg([prepared[k].p_test_better[i] for k in keys]) for i in (0, 1)))
+    for k, qw, qb in zip(keys, q_worse, q_better):
+        out[k] = _decide(prepared[k], qw, qb, q)
+    return {k: out[k] for k in comparisons}
+
+
+def judge(current: Sequence[float], baseline: Optional[Sequence[float]], *, metric: str = "throughput",
+          min_effect: float = MIN_EFFECT, q: float = FDR_Q, confirmed: bool = False,
+          current_states=None, baseline_states=None, session_medians: Sequence[float] = (),
+          resolution: Optional[Resolution] = None) -> Verdict:
+    """Verdict for ONE figure (no multiple-testing adjustment beyond itself). Without a
+    ``resolution``, it comes from ``session_medians`` (two or more) or, provisional, from the
+    baseline's processes."""
+    c = Comparison(METRICS[metric], current, baseline or [], current_states, baseline_states,
+                   session_medians, confirmed=confirmed, resolution=resolution)
+    return judge_session({"cell": c}, min_effect=min_effect, q=q)["cell"]
+
+
+# ----------------------------------------------------------------------------- A/B mode
+
+@dataclasses.dataclass
+class Pairing:
+    """One cell in A/B mode: the figure of each back-to-back (candidate, reference) pair."""
+
+    metric: Metric
+    candidate: Sequence[float]
+    reference: Sequence[float]
+    states: Optional[Sequence[Optional[str]]] = None   # "slowed" if either process of the pair was
+    screened: bool = True
+    final: bool = False                                  # the second stage already ran
+
+
+def judge_ab(cells: Mapping[str, Pairing], *, min_effect: float = MIN_EFFECT, q: float = FDR_Q
+             ) -> Dict[str, Verdict]:
+    """A/B verdicts on paired log ratios (see the module doc); ``interval`` is the ratio
+    candidate / reference at the BH level that decides."""
+    sides: Dict[str, Tuple[List[float], List[float]]] = {}
+    out: Dict[str, Verdict] = {}
+    excluded: Dict[str, int] = {}
+    for key, p in cells.items():
+        pairs = list(zip(p.candidate, p.reference))
+        states = list(p.states) if p.states and len(p.states) == len(pairs) else [None] * len(pairs)
+        keep = [(c, r) for (c, r), s in zip(pairs, states)
+                if not (p.screened and s == "slowed") and c and r and c > 0 and r > 0]
+        excluded[key] = len(pairs) - len(keep)
+        sign = 1.0 if p.metric.higher_is_better else -1.0
+        # log figures signed so that larger is better, candidate and reference of each pair
+        sides[key] = ([sign * math.log(c) for c, _ in keep], [sign * math.log(r) for _, r in keep])
+    p_worse = {k: stats.fast_end_paired_p(y, x) if len(x) >= 3 else None for k, (x, y) in sides.items()}
+    p_better = {k: stats.fast_end_paired_p(x, y) if len(x) >= 3 else None for k, (x, y) in sides.items()}
+    level_w = stats.bh_rejection_level(list(p_worse.values()), q)
+    level_b = stats.bh_rejection_level(list(p_better.values()), q)
+    q_w = dict(zip(p_worse, stats.benjamini_hochberg(list(p_worse.values()))))
+    q_b = dict(zip(p_better, stats.benjamini_hochberg(list(p_better.values()))))
+    for key, p in cells.items():
+        (x, y), m = sides[key], p.metric
+        sign = 1.0 if m.higher_is_better else -1.0
+        base = dict(metric=m.name, unit=m.unit, n_current=len(x), n_baseline=len(x),
+                    excluded=(excluded[key], excluded[key]))
+        if len(x) < 3:
+            kind = "unresolved" if p.final else "suspect"
+            out[key] = Verdict(kind, f"only {len(x)} clean pair(s) ({excluded[key]} left out as slowed); "
+                               + ("could not confirm on a busy machine: re-run" if p.final else "adding pairs"),
+                               busy=excluded[key] > 0, **base)
+            continue
+        est = max(x) - max(y)
+        # the interval shown is the one whose end decided: the worse side's for a slowdown
+        level = level_w if est < 0 else level_b
+        lo = stats.fast_end_paired_bound(x, y, level, "lower")
+        hi = stats.fast_end_paired_bound(x, y, level, "upper")
+        worse_sig = est < 0 and hi < 0
+        better_sig = est > 0 and lo > 0
+        ratio = math.exp(sign * est)
+        interval = tuple(sorted((math.exp(sign * lo), math.exp(sign * hi))))
+        change = ratio - 1.0
+        paired = math.exp(sign * stats.hodges_lehmann([a - b for a, b in zip(x, y)]))
+        txt = (f"candidate/reference {ratio:.3f} [{interval[0]:.3f}, {interval[1]:.3f}] at the fast end "
+               f"of {len(x)} pairs (median pair ratio {paired:.3f})"
+               + (f" ({excluded[key]} slowed left out)" if excluded[key] else ""))
+        common = dict(change=change, threshold=min_effect, interval=interval, **base)
+        w = _worse(change, m)                   # the change signed so that negative is worse
+        if w < -min_effect and worse_sig:
+            out[key] = Verdict("regression", f"{txt}: worse than -{100 * min_effect:.0f}% and significant "
+                               f"(p={p_worse[key]:.3g}, q={q_w[key]:.3g})", p_value=p_worse[key],
+                               q_value=q_w[key], **common)
+        elif w > min_effect and better_sig:
+            out[key] = Verdict("improvement", f"{txt}: better by more than {100 * min_effect:.0f}% and "
+                               f"significant (p={p_better[key]:.3g})", p_value=p_better[key],
+                               q_value=q_b[key], **common)
+        elif w < -min_effect:
+            kind = "unresolved" if p.final else "suspect"
+            out[key] = Verdict(kind, f"{txt}: worse than -{100 * min_effect:.0f}% but not significant "
+                               f"(p={p_worse[key]:.3g}); " + ("could not confirm: re-run" if p.final
+                                                               else "adding pairs"),
+                               p_value=p_worse[key], q_value=q_w[key], **common)
+        elif (pairs_p := _pairs_slower_p(x, y, min_effect, q)) is not None:
+            # The fast ends do not show the slowdown the pairs do: one lucky process (seen on a
+            # machine loaded by other work: a fast end of x1.091 over pairs at x0.902) must not
+            # pass a slowdown the pairs show significantly. Not a regression either: unclear.
+            kind = "unresolved" if p.final else "suspect"
+            out[key] = Verdict(kind, f"{txt}: the fast ends are not worse, but the pairs are, by more than "
+                               f"{100 * min_effect:.0f}% and significantly (signed-rank p={pairs_p:.3g}); "
+                               + ("could not confirm either way: re-run on a quieter machine" if p.final
+                                  else "adding pairs"),
+                               p_value=p_worse[key] if est < 0 else p_better[key],
+                               q_value=q_w[key] if est < 0 else q_b[key], **common)
+        else:
+            if w > min_effect:
+                txt += (f": better by more than {100 * min_effect:.0f}% but not significant "
+                        f"(p={p_better[key]:.3g}): not called an improvement")
+            out[key] = Verdict("unchanged", f"{txt}", p_value=p_worse[key] if est < 0 else p_better[key],
+                               q_value=q_w[key] if est < 0 else q_b[key], **common)
+    return out
+
+
+def _pairs_slower_p(x: Sequence[float], y: Sequence[float], min_effect: float, q: float) -> Optional[float]:
+    """The exact signed-rank p of the paired differences (log figures signed larger-is-better,
+    candidate ``x`` against reference ``y``) when they show a slowdown beyond ``min_effect``
+    that is significant at ``q``, whatever the fast ends say; None otherwise. On the recorded
+    regime data (tests/test_regimes.py) this guard moved equal sessions failing from 3% to 6%
+    (as unresolved, never as regressions) and x0.9 sessions passing from 9% to 8%."""
+    d = [a - b for a, b in zip(x, y)]
+    if stats.hodges_lehmann(d) >= -math.log1p(min_effect):
+        return None
+    p = stats.signed_rank_p(d, "less")
+    return p if p is not None and p <= q else None
+
+
+# ----------------------------------------------------------------------------- context
+
+def _fmt_val(v: Any) -> str:
+    if v is None:
+        return "unset"
+    if isinstance(v, (list, tuple)):
+        return ",".join(str(x) for x in v)
+    return str(v)
+
+
+def env_diff(current_env: Optional[Mapping[str, Any]], baseline_env: Optional[Mapping[str, Any]]) -> List[str]:
+    """Lines ``NAME: baseline -> current`` for every variable that differs, e.g.
+    ``MXNET_SUBGRAPH_BACKEND: unset -> NONE`` (sorted by name)."""
+    cur, base = dict(current_env or {}), dict(baseline_env or {})
+    lines = []
+    for k in sorted(set(cur) | set(base)):
+        a, b = base.get(k), cur.get(k)
+        if a != b:
+            lines.append(f"{k}: {_fmt_val(a)} -> {_fmt_val(b)}")
+    return lines
+
+
+def version_diff(current: Optional[Mapping[str, Any]], baseline: Optional[Mapping[str, Any]]) -> List[str]:
+    """Same as env_diff for software facts, ``mxnet_version`` shown as ``mxnet``
+    (``mxnet: 1.8.0 -> 1.9.1``); feature lists show only what was added/removed."""
+    cur, base = dict(current or {}), dict(baseline or {})
+    lines = []
+    for k in sorted(set(cur) | set(base)):
+        a, b = base.get(k), cur.get(k)
+        if a == b:
+            continue
+        name = "mxnet" if k in ("mxnet_version", "mxnet") else k
+        if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+            added = sorted(set(map(str, b)) - set(map(str, a)))
+            removed = sorted(set(map(str, a)) - set(map(str, b)))
+            parts = [f"+{x}" for x in added] + [f"-{x}" for x in removed]
+            if parts:
+                lines.append(f"{name}: {' '.join(parts)}")
+            continue
+        lines.append(f"{name}: {_fmt_val(a)} -> {_fmt_val(b)}")
+    return lines
+
+
+def startup_note(current: Mapping[str, Any], baseline: Mapping[str, Any]) -> Optional[str]:
+    """A note when bind + first-batch time changed by more than ``STARTUP_CHANGE_NOTE``."""
+    def startup(d):
+        b, f = d.get("bind_seconds"), d.get("first_batch_seconds")
+        return None if b is None or f is None else float(b) + float(f)
+
+    cur, base = startup(current), startup(baseline)
+    if cur is None or not base:
+        return None
+    change = cur / base - 1.0
+    if abs(change) > STARTUP_CHANGE_NOTE:
+        return f"bind + first batch time {100 * change:+.0f}% ({base:.2f} -> {cur:.2f} s)"
+    return None

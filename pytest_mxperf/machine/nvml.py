@@ -1,0 +1,1060 @@
+"""GPU facts from NVML, read in the pytest (parent) process without creating a CUDA context.
+
+NVML (``libnvidia-ml``, the library behind ``nvidia-smi``) is not CUDA: querying it creates
+no CUDA context, allocates no GPU memory and does not touch the device state a worker will
+measure. This module never imports mxnet; it talks to NVML through ``pynvml``, the module
+of the ``nvidia-ml-py`` package (installed by every CUDA extra of this project).
+
+``load()`` returns a facade, ``NVML``:
+
+* real: ``import pynvml`` + ``nvmlInit()``;
+* fake: when ``$MXPERF_FAKE_NVML`` names a JSON file, a stand-in built from it
+  (``FakeNVML``, format below), so that end-to-end tests of the plugin, which run pytest in
+  a subprocess, can pretend to have GPUs;
+* absent: pynvml not importable or ``nvmlInit`` failed; ``reason`` says why in one line
+  ("nvidia-ml-py not installed", "NVML: Driver Not Loaded", ...) and every query answers
+  with no GPUs.
+
+What it reads:
+
+* ``static_facts()``: per GPU its NVML index, name, UUID, PCI bus id, memory, compute
+  capability, driver and CUDA driver version, maximum clocks, power limit and its links to
+  every other GPU (``"NVLINK"`` or the PCIe path as ``nvidia-smi topo -m`` names it). These
+  are recorded with every result; ``fingerprint_part`` keeps the subset that identifies the
+  *kind* of hardware.
+* ``volatile_facts()``: memory in use, current clocks, utilisation, temperature, power draw
+  and clock throttle reasons. Noise evidence only: never part of a machine id nor of an
+  environment diff (``VOLATILE_KEYS``). ``Sampler`` reads them in a background thread while
+  a worker runs.
+* ``visible_gpus(env)``: which NVML device is MXNet's ``gpu:N`` in a worker started with
+  ``env`` (``CUDA_VISIBLE_DEVICES``, ``CUDA_DEVICE_ORDER``).
+* ``worker_gpu_env(base_env)``: the CUDA variables the suite gives its workers.
+
+A field NVML does not support on a GPU (``NVMLError_NotSupported``: power on some boards,
+NVLink on PCIe cards, ...) is ``None``; any other NVML error on a field is ``None`` too and
+is named in the GPU's ``field_errors``.
+
+``$MXPERF_FAKE_NVML`` JSON format (also what ``tests/fake_nvml.py`` builds)::
+
+    {"driver_version": "535.104.05",
+     "cuda_driver_version": 12020,            # as nvmlSystemGetCudaDriverVersion returns it
+     "init_error": "DRIVER_NOT_LOADED",       # optional: nvmlInit raises this NVML error
+     "topology": [[0, 1, "HOSTBRIDGE"]],      # common PCIe ancestor per pair (NVML level name,
+                                              # nvidia-smi name or number); default SYSTEM
+     "devices": [
+       {"name": "Tesla P100-PCIE-16GB", "uuid": "GPU-...", "pci_bus_id": "00000000:04:00.0",
+        "memory_total_bytes": 17071734784, "compute_capability": "6.0",
+        "max_clocks_mhz": {"sm": 1328, "mem": 715}, "power_limit_w": 250,
+        "nvlinks": ["00000000:05:00.0", {"bus_id": "00000000:C4:00.0", "type": "switch"}],
+                                              # remote end of each active link; absent: no NVLink
+        "volatile": {"memory_used_bytes": 0, "sm_clock_mhz": 405, "mem_clock_mhz": 715,
+                     "gpu_util_pct": [0, 50, 100], "mem_util_pct": 0, "temperature_c": 31,
+                     "power_draw_w": 27.5, "throttle_bitmask": 1},
+                                              # a list = successive reads (the last repeats)
+        "unsupported": ["power_draw_w"],      # fact names whose NVML call is NotSupported
+        "errors": {"temperature_c": "GPU_IS_LOST"}}]}   # fact name -> NVML error raised
+
+Fact names for ``unsupported`` / ``errors``: name, uuid, pci_bus_id, memory_total_bytes,
+compute_capability, max_clocks_mhz, power_limit_w, nvlinks, topology, handle (``errors``
+only: nvmlDeviceGetHandleByIndex fails) and the ``volatile`` names. A fact set to null is
+NotSupported too. Error names are NVML_ERROR_* without the prefix (NOT_SUPPORTED,
+NO_PERMISSION, GPU_IS_LOST, DRIVER_NOT_LOADED, LIBRARY_NOT_FOUND, FUNCTION_NOT_FOUND, ...).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import threading
+from collections import Counter
+from pathlib import Path
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
+
+FAKE_ENV = "MXPERF_FAKE_NVML"
+NOT_INSTALLED = "nvidia-ml-py not installed"
+
+# NVML return codes (nvml.h; pynvml's NVML_ERROR_* have the same values)
+NVML_ERROR_UNINITIALIZED = 1
+NVML_ERROR_INVALID_ARGUMENT = 2
+NVML_ERROR_NOT_SUPPORTED = 3
+NVML_ERROR_NO_PERMISSION = 4
+NVML_ERROR_NOT_FOUND = 6
+NVML_ERROR_DRIVER_NOT_LOADED = 9
+NVML_ERROR_LIBRARY_NOT_FOUND = 12
+NVML_ERROR_FUNCTION_NOT_FOUND = 13
+NVML_ERROR_GPU_IS_LOST = 15
+NVML_ERROR_UNKNOWN = 999
+
+#: clock throttle ("clocks event") reason bits, nvml.h nvmlClocksThrottleReason*
+THROTTLE_REASONS: Tuple[Tuple[int, str], ...] = (
+    (0x0001, "gpu_idle"),
+    (0x0002, "applications_clocks_setting"),
+    (0x0004, "sw_power_cap"),
+    (0x0008, "hw_slowdown"),
+    (0x0010, "sync_boost"),
+    (0x0020, "sw_thermal_slowdown"),
+    (0x0040, "hw_thermal_slowdown"),
+    (0x0080, "hw_power_brake_slowdown"),
+    (0x0100, "display_clock_setting"),
+    (0x0200, "board_limit"),
+    (0x0400, "reliability"),
+)
+#: reasons that mean something outside the workload slowed the GPU down (heat, the board,
+#: an external power brake). ``sw_power_cap`` is not among them: a power-limited card (a
+#: T4 at 70 W) sits at its cap under any heavy load, so it is the normal state, shown but
+#: not evidence of interference.
+SLOWDOWN_REASONS = frozenset({"hw_slowdown", "sw_thermal_slowdown", "hw_thermal_slowdown",
+                              "hw_power_brake_slowdown", "board_limit", "reliability"})
+
+#: nvmlDeviceGetTopologyCommonAncestor levels -> the names of ``nvidia-smi topo -m``
+TOPOLOGY_LEVELS: Dict[int, str] = {
+    0: "INTERNAL",  # NVML_TOPOLOGY_INTERNAL: two GPUs of one board (NVML's example: Tesla K80)
+    10: "PIX",      # NVML_TOPOLOGY_SINGLE: at most one PCIe switch between them
+    20: "PXB",      # NVML_TOPOLOGY_MULTIPLE: several PCIe switches, no host bridge
+    30: "PHB",      # NVML_TOPOLOGY_HOSTBRIDGE: through a PCIe host bridge (the CPU)
+    40: "NODE",     # NVML_TOPOLOGY_NODE (= CPU): host bridges within one NUMA node
+    50: "SYS",      # NVML_TOPOLOGY_SYSTEM: across NUMA nodes (SMP interconnect)
+}
+_LEVEL_NAMES = {"INTERNAL": 0, "SINGLE": 10, "MULTIPLE": 20, "HOSTBRIDGE": 30, "NODE": 40, "CPU": 40,
+                "SYSTEM": 50, "PIX": 10, "PXB": 20, "PHB": 30, "SYS": 50}
+
+NVLINK_DEVICE_TYPES = {0: "gpu", 1: "ibmnpu", 2: "switch", 0xFF: "unknown"}
+
+#: the volatile part of a GPU's facts: noise evidence, never hashed, never diffed
+VOLATILE_KEYS = frozenset({
+    "memory_free_bytes", "memory_used_bytes", "sm_clock_mhz", "mem_clock_mhz", "gpu_util_pct",
+    "mem_util_pct", "temperature_c", "power_draw_w", "throttle_bitmask", "throttle_reasons",
+    "field_errors",
+})
+
+#: every pynvml function this module calls (tests check each exists in nvidia-ml-py with
+#: the same parameters, and in FakeNVML)
+PYNVML_FUNCTIONS = (
+    "nvmlInit", "nvmlShutdown", "nvmlSystemGetDriverVersion", "nvmlSystemGetCudaDriverVersion",
+    "nvmlSystemGetCudaDriverVersion_v2", "nvmlDeviceGetCount", "nvmlDeviceGetHandleByIndex",
+    "nvmlDeviceGetName", "nvmlDeviceGetUUID", "nvmlDeviceGetPciInfo", "nvmlDeviceGetMemoryInfo",
+    "nvmlDeviceGetCudaComputeCapability", "nvmlDeviceGetMaxClockInfo", "nvmlDeviceGetClockInfo",
+    "nvmlDeviceGetEnforcedPowerLimit", "nvmlDeviceGetPowerManagementLimit", "nvmlDeviceGetPowerUsage",
+    "nvmlDeviceGetTemperature", "nvmlDeviceGetUtilizationRates",
+    "nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetCurrentClocksThrottleReasons",
+    "nvmlDeviceGetNvLinkState", "nvmlDeviceGetNvLinkRemotePciInfo",
+    "nvmlDeviceGetNvLinkRemoteDeviceType", "nvmlDeviceGetTopologyCommonAncestor",
+)
+
+# pynvml constants (same values in nvml.h), used when a module lacks one
+NVML_CLOCK_SM = 1
+NVML_CLOCK_MEM = 2
+NVML_TEMPERATURE_GPU = 0
+NVML_NVLINK_MAX_LINKS = 18  # older pynvml had 6 or 12; newer has 36: the module's value wins
+
+CUDA_CACHE_MAXSIZE_BYTES = 2 * 2 ** 30
+
+
+# --------------------------------------------------------------------------- small helpers
+
+def decode_cuda_version(value: Optional[int]) -> Optional[str]:
+    """12020 -> "12.2", 11040 -> "11.4" (nvmlSystemGetCudaDriverVersion's encoding:
+    1000 * major + 10 * minor)."""
+    if value is None:
+        return None
+    value = int(value)
+    return f"{value // 1000}.{(value % 1000) // 10}"
+
+
+def decode_throttle_reasons(mask: Optional[int]) -> List[str]:
+    """Names of the bits set in a clock throttle reasons bitmask, in bit order; a bit this
+    module does not know becomes ``unknown_0x...``."""
+    if mask is None:
+        return []
+    mask = int(mask)
+    names = [name for bit, name in THROTTLE_REASONS if mask & bit]
+    known = 0
+    for bit, _ in THROTTLE_REASONS:
+        known |= bit
+    rest = mask & ~known
+    bit = 1
+    while rest:
+        if rest & bit:
+            names.append(f"unknown_{bit:#x}")
+            rest &= ~bit
+        bit <<= 1
+    return names
+
+
+def topology_name(level: Any) -> Optional[str]:
+    """An NVML topology level (number or NVML / nvidia-smi name) as nvidia-smi names it."""
+    if level is None:
+        return None
+    if isinstance(level, str):
+        key = level.strip().upper().replace("NVML_TOPOLOGY_", "")
+        if key not in _LEVEL_NAMES:
+            raise ValueError(f"unknown NVML topology level {level!r}")
+        level = _LEVEL_NAMES[key]
+    return TOPOLOGY_LEVELS.get(int(level), f"LEVEL{int(level)}")
+
+
+def normalize_bus_id(bus_id: Any) -> Optional[str]:
+    """"0000:04:00.0" / "00000000:04:00.0" / b"..." -> "00000000:04:00.0" (NVML's form,
+    upper-case hex); anything unparsable is returned stripped and upper-cased."""
+    if bus_id is None:
+        return None
+    text = _text(bus_id).strip()
+    m = re.fullmatch(r"(?:([0-9a-fA-F]{1,8}):)?([0-9a-fA-F]{1,2}):([0-9a-fA-F]{1,2})\.([0-7])", text)
+    if not m:
+        return text.upper() or None
+    domain, bus, dev, fn = m.groups()
+    return f"{int(domain or '0', 16):08X}:{int(bus, 16):02X}:{int(dev, 16):02X}.{fn}"
+
+
+def _bus_key(bus_id: Optional[str]) -> Tuple:
+    norm = normalize_bus_id(bus_id) or ""
+    m = re.fullmatch(r"([0-9A-F]{8}):([0-9A-F]{2}):([0-9A-F]{2})\.([0-7])", norm)
+    if not m:
+        return (1, norm)
+    return (0,) + tuple(int(x, 16) for x in m.groups())
+
+
+def _text(value: Any) -> Any:
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    return value
+
+
+def _error_text(exc: BaseException) -> str:
+    try:
+        text = str(exc)
+    except Exception:  # pragma: no cover - a broken __str__
+        text = ""
+    return text or type(exc).__name__
+
+
+def _is_not_supported(exc: BaseException) -> bool:
+    return getattr(exc, "value", None) == NVML_ERROR_NOT_SUPPORTED or \
+        type(exc).__name__ == "NVMLError_NotSupported"
+
+
+# --------------------------------------------------------------------------- the facade
+
+class NVML:
+    """NVML as this suite uses it. ``available`` is False when NVML could not be loaded
+    (``reason`` says why); then every query answers with no GPUs."""
+
+    def __init__(self, module: Any = None, reason: Optional[str] = None, source: str = "absent"):
+        self._nv = module
+        self.reason = reason
+        self.source = source  # "pynvml" | "fake:<path>" | "module" | "absent"
+        self._handles: Dict[int, Any] = {}
+        self._uuids: Dict[int, Optional[str]] = {}
+        self._lock = threading.Lock()
+
+    @property
+    def available(self) -> bool:
+        return self._nv is not None
+
+    def describe(self) -> str:
+        if not self.available:
+            return f"no NVML ({self.reason})"
+        return f"NVML via {self.source}"
+
+    def close(self) -> None:
+        """nvmlShutdown (once); the facade is absent afterwards."""
+        nv, self._nv = self._nv, None
+        if nv is not None:
+            self.reason = "NVML shut down"
+            try:
+                nv.nvmlShutdown()
+            except Exception:
+                pass
+
+    def __enter__(self) -> "NVML":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # -- access
+    def device_count(self) -> int:
+        if not self.available:
+            return 0
+        try:
+            return int(self._nv.nvmlDeviceGetCount())
+        except Exception:
+            return 0
+
+    def _handle(self, index: int) -> Any:
+        with self._lock:
+            if index not in self._handles:
+                self._handles[index] = self._nv.nvmlDeviceGetHandleByIndex(index)
+            return self._handles[index]
+
+    def _uuid(self, index: int) -> Optional[str]:
+        with self._lock:
+            known = index in self._uuids
+        if not known:
+            try:
+                uuid = _text(self._nv.nvmlDeviceGetUUID(self._handle(index)))
+            except Exception:
+                uuid = None
+            with self._lock:
+                self._uuids[index] = uuid
+        return self._uuids[index]
+
+    @staticmethod
+    def _field(errors: Dict[str, str], key: str, fn: Callable, *args) -> Any:
+        """fn(*args); None when NVML does not support it (or any other failure, which is
+        named in ``errors``)."""
+        try:
+            return fn(*args)
+        except Exception as exc:  # NVMLError and its subclasses, AttributeError of an old pynvml
+            if not _is_not_supported(exc):
+                errors[key] = _error_text(exc)
+            return None
+
+    def _call(self, names: Sequence[str], *args) -> Tuple[Any, Optional[BaseException]]:
+        """The first of ``names`` the module has, called; (value, None) or (None, error)."""
+        last: Optional[BaseException] = None
+        for name in names:
+            fn = getattr(self._nv, name, None)
+            if fn is None:
+                continue
+            try:
+                return fn(*args), None
+            except Exception as exc:
+                last = exc
+                if getattr(exc, "value", None) != NVML_ERROR_FUNCTION_NOT_FOUND:
+                    return None, exc
+        return None, last
+
+    def _const(self, name: str, default: int) -> int:
+        return int(getattr(self._nv, name, default))
+
+    # -- static facts
+    def static_facts(self) -> List[Dict[str, Any]]:
+        """One dict per GPU, in NVML index order (see the module doc); [] without NVML."""
+        if not self.available:
+            return []
+        nv = self._nv
+        sys_errors: Dict[str, str] = {}
+        driver = _text(self._field(sys_errors, "driver_version", nv.nvmlSystemGetDriverVersion))
+        raw_cuda, err = self._call(("nvmlSystemGetCudaDriverVersion", "nvmlSystemGetCudaDriverVersion_v2"))
+        if err is not None and not _is_not_supported(err):
+            sys_errors["cuda_driver_version"] = _error_text(err)
+        cuda = decode_cuda_version(raw_cuda)
+        clock_sm = self._const("NVML_CLOCK_SM", NVML_CLOCK_SM)
+        clock_mem = self._const("NVML_CLOCK_MEM", NVML_CLOCK_MEM)
+
+        gpus: List[Dict[str, Any]] = []
+        handles: List[Any] = []
+        for i in range(self.device_count()):
+            errors: Dict[str, str] = dict(sys_errors)
+            try:
+                h = self._handle(i)
+            except Exception as exc:  # e.g. NVMLError_NoPermission, GpuIsLost
+                gpus.append({"index": i, "name": None, "uuid": None, "pci_bus_id": None,
+                             "field_errors": {"handle": _error_text(exc)}, "topology": []})
+                handles.append(None)
+                continue
+            handles.append(h)
+            pci = self._field(errors, "pci_bus_id", nv.nvmlDeviceGetPciInfo, h)
+            mem = self._field(errors, "memory_total_bytes", nv.nvmlDeviceGetMemoryInfo, h)
+            cc = self._field(errors, "compute_capability", nv.nvmlDeviceGetCudaComputeCapability, h)
+            power, perr = self._call(("nvmlDeviceGetEnforcedPowerLimit", "nvmlDeviceGetPowerManagementLimit"), h)
+            if perr is not None and not _is_not_supported(perr):
+                errors["power_limit_w"] = _error_text(perr)
+            uuid = _text(self._field(errors, "uuid", nv.nvmlDeviceGetUUID, h))
+            with self._lock:
+                self._uuids[i] = uuid
+            gpus.append({
+                "index": i,
+                "name": _text(self._field(errors, "name", nv.nvmlDeviceGetName, h)),
+                "uuid": uuid,
+                "pci_bus_id": normalize_bus_id(getattr(pci, "busId", None)) if pci is not None else None,
+                "memory_total_bytes": int(mem.total) if mem is not None else None,
+                "compute_capability": f"{int(cc[0])}.{int(cc[1])}" if cc is not None else None,
+                "driver_version": driver,
+                "cuda_driver_version": cuda,
+                "max_sm_clock_mhz": self._field(errors, "max_sm_clock_mhz", nv.nvmlDeviceGetMaxClockInfo, h, clock_sm),
+                "max_mem_clock_mhz": self._field(errors, "max_mem_clock_mhz", nv.nvmlDeviceGetMaxClockInfo, h,
+                                                 clock_mem),
+                "power_limit_w": round(power / 1000.0, 1) if power is not None else None,
+                "topology": [],
+                "field_errors": errors,
+            })
+        self._fill_topology(gpus, handles)
+        for g in gpus:
+            if not g.get("field_errors"):
+                g.pop("field_errors", None)
+        return gpus
+
+    def _nvlinks(self, h: Any) -> List[Tuple[Optional[str], str]]:
+        """(remote PCI bus id, remote type) of each active NVLink of one GPU; [] when it
+        has none or NVML does not support NVLink queries on it."""
+        nv = self._nv
+        out: List[Tuple[Optional[str], str]] = []
+        enabled = self._const("NVML_FEATURE_ENABLED", 1)
+        for link in range(self._const("NVML_NVLINK_MAX_LINKS", NVML_NVLINK_MAX_LINKS)):
+            try:
+                active = nv.nvmlDeviceGetNvLinkState(h, link)
+            except Exception:  # NotSupported (no NVLink) or InvalidArgument (past its links)
+                continue
+            if active != enabled:
+                continue
+            try:
+                remote = normalize_bus_id(getattr(nv.nvmlDeviceGetNvLinkRemotePciInfo(h, link), "busId", None))
+            except Exception:
+                remote = None
+            kind, _ = self._call(("nvmlDeviceGetNvLinkRemoteDeviceType",), h, link)
+            out.append((remote, NVLINK_DEVICE_TYPES.get(kind, "unknown") if kind is not None else "unknown"))
+        return out
+
+    def _fill_topology(self, gpus: List[Dict[str, Any]], handles: List[Any]) -> None:
+        nv = self._nv
+        links = [self._nvlinks(h) if h is not None else [] for h in handles]
+        bus_of = [g.get("pci_bus_id") for g in gpus]
+        gpu_buses = {b for b in bus_of if b}
+        on_switch = [any(kind == "switch" for _, kind in ls) for ls in links]
+        for i, g in enumerate(gpus):
+            if handles[i] is None:
+                continue
+            for j, peer in enumerate(gpus):
+                if i == j or handles[j] is None:
+                    continue
+                direct = sum(1 for remote, kind in links[i]
+                             if remote and remote == bus_of[j] and kind in ("gpu", "unknown"))
+                level = None
+                try:
+                    level = topology_name(nv.nvmlDeviceGetTopologyCommonAncestor(handles[i], handles[j]))
+                except Exception:
+                    pass
+                entry: Dict[str, Any] = {"peer_index": peer["index"], "peer_uuid": peer.get("uuid"), "pcie": level}
+                if direct:
+                    entry.update(link="NVLINK", nvlinks=direct, via="direct")
+                elif on_switch[i] and on_switch[j]:
+                    n = sum(1 for remote, kind in links[i] if kind == "switch" and remote not in gpu_buses)
+                    entry.update(link="NVLINK", nvlinks=n, via="nvswitch")
+                else:
+                    entry.update(link=level, nvlinks=0, via=None)
+                g["topology"].append(entry)
+
+    # -- volatile facts
+    def volatile_facts(self, indices: Optional[Iterable[int]] = None) -> List[Dict[str, Any]]:
+        """Per GPU (all, or the NVML ``indices``): memory free/used, SM and memory clocks,
+        utilisation, temperature, power draw, throttle reasons. Keys: "index", "uuid" and
+        ``VOLATILE_KEYS``."""
+        if not self.available:
+            return []
+        nv = self._nv
+        clock_sm = self._const("NVML_CLOCK_SM", NVML_CLOCK_SM)
+        clock_mem = self._const("NVML_CLOCK_MEM", NVML_CLOCK_MEM)
+        sensor = self._const("NVML_TEMPERATURE_GPU", NVML_TEMPERATURE_GPU)
+        out = []
+        for i in (range(self.device_count()) if indices is None else indices):
+            errors: Dict[str, str] = {}
+            rec: Dict[str, Any] = {"index": i, "uuid": None}
+            try:
+                h = self._handle(i)
+            except Exception as exc:
+                rec["field_errors"] = {"handle": _error_text(exc)}
+                out.append(rec)
+                continue
+            rec["uuid"] = self._uuid(i)
+            mem = self._field(errors, "memory_used_bytes", nv.nvmlDeviceGetMemoryInfo, h)
+            util = self._field(errors, "gpu_util_pct", nv.nvmlDeviceGetUtilizationRates, h)
+            power = self._field(errors, "power_draw_w", nv.nvmlDeviceGetPowerUsage, h)
+            mask, merr = self._call(("nvmlDeviceGetCurrentClocksEventReasons",
+                                     "nvmlDeviceGetCurrentClocksThrottleReasons"), h)
+            if merr is not None and not _is_not_supported(merr):
+                errors["throttle_reasons"] = _error_text(merr)
+            rec.update({
+                "memory_free_bytes": int(mem.free) if mem is not None else None,
+                "memory_used_bytes": int(mem.used) if mem is not None else None,
+                "sm_clock_mhz": self._field(errors, "sm_clock_mhz", nv.nvmlDeviceGetClockInfo, h, clock_sm),
+                "mem_clock_mhz": self._field(errors, "mem_clock_mhz", nv.nvmlDeviceGetClockInfo, h, clock_mem),
+                "gpu_util_pct": int(util.gpu) if util is not None else None,
+                "mem_util_pct": int(util.memory) if util is not None else None,
+                "temperature_c": self._field(errors, "temperature_c", nv.nvmlDeviceGetTemperature, h, sensor),
+                "power_draw_w": round(power / 1000.0, 1) if power is not None else None,
+                "throttle_bitmask": int(mask) if mask is not None else None,
+                "throttle_reasons": decode_throttle_reasons(mask),
+            })
+            if errors:
+                rec["field_errors"] = errors
+            out.append(rec)
+        return out
+
+    # -- which GPU is gpu:N
+    def visible_gpus(self, env: Optional[Mapping[str, str]] = None) -> List[Dict[str, Any]]:
+        """``map_visible(self.static_facts(), env)`` (``env`` defaults to os.environ)."""
+        return map_visible(self.static_facts(), os.environ if env is None else env)
+
+
+# --------------------------------------------------------------------------- loading
+
+def load(module: Any = None, env: Optional[Mapping[str, str]] = None) -> NVML:
+    """The NVML facade: ``module`` when given (a pynvml-like object: tests), else the fake of
+    ``$MXPERF_FAKE_NVML`` when set, else pynvml. Never raises: a failure gives an absent
+    facade whose ``reason`` says why."""
+    env = os.environ if env is None else env
+    source = "module"
+    if module is None:
+        fake = env.get(FAKE_ENV)
+        if fake:
+            try:
+                module = FakeNVML.from_json_file(fake)
+            except (OSError, ValueError, TypeError, KeyError) as exc:
+                return NVML(None, f"{FAKE_ENV}={fake}: {_error_text(exc)}", "absent")
+            source = f"fake:{fake}"
+        else:
+            try:
+                import pynvml as module  # nvidia-ml-py
+            except ImportError:
+                return NVML(None, NOT_INSTALLED, "absent")
+            except Exception as exc:  # pragma: no cover - a broken install
+                return NVML(None, f"nvidia-ml-py could not be imported: {_error_text(exc)}", "absent")
+            source = "pynvml"
+    try:
+        module.nvmlInit()
+    except Exception as exc:
+        return NVML(None, f"NVML: {_error_text(exc)}", "absent")
+    return NVML(module, None, source)
+
+
+# --------------------------------------------------------------------------- gpu:N -> NVML
+
+def map_visible(static_facts: Sequence[Mapping[str, Any]], env: Mapping[str, str]) -> List[Dict[str, Any]]:
+    """Which NVML GPU is MXNet's ``gpu:N`` in a process started with ``env``.
+
+    MXNet's ``gpu(N)`` is CUDA device N. CUDA enumerates the GPUs in ``CUDA_DEVICE_ORDER``
+    (``PCI_BUS_ID``: ascending PCI bus id; unset or ``FASTEST_FIRST``: CUDA's own speed
+    heuristic, which can differ from NVML's order) and then applies
+    ``CUDA_VISIBLE_DEVICES``: unset = all; an empty string = none; else a comma list of
+    indices into that enumeration or of GPU UUIDs (``GPU-...``, any unique prefix), kept in
+    the order given. The list ends at the first entry that is invalid (an index out of
+    range, an unknown or ambiguous UUID, anything else, e.g. a ``MIG-`` instance, which is
+    not mapped here) or repeats an earlier device.
+
+    The suite's workers get ``CUDA_DEVICE_ORDER=PCI_BUS_ID`` (``worker_gpu_env``). Without
+    it this function still assumes PCI bus order for indices and says so: each entry's
+    ``order_certain`` is False unless the order is PCI_BUS_ID, the entries were all UUIDs,
+    or only one GPU is visible. NVML's own index order is not used: NVML does not promise
+    it is the PCI order.
+
+    Returns one dict per visible GPU: ``mxnet_ctx`` ("gpu:0"), ``cuda_index``,
+    ``nvml_index``, ``uuid``, ``name``, ``pci_bus_id``, ``order`` and ``order_certain``.
+    """
+    order = (env.get("CUDA_DEVICE_ORDER") or "FASTEST_FIRST").strip().upper()
+    pci_order = order == "PCI_BUS_ID"
+    enumerated = sorted(static_facts, key=lambda g: (_bus_key(g.get("pci_bus_id")), g.get("index", 0)))
+    cvd = env.get("CUDA_VISIBLE_DEVICES")
+    chosen: List[Mapping[str, Any]] = []
+    by_uuid_only = cvd is not None
+    if cvd is None:
+        chosen = list(enumerated)
+    else:
+        for entry in cvd.split(","):
+            token = entry.strip()
+            device = None
+            if re.fullmatch(r"\d+", token):
+                k = int(token)
+                device = enumerated[k] if k < len(enumerated) else None
+                by_uuid_only = False
+            elif token.upper().startswith("GPU-"):
+                hits = [g for g in enumerated if str(g.get("uuid") or "").lower().startswith(token.lower())]
+                device = hits[0] if len(hits) == 1 else None
+            if device is None or any(device is c for c in chosen):
+                break
+            chosen.append(device)
+    certain = pci_order or by_uuid_only or len(chosen) <= 1
+    return [{"mxnet_ctx": f"gpu:{n}", "cuda_index": n, "nvml_index": g.get("index"), "uuid": g.get("uuid"),
+             "name": g.get("name"), "pci_bus_id": g.get("pci_bus_id"), "order": order, "order_certain": certain}
+            for n, g in enumerate(chosen)]
+
+
+# --------------------------------------------------------------------------- worker env
+
+def gpu_env_sources(base_env: Mapping[str, str], cache_path: Optional[str] = None) -> Dict[str, Dict[str, str]]:
+    """The CUDA variables a GPU worker gets: {name: {"value": ..., "set_by": "user"|"suite"}}.
+
+    * ``CUDA_DEVICE_ORDER=PCI_BUS_ID`` so that ``gpu:N`` is the N-th visible GPU in PCI
+      order, the order ``map_visible`` reads from NVML. A value the user set is kept (and
+      reported as theirs);
+    * ``CUDA_CACHE_PATH``: a persistent CUDA JIT cache under the suite's cache dir
+      (``spawn.cache_dir("cuda-jit")``), and ``CUDA_CACHE_MAXSIZE`` of 2 GiB, so that PTX
+      compiled by the driver in one worker (MXNet's runtime-compiled fused operators,
+      cuDNN / cuBLAS PTX on a GPU newer than their SASS) serves the next instead of
+      being compiled again inside its first timed batches. A user's values are kept; a
+      user's ``CUDA_CACHE_DISABLE`` is passed on untouched (and then nothing is cached).
+    """
+    out: Dict[str, Dict[str, str]] = {}
+
+    def put(name: str, default: Callable[[], str]) -> None:
+        if base_env.get(name) not in (None, ""):
+            out[name] = {"value": base_env[name], "set_by": "user"}
+        else:
+            out[name] = {"value": default(), "set_by": "suite"}
+
+    def default_cache() -> str:
+        if cache_path is not None:
+            return str(cache_path)
+        from pytest_mxperf.proc import spawn
+        return str(spawn.cache_dir("cuda-jit"))
+
+    put("CUDA_DEVICE_ORDER", lambda: "PCI_BUS_ID")
+    put("CUDA_CACHE_PATH", default_cache)
+    put("CUDA_CACHE_MAXSIZE", lambda: str(CUDA_CACHE_MAXSIZE_BYTES))
+    if base_env.get("CUDA_CACHE_DISABLE") not in (None, ""):
+        out["CUDA_CACHE_DISABLE"] = {"value": base_env["CUDA_CACHE_DISABLE"], "set_by": "user"}
+    return out
+
+
+def worker_gpu_env(base_env: Mapping[str, str], cache_path: Optional[str] = None) -> Dict[str, str]:
+    """A copy of ``base_env`` with the CUDA variables of ``gpu_env_sources`` filled in
+    (a variable the user set is kept as it is)."""
+    env = dict(base_env)
+    for name, choice in gpu_env_sources(base_env, cache_path).items():
+        env[name] = choice["value"]
+    return env
+
+
+def device_order_note(base_env: Mapping[str, str]) -> Optional[str]:
+    """One line when the user's CUDA_DEVICE_ORDER makes ``gpu:N`` differ from NVML's PCI
+    order, else None."""
+    value = (base_env.get("CUDA_DEVICE_ORDER") or "").strip()
+    if value and value.upper() != "PCI_BUS_ID":
+        return (f"CUDA_DEVICE_ORDER={value} (set by you) is kept: gpu:N is CUDA's N-th device in that order, "
+                "which may not be the N-th GPU by PCI bus id that NVML facts are matched with")
+    return None
+
+
+# --------------------------------------------------------------------------- fingerprint
+
+def _gib(n: Any) -> Optional[int]:
+    return int(round(int(n) / 2 ** 30)) if n is not None else None
+
+
+def fingerprint_part(static_facts: Sequence[Mapping[str, Any]]) -> List[Dict[str, Any]]:
+    """The GPU part of the machine fingerprint: the hardware *kind*, not the cards.
+
+    One dict per kind of GPU: name, memory in GiB (rounded: the exact byte count moves
+    with driver versions and reserved memory), compute capability, how many, and the links
+    from each such GPU to the others (``{"NVLINK": 7}``, ``{"PHB": 1}``). UUIDs, PCI bus
+    ids, NVML indices, drivers, clocks and power limits are left out: replacing a card by
+    the same model keeps the machine id, a driver upgrade shows up as a change of the
+    recorded environment instead. (ECC on/off changes the memory some boards report, and
+    with it the id: it changes performance too.)
+    """
+    per_gpu = []
+    for g in static_facts:
+        links = Counter(str(t.get("link")) for t in g.get("topology") or ())
+        per_gpu.append({"name": g.get("name") or "unknown GPU", "memory_gib": _gib(g.get("memory_total_bytes")),
+                        "compute_capability": g.get("compute_capability"),
+                        "links": dict(sorted(links.items()))})
+    groups = Counter(json.dumps(p, sort_keys=True) for p in per_gpu)
+    return [dict(json.loads(key), count=n) for key, n in sorted(groups.items())]
+
+
+# --------------------------------------------------------------------------- sampler
+
+class Sampler:
+    """Samples ``volatile_facts`` of the NVML ``indices`` (default: all GPUs) every
+    ``interval`` seconds in a background thread, between ``start()`` and ``stop()``.
+
+    The first sample is taken as soon as the thread starts. The thread never raises: a
+    failed sample is counted (``errors``, ``last_error``) and sampling goes on. ``stop()``
+    joins the thread. Without NVML it does nothing and ``summary()`` is [].
+    """
+
+    def __init__(self, nvml: NVML, indices: Optional[Iterable[int]] = None, interval: float = 0.2,
+                 join_timeout: float = 30.0):
+        self.nvml = nvml
+        self.indices = list(indices) if indices is not None else None
+        self.interval = float(interval)
+        self.join_timeout = join_timeout
+        self.errors = 0
+        self.last_error: Optional[str] = None
+        self.stopped_cleanly: Optional[bool] = None
+        self._samples: Dict[int, List[Dict[str, Any]]] = {}
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: Optional[threading.Thread] = None
+
+    def start(self) -> "Sampler":
+        if self._thread is not None:
+            raise RuntimeError("Sampler already started")
+        if not self.nvml.available:
+            return self
+        self._thread = threading.Thread(target=self._run, name="mxperf-nvml-sampler", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> "Sampler":
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(self.join_timeout)
+            self.stopped_cleanly = not self._thread.is_alive()
+        return self
+
+    def __enter__(self) -> "Sampler":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def _run(self) -> None:
+        while True:
+            self.sample_once()
+            if self._stop.wait(self.interval):
+                return
+
+    def sample_once(self) -> None:
+        """Take one sample now (what the thread does every ``interval``); never raises."""
+        try:
+            facts = self.nvml.volatile_facts(self.indices)
+        except BaseException as exc:  # noqa: B902 - nothing may escape the thread
+            with self._lock:
+                self.errors += 1
+                self.last_error = _error_text(exc)
+            return
+        with self._lock:
+            for rec in facts:
+                self._samples.setdefault(rec["index"], []).append(rec)
+
+    @property
+    def n_samples(self) -> int:
+        with self._lock:
+            return max((len(v) for v in self._samples.values()), default=0)
+
+    def samples(self) -> Dict[int, List[Dict[str, Any]]]:
+        with self._lock:
+            return {k: list(v) for k, v in self._samples.items()}
+
+    def summary(self) -> List[Dict[str, Any]]:
+        """Per GPU: samples, mean/max GPU and memory utilisation, max memory used, min/max
+        SM clock, max temperature and power draw, the throttle reasons seen (and those of
+        them in ``SLOWDOWN_REASONS``), plus the sampler's failed samples."""
+        out = []
+        for index, recs in sorted(self.samples().items()):
+            def vals(key: str) -> List[float]:
+                return [r[key] for r in recs if r.get(key) is not None]
+
+            def mean(xs: List[float]) -> Optional[float]:
+                return round(sum(xs) / len(xs), 2) if xs else None
+
+            util, mutil, used = vals("gpu_util_pct"), vals("mem_util_pct"), vals("memory_used_bytes")
+            sm, temp, power = vals("sm_clock_mhz"), vals("temperature_c"), vals("power_draw_w")
+            seen = sorted({name for r in recs for name in r.get("throttle_reasons") or ()})
+            out.append({
+                "index": index, "uuid": next((r.get("uuid") for r in recs if r.get("uuid")), None),
+                "samples": len(recs),
+                "gpu_util_mean_pct": mean(util), "gpu_util_max_pct": max(util, default=None),
+                "mem_util_mean_pct": mean(mutil), "mem_util_max_pct": max(mutil, default=None),
+                "memory_used_max_bytes": max(used, default=None),
+                "sm_clock_min_mhz": min(sm, default=None), "sm_clock_max_mhz": max(sm, default=None),
+                "temperature_max_c": max(temp, default=None), "power_draw_max_w": max(power, default=None),
+                "throttle_reasons_seen": seen,
+                "slowdown_reasons_seen": [r for r in seen if r in SLOWDOWN_REASONS],
+                "sample_errors": self.errors,
+            })
+        return out
+
+
+# --------------------------------------------------------------------------- fake NVML
+
+class _Struct:
+    def __init__(self, **fields):
+        self.__dict__.update(fields)
+
+    def __repr__(self) -> str:  # pragma: no cover - debugging aid
+        return f"_Struct({self.__dict__!r})"
+
+
+_ERROR_STRINGS = {
+    NVML_ERROR_UNINITIALIZED: "Uninitialized", NVML_ERROR_INVALID_ARGUMENT: "Invalid Argument",
+    NVML_ERROR_NOT_SUPPORTED: "Not Supported", NVML_ERROR_NO_PERMISSION: "Insufficient Permissions",
+    NVML_ERROR_NOT_FOUND: "Not Found", NVML_ERROR_DRIVER_NOT_LOADED: "Driver Not Loaded",
+    NVML_ERROR_LIBRARY_NOT_FOUND: "NVML Shared Library Not Found",
+    NVML_ERROR_FUNCTION_NOT_FOUND: "Function Not Found", NVML_ERROR_GPU_IS_LOST: "GPU is lost",
+    NVML_ERROR_UNKNOWN: "Unknown Error",
+}
+_ERROR_CODES = {"UNINITIALIZED": NVML_ERROR_UNINITIALIZED, "INVALID_ARGUMENT": NVML_ERROR_INVALID_ARGUMENT,
+                "NOT_SUPPORTED": NVML_ERROR_NOT_SUPPORTED, "NO_PERMISSION": NVML_ERROR_NO_PERMISSION,
+                "NOT_FOUND": NVML_ERROR_NOT_FOUND, "DRIVER_NOT_LOADED": NVML_ERROR_DRIVER_NOT_LOADED,
+                "LIBRARY_NOT_FOUND": NVML_ERROR_LIBRARY_NOT_FOUND,
+                "FUNCTION_NOT_FOUND": NVML_ERROR_FUNCTION_NOT_FOUND, "GPU_IS_LOST": NVML_ERROR_GPU_IS_LOST,
+                "UNKNOWN": NVML_ERROR_UNKNOWN}
+
+
+class FakeNVMLError(Exception):
+    """Shaped like pynvml.NVMLError: ``.value`` is the NVML return code, str() its text."""
+
+    def __init__(self, value: int):
+        super().__init__(value)
+        self.value = value
+
+    def __str__(self) -> str:
+        return _ERROR_STRINGS.get(self.value, f"NVML error {self.value}")
+
+
+def _error_class(code_name: str, code: int) -> type:
+    name = "NVMLError_" + "".join(part.capitalize() for part in code_name.split("_"))
+    return type(name, (FakeNVMLError,), {"__init__": lambda self, *a: FakeNVMLError.__init__(self, code)})
+
+
+class FakeNVML:
+    """A stand-in for the ``pynvml`` module built from a dict (the ``$MXPERF_FAKE_NVML``
+    format of the module doc): the same function names and parameters as nvidia-ml-py,
+    the same error classes (``NVMLError``, ``NVMLError_NotSupported``, ... with the same
+    ``.value`` codes) and constants. Volatile values given as lists advance one element
+    per read of that value on that GPU (the last one repeats), so a test drives the state
+    by the number of samples taken, never by time. Thread-safe."""
+
+    NVMLError = FakeNVMLError
+    NVML_CLOCK_GRAPHICS = 0
+    NVML_CLOCK_SM = NVML_CLOCK_SM
+    NVML_CLOCK_MEM = NVML_CLOCK_MEM
+    NVML_TEMPERATURE_GPU = NVML_TEMPERATURE_GPU
+    NVML_FEATURE_DISABLED = 0
+    NVML_FEATURE_ENABLED = 1
+    NVML_NVLINK_MAX_LINKS = 18
+    NVML_NVLINK_DEVICE_TYPE_GPU = 0
+    NVML_NVLINK_DEVICE_TYPE_IBMNPU = 1
+    NVML_NVLINK_DEVICE_TYPE_SWITCH = 2
+    NVML_NVLINK_DEVICE_TYPE_UNKNOWN = 0xFF
+    NVML_TOPOLOGY_INTERNAL = 0
+    NVML_TOPOLOGY_SINGLE = 10
+    NVML_TOPOLOGY_MULTIPLE = 20
+    NVML_TOPOLOGY_HOSTBRIDGE = 30
+    NVML_TOPOLOGY_NODE = 40
+    NVML_TOPOLOGY_SYSTEM = 50
+
+    def __init__(self, spec: Mapping[str, Any]):
+        if not isinstance(spec, Mapping) or not isinstance(spec.get("devices", []), list):
+            raise ValueError("a fake NVML spec is an object with a 'devices' list")
+        self.spec = spec
+        self.devices: List[Mapping[str, Any]] = list(spec.get("devices", []))
+        for n, d in enumerate(self.devices):
+            if not isinstance(d, Mapping) or not d.get("name"):
+                raise ValueError(f"fake NVML device {n} needs at least a 'name'")
+        self.initialized = False
+        self.init_count = 0
+        self.reads: Counter = Counter()  # (function name, device index) -> calls
+        self._lock = threading.Condition()
+        self._topology: Dict[Tuple[int, int], int] = {}
+        for row in spec.get("topology", []) or []:
+            a, b, level = row
+            code = _LEVEL_NAMES[str(level).upper()] if isinstance(level, str) else int(level)
+            self._topology[(int(a), int(b))] = self._topology[(int(b), int(a))] = code
+        for code_name, code in _ERROR_CODES.items():
+            cls = _error_class(code_name, code)
+            setattr(self, cls.__name__, cls)
+
+    @classmethod
+    def from_json_file(cls, path: str) -> "FakeNVML":
+        return cls(json.loads(Path(path).read_text()))
+
+    # -- plumbing
+    def _raise(self, code: Any) -> None:
+        code = _ERROR_CODES[str(code).upper()] if isinstance(code, str) else int(code)
+        name = next(n for n, c in _ERROR_CODES.items() if c == code) if code in _ERROR_CODES.values() else None
+        if name is not None:
+            raise getattr(self, "NVMLError_" + "".join(p.capitalize() for p in name.split("_")))()
+        raise FakeNVMLError(code)
+
+    def _check_init(self) -> None:
+        if not self.initialized:
+            self._raise("UNINITIALIZED")
+
+    def _dev(self, handle: Any) -> Tuple[int, Mapping[str, Any]]:
+        self._check_init()
+        if not isinstance(handle, _Struct) or not 0 <= getattr(handle, "index", -1) < len(self.devices):
+            self._raise("INVALID_ARGUMENT")
+        return handle.index, self.devices[handle.index]
+
+    def _fact(self, handle: Any, key: str, fn_name: str, default: Any = None) -> Any:
+        """The value of fact ``key`` for the device of ``handle``, honouring its
+        ``unsupported`` / ``errors`` lists and stepping list values per read."""
+        i, d = self._dev(handle)
+        if key in (d.get("unsupported") or ()):
+            self._raise("NOT_SUPPORTED")
+        if key in (d.get("errors") or {}):
+            self._raise(d["errors"][key])
+        vol = d.get("volatile") or {}
+        value = vol[key] if key in vol else d.get(key, default)
+        with self._lock:
+            n = self.reads[(fn_name, i)]
+            if isinstance(value, list):
+                value = value[min(n, len(value) - 1)] if value else default
+        if value is None:
+            self._raise("NOT_SUPPORTED")
+        return value
+
+    def _count(self, fn_name: str, index: int) -> None:
+        with self._lock:
+            self.reads[(fn_name, index)] += 1
+            self._lock.notify_all()
+
+    def wait_reads(self, fn_name: str, index: int, n: int, timeout: float = 60.0) -> bool:
+        """Block until ``fn_name`` was called ``n`` times for device ``index`` (a hang guard
+        for tests; not a performance threshold)."""
+        with self._lock:
+            return self._lock.wait_for(lambda: self.reads[(fn_name, index)] >= n, timeout)
+
+    # -- init
+    def nvmlInit(self):
+        if self.spec.get("init_error"):
+            self._raise(self.spec["init_error"])
+        self.initialized = True
+        self.init_count += 1
+
+    def nvmlShutdown(self):
+        self._check_init()
+        self.initialized = False
+
+    # -- system
+    def nvmlSystemGetDriverVersion(self):
+        self._check_init()
+        if self.spec.get("driver_version") is None:
+            self._raise("NOT_SUPPORTED")
+        return str(self.spec["driver_version"])
+
+    def nvmlSystemGetCudaDriverVersion(self):
+        self._check_init()
+        if self.spec.get("cuda_driver_version") is None:
+            self._raise("NOT_SUPPORTED")
+        return int(self.spec["cuda_driver_version"])
+
+    def nvmlSystemGetCudaDriverVersion_v2(self):
+        return self.nvmlSystemGetCudaDriverVersion()
+
+    # -- devices
+    def nvmlDeviceGetCount(self):
+        self._check_init()
+        return len(self.devices)
+
+    def nvmlDeviceGetHandleByIndex(self, index):
+        self._check_init()
+        if not 0 <= int(index) < len(self.devices):
+            self._raise("INVALID_ARGUMENT")
+        d = self.devices[int(index)]
+        if "handle" in (d.get("errors") or {}):
+            self._raise(d["errors"]["handle"])
+        return _Struct(index=int(index))
+
+    def nvmlDeviceGetName(self, handle):
+        return str(self._fact(handle, "name", "nvmlDeviceGetName"))
+
+    def nvmlDeviceGetUUID(self, handle):
+        return str(self._fact(handle, "uuid", "nvmlDeviceGetUUID"))
+
+    def nvmlDeviceGetPciInfo(self, handle):
+        bus = str(self._fact(handle, "pci_bus_id", "nvmlDeviceGetPciInfo"))
+        return _Struct(busId=bus, busIdLegacy=bus)
+
+    def nvmlDeviceGetMemoryInfo(self, handle, version=None):
+        i, d = self._dev(handle)
+        total = int(self._fact(handle, "memory_total_bytes", "nvmlDeviceGetMemoryInfo"))
+        used = int(self._fact(handle, "memory_used_bytes", "nvmlDeviceGetMemoryInfo", 0))
+        self._count("nvmlDeviceGetMemoryInfo", i)
+        return _Struct(total=total, used=used, free=total - used)
+
+    def nvmlDeviceGetCudaComputeCapability(self, handle):
+        cc = self._fact(handle, "compute_capability", "nvmlDeviceGetCudaComputeCapability")
+        if isinstance(cc, (list, tuple)):
+            major, minor = cc
+        else:
+            major, _, minor = str(cc).partition(".")
+        return (int(major), int(minor or 0))
+
+    def nvmlDeviceGetMaxClockInfo(self, handle, type):
+        clocks = self._fact(handle, "max_clocks_mhz", "nvmlDeviceGetMaxClockInfo")
+        key = {self.NVML_CLOCK_SM: "sm", self.NVML_CLOCK_MEM: "mem", self.NVML_CLOCK_GRAPHICS: "graphics"}.get(type)
+        if key is None:
+            self._raise("INVALID_ARGUMENT")
+        if clocks.get(key) is None:
+            self._raise("NOT_SUPPORTED")
+        return int(clocks[key])
+
+    def nvmlDeviceGetClockInfo(self, handle, type):
+        i, _ = self._dev(handle)
+        key = {self.NVML_CLOCK_SM: "sm_clock_mhz", self.NVML_CLOCK_MEM: "mem_clock_mhz"}.get(type)
+        if key is None:
+            self._raise("INVALID_ARGUMENT")
+        value = int(self._fact(handle, key, "nvmlDeviceGetClockInfo/" + key))
+        self._count("nvmlDeviceGetClockInfo/" + key, i)
+        return value
+
+    def nvmlDeviceGetEnforcedPowerLimit(self, handle):
+        return int(round(float(self._fact(handle, "power_limit_w", "nvmlDeviceGetEnforcedPowerLimit")) * 1000))
+
+    def nvmlDeviceGetPowerManagementLimit(self, handle):
+        return self.nvmlDeviceGetEnforcedPowerLimit(handle)
+
+    def nvmlDeviceGetPowerUsage(self, handle):
+        i, _ = self._dev(handle)
+        value = int(round(float(self._fact(handle, "power_draw_w", "nvmlDeviceGetPowerUsage")) * 1000))
+        self._count("nvmlDeviceGetPowerUsage", i)
+        return value
+
+    def nvmlDeviceGetTemperature(self, handle, sensor):
+        i, _ = self._dev(handle)
+        if sensor != self.NVML_TEMPERATURE_GPU:
+            self._raise("INVALID_ARGUMENT")
+        value = int(self._fact(handle, "temperature_c", "nvmlDeviceGetTemperature"))
+        self._count("nvmlDeviceGetTemperature", i)
+        return value
+
+    def nvmlDeviceGetUtilizationRates(self, handle):
+        i, _ = self._dev(handle)
+        gpu = int(self._fact(handle, "gpu_util_pct", "nvmlDeviceGetUtilizationRates"))
+        mem = int(self._fact(handle, "mem_util_pct", "nvmlDeviceGetUtilizationRates", 0))
+        self._count("nvmlDeviceGetUtilizationRates", i)
+        return _Struct(gpu=gpu, memory=mem)
+
+    def _clock_reasons(self, handle) -> int:
+        i, _ = self._dev(handle)
+        value = int(self._fact(handle, "throttle_bitmask", "clock_reasons"))
+        self._count("clock_reasons", i)
+        return value
+
+    def nvmlDeviceGetCurrentClocksEventReasons(self, handle):
+        return self._clock_reasons(handle)
+
+    def nvmlDeviceGetCurrentClocksThrottleReasons(self, handle):
+        return self._clock_reasons(handle)
+
+    def _link(self, device, link) -> Any:
+        _, d = self._dev(device)
+        if "nvlinks" in (d.get("unsupported") or ()) or d.get("nvlinks") is None:
+            self._raise("NOT_SUPPORTED")
+        links = d["nvlinks"]
+        if not 0 <= int(link) < self.NVML_NVLINK_MAX_LINKS:
+            self._raise("INVALID_ARGUMENT")
+        if int(link) >= len(links):
+            self._raise("NOT_SUPPORTED")
+        entry = links[int(link)]
+        return entry if isinstance(entry, Mapping) else {"bus_id": entry}
+
+    def nvmlDeviceGetNvLinkState(self, device, link):
+        entry = self._link(device, link)
+        return self.NVML_FEATURE_ENABLED if entry.get("active", True) else self.NVML_FEATURE_DISABLED
+
+    def nvmlDeviceGetNvLinkRemotePciInfo(self, device, link):
+        bus = str(self._link(device, link)["bus_id"])
+        return _Struct(busId=bus, busIdLegacy=bus)
+
+    def nvmlDeviceGetNvLinkRemoteDeviceType(self, handle, link):
+        entry = self._link(handle, link)
+        if "type" in entry:
+            return {"gpu": 0, "ibmnpu": 1, "switch": 2}.get(str(entry["type"]).lower(), 0xFF)
+        buses = {normalize_bus_id(d.get("pci_bus_id")) for d in self.devices}
+        return 0 if normalize_bus_id(entry["bus_id"]) in buses else 0xFF
+
+    def nvmlDeviceGetTopologyCommonAncestor(self, device1, device2):
+        i, d = self._dev(device1)
+        j, _ = self._dev(device2)
+        if "topology" in (d.get("unsupported") or ()):
+            self._raise("NOT_SUPPORTED")
+        if i == j:
+            return self.NVML_TOPOLOGY_INTERNAL
+        return self._topology.get((i, j), self.NVML_TOPOLOGY_SYSTEM)

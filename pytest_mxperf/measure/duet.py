@@ -1,0 +1,311 @@
+"""Duet A/B: one pair of resident workers, one per MXNet install, taking turns.
+
+Shared cloud VMs switch between speed regimes within seconds; two processes measured one
+after the other can land in different regimes. A duet (Bulej et al., "Duet Benchmarking:
+Improving Measurement Accuracy in the Cloud", ICPE 2020) cancels that: both workers import
+MXNet, bind and warm up once, then the parent alternates short timed rounds between them,
+A,B,B,A,A,B,B,A,..., exactly one of them running at any moment while the other blocks on
+its control pipe (``workers/protocol.serve_rounds``). A slow spell longer than a round
+slows both sides of the round pair alike, so the ratio of their times cancels it.
+
+``run_pair`` runs one such pair and returns a RunResult per side: each carries the timed
+rounds in the order they ran (round j of one side ran right next to round j of the
+other) and ``meta["duet"]``: which side ran first, the round size, and how much CPU the
+waiting side used while its partner ran (evidence that it really waited).
+
+Worker kinds that can be resident (``RESIDENT_MODULES``: each builds its cell once, warms
+up untimed and serves rounds through ``protocol.serve_rounds`` when its spec has
+``control``) run as duets in A/B mode: the throughput worker (score, train, latency, your
+own network), ``commbench`` (kvstore: a unit of a round is one synchronised push+pull of
+every key) and ``pipeline`` (io: a unit is one epoch of the loader alone, or one fed
+training step). A kind that cannot be resident keeps fresh process pairs: a distributed
+cell (one process is a whole ps-lite cluster launch) and time to accuracy (one process is
+one whole training run to the target).
+
+The process pair is the unit of replication: the gate turns each pair into one estimate
+(``stats.duet_pair_log_ratio``) and judges the pairs (``verdict_duet``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import select
+import time
+from pathlib import Path
+from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+
+from pytest_mxperf.proc import spawn
+from pytest_mxperf.measure import runner
+from pytest_mxperf.proc import worker
+from pytest_mxperf.model.measurement import RunResult
+from pytest_mxperf.model.workload import Workload
+
+#: target length of one timed round (both sides run the same number of batches per round)
+ROUND_SECONDS = 0.15
+#: timed rounds per side: 2 x the time budget in rounds (20 at the default 1.5 s), within these;
+#: a cell whose one batch outlasts a round gets fewer, longer rounds (ResNet-50 v2 b8 here:
+#: 0.42 s a batch, 7 rounds a side, one pair 19 s instead of 23 s with 10)
+MIN_ROUNDS, MAX_ROUNDS = 6, 40
+#: untimed rounds of one batch each, alternated, after both sides warmed up
+SETTLE_ROUNDS = 3
+#: untimed rounds that grow the round size to about ROUND_SECONDS, at most
+SIZING_TRIES = 4
+#: bound on a worker's exit after "finish" (it writes its result and exits; a worker with
+#: shown-only parts measures them first, alone: its partner waits or has exited)
+FINISH_TIMEOUT = 60.0
+
+#: the worker modules that serve duet rounds (``workers/protocol.serve_rounds``) when their
+#: spec has ``control``. Declared here, not read from the module: the parent never imports a
+#: worker kind it is given (a user's worker module may import MXNet at its top).
+RESIDENT_MODULES = frozenset({
+    runner.WORKER_MODULE,                 # score, train, latency, your own network
+    "pytest_mxperf.workers.commbench",    # kvstore push+pull
+    "pytest_mxperf.workers.pipeline",     # io: loader alone, or fed training steps
+})
+
+
+def resident(module: str) -> bool:
+    """Whether ``module``'s worker serves duet rounds (A/B pairs run as duets), or runs one
+    measurement per process (A/B pairs are fresh processes back to back)."""
+    return module in RESIDENT_MODULES
+
+
+class DuetError(Exception):
+    """One side of the pair failed; ``side`` names it ("candidate" or "reference")."""
+
+    def __init__(self, side: str, stopped: Optional[str], message: str):
+        super().__init__(message)
+        self.side, self.stopped = side, stopped
+
+
+@dataclasses.dataclass
+class _Side:
+    name: str                       # "candidate" | "reference"
+    python: Optional[str]
+    env: Dict[str, str]
+    defaults: Dict[str, str]
+    rss_limit: Optional[int]
+    workdir: Path
+    proc: object = None
+    to_child: object = None         # file: parent -> worker commands
+    from_child: object = None       # file: worker -> parent replies
+    sampler: object = None
+    started: float = 0.0
+    waiting_cpu: float = 0.0        # CPU seconds this side used while its partner ran
+    partner_seconds: float = 0.0    # seconds its partner's rounds took
+
+    @property
+    def result_path(self) -> Path:
+        return self.workdir / "result.json"
+
+    def cpu_seconds(self) -> float:
+        import psutil
+        try:
+            t = psutil.Process(self.proc.pid).cpu_times()
+            return t.user + t.system
+        except psutil.Error:
+            return 0.0
+
+    def send(self, **cmd) -> None:
+        try:
+            self.to_child.write(json.dumps(cmd) + "\n")
+            self.to_child.flush()
+        except (BrokenPipeError, ValueError):
+            raise DuetError(self.name, None, f"the {self.name} worker is gone") from None
+
+    def receive(self, timeout: float, stopped: str = "timeout") -> Dict:
+        """The worker's next reply; DuetError when it exits or stays silent past ``timeout``."""
+        deadline = time.monotonic() + timeout
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise DuetError(self.name, stopped, f"no answer from the {self.name} worker in {timeout:g} s")
+            ready, _, _ = select.select([self.from_child], [], [], min(left, worker.WATCHDOG_POLL_S))
+            if ready:
+                line = self.from_child.readline()
+                if not line:
+                    raise DuetError(self.name, None, f"the {self.name} worker exited")
+                return json.loads(line)
+            if self.rss_limit and worker.tree_rss(self.proc.pid) > self.rss_limit:
+                raise DuetError(self.name, "rss", "over the host memory cap")
+
+
+def rounds_for(time_budget: float, round_seconds: float = ROUND_SECONDS) -> int:
+    """Timed rounds per side for a time budget (seconds per worker in process mode): about
+    2 x the budget of timed work a side, in rounds of ``round_seconds`` (longer than
+    ROUND_SECONDS when one batch of the slower side already takes longer: seen with MXNet
+    1.6.0's ResNet-50 v2 b8 at 1.6 s a batch, whose 20 rounds made one pair last 52 s),
+    within [MIN_ROUNDS, MAX_ROUNDS]."""
+    per_round = max(ROUND_SECONDS, round_seconds)
+    return max(MIN_ROUNDS, min(MAX_ROUNDS, int(round(2 * time_budget / per_round))))
+
+
+def _start(side: _Side, workload: Workload, spec: Dict, module: str = runner.WORKER_MODULE) -> None:
+    c_read, p_write = os.pipe()   # parent -> child
+    p_read, c_write = os.pipe()   # child -> parent
+    spec = dict(spec, control=[c_read, c_write], phase_path=str(side.workdir / "measuring"))
+    spec_path = side.workdir / "spec.json"
+    spec_path.write_text(json.dumps(spec, sort_keys=True))
+    side.started = time.perf_counter()
+    try:
+        side.proc = spawn.start(spawn.python_command(side.python, module) + [str(spec_path), str(side.result_path)],
+                                env=side.env, log_path=side.workdir / "worker.log", pass_fds=(c_read, c_write))
+    finally:
+        os.close(c_read)
+        os.close(c_write)
+    side.to_child = os.fdopen(p_write, "w", buffering=1)
+    side.from_child = os.fdopen(p_read, "r", buffering=1)
+    # no utilisation sampler: each side waits half of the time by design, and its CPU use
+    # while waiting is measured round by round instead (waiting_cpu_share)
+
+
+def _timed_round(runs: Sequence[_Side], k: int, timeout: float, timed: bool = True) -> None:
+    """One round pair: each side in ``runs`` order runs k batches while the other waits."""
+    for i, side in enumerate(runs):
+        other = runs[1 - i]
+        cpu0 = other.cpu_seconds()
+        t0 = time.perf_counter()
+        side.send(op="round", batches=k, timed=timed)
+        side.receive(timeout)
+        if timed:
+            other.partner_seconds += time.perf_counter() - t0
+            other.waiting_cpu += max(0.0, other.cpu_seconds() - cpu0)
+
+
+def _untimed_round(order: Sequence[_Side], k: int, timeout: float) -> Dict[str, float]:
+    """Each side runs k batches, untimed, in turn; returns each side's seconds."""
+    took = {}
+    for side in order:
+        side.send(op="round", batches=k, timed=False)
+        took[side.name] = float(side.receive(timeout)["seconds"])
+    return took
+
+
+def _round_size(order: Sequence[_Side], timeout: float) -> Tuple[int, float]:
+    """Batches per timed round, the same for both sides: SETTLE_ROUNDS untimed single-batch
+    rounds in turn give each side's fastest batch, the slower side's sets k to fill
+    ROUND_SECONDS; then k grows while an untimed round of k is still under half of that.
+    The fastest batch, because a neighbour's burst only ever lengthens one (seen while other
+    work ran here: single batches of LeNet b4 between 1.7 and 100 ms; a round sized from one
+    slow batch came out 2 ms long, where a waiting side's OpenMP spin is no longer
+    negligible)."""
+    fastest: Dict[str, float] = {}
+    for j in range(SETTLE_ROUNDS):
+        for name, t in _untimed_round(order if j % 2 == 0 else order[::-1], 1, timeout).items():
+            fastest[name] = min(t, fastest.get(name, t))
+        if j >= 1 and min(fastest.values()) >= ROUND_SECONDS:
+            break  # one batch a side already outlasts a round: two settling rounds do
+    k = max(1, int(round(ROUND_SECONDS / max(max(fastest.values()), 1e-6))))
+    if k == 1 and min(fastest.values()) >= ROUND_SECONDS / 2:
+        return 1, max(fastest.values())  # one batch already fills a round: nothing to size
+    for _ in range(SIZING_TRIES):
+        sides = _untimed_round(order, k, timeout)
+        took = min(sides.values())
+        if took >= ROUND_SECONDS / 2:
+            break
+        k = max(k + 1, int(round(k * ROUND_SECONDS / max(took, 1e-6))))
+    return k, max(sides.values())
+
+
+def _close(side: _Side, timeout: float, failed: bool) -> Tuple[Optional[str], Optional[Dict], Optional[Dict]]:
+    """Ask the worker to finish (unless it is the one that failed), reap it (killing its
+    whole group) and read its result."""
+    stopped = None
+    if side.proc is None:
+        return "start", None, None
+    try:
+        if side.proc.poll() is None and not failed:
+            side.send(op="finish")
+            side.proc.wait(timeout=timeout)
+    except DuetError:
+        pass
+    except Exception:  # noqa: BLE001 - subprocess.TimeoutExpired: it did not exit; kill it below
+        stopped = "timeout"
+    finally:
+        usage = side.sampler.stop() if side.sampler is not None else None
+        spawn.kill_process_tree(side.proc.pid, side.proc.pid)
+        side.proc.wait()
+        for f in (side.to_child, side.from_child):
+            try:
+                f.close()
+            except Exception:  # noqa: BLE001 - a broken pipe on close
+                pass
+    return stopped, worker.read_result(side.result_path), usage
+
+
+def run_pair(workload: Workload, *, candidate: Optional[str], reference: Optional[str], seed: int = 0,
+             candidate_first: bool = True, time_budget: float = 1.5, smoke: bool = False,
+             timeout: float = runner.DEFAULT_TIMEOUT, warmup_timeout: Optional[float] = None,
+             memory_limit: Optional[int] = -1, env: Optional[Mapping[str, str]] = None,
+             extra_env: Optional[Mapping[str, str]] = None, module: str = runner.WORKER_MODULE,
+             spec: Optional[Dict] = None, figures: Optional[Callable[[Dict], Dict[str, float]]] = None,
+             **options) -> Tuple[RunResult, RunResult]:
+    """One duet pair of a resident worker kind: (candidate RunResult, reference RunResult).
+
+    ``module``: the worker (``RESIDENT_MODULES``), by default the throughput worker, whose
+    spec is built here from ``workload`` and ``options``; for another kind the caller gives
+    its ``spec`` (``seed`` and the memory cap are filled in when absent) and ``figures``
+    (its result as figures, as ``Measurer.measure_module`` takes them).
+
+    Both workers start together and warm up (untimed, bounded by ``warmup_timeout``), then
+    run SETTLE_ROUNDS untimed single-unit rounds in turn; the round size k is the units
+    (batches, push+pull rounds, epochs, steps) the slower side runs in ROUND_SECONDS; then
+    ``rounds_for(time_budget)`` timed rounds a side, A,B,B,A,... (A = the candidate when
+    ``candidate_first``), each reply awaited at most ``timeout``. A side that fails ends the
+    pair: its RunResult says how, the other side's is an error naming its partner."""
+    as_cap, rss_cap = runner.memory_caps(workload, runner.resolve_memory_limit(memory_limit))
+    if spec is None:
+        spec = runner.make_spec(workload, time_budget=time_budget, smoke=smoke, memory_limit=as_cap, seed=seed,
+                                **options)
+    else:
+        spec = dict(spec)
+        spec.setdefault("seed", seed)
+        spec.setdefault("memory_limit", as_cap)
+    rounds = 1 if smoke else rounds_for(time_budget)
+    with spawn.WorkDir() as tmp:
+        sides = []
+        for name, python in (("candidate", candidate), ("reference", reference)):
+            full_env, defaults = runner.build_env(workload, env, extra_env)
+            (tmp / name).mkdir()
+            sides.append(_Side(name, python, full_env, defaults, rss_cap, tmp / name))
+        failure: Optional[DuetError] = None
+        k, slower = 1, 0.0
+        try:
+            for side in sides:
+                _start(side, workload, spec, module)
+            for side in sides:
+                side.receive(warmup_timeout or timeout, "warmup-timeout")
+            order = sides if candidate_first else sides[::-1]
+            if not smoke:
+                k, slower = _round_size(order, timeout)
+                rounds = rounds_for(time_budget, slower)
+            for j in range(rounds):
+                _timed_round(order if j % 2 == 0 else order[::-1], k, timeout)
+        except DuetError as exc:
+            failure = exc
+        closed = {s.name: _close(s, FINISH_TIMEOUT, failure is not None and failure.side == s.name) for s in sides}
+        results = []
+        for side in sides:
+            stopped, payload, usage = closed[side.name]
+            mine = failure is not None and failure.side == side.name
+            if failure is not None and not mine:
+                payload = {"status": "error", "meta": (payload or {}).get("meta", {}),
+                           "message": f"its duet partner (the {failure.side}) failed: {failure}"}
+            wall = time.perf_counter() - side.started
+            out = worker.classify(failure.stopped if mine else stopped, payload,
+                                  spawn.tail(side.workdir / "worker.log"), side.proc.returncode if side.proc else None,
+                                  wall, usage, timeout=timeout, warmup_timeout=warmup_timeout, rss_limit=rss_cap)
+            if mine and failure.stopped is None and out.status == "ok":
+                out = dataclasses.replace(out, status="error", message=str(failure))
+            r = runner.run_result(out, workload, side.env, side.defaults, figures or runner.worker_figures,
+                                  python=side.python)
+            r.meta["duet"] = {
+                "pair": seed, "side": side.name, "ran_first": (side.name == "candidate") == candidate_first,
+                "batches_per_round": k, "rounds": len(r.round_seconds),
+                "sizing_round_seconds": slower,  # the slower side's untimed round of k: rounds_for's round
+                "waiting_cpu_share": (side.waiting_cpu / side.partner_seconds) if side.partner_seconds else None,
+            }
+            results.append(r)
+    return results[0], results[1]

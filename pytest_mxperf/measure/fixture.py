@@ -1,0 +1,450 @@
+"""The ``mxperf`` fixture object, without pytest: what a test calls to measure.
+
+``Measurer.measure`` measures a zoo model or the user's own network (a symbol JSON file or
+a ``package.module:function``); ``measure_module`` measures any other worker kind
+(kvstore cost, a distributed cluster, convergence, the input pipeline) as a cell of
+figures with units; ``check_floor`` holds a cell to the published tables. Every cell goes
+into the session, where the gate judges all its figures against the machine's baseline
+(or the reference install in A/B mode). The plugin passes in callbacks for what is
+pytest's (skip, fail, record_property).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import sys
+from typing import Any, Callable, Dict, Mapping, Optional, Sequence
+
+from pytest_mxperf.measure import duet
+from pytest_mxperf.measure import runner
+from pytest_mxperf.judge import floors as tables
+from pytest_mxperf.model.options import PerfOptions
+from pytest_mxperf.model.measurement import FLOP_MODES, CellMeasurement, RunResult, add_flop_figures
+from pytest_mxperf.measure.session import CellRecord, Finding, PerfSession
+from pytest_mxperf.model.workload import Workload
+
+
+class Skip(Exception):
+    """Raised when a cell cannot be judged here (no GPU, no applicable table)."""
+
+
+class Fail(AssertionError):
+    """Raised when a cell fails its floor or its measurement failed."""
+
+
+def judge_floor(cell: CellMeasurement, floor: tables.Floor, states: Optional[Sequence[Optional[str]]] = None
+                ) -> (str, str):
+    """(outcome, one-line message) of a cell against its floor: passed, failed or skipped.
+
+    ``states``: the machine-state label of each successful process; the floor is held to
+    the processes that ran on a quiet machine when there are any (a neighbour must not fail
+    a floor), else to all of them, and the message says the machine was busy."""
+    median = cell.median_or_none
+    busy = ""
+    slow = ("slowed", "slow-spell")
+    if states and len(states) == len(cell.ok_runs) and any(st in slow for st in states):
+        quiet = [r.median for r, st in zip(cell.ok_runs, states) if st not in slow and r.median]
+        if quiet:
+            median = statistics.median(quiet)
+        else:
+            busy = f" (all {len(states)} processes ran on a slowed machine: re-run on a quiet one)"
+    if cell.status in ("unavailable", "unsupported"):
+        return "skipped", cell.message
+    if cell.status == "oom":
+        if floor.oom_documented:
+            return "passed", f"OOM, as the published table records for this cell ({floor.table_id})"
+        return "failed", f"out of memory: {cell.message}"
+    if cell.status != "ok":
+        return "failed", f"{cell.status}: {cell.message}"
+    if floor.oom_documented:
+        return "passed", f"measured {median:.2f} img/s where the published table records OOM ({floor.table_id})"
+    if floor.kind is None:
+        return "skipped", f"measured {median:.2f} img/s; no floor: {floor.reason}"
+    if median < floor.value:
+        ref = cell.reference_figure(cell.primary.name) if cell.reference else None
+        if ref is not None and ref < floor.value:
+            # A/B: the reference, taking turns with it on this machine, is as far under the
+            # floor: the machine ran slow (seen here: a spell at a tenth of its speed), not
+            # the candidate; the A/B verdict decides the candidate
+            return "skipped", (f"{median:.2f} img/s and the reference's {ref:.2f} img/s are both below the "
+                               f"{floor.kind} floor {floor.value:.2f} img/s: the machine ran slow, not the "
+                               "candidate; not judged against the floor (the A/B verdict judges the candidate)")
+        return "failed", (f"{median:.2f} img/s is below the {floor.kind} floor {floor.value:.2f} img/s "
+                          f"({floor.reason}){busy}")
+    return "passed", f"{median:.2f} img/s >= {floor.kind} floor {floor.value:.2f} img/s ({floor.table_id})"
+
+
+#: the kernels whose best round is the machine's peak (oneDNN's on CPU, cuDNN / cuBLAS on a
+#: GPU; workers/peak.py also has ``dot``, OpenBLAS's path, which is never the peak)
+PEAK_KERNELS = ("fc", "conv")
+PEAK_MODULE = "pytest_mxperf.workers.peak"
+
+
+def peak_target(w: Workload):
+    """(context, dtype) of the peak a cell is set against, or (None, why not): float32 CPU
+    cells against the CPU's float32 peak; GPU cells against their first GPU's peak in the
+    cell's dtype (float16: the tensor cores'); int8 / bfloat16 have no measured peak."""
+    if w.device == "gpu":
+        if w.dtype not in ("float32", "float16"):
+            return None, f"no {w.dtype} peak is measured on GPUs"
+        return w.contexts[0], w.dtype
+    if w.dtype != "float32":
+        return None, f"{w.dtype} operations per second, shown alone: the measured peak is float32's"
+    return "cpu:0", "float32"
+
+
+def machine_peak(session: PerfSession, context: str = "cpu:0", dtype: str = "float32") -> Dict[str, Any]:
+    """The peak GFLOP/s of ``context`` in ``dtype`` (a large FullyConnected and a 3x3
+    Convolution through MXNet, best round: oneDNN on CPU, cuBLAS / cuDNN on a GPU),
+    measured once per session in its own worker process, the first time a cell needs it,
+    and cached in ``session.peaks``.
+    ``{"status": "ok", "peak_gflops", "fc_gflops", "conv_gflops", "threads", "kernels"}``,
+    or ``{"status": <failure>, "message", "peak_gflops": None}``."""
+    key = f"{context}/{dtype}"
+    if key not in session.peaks:
+        session.peaks[key] = measure_peak(session, context, dtype)
+    return session.peaks[key]
+
+
+def measure_peak(session: PerfSession, context: str = "cpu:0", dtype: str = "float32") -> Dict[str, Any]:
+    o = session.options
+    # the cell's environment: the suite's OpenMP threads on CPU, CUDA's device order on GPUs
+    w = Workload(model="peak", mode="score", contexts=(context,), dtype=dtype)
+    as_cap, rss_cap = runner.memory_caps(w, runner.resolve_memory_limit(o.memory_limit))
+    env, _ = runner.build_env(w, session.environ)
+    spec: Dict[str, Any] = {"kernels": list(PEAK_KERNELS), "memory_limit": as_cap, "context": context,
+                            "dtype": dtype}
+    if o.smoke:
+        spec.update(rounds=2, round_seconds=0.1)
+    else:  # rounds as long as a fifth of the cells' time budget (0.3 s at the default 1.5 s)
+        spec.update(rounds=5, round_seconds=min(0.3, max(0.05, float(o.time_budget) / 5.0)))
+    out = runner.run_process([o.python or sys.executable, "-m", PEAK_MODULE], spec, timeout=o.timeout, env=env,
+                             rss_limit=rss_cap)
+    p = out.payload or {}
+    if out.status != "ok" or not isinstance(p.get("peak_gflops"), (int, float)):
+        return {"status": out.status if out.status != "ok" else "error", "peak_gflops": None,
+                "message": out.message or p.get("message") or "the peak worker returned no peak figure"}
+    kernels = p.get("kernels") or {}
+    return {"status": "ok", "message": "", "peak_gflops": float(p["peak_gflops"]),
+            "fc_gflops": p.get("fc_gflops"), "conv_gflops": p.get("conv_gflops"),
+            "context": context, "dtype": dtype,
+            "threads": ((p.get("meta") or {}).get("threads") or {}).get("openmp"),
+            "omp_num_threads": env.get("OMP_NUM_THREADS"),
+            "kernels": {k: v.get("what") for k, v in kernels.items()}}
+
+
+def flops_per_sample(w: Workload, runs: Sequence[RunResult] = ()) -> Optional[float]:
+    """FLOPs per sample of a cell (2 x conv+FC MACs forward; training 3 x forward): a zoo
+    network's from the zoo, the user's own from the count its worker made of its graph
+    (``meta["macs_per_sample"]`` of ``runs``); None for cells without a count (other
+    kinds of cell, a graph whose shapes the worker could not infer)."""
+    from pytest_mxperf import zoo
+    from pytest_mxperf.zoo import flops
+    if w.mode not in FLOP_MODES:
+        return None
+    if w.source:
+        macs = next((r.meta.get("macs_per_sample") for r in runs if r.ok and r.meta.get("macs_per_sample")), None)
+        return flops.flops_from_macs(macs, w.mode) if macs else None
+    if w.model not in zoo.MODELS:
+        return None
+    return flops.flops_per_sample(w.model, w.mode)
+
+
+def _flop_count(flops: float) -> str:
+    """8.178 GFLOP, 124.4 kFLOP: the unit that keeps the figure readable."""
+    for scale, unit in ((1e9, "GFLOP"), (1e6, "MFLOP"), (1e3, "kFLOP")):
+        if flops >= scale:
+            return f"{flops / scale:.4g} {unit}"
+    return f"{flops:.0f} FLOP"
+
+
+def _raise(exc_type):
+    def raiser(message: str) -> None:
+        raise exc_type(message)
+    return raiser
+
+
+class Measurer:
+    """The ``mxperf`` fixture: measure cells, check floors, record findings."""
+
+    def __init__(self, session: PerfSession, nodeid: str,
+                 record_property: Callable[[str, Any], None] = lambda k, v: None,
+                 on_cell: Callable[[CellRecord], None] = lambda rec: None,
+                 skip: Optional[Callable[[str], None]] = None, fail: Optional[Callable[[str], None]] = None):
+        self.session = session
+        self._skip = skip or _raise(Skip)
+        self._fail = fail or _raise(Fail)
+        self.nodeid = nodeid
+        self._record_property = record_property
+        self._on_cell = on_cell
+        self.records = []
+        self._described: Dict[Any, Dict[str, Any]] = {}
+
+    @property
+    def options(self) -> PerfOptions:
+        return self.session.options
+
+    @property
+    def num_gpus(self) -> int:
+        return self.session.num_gpus
+
+    def require(self, contexts: Sequence[str]) -> None:
+        """Skip (raise Skip) when the contexts cannot run here, with the reason."""
+        reason = self.session.gpu_unavailable_reason(contexts)
+        if reason:
+            self.session.skipped_reasons.append(reason)
+            self._skip(reason)
+
+    def require_feature(self, feature: str, what: str) -> None:
+        """Skip, with the reason, when the worker's MXNet build lacks ``feature``
+        (``mx.runtime.Features``, e.g. NCCL, CUDNN, MKLDNN)."""
+        features = self.session.probe.get("features")
+        if features is not None and feature not in features:
+            reason = (f"{what} needs an MXNet build with {feature}; this one "
+                      f"(mxnet {self.session.probe.get('mxnet_version')}) has none")
+            self.session.skipped_reasons.append(reason)
+            self._skip(reason)
+
+    def _record(self, cell: CellMeasurement, remeasure) -> CellMeasurement:
+        rec = CellRecord(self.nodeid, cell, remeasure=remeasure)
+        self.records.append(rec)
+        self.session.add(rec)
+        self._on_cell(rec)
+        self._properties(cell)
+        return cell
+
+    def measure(self, model: str, batch_size: int, *, mode: str = "score",
+                contexts: Sequence[str] = ("cpu:0",), threads: str = "auto", dtype: str = "float32",
+                optimizer: str = "sgd", kvstore: Optional[str] = None, processes: Optional[int] = None,
+                extra_env: Optional[Mapping[str, str]] = None, input_shape: Optional[Sequence[int]] = None,
+                inputs: Optional[Sequence[Mapping[str, Any]]] = None, input_spec: Optional[str] = None,
+                params: Optional[str] = None, loss: Optional[str] = None) -> CellMeasurement:
+        """Measure a cell: ``model`` is a zoo name, a symbol JSON file (optionally with
+        ``params=``), or ``package.module:function`` returning a Symbol or HybridBlock; a
+        user's network needs its inputs (``input_shape=`` for one input "data",
+        ``inputs=[{name, shape, dtype, high}]``, or the ``input_spec`` text of --perf-input),
+        and ``loss=`` to be trained unless its graph ends in its own loss outputs (a
+        checkpoint of a classifier ending in SoftmaxOutput: see ``trains_as_is``)."""
+        contexts = tuple(contexts)
+        self.require(contexts)
+        name, source = self._resolve_model(model, input_shape, inputs, input_spec, params, loss, mode)
+        w = Workload(model=name, mode=mode, batch_size=int(batch_size), contexts=contexts, dtype=dtype,
+                     threads=str(threads), optimizer=optimizer, kvstore=kvstore, source=source)
+        run = self.session.throughput_run(w, extra_env)
+        cell = self._with_flops(self.session.run_processes(w, run, processes))
+        self._record(cell, lambda n: self._with_flops(self.session.run_processes(w, run, n)))
+        self._report_flops(cell)
+        return cell
+
+    def _with_flops(self, cell: CellMeasurement) -> CellMeasurement:
+        """The cell with its derived figures: achieved GFLOP/s and the percentage of the
+        measured peak of its device and dtype (measured now if this is the first cell that
+        needs it; ``peak_target``). Shown, never judged: the throughput is."""
+        fps = flops_per_sample(cell.workload, cell.ok_runs)
+        if fps is None or not cell.ok_runs:
+            return cell
+        peak = self._cell_peak(cell.workload)[0]
+        add_flop_figures(cell.runs, fps, peak)
+        if cell.reference:
+            add_flop_figures(cell.reference, fps, peak)
+        return cell
+
+    def _cell_peak(self, w: Workload):
+        """(peak GFLOP/s the cell is set against or None, the peak worker's result or None,
+        why there is none). A cell on N GPUs is set against N x its first GPU's peak (the
+        GPUs of one cell taken as alike); a cell on several CPU contexts shares one CPU."""
+        context, dtype = peak_target(w)
+        if context is None:
+            return None, None, dtype
+        p = machine_peak(self.session, context, dtype)
+        if not isinstance(p.get("peak_gflops"), (int, float)):
+            return None, p, f"peak not measured: {p.get('status')}: {p.get('message')}"
+        n = w.num_devices if w.device == "gpu" else 1
+        return p["peak_gflops"] * n, p, ""
+
+    def _report_flops(self, cell: CellMeasurement) -> None:
+        g = cell.figure("gflops")
+        if g is None:
+            return
+        w = cell.workload
+        fps = flops_per_sample(w, cell.ok_runs) or 0.0
+        figs: Dict[str, Any] = {"gflops": round(g, 2)}
+        what = "forward + backward (3 x forward)" if w.mode == "train" else "forward"
+        whose = ", counted from your graph" if w.source else ""
+        notes = [f"{_flop_count(fps)} per sample ({what}; 2 x Convolution/FullyConnected MACs{whose})"]
+        pct = cell.figure("pct_of_peak")
+        peak_gflops, peak, why = self._cell_peak(w)
+        if pct is not None and peak_gflops:
+            figs["peak_gflops"] = round(peak_gflops, 2)
+            figs["pct_of_peak"] = round(pct, 1)
+            kernels = ", ".join(f"{name} {peak[k]:.1f}" for name, k in (("FullyConnected", "fc_gflops"),
+                                                                         ("3x3 Convolution", "conv_gflops"))
+                                if isinstance(peak.get(k), (int, float)))
+            if w.device == "gpu":
+                many = f"{w.num_devices} x " if w.num_devices > 1 else ""
+                notes.append(f"peak: {many}best round of {w.dtype} cuBLAS / cuDNN kernels through MXNet on "
+                             f"{peak['context']} ({kernels} GFLOP/s)")
+            else:
+                notes.append(f"peak: best round of float32 oneDNN kernels through MXNet ({kernels} GFLOP/s), "
+                             f"OMP_NUM_THREADS={peak.get('omp_num_threads')}")
+        elif why:
+            notes.append(why)
+        self.session.findings.append(Finding(self.nodeid, f"hardware limit {w.key()}", figs, "; ".join(notes)))
+        for k, v in figs.items():
+            self._record_property(f"mxperf_{k}", v)
+
+    def _resolve_model(self, model, input_shape, inputs, input_spec, params, loss, mode):
+        from pytest_mxperf.model import user_network as usermodel
+        from pytest_mxperf import zoo
+        if model in zoo.MODELS and input_shape is None and inputs is None and input_spec is None:
+            return model, ""
+        try:
+            ref = usermodel.parse_model_ref(model, params=params)
+            if ref.kind == "zoo":
+                raise usermodel.UserModelError(f"{model} is a zoo model: it takes no inputs")
+            specs = usermodel.parse_inputs(input_shape=input_shape, inputs=inputs, text=input_spec)
+            info = self._describe(ref, specs)
+            if mode == "train" and not loss and not info.get("ends_in_loss"):
+                raise usermodel.UserModelError("training your own network needs loss=... (an output name, or "
+                                               "'softmax_ce'; a graph ending in SoftmaxOutput, a *RegressionOutput "
+                                               "or SVMOutput needs none)")
+        except usermodel.UserModelError as exc:
+            self._fail(f"{model}: {exc}")
+        ref_d = dict(ref.to_dict(), cwd=os.getcwd())
+        source = json.dumps({"ref": ref_d, "inputs": [s.to_dict() for s in specs], "loss": loss}, sort_keys=True)
+        return usermodel.cell_model_name(ref, info["digest"]), source
+
+    def _describe(self, ref, specs) -> Dict[str, Any]:
+        """``runner.describe_user_network`` of a user's network, once per test (a callable's costs a worker)."""
+        from pytest_mxperf.model import user_network as usermodel
+        key = (ref, tuple(specs))
+        if key not in self._described:
+            self._described[key] = runner.describe_user_network(ref, specs, python=self.options.python,
+                                                      env=self.session.environ)
+        return self._described[key]
+
+    def trains_as_is(self, model: str, *, params: Optional[str] = None,
+                     input_shape: Optional[Sequence[int]] = None,
+                     inputs: Optional[Sequence[Mapping[str, Any]]] = None, input_spec: Optional[str] = None) -> bool:
+        """Whether your own network ``model`` ends in its own loss outputs (SoftmaxOutput, a
+        *RegressionOutput, SVMOutput: what ``Module.save_checkpoint`` writes for a classifier
+        or a regressor), so that it trains without ``loss=``. Fails as ``measure`` does on a
+        reference or inputs that cannot be used."""
+        from pytest_mxperf.model import user_network as usermodel
+        try:
+            ref = usermodel.parse_model_ref(model, params=params)
+            if ref.kind == "zoo":
+                return False
+            specs = usermodel.parse_inputs(input_shape=input_shape, inputs=inputs, text=input_spec)
+            return bool(self._describe(ref, specs).get("ends_in_loss"))
+        except usermodel.UserModelError as exc:
+            self._fail(f"{model}: {exc}")
+
+    def measure_module(self, module: str, spec: Dict[str, Any], workload: Workload,
+                       figures: Callable[[Dict[str, Any]], Dict[str, float]], *,
+                       processes: Optional[int] = None, timeout: Optional[float] = None,
+                       extra_env: Optional[Mapping[str, str]] = None) -> CellMeasurement:
+        """Measure a cell with another worker kind: each process runs ``python -m module``
+        on ``spec`` and ``figures(payload)`` turns its result into figures (see
+        samples.METRICS for names and units). One process of a distributed cell is one
+        whole cluster launch.
+
+        In A/B mode a resident kind (``duet.RESIDENT_MODULES``: kvstore, io) runs as duet
+        pairs: both workers get the spec with ``control`` and serve timed rounds in turn
+        (``duet.run_pair``); any other kind (a distributed cluster, time to accuracy) runs
+        fresh process pairs back to back."""
+        self.require(workload.contexts)
+        o = self.options
+
+        def run(python: Optional[str], seed: int) -> RunResult:
+            s = dict(spec)
+            s.setdefault("seed", seed)
+            as_cap, rss_cap = runner.memory_caps(workload, runner.resolve_memory_limit(o.memory_limit))
+            s.setdefault("memory_limit", as_cap)
+            env, defaults = runner.build_env(workload, self.session.environ, extra_env)
+            out = runner.run_process([python or sys.executable, "-m", module], s, timeout=timeout or o.timeout,
+                                     env=env, rss_limit=rss_cap)
+            return runner.run_result(out, workload, env, defaults, figures, python=python)
+
+        if duet.resident(module):
+            def duet_pair(candidate: Optional[str], reference: Optional[str], seed: int, candidate_first: bool):
+                # the spec as a process gets it; run_pair fills in the seed and the memory cap
+                return duet.run_pair(workload, candidate=candidate, reference=reference, seed=seed,
+                                     candidate_first=candidate_first, time_budget=o.time_budget, smoke=o.smoke,
+                                     timeout=timeout or o.timeout, warmup_timeout=o.warmup_timeout,
+                                     memory_limit=o.memory_limit, env=self.session.environ, extra_env=extra_env,
+                                     module=module, spec=dict(spec), figures=figures)
+            # A/B pairs of this worker kind run as a duet (session.run_processes)
+            run.duet = duet_pair  # type: ignore[attr-defined]
+
+        cell = self.session.run_processes(workload, run, processes)
+        return self._record(cell, lambda n: self.session.run_processes(workload, run, n))
+
+    def _properties(self, cell: CellMeasurement) -> None:
+        p = self._record_property
+        p("mxperf_cell", cell.workload.key())
+        p("mxperf_status", cell.status)
+        if cell.median_or_none is not None:
+            p("mxperf_metric", cell.primary.name)
+            p("mxperf_unit", cell.primary.unit)
+            p("mxperf_median", round(cell.median_or_none, 6))
+            sp = cell.spread
+            if sp and sp.get("rel") is not None:
+                p("mxperf_spread_rel", round(sp["rel"], 4))
+                p("mxperf_spread_basis", sp["basis"])
+            p("mxperf_processes", len(cell.ok_runs))
+        else:
+            p("mxperf_message", cell.message)
+
+    def check_floor(self, cell: CellMeasurement) -> tables.Floor:
+        """Hold the cell to its published-table floor: fails, skips, or returns the floor.
+        Without ``floor`` in the failure policy a cell below its floor is reported only."""
+        floor = self.session.floor_for(cell)
+        outcome, message = judge_floor(cell, floor, self.session.label_now(cell.ok_runs))
+        rec = next((r for r in reversed(self.records) if r.cell is cell), None)
+        if rec is not None:
+            rec.floor, rec.outcome, rec.note = floor, outcome, message
+        self._record_property("mxperf_floor_kind", floor.kind or "none")
+        if floor.value is not None:
+            self._record_property("mxperf_floor_per_s", round(floor.value, 3))
+        if floor.documented is not None:
+            self._record_property("mxperf_documented_per_s", floor.documented)
+        self._record_property("mxperf_outcome", outcome)
+        if outcome == "failed" and (cell.status != "ok" or "floor" in self.options.fail_on):
+            self._fail(f"{cell.workload.key()}: {message}")
+        if outcome == "skipped":
+            self._skip(message)
+        return floor
+
+    def expect_ok(self, cell: CellMeasurement) -> CellMeasurement:
+        """Fail unless the cell was measured (for tests that have no floor)."""
+        if cell.status in ("unavailable", "unsupported"):
+            self._skip(cell.message)
+        if cell.status != "ok":
+            self._fail(f"{cell.workload.key()}: {cell.status}: {cell.message}")
+        return cell
+
+    def run_module(self, module: str, spec: Dict[str, Any], *, timeout: Optional[float] = None,
+                   contexts: Sequence[str] = ("cpu:0",), threads: str = "auto",
+                   extra_env: Optional[Mapping[str, str]] = None, mode: str = "score",
+                   model: str = "lenet") -> runner.ProcessOutcome:
+        """Run ``python -m <module> SPEC RESULT`` once, unjudged (checks, not figures)."""
+        contexts = tuple(contexts)
+        self.require(contexts)
+        w = Workload(model=model, mode=mode, contexts=contexts, threads=str(threads))
+        env, _ = runner.build_env(w, self.session.environ, extra_env)
+        python = self.options.python or sys.executable
+        spec = dict(spec)
+        as_cap, rss_cap = runner.memory_caps(w, runner.resolve_memory_limit(self.options.memory_limit))
+        spec.setdefault("memory_limit", as_cap)
+        return runner.run_process([python, "-m", module], spec, timeout=timeout or self.options.timeout, env=env,
+                                  rss_limit=rss_cap)
+
+    def report(self, name: str, figures: Dict[str, Any], note: str = "") -> None:
+        """Show derived figures (an efficiency, a ratio) in the report and the JUnit XML;
+        they are not judged (the figures they derive from are)."""
+        self.session.findings.append(Finding(self.nodeid, name, dict(figures), note))
+        for k, v in figures.items():
+            self._record_property(f"mxperf_{name}_{k}", v)

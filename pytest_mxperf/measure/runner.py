@@ -1,0 +1,150 @@
+"""Measure one workload in one fresh worker process: its environment (threads, GPU order),
+its spec, its utilisation sampled beside it, and what became of it as a RunResult (ok,
+error, oom, crash, timeout or unavailable, with the worker's last stderr lines).
+Starting, bounding and classifying the process is ``proc/worker.py``'s."""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
+
+from pytest_mxperf.proc import spawn, worker
+from pytest_mxperf.proc.worker import DEFAULT_TIMEOUT, ProcessOutcome, memory_caps, resolve_memory_limit
+from pytest_mxperf.machine import topology
+from pytest_mxperf.model.measurement import RunResult
+from pytest_mxperf.model import user_network
+from pytest_mxperf.model.workload import Workload
+
+WORKER_MODULE = "pytest_mxperf.workers.throughput"
+
+
+def worker_command(python: Optional[str] = None) -> List[str]:
+    return spawn.python_command(python, WORKER_MODULE)
+
+
+def build_env(workload: Workload, base: Optional[Mapping[str, str]] = None,
+              extra: Optional[Mapping[str, str]] = None):
+    base = dict(os.environ if base is None else base)
+    if extra:
+        base.update(extra)
+    ncpu = workload.num_devices if workload.device == "cpu" else 1
+    env, defaults = topology.worker_env(base, workload.threads, ncpu)
+    if workload.device == "gpu":
+        # CUDA_DEVICE_ORDER=PCI_BUS_ID (gpu:N is the GPU that NVML facts name) and a
+        # persistent CUDA JIT cache; a value the user set is kept
+        from pytest_mxperf.machine import nvml
+        for name, choice in nvml.gpu_env_sources(env).items():
+            env[name] = choice["value"]
+            if choice["set_by"] == "suite":
+                defaults[name] = choice["value"]
+    return spawn.with_package_path(env), defaults
+
+
+def _sampler(pid: int, spec: Dict, env: Optional[Mapping[str, str]]):
+    """A started utilisation sampler for the worker (its GPUs too, when its contexts are);
+    None when it cannot start: sampling never stops a measurement."""
+    from pytest_mxperf.machine import utilisation
+    try:
+        contexts = ((spec.get("workload") or {}).get("contexts")) or spec.get("contexts") or ()
+        gpus = utilisation.gpu_indices(list(contexts), env or os.environ)
+        return utilisation.Sampler(pid, gpus, env=env).start()
+    except Exception:  # noqa: BLE001 - a broken NVML must not fail the run
+        return None
+
+
+def run_process(command: Sequence[str], spec: Dict, **kwargs) -> ProcessOutcome:
+    """``worker.run_process`` with the worker's utilisation sampled beside it."""
+    return worker.run_process(command, spec, observe=_sampler, **kwargs)
+
+
+def worker_figures(payload: Dict) -> Dict[str, float]:
+    """Figures a throughput worker reports besides its round timings (latency, GPU memory)."""
+    figs = payload.get("figures") or {}
+    return {k: float(v) for k, v in figs.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+
+
+def run_result(out: ProcessOutcome, workload: Workload, env: Optional[Mapping[str, str]],
+               defaults_applied: Optional[Mapping[str, str]] = None,
+               figures: Callable[[Dict], Dict[str, float]] = worker_figures,
+               python: Optional[str] = None) -> RunResult:
+    """A ProcessOutcome as a RunResult: its figures (``figures(payload)`` when it measured),
+    the environment it ran with and what the suite filled in. A GPU worker that failed
+    because the MXNet build has no kernel for the GPU gets one line saying which GPU,
+    which architectures the wheel of ``python`` carries and which extra would run."""
+    payload = out.payload or {}
+    meta = dict(payload.get("meta") or {})
+    # the scalar facts of a worker result without a "meta" of its own (sizes, counts, names)
+    meta.setdefault("result", {k: v for k, v in payload.items()
+                               if k not in ("status", "message", "meta") and isinstance(v, (str, int, float, bool))})
+    meta["env"] = topology.recorded_env(env or os.environ)
+    if out.utilisation:
+        meta["utilisation"] = out.utilisation
+    meta["env_defaults_applied"] = dict(defaults_applied or {})
+    ok = out.status == "ok"
+    try:
+        figs = figures(payload) if ok else {}
+    except (KeyError, TypeError, ValueError) as exc:
+        return RunResult(workload=workload, status="error", meta=meta, stderr_tail=out.stderr_tail,
+                         message=f"worker result has no usable figures ({type(exc).__name__}: {exc})",
+                         returncode=out.returncode, wall_seconds=out.wall_seconds)
+    message = out.message
+    if workload.device == "gpu" and not ok:
+        from pytest_mxperf.machine import hardware
+        message = hardware.explain_gpu_failure([out.message] + list(out.stderr_tail), workload.contexts, env,
+                                               hardware.mxnet_distribution(python)) or message
+    return RunResult(workload=workload, status=out.status, message=message,
+                     batches_per_round=int(payload.get("batches_per_round", 0) or 0),
+                     round_seconds=[float(x) for x in payload.get("round_seconds", [])] if ok else [],
+                     figures={k: float(v) for k, v in figs.items() if v is not None},
+                     meta=meta, stderr_tail=out.stderr_tail, returncode=out.returncode,
+                     wall_seconds=out.wall_seconds)
+
+
+def make_spec(workload: Workload, *, time_budget: float = 3.0, smoke: bool = False,
+              memory_limit: Optional[int] = None, seed: int = 0, **options) -> Dict:
+    spec = {"workload": workload.to_dict(), "time_budget": time_budget, "smoke": smoke,
+            "memory_limit": memory_limit, "seed": seed}
+    spec.update(options)
+    return spec
+
+
+def run_workload(workload: Workload, *, time_budget: float = 3.0, smoke: bool = False,
+                 timeout: float = DEFAULT_TIMEOUT, memory_limit: Optional[int] = -1,
+                 env: Optional[Mapping[str, str]] = None, extra_env: Optional[Mapping[str, str]] = None,
+                 python: Optional[str] = None, command: Optional[Sequence[str]] = None,
+                 seed: int = 0, warmup_timeout: Optional[float] = None, **options) -> RunResult:
+    """Measure one workload in one fresh worker process.
+
+    ``memory_limit=-1`` means the default cap (75% of RAM); None means no cap.
+    ``env`` replaces os.environ as the base environment; ``extra_env`` is laid over it
+    (both before the suite's defaults fill what is still unset).
+    """
+    as_cap, rss_cap = memory_caps(workload, resolve_memory_limit(memory_limit))
+    full_env, defaults = build_env(workload, env, extra_env)
+    spec = make_spec(workload, time_budget=time_budget, smoke=smoke, memory_limit=as_cap,
+                     seed=seed, **options)
+    out = run_process(command or worker_command(python), spec, timeout=timeout, env=full_env, rss_limit=rss_cap,
+                      warmup_timeout=warmup_timeout)
+    return run_result(out, workload, full_env, defaults, python=python)
+
+
+def describe_user_network(ref: user_network.ModelRef, inputs: Sequence[user_network.InputSpec], *,
+                          python: Optional[str] = None, env: Optional[Mapping[str, str]] = None,
+                          timeout: float = 300.0) -> Dict[str, Any]:
+    """{"digest", "kind", "ends_in_loss", "num_params"}: for a symbol file read here; for a
+    callable (the parent never imports MXNet) from a worker that builds it."""
+    if ref.kind == "symbol-file":
+        with open(ref.target) as fh:
+            text = fh.read()
+        return {"digest": user_network.canonical_graph_digest(text), "kind": "symbol",
+                "ends_in_loss": user_network.ends_in_loss(text)}
+    import sys
+
+    spec = {"ref": ref.to_dict(), "inputs": [s.to_dict() for s in inputs], "describe": True}
+    env = spawn.with_package_path(os.environ if env is None else env)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (env.get("PYTHONPATH"), os.getcwd()) if p)
+    out = run_process([python or sys.executable, "-m", "pytest_mxperf.workers.usermodel"], spec,
+                      timeout=timeout, env=env)
+    if out.status != "ok":
+        raise user_network.UserModelError(f"{ref.target}: {out.status}: {out.message}")
+    return out.payload

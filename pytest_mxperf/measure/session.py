@@ -1,0 +1,265 @@
+"""The measuring session, without pytest: what one pytest session measured, and how.
+
+``PerfSession`` holds the options, the machine's facts (gathered lazily), the baseline
+store and the cells measured so far (``CellRecord``). ``measure`` runs one cell in fresh
+worker processes, each one bracketed by the machine-state probe (``machine/state.py``);
+in A/B mode (``--perf-reference``) it runs pairs of processes back to back, candidate and
+reference interpreter, the order alternating pair by pair (AB, BA, AB, ...) so that drift
+and order effects cancel.
+
+Each record keeps how to measure its cell again (``remeasure``): the gate uses it to
+confirm suspects at the end of the session, whatever kind of worker measured the cell.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import time
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
+
+from pytest_mxperf.measure import duet
+from pytest_mxperf.machine import hardware
+from pytest_mxperf.measure import runner
+from pytest_mxperf.proc import worker
+from pytest_mxperf.judge import floors as tables
+from pytest_mxperf import zoo
+from pytest_mxperf.store.baselines import BaselineStore
+from pytest_mxperf.model.options import PerfOptions
+from pytest_mxperf.model.measurement import CellMeasurement, RunResult
+from pytest_mxperf.model.workload import Workload
+
+#: a probe younger than this is reused as the next process's "before" probe
+PROBE_REUSE_SECONDS = 2.0
+
+RunFn = Callable[[Optional[str], int], RunResult]  # (python, seed) -> one process
+
+
+@dataclasses.dataclass
+class CellRecord:
+    """One measured cell with what the test decided about it (floor, outcome)."""
+
+    nodeid: str
+    cell: CellMeasurement
+    floor: Optional[tables.Floor] = None
+    outcome: str = "measured"  # passed / failed / skipped / measured
+    note: str = ""
+    remeasure: Optional[Callable[[int], CellMeasurement]] = dataclasses.field(default=None, repr=False)
+
+    def to_dict(self, verdicts: Optional[Mapping[str, Any]] = None) -> Dict[str, Any]:
+        d = self.cell.to_dict()
+        d["nodeid"] = self.nodeid
+        d["floor"] = dataclasses.asdict(self.floor) if self.floor else None
+        d["outcome"] = self.outcome
+        d["note"] = self.note
+        if verdicts:
+            key = self.cell.workload.key()
+            d["verdicts"] = {k: (v.to_dict() if hasattr(v, "to_dict") else v) for k, v in verdicts.items()
+                             if k == key or k.startswith(key + "#")}
+            d["verdict"] = d["verdicts"].get(key)
+        return d
+
+
+@dataclasses.dataclass
+class Finding:
+    """A figure that is shown, not judged (a derived figure, a study's table)."""
+
+    nodeid: str
+    name: str
+    figures: Dict[str, Any]
+    note: str = ""
+
+
+class PerfSession:
+    def __init__(self, options: PerfOptions, environ: Optional[Mapping[str, str]] = None):
+        self.options = options
+        self.environ = dict(os.environ if environ is None else environ)
+        self.records: List[CellRecord] = []
+        self.findings: List[Finding] = []
+        self.skipped_reasons: List[str] = []
+        self.started = time.time()
+        self.machine: Dict[str, Any] = {"id": "unknown"}
+        self.store = BaselineStore(options.baselines_dir)
+        self.baseline_doc: Optional[Dict[str, Any]] = None
+        self.end_messages: List[str] = []
+        self.deselected_slow = 0
+        self.outcome = None  # the gate's outcome, once the session finished
+        # --perf-reference baseline: the MXNet requirement the baseline was recorded with
+        self.reference_requirement: Optional[str] = None
+        self.ab_pairs = options.ab_pairs  # pairs per cell in A/B mode (set from the cell count)
+        # duet pairs per cell in the first stage (verdict_duet.STAGE1_PAIRS; --perf-processes)
+        self.duet_pairs = options.duet_pairs
+        self._probe_cache: Dict[Optional[str], Dict[str, Any]] = {}
+        self._hw: Optional[hardware.HardwareInfo] = None
+        self._last_probe: Optional[tuple] = None
+        self.probes: List[Dict[str, Any]] = []  # every machine probe of the session
+        # measured peaks per "context/dtype" (fixture.machine_peak): each measured once,
+        # lazily, the first time a cell's GFLOP/s is set against it
+        self.peaks: Dict[str, Dict[str, Any]] = {}
+        self.not_reached: List[str] = []     # measuring tests --perf-deadline left unstarted
+        self.test_seconds: List[float] = []  # wall time of each measuring test so far
+        self.planned_test_seconds: Optional[float] = None  # the plan's estimate of one test
+        # set by the plugin to its hooks (pytest_mxperf_update_results): the results
+        # document, changed in place before it is written
+        self.on_results: Callable[[Dict[str, Any]], None] = lambda doc: None
+        # set by the plugin to the terminal: a line said while the session runs (the
+        # second stage's cost, before it starts)
+        self.say: Callable[[str], None] = lambda line: None
+
+    # -- the deadline ----------------------------------------------------------------------
+    #: share of --perf-deadline kept for the end of the session (second stage, profiles, reports)
+    DEADLINE_RESERVE = 0.15
+
+    def past_deadline(self) -> Optional[str]:
+        """Why the next measuring test must not start (it would end past the deadline, less
+        DEADLINE_RESERVE), or None. A test is expected to take the longest one so far, or
+        the plan's estimate before any ran."""
+        if self.options.deadline is None:
+            return None
+        expected = max(self.test_seconds, default=self.planned_test_seconds or 0.0)
+        elapsed = time.time() - self.started
+        budget = self.options.deadline * (1.0 - self.DEADLINE_RESERVE)
+        if elapsed + expected <= budget:
+            return None
+        return (f"not reached before --perf-deadline: {elapsed:.0f} s gone, a test takes about {expected:.0f} s, "
+                f"{budget:.0f} s of {self.options.deadline:g} s are for measuring")
+
+    # -- facts, gathered once and only when needed ------------------------------------
+    def probe_mxnet(self, python: Optional[str] = None) -> Dict[str, Any]:
+        """What MXNet a worker interpreter has (version, features, GPUs), asked once."""
+        if python not in self._probe_cache:
+            self._probe_cache[python] = worker.probe(python, env=self.environ)
+        return self._probe_cache[python]
+
+    @property
+    def probe(self) -> Dict[str, Any]:
+        return self.probe_mxnet(self.options.python)
+
+    @property
+    def num_gpus(self) -> int:
+        return int(self.probe.get("num_gpus") or 0)
+
+    @property
+    def hardware(self) -> hardware.HardwareInfo:
+        if self._hw is None:
+            self._hw = hardware.hardware_info(self.environ)
+        return self._hw
+
+    def gpu_unavailable_reason(self, contexts: Sequence[str]) -> Optional[str]:
+        """Why GPU contexts cannot run here, or None when they can (or are CPU)."""
+        gpus = [c for c in contexts if c.startswith("gpu")]
+        if not gpus:
+            return None
+        have = self.num_gpus
+        if self.probe.get("status") not in (None, "ok"):
+            return f"cannot probe MXNet for GPUs: {self.probe.get('message')}"
+        if have == 0:
+            return "no GPU here: mx.context.num_gpus() is 0"
+        top = max(int(c.split(":")[1]) for c in gpus)
+        if top >= have:
+            return f"{','.join(gpus)} requested but this machine has {have} GPU(s) (gpu:0..gpu:{have - 1})"
+        return None
+
+    # -- the machine-state probe around every process -----------------------------------
+    def _machine_probe(self) -> Optional[Dict[str, Any]]:
+        from pytest_mxperf.machine import state as machine_state
+        now = time.monotonic()
+        if self._last_probe and now - self._last_probe[0] < PROBE_REUSE_SECONDS:
+            return self._last_probe[1]
+        p = machine_state.run_probe(env=self.environ)
+        self._last_probe = (time.monotonic(), p)
+        return p
+
+    def _bracketed(self, run: RunFn, python: Optional[str], seed: int) -> RunResult:
+        """One process, with the machine's state measured right before and after it."""
+        if not self.options.machine_probe:
+            return run(python, seed)
+        from pytest_mxperf.machine import state as machine_state
+        before = self._machine_probe()
+        meter = machine_state.LoadMeter()
+        meter.start()
+        r = run(python, seed)
+        load = meter.stop()
+        after = self._machine_probe()
+        r.meta["machine_state"] = {"probe_before": before, "probe_after": after, "load": load}
+        self.probes += [p for p in (before, after) if p]
+        return r
+
+    def label_now(self, runs: Sequence[RunResult]) -> List[Optional[str]]:
+        """Machine-state labels of ``runs`` against the session's probes so far (the gate
+        relabels everything against one reference at the end of the session)."""
+        from pytest_mxperf.judge import machine_states
+        reference = machine_states.reference_from(self.probes)
+        out = []
+        for r in runs:
+            ms = r.meta.get("machine_state") or {}
+            out.append(machine_states.label(ms.get("probe_before"), ms.get("probe_after"), ms.get("load"),
+                                           reference).state if ms else None)
+        return out
+
+    # -- measuring ------------------------------------------------------------------------
+    def run_processes(self, workload: Workload, run: RunFn, processes: Optional[int] = None) -> CellMeasurement:
+        """``processes`` fresh processes of ``run`` (pairs with the reference in A/B mode)."""
+        n = processes or self.options.processes
+        runs: List[RunResult] = []
+        if self.options.reference:
+            ref: List[RunResult] = []
+            cand_py, ref_py = self.options.python, self.options.reference
+            duet_pair = getattr(run, "duet", None)
+            for i in range(processes or (self.duet_pairs if duet_pair is not None else self.ab_pairs)):
+                if duet_pair is not None:  # resident workers taking turns (duet.py): the pair is one unit
+                    c, r = duet_pair(cand_py, ref_py, i, bool(i % 2))
+                    runs.append(c)
+                    ref.append(r)
+                else:
+                    order = ((cand_py, runs), (ref_py, ref)) if i % 2 else ((ref_py, ref), (cand_py, runs))
+                    for py, out in order:
+                        out.append(self._bracketed(run, py, i))
+                if not (runs[-1].ok and ref[-1].ok):
+                    break  # a side that fails will not succeed by repeating it
+            return CellMeasurement(workload, runs, ref)
+        for i in range(n):
+            r = self._bracketed(run, self.options.python, i)
+            runs.append(r)
+            if not r.ok:
+                break  # a crash, OOM or timeout will not go away by repeating it
+        return CellMeasurement(workload, runs)
+
+    def throughput_run(self, workload: Workload, extra_env: Optional[Mapping[str, str]] = None) -> RunFn:
+        o = self.options
+
+        def run(python: Optional[str], seed: int) -> RunResult:
+            return runner.run_workload(workload, time_budget=o.time_budget, smoke=o.smoke, timeout=o.timeout,
+                                       memory_limit=o.memory_limit, env=self.environ, extra_env=extra_env,
+                                       python=python, seed=seed, warmup_timeout=o.warmup_timeout)
+
+        def duet_pair(candidate: Optional[str], reference: Optional[str], seed: int, candidate_first: bool):
+            return duet.run_pair(workload, candidate=candidate, reference=reference, seed=seed,
+                                 candidate_first=candidate_first, time_budget=o.time_budget, smoke=o.smoke,
+                                 timeout=o.timeout, warmup_timeout=o.warmup_timeout, memory_limit=o.memory_limit,
+                                 env=self.environ, extra_env=extra_env)
+        # A/B pairs of this worker kind run as a duet (resident workers alternating rounds)
+        run.duet = duet_pair  # type: ignore[attr-defined]
+        return run
+
+    def measure(self, workload: Workload, processes: Optional[int] = None,
+                extra_env: Optional[Mapping[str, str]] = None) -> CellMeasurement:
+        """Measure one throughput/latency cell in fresh worker processes."""
+        return self.run_processes(workload, self.throughput_run(workload, extra_env), processes)
+
+    def add(self, record: CellRecord) -> None:
+        self.records.append(record)
+
+    def floor_for(self, cell: CellMeasurement) -> tables.Floor:
+        w = cell.workload
+        mode = w.mode if w.mode in ("score", "train") else None
+        if mode is None or w.num_devices != 1 or w.model not in zoo.MODELS:
+            why = ("published tables are single-device" if mode and w.num_devices != 1
+                   else f"no published table for {w.model}" if mode else f"no published table for mode {w.mode}")
+            return tables.Floor(None, None, None, None, self.options.floor_tolerance, False, why)
+        if w.dtype != "float32":
+            return tables.Floor(None, None, None, None, self.options.floor_tolerance, False,
+                                f"the published tables are float32; no floor for {w.dtype}")
+        # a GPU cell is held to the table of the GPU it runs on (gpu:N as NVML names it)
+        return tables.select_floor(hardware.for_contexts(self.hardware, w.contexts), mode, w.model,
+                                   w.batch_size, w.device, tolerance=self.options.floor_tolerance)

@@ -1,0 +1,331 @@
+"""Samples: what one worker process measured (a Run), and a cell made of several processes.
+
+Every kind of measurement yields *figures*, each of a known ``Metric`` with a unit and a
+direction (higher or lower is better) and a rule that judges it:
+
+* ``processes``: a noisy figure, one value per worker process; judged by a rank test
+  between processes (baseline mode) or on paired ratios (A/B mode), with a minimum effect.
+* ``growth``: a near-deterministic figure (peak memory); a change is called only when at
+  least half the processes of one side are beyond the other side's worst process by more
+  than a stated allowance (``verdict.judge_growth``).
+* ``discrete``: a small integer (epochs to a target accuracy) that ties too often for a
+  rank test; judged by a stated step rule.
+* ``derived``: computed from other figures (bandwidth from seconds, efficiency, ratios);
+  shown, never judged a second time.
+
+Rounds inside one process are not independent (they share the process's memory layout,
+thread placement and neighbours), so the *process* is the unit of replication: a cell's
+figure is the median of its per-process figures, its spread is taken between processes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import statistics
+from typing import Any, Dict, List, Optional, Tuple
+
+from pytest_mxperf.model.stats import iqr_spread
+from pytest_mxperf.model.workload import Workload
+
+OK = "ok"
+# Outcomes a measurement can have; everything but "ok" carries a one-line message.
+STATUSES = ("ok", "error", "crash", "timeout", "oom", "unavailable", "unsupported")
+RULES = ("processes", "growth", "discrete", "derived")
+
+
+@dataclasses.dataclass(frozen=True)
+class Metric:
+    name: str
+    unit: str
+    higher_is_better: bool
+    rule: str
+    label: str
+
+    @property
+    def judged(self) -> bool:
+        return self.rule != "derived"
+
+
+METRICS: Dict[str, Metric] = {m.name: m for m in (
+    Metric("throughput", "img/s", True, "processes", "throughput"),
+    Metric("samples_per_s", "samples/s", True, "processes", "throughput"),
+    Metric("latency_p50_ms", "ms", False, "processes", "batch latency p50"),
+    Metric("latency_p99_ms", "ms", False, "processes", "batch latency p99"),
+    Metric("comm_seconds", "s/batch", False, "processes", "kvstore push+pull per batch"),
+    Metric("seconds_to_target", "s", False, "processes", "seconds to target accuracy"),
+    Metric("epochs_to_target", "epochs", False, "discrete", "epochs to target accuracy"),
+    # the whole worker process's peak resident set (ru_maxrss): Python, numpy, MXNet and every
+    # package its import loads (scipy when installed), plus the network
+    Metric("peak_rss_mib", "MiB", False, "growth", "peak host memory (worker RSS)"),
+    Metric("gpu_memory_mib", "MiB", False, "growth", "peak GPU memory"),
+    Metric("bandwidth_gbps", "GB/s", True, "derived", "kvstore bandwidth (tools/bandwidth formula)"),
+    Metric("moved_gbps", "GB/s", True, "derived", "bytes moved per second"),
+    Metric("ratio_to_local", "x", True, "derived", "throughput relative to one process"),
+    Metric("loader_samples_per_s", "samples/s", True, "processes", "loader alone (trainer mocked)"),
+    Metric("trainer_samples_per_s", "samples/s", True, "processes", "trainer alone (loader mocked)"),
+    Metric("load_seconds_per_batch", "s/batch", False, "derived", "input loading per batch"),
+    Metric("compute_seconds_per_batch", "s/batch", False, "derived", "compute per batch"),
+    Metric("gflops", "GFLOP/s", True, "derived", "achieved GFLOP/s"),
+    Metric("pct_of_peak", "%", True, "derived", "achieved GFLOP/s as % of the measured peak (oneDNN on CPU, cuBLAS/cuDNN on GPUs)"),
+)}
+
+# The primary figure of each kind of cell (what ``median`` and the baseline's
+# ``process_medians`` hold), and the other figures judged beside it when present.
+PRIMARY = {"score": "throughput", "train": "throughput", "latency": "latency_p99_ms",
+           "kvstore": "comm_seconds", "dist": "samples_per_s", "convergence": "seconds_to_target",
+           "io": "samples_per_s"}
+SECONDARY = {"score": ("peak_rss_mib", "gpu_memory_mib"), "train": ("peak_rss_mib", "gpu_memory_mib"),
+             "latency": ("latency_p50_ms", "peak_rss_mib", "gpu_memory_mib"),
+             "convergence": ("epochs_to_target",)}
+
+
+class CellNotMeasured(Exception):
+    """Raised by ``CellMeasurement.median`` of a cell that did not measure (a crash, a
+    timeout, an error in the worker, ...): the message carries the cell, its status and its
+    one-line reason, so ``assert cell.median > x`` in your test says why instead of failing
+    on ``None``. ``from pytest_mxperf import CellNotMeasured``."""
+
+    def __init__(self, key: str, status: str, reason: str):
+        self.key, self.status, self.reason = key, status, reason
+        super().__init__(f"{key} did not measure: {status}: {reason}" if reason else
+                         f"{key} did not measure: {status}")
+
+
+def metric_key(cell_key: str, metric: str, mode: str) -> str:
+    """The id a figure is judged under: the cell key for the primary figure (so existing
+    baselines keep their keys), ``<cell key>#<metric>`` for the others."""
+    return cell_key if metric == PRIMARY.get(mode) else f"{cell_key}#{metric}"
+
+
+def split_metric_key(key: str) -> Tuple[str, Optional[str]]:
+    cell, _, metric = key.partition("#")
+    return cell, (metric or None)
+
+
+@dataclasses.dataclass
+class RunResult:
+    """One worker process: its figures plus what it actually ran with.
+
+    Throughput cells carry per-round timings (``round_seconds`` of ``batches_per_round``
+    batches each); their throughput is computed from the median time per batch. Other
+    kinds carry their figures directly in ``figures``.
+    """
+
+    workload: Workload
+    status: str
+    message: str = ""
+    batches_per_round: int = 0
+    round_seconds: List[float] = dataclasses.field(default_factory=list)
+    figures: Dict[str, float] = dataclasses.field(default_factory=dict)
+    meta: Dict[str, Any] = dataclasses.field(default_factory=dict)
+    stderr_tail: List[str] = dataclasses.field(default_factory=list)
+    returncode: Optional[int] = None
+    wall_seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.status == OK and bool(self.round_seconds or self.figures)
+
+    @property
+    def seconds_per_batch(self) -> List[float]:
+        k = max(1, self.batches_per_round)
+        return [s / k for s in self.round_seconds]
+
+    @property
+    def samples(self) -> List[float]:
+        """Per-round throughput, images (samples) per second."""
+        n = self.workload.total_batch
+        return [n / s for s in self.seconds_per_batch if s > 0]
+
+    def value(self, metric: str) -> Optional[float]:
+        """This process's figure for ``metric`` (None when it has none)."""
+        if not self.ok:
+            return None
+        if metric == "throughput" and self.round_seconds:
+            return self.workload.total_batch / statistics.median(self.seconds_per_batch)
+        if metric == "peak_rss_mib" and "peak_rss_mib" not in self.figures:
+            rss = self.meta.get("peak_rss_bytes")
+            return rss / 2 ** 20 if isinstance(rss, (int, float)) and rss > 0 else None
+        v = self.figures.get(metric)
+        return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+    @property
+    def median(self) -> Optional[float]:
+        """The primary figure (for throughput cells: from the median time per batch)."""
+        return self.value(PRIMARY.get(self.workload.mode, "throughput"))
+
+    def to_dict(self) -> Dict[str, Any]:
+        return {
+            "workload": self.workload.to_dict(),
+            "status": self.status,
+            "message": self.message,
+            "batches_per_round": self.batches_per_round,
+            "round_seconds": list(self.round_seconds),
+            "figures": dict(self.figures),
+            "samples": self.samples,
+            "median": self.median,
+            "meta": self.meta,
+            "stderr_tail": list(self.stderr_tail),
+            "returncode": self.returncode,
+            "wall_seconds": self.wall_seconds,
+        }
+
+    @classmethod
+    def from_dict(cls, d: Dict[str, Any]) -> "RunResult":
+        return cls(
+            workload=Workload.from_dict(d["workload"]),
+            status=d["status"],
+            message=d.get("message", ""),
+            batches_per_round=int(d.get("batches_per_round", 0)),
+            round_seconds=[float(x) for x in d.get("round_seconds", [])],
+            figures={str(k): float(v) for k, v in (d.get("figures") or {}).items()
+                     if isinstance(v, (int, float)) and not isinstance(v, bool)},
+            meta=dict(d.get("meta", {})),
+            stderr_tail=list(d.get("stderr_tail", [])),
+            returncode=d.get("returncode"),
+            wall_seconds=float(d.get("wall_seconds", 0.0)),
+        )
+
+
+def _runs_from(items) -> List[RunResult]:
+    return [RunResult.from_dict(r) for r in items or []]
+
+
+@dataclasses.dataclass
+class CellMeasurement:
+    """All worker processes of one cell in one session (and, in A/B mode, the reference
+    interpreter's processes, paired with them in order: ``runs[i]`` ran next to
+    ``reference[i]``)."""
+
+    workload: Workload
+    runs: List[RunResult]
+    reference: Optional[List[RunResult]] = None
+
+    @property
+    def primary(self) -> Metric:
+        return METRICS[PRIMARY.get(self.workload.mode, "throughput")]
+
+    @property
+    def ok_runs(self) -> List[RunResult]:
+        return [r for r in self.runs if r.ok]
+
+    @property
+    def status(self) -> str:
+        """ok if any process measured; otherwise the first failure's status."""
+        if self.ok_runs:
+            return OK
+        return self.runs[0].status if self.runs else "error"
+
+    @property
+    def message(self) -> str:
+        for r in self.runs:
+            if not r.ok:
+                return r.message
+        return ""
+
+    def values(self, metric: str) -> List[float]:
+        return [v for v in (r.value(metric) for r in self.ok_runs) if v is not None]
+
+    def metrics(self) -> List[Metric]:
+        """The metrics this cell has figures for, primary first."""
+        names = [self.primary.name] + list(SECONDARY.get(self.workload.mode, ()))
+        names += sorted({k for r in self.ok_runs for k in r.figures} - set(names))
+        return [METRICS[n] for n in names if n in METRICS and self.values(n)]
+
+    def figure(self, metric: str) -> Optional[float]:
+        vals = self.values(metric)
+        return statistics.median(vals) if vals else None
+
+    def reference_figure(self, metric: str) -> Optional[float]:
+        """In A/B mode, the reference side's figure: the median over its processes."""
+        vals = [v for v in (r.value(metric) for r in self.reference or [] if r.ok) if v is not None]
+        return statistics.median(vals) if vals else None
+
+    @property
+    def process_medians(self) -> List[float]:
+        return self.values(self.primary.name)
+
+    @property
+    def median_or_none(self) -> Optional[float]:
+        """The primary figure, None when the cell did not measure (what internal code reads)."""
+        return self.figure(self.primary.name)
+
+    @property
+    def median(self) -> float:
+        """The primary figure (median of the per-process figures); raises ``CellNotMeasured``
+        with the reason when the cell did not measure."""
+        m = self.median_or_none
+        if m is None:
+            if self.status != OK:
+                raise CellNotMeasured(self.workload.key(), self.status, self.message)
+            raise CellNotMeasured(self.workload.key(), "no figure", f"no process gave a {self.primary.name} figure")
+        return m
+
+    @property
+    def spread(self) -> Optional[Dict[str, Any]]:
+        """Between-process IQR when there are >= 2 processes, else the rounds' IQR:
+        {"basis": "processes"|"rounds", "n", "q1", "q3", "rel"}, rel = (q3 - q1) / median."""
+        if not self.ok_runs:
+            return None
+        if len(self.process_medians) >= 2:
+            basis, values = "processes", self.process_medians
+        elif self.ok_runs[0].samples:
+            basis, values = "rounds", self.ok_runs[0].samples
+        else:
+            return None
+        return dict(iqr_spread(values), basis=basis)
+
+    def pairs(self) -> List[Tuple[RunResult, RunResult]]:
+        """(candidate, reference) runs that both measured, in the order they ran."""
+        if not self.reference:
+            return []
+        return [(c, r) for c, r in zip(self.runs, self.reference) if c.ok and r.ok]
+
+    def to_dict(self) -> Dict[str, Any]:
+        d = {
+            "key": self.workload.key(),
+            "workload": self.workload.to_dict(),
+            "status": self.status,
+            "message": self.message,
+            "metric": self.primary.name,
+            "unit": self.primary.unit,
+            "median": self.median_or_none,
+            "process_medians": self.process_medians,
+            "figures": {m.name: {"median": self.figure(m.name), "values": self.values(m.name), "unit": m.unit}
+                        for m in self.metrics()},
+            "spread": self.spread,
+            "runs": [r.to_dict() for r in self.runs],
+        }
+        if self.reference is not None:
+            d["reference_runs"] = [r.to_dict() for r in self.reference]
+        return d
+
+    @classmethod
+    def from_dict(cls, d: Dict[str, Any]) -> "CellMeasurement":
+        ref = d.get("reference_runs")
+        return cls(workload=Workload.from_dict(d["workload"]), runs=_runs_from(d.get("runs")),
+                   reference=_runs_from(ref) if ref is not None else None)
+
+
+#: modes whose throughput is a count of network passes (forward, or forward + backward)
+FLOP_MODES = ("score", "latency", "train")
+
+
+def add_flop_figures(runs: List[RunResult], flops_per_sample: Optional[float],
+                     peak_gflops: Optional[float] = None) -> None:
+    """Add the derived figures ``gflops`` (samples/s x FLOPs per sample) and, given the
+    machine's measured peak, ``pct_of_peak`` to every measured run, in place. Both are
+    ``derived`` (shown, never judged: the throughput they come from is judged)."""
+    if not flops_per_sample or flops_per_sample <= 0:
+        return
+    for r in runs:
+        if not r.ok or r.workload.mode not in FLOP_MODES:
+            continue
+        rate = r.value("throughput")
+        if not rate:
+            continue
+        g = rate * flops_per_sample / 1e9
+        r.figures["gflops"] = g
+        if peak_gflops and peak_gflops > 0:
+            r.figures["pct_of_peak"] = 100.0 * g / peak_gflops
+

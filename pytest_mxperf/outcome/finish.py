@@ -1,0 +1,343 @@
+"""The end of a session: label the machine's state, judge every figure, confirm, decide.
+
+Plain logic over a PerfSession; the plugin calls ``finish_session`` once every test ran.
+Steps 1-3 are ``judging.py``'s.
+
+1. Every process is labelled quiet or slowed from the machine-state probes around it
+   (against one reference for the session and the baseline, so both sides are labelled
+   alike).
+2. Every judged figure of every measured cell (throughput, latency, kvstore seconds,
+   cluster samples/s, seconds and epochs to accuracy, peak memory) is judged: against the
+   machine's baseline, or in A/B mode (``--perf-reference``) against the reference
+   install's processes paired with the candidate's.
+3. Suspects are re-measured once, with the same worker kind (``CellRecord.remeasure``):
+   up to ``CONFIRM_PROCESSES`` processes in baseline mode, a second stage of as many pairs
+   again in A/B mode. Whatever is still unclear is ``unresolved``.
+4. A failing cell (regression, unresolved, below its floor) is profiled once more, untimed,
+   under ``mx.profiler`` (``profiles.py``, ``workers/profile.py``): its top operators are
+   shown beside the baseline's profile, or in A/B mode beside the reference interpreter's.
+   ``--perf-profile`` profiles every cell; recording a baseline keeps each cell's profile.
+5. The failure policy (``options.fail_on``) decides the exit status; the baseline is
+   recorded when asked; the report files are written.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Sequence
+
+from pytest_mxperf.store import baselines
+from pytest_mxperf.measure import profiling as profiles
+from pytest_mxperf.store import kept_profiles
+from pytest_mxperf.judge import verdict as vd
+from pytest_mxperf.measure.session import CellRecord, PerfSession
+from pytest_mxperf.outcome.judging import (GateOutcome, judge_ab, judge_baseline, label_machine_states,
+                                            provisional_verdicts, session_cells, software_facts)
+
+
+# ----------------------------------------------------------------------------- the session
+
+def finish_session(session: PerfSession) -> GateOutcome:
+    options = session.options
+    doc = session.baseline_doc
+    machine = session.machine
+    out = GateOutcome(messages=[])
+    if options.reference:
+        out.sides = ab_sides(session)
+    cells = session_cells(session)
+    if not cells:
+        return out
+    reference = label_machine_states(cells, None if options.reference else doc)
+    if options.reference:
+        out.verdicts = judge_ab(session, cells, out)
+    elif doc is None:
+        path = session.store.path(machine["id"])
+        if options.update_baselines:
+            out.messages.append(f"mxperf: no baseline existed for this machine ({machine['id']}); "
+                                f"this run records the first one")
+        else:
+            out.messages.append(
+                f"mxperf: no baseline for this machine ({machine['id']}): nothing was compared with a "
+                f"previous measurement; record one with --perf-update-baselines (writes {path}), or "
+                "compare two MXNet installs with --perf-reference")
+            if "no-baseline" in options.fail_on:
+                out.failed = True
+                out.messages.append("mxperf: failing the session: no baseline (--perf-fail-on no-baseline)")
+    else:
+        out.verdicts = judge_baseline(session, cells, doc, reference, out)
+    _advise(cells, out)
+    profile_lines = _profile(session, cells, out)
+    _say_verdicts(out, session, profile_lines)
+    if options.update_baselines:
+        _record(session, cells, out)
+    if options.report_dir:
+        out.report_files = write_report(session, out)
+        out.messages.append(f"mxperf: report written to {options.report_dir} "
+                            f"({', '.join(Path(p).name for p in out.report_files)})")
+    return out
+
+
+def advice_for(cell) -> List:
+    """The environment advisor on what the cell's first process ran with (see advisor.py)."""
+    from pytest_mxperf.machine import advisor, topology
+    run = next(iter(cell.ok_runs), None)
+    if run is None:
+        return []
+    m = run.meta
+    return advisor.advise(m.get("env") or {}, m.get("env_defaults_applied") or {}, m.get("features"),
+                          topology.describe(), cell.workload.contexts, int(m.get("num_gpus") or 0),
+                          advisor.openmp_runtime(m.get("threads")))
+
+
+def _advise(cells: Dict[str, CellRecord], out: GateOutcome) -> None:
+    """Advice once per session (which cells it concerns), and on each failing verdict."""
+    from pytest_mxperf.machine import advisor
+    seen: Dict[str, List[str]] = {}
+    lines: Dict[str, str] = {}
+    for key, rec in cells.items():
+        adv = advice_for(rec.cell)
+        for a in adv:
+            seen.setdefault(a.code, []).append(key)
+            lines[a.code] = advisor.format_advice([a])[0]
+        failing = [v for k, v in out.verdicts.items() if k.partition("#")[0] == key and v.failed]
+        for v in failing:
+            v.notes.extend(f"advice: {line}" for line in advisor.format_advice(adv))
+    for code, keys in seen.items():
+        out.messages.append(f"mxperf: advice ({len(keys)} cell(s)): {lines[code]}")
+
+
+def _failing_cells(cells: Dict[str, CellRecord], out: GateOutcome) -> Dict[str, str]:
+    """Cell key -> why it fails: a failing verdict of any of its figures, or its floor."""
+    failing: Dict[str, str] = {}
+    for k, v in out.verdicts.items():
+        key = k.partition("#")[0]
+        if v.failed and key in cells:
+            failing.setdefault(key, v.kind if key == k else f"{v.kind} of {k.partition('#')[2]}")
+    for key, rec in cells.items():
+        if rec.outcome == "failed" and rec.floor is not None and rec.cell.status == "ok":
+            failing.setdefault(key, "below its floor")
+    return failing
+
+
+def _recorded_env(runs) -> Optional[Dict[str, str]]:
+    return next((dict(r.meta["env"]) for r in runs if isinstance(r.meta.get("env"), dict)), None)
+
+
+def _profile(session: PerfSession, cells: Dict[str, CellRecord], out: GateOutcome) -> List[str]:
+    """Profile the failing cells (every cell with --perf-profile, every recorded cell with
+    --perf-update-baselines) in one more, untimed worker each; the lines to show."""
+    options = session.options
+    failing = _failing_cells(cells, out)
+    wanted = [k for k in cells if (k in failing and options.profile_failures) or options.profile
+              or options.update_baselines]
+    if not wanted:
+        return []
+    directory = profiles.default_dir(options.report_dir, session.started)
+    lines: List[str] = []
+
+    def run(key: str, python, runs, side=""):
+        return profiles.run_profile(cells[key].cell.workload, profiles.trace_path(directory, key, side), python=python,
+                                    environ=session.environ, recorded_env=_recorded_env(runs),
+                                    timeout=options.timeout, memory_limit=options.memory_limit)
+
+    for key in wanted:
+        rec = cells[key]
+        why = profiles.unprofiled_reason(rec.cell.workload)
+        if why:
+            if key in failing:
+                lines.append(f"mxperf: profile of {key} ({failing[key]}): {why}")
+            continue
+        current = out.profiles[key] = run(key, options.python, rec.cell.ok_runs)
+        if key not in failing:
+            lines.append(profiles.brief_line(key, current))
+        elif options.reference:
+            reference = run(key, options.reference, rec.cell.reference or rec.cell.ok_runs, "reference")
+            lines += profiles.failure_lines(key, failing[key], current, reference, side="reference")
+        else:
+            doc = session.baseline_doc
+            base = baselines.baseline_profile(doc, key)
+            missing = ("this machine has no baseline" if doc is None else
+                       "the baseline has no operator profile for this cell (recorded before profiles were kept: "
+                       "re-record with --perf-update-baselines)")
+            lines += profiles.failure_lines(key, failing[key], current, base, side="baseline", missing=missing)
+    return lines
+
+
+def _say_verdicts(out: GateOutcome, session: PerfSession, profile_lines: Sequence[str] = ()) -> None:
+    options = session.options
+    against = (f"reference {options.reference}" if options.reference
+               else f"baseline {session.machine.get('id')}")
+    for key, v in out.verdicts.items():
+        if v.kind in ("regression", "improvement", "suspect", "unresolved", "not-gated"):
+            line = f"mxperf: {v.kind.upper()} {key}: {v.reason}"
+            if v.env_diff:
+                line += "; changed: " + ", ".join(v.env_diff)
+            out.messages.append(line)
+        for note in v.notes:
+            out.messages.append(f"mxperf: note {key}: {note}")
+    out.messages.extend(profile_lines)
+    if out.confirmed:
+        what = "pairs" if options.reference else "processes"
+        out.messages.append(f"mxperf: {out.confirmed} unclear cell(s) re-measured with more {what} before judging")
+    if out.count("improvement"):
+        out.messages.append("mxperf: improvements found; consider --perf-update-baselines")
+    regressions, unresolved = out.count("regression"), out.count("unresolved")
+    if regressions and "regression" in options.fail_on:
+        out.failed = True
+        out.messages.append(f"mxperf: failing the session: {regressions} confirmed regression(s) against "
+                            f"{against} (minimum effect {100 * options.min_effect:.0f}%, false discovery rate "
+                            f"{vd.FDR_Q})")
+    if unresolved and "unresolved" in options.fail_on:
+        out.failed = True
+        busy = sum(v.busy for v in out.verdicts.values() if v.kind == "unresolved")
+        out.messages.append(f"mxperf: failing the session: {unresolved} slowdown(s) could not be confirmed or "
+                            f"ruled out ({busy} on a busy machine): re-run; --perf-fail-on=-unresolved to "
+                            "report them without failing")
+        if busy and not options.reference:
+            # seen here: a 2-vCPU VM whose slow spells last minutes left every unchanged
+            # session's AlexNet cell unresolved against a baseline recorded in one fast spell
+            out.messages.append("mxperf: on a machine that switches speed for minutes at a time, record the "
+                                "baseline over several sessions (--perf-update-baselines=add) so it spans its "
+                                "spells, or gate an upgrade with an A/B run (--perf-reference), which needs no "
+                                "baseline")
+    if options.smoke and out.count("suspect"):
+        out.messages.append("mxperf: --perf-smoke: suspects are not re-measured and do not fail the session")
+
+
+def _recorded_requirement(python: Optional[str]) -> Optional[str]:
+    """``name==version`` of the MXNet distribution installed for the interpreter that
+    measured (``--perf-python``, default this one), from its metadata; None when there is
+    not exactly one or it cannot be listed."""
+    from pytest_mxperf.proc import installs
+    try:
+        return baselines.mxnet_requirement(installs.installed_mxnet_distributions(python))
+    except installs.InstallError:
+        return None
+
+
+def _record(session: PerfSession, cells: Dict[str, CellRecord], out: GateOutcome) -> None:
+    machine = session.machine
+    software = software_facts(r for rec in cells.values() for r in rec.cell.ok_runs)
+    kept = kept_profiles.kept_summaries(out.profiles)
+    requirement = _recorded_requirement(session.options.python)
+    path = session.store.update(machine["id"], [rec.cell for rec in cells.values()], machine=machine,
+                                software=software, pool=session.options.baseline_pool, profiles=kept,
+                                requirement=requirement)
+    out.baseline_path = str(path)
+    runs = [r for rec in cells.values() for r in rec.cell.ok_runs]
+    slowed = sum((r.meta.get("machine_state") or {}).get("state") == "slowed" for r in runs)
+    out.messages.append(f"mxperf: recorded {len(cells)} cell(s) into {path} "
+                        f"({session.options.baseline_pool}: "
+                        + ("a new comparison set" if session.options.baseline_pool == "replace"
+                           else "pooled with the recordings since the last replace") + ")")
+    if slowed:
+        out.messages.append(f"mxperf: warning: {slowed} of {len(runs)} recorded processes ran on a slowed machine "
+                            "(they are labelled and left out of comparisons; re-record on a quiet machine "
+                            "for a tighter baseline)")
+    few = [k for k, rec in cells.items() if len(rec.cell.ok_runs) < vd.MIN_BASELINE_PROCESSES]
+    if few:
+        out.messages.append(f"mxperf: {len(few)} cell(s) recorded with fewer than {vd.MIN_BASELINE_PROCESSES} "
+                            "processes will be shown, not gated: " + ", ".join(few[:5])
+                            + (" ..." if len(few) > 5 else ""))
+    out.messages += _resolution_lines(session, list(cells), requirement)
+
+
+def _resolution_lines(session: PerfSession, keys: Sequence[str], requirement: Optional[str]) -> List[str]:
+    """What the recording says about this machine's resolution, and the install it measured."""
+    try:
+        doc = session.store.load(session.machine["id"])
+    except baselines.BaselineError:
+        return []
+    summ = baselines.resolution_summary(doc, keys)
+    lines = []
+    if summ["cells"]:
+        spread = (f"median {100 * summ['median']:.1f}%, largest {100 * summ['largest']:.1f}% "
+                  f"({summ['largest_key']})")
+        if summ["provisional"] == summ["cells"]:
+            lines.append(f"mxperf: resolution provisional: {spread}, from the spread of each cell's processes in "
+                         "this one session; how far this machine drifts between sessions is unknown: record "
+                         "again later, at another time of day, with --perf-update-baselines=add to measure it")
+        else:
+            lines.append(f"mxperf: resolution (the smallest slowdown a later session can tell from this machine's "
+                         f"drift between sessions): {spread}, from up to {summ['sessions']} pooled sessions"
+                         + (f"; provisional for {summ['provisional']} cell(s) recorded in one session"
+                            if summ["provisional"] else "")
+                         + "; a smaller slowdown is reported below the resolution: gate it with an A/B run")
+    if requirement:
+        lines.append(f"mxperf: recorded with {requirement} (--perf-reference baseline runs an A/B against it)")
+    return lines
+
+
+def write_progress(session: PerfSession) -> None:
+    """results.json and summary.md with every cell so far and its provisional verdict,
+    written atomically after each cell (``--perf-report``): a job that is killed or runs out
+    of time keeps what it finished. Never fails a measurement: a problem is one line on
+    stderr and the final report is written at the end as usual."""
+    if not session.options.report_dir:
+        return
+    try:
+        write_report(session, GateOutcome(messages=[], verdicts=provisional_verdicts(session)), final=False)
+    except Exception as exc:  # noqa: BLE001 - the measurement matters more than its interim report
+        import sys
+        print(f"mxperf: could not write the interim report: {type(exc).__name__}: {exc}", file=sys.stderr)
+
+
+def write_report(session: PerfSession, out: GateOutcome, final: bool = True) -> List[str]:
+    """results.json and summary.md (and, when ``final``, the plots) into --perf-report DIR."""
+    from pytest_mxperf.output import plots
+    from pytest_mxperf.store import results
+    from pytest_mxperf.model.jsonio import atomic_write_text
+    out_dir = Path(session.options.report_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    records = [r.to_dict(out.verdicts) for r in session.records]
+    meta = {"software": software_facts(r for rec in session.records for r in rec.cell.ok_runs),
+            "complete": final, "not_reached": list(session.not_reached),
+            "started": session.started, "options": _options_dict(session.options),
+            "findings": [dataclasses.asdict(f) for f in session.findings],
+            "verdicts": {k: v.to_dict() for k, v in out.verdicts.items()},
+            # what the summary says first: slowdowns the baseline could not decide, and why
+            "headline": [m.removeprefix("mxperf: ") for m in out.headline]}
+    if out.profiles:
+        meta["profiles"] = out.profiles  # per cell key: operators, trace_path, batches, meta
+    if session.options.reference:
+        meta["ab"] = sides = out.sides or ab_sides(session)
+        for r in records:
+            entry = ab_record(out.verdicts.get(r["key"]), sides)
+            if entry:
+                r["ab"] = entry
+    doc = {"machine": session.machine, "session": meta, "records": records}
+    session.on_results(doc)  # the plugin's hook: pytest_mxperf_update_results
+    files = [str(results.dump_results(out_dir / "results.json", doc["records"], doc["machine"], doc["session"]))]
+    summary = out_dir / "summary.md"
+    atomic_write_text(summary, "\n".join(results.markdown_summary(doc, final=final)) + "\n")
+    files.append(str(summary))
+    if final:
+        files += [str(p) for p in plots.plot_throughput(records, session.baseline_doc, out_dir)]
+    return files
+
+
+def ab_sides(session: PerfSession) -> Dict[str, Any]:
+    """Both interpreters of an A/B session: MXNet version and build features."""
+    out = {}
+    for side, py in (("candidate", session.options.python), ("reference", session.options.reference)):
+        p = session.probe_mxnet(py)
+        out[side] = {"python": py or "(this interpreter)", "mxnet_version": p.get("mxnet_version"),
+                     "features": p.get("features"), "status": p.get("status"), "message": p.get("message")}
+    if session.reference_requirement:  # --perf-reference baseline
+        out["reference"]["recorded_baseline_requirement"] = session.reference_requirement
+    return out
+
+
+def _options_dict(options) -> Dict[str, Any]:
+    d = dataclasses.asdict(options)
+    return json.loads(json.dumps(d, default=lambda x: sorted(x) if isinstance(x, frozenset) else str(x)))
+
+
+def ab_record(verdict: Optional[vd.Verdict], sides: Dict[str, Any]) -> Optional[Dict[str, Any]]:
+    """The ``ab`` entry of a results record: ratio, interval, verdict, both sides."""
+    if verdict is None or verdict.interval is None:
+        return None
+    return {"ratio": 1.0 + (verdict.change or 0.0), "low": verdict.interval[0], "high": verdict.interval[1],
+            "verdict": verdict.kind, "pairs": verdict.n_current, **sides}

@@ -1,0 +1,406 @@
+"""Judge a session's cells: label the machine's state around every process, judge every
+figure against the machine's baseline or, in A/B mode, the reference install's processes
+paired with the candidate's, and confirm suspects by measuring them again through the cell's
+own worker kind (``CellRecord.remeasure``): up to ``CONFIRM_PROCESSES`` processes in
+baseline mode, a second stage of pairs in A/B mode. Whatever is still unclear is
+``unresolved``. The rules themselves are ``judge/``'s; this module applies them to a
+session and its baseline. ``finish.py`` calls it at the end of the session.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import statistics
+from typing import Any, Dict, List, Optional, Sequence
+
+from pytest_mxperf.judge import machine_states, verdict as vd, verdict_duet
+from pytest_mxperf.measure.session import CellRecord, PerfSession
+from pytest_mxperf.model import stats
+from pytest_mxperf.model.measurement import CellMeasurement, metric_key
+from pytest_mxperf.store import baselines
+
+
+@dataclasses.dataclass
+class GateOutcome:
+    messages: List[str]
+    verdicts: Dict[str, vd.Verdict] = dataclasses.field(default_factory=dict)
+    failed: bool = False
+    confirmed: int = 0
+    baseline_path: Optional[str] = None
+    report_files: List[str] = dataclasses.field(default_factory=list)
+    profiles: Dict[str, Dict[str, Any]] = dataclasses.field(default_factory=dict)  # key -> profile worker result
+    # what the summary says first (baseline mode): slowdowns below this machine's resolution or
+    # unclear across the session, a provisional resolution; also the first of ``messages``
+    headline: List[str] = dataclasses.field(default_factory=list)
+    # A/B mode: what each side ran (``finish.ab_sides``), for the report
+    sides: Dict[str, Any] = dataclasses.field(default_factory=dict)
+
+    def count(self, kind: str) -> int:
+        return sum(v.kind == kind for v in self.verdicts.values())
+
+
+def software_facts(cell_runs) -> Dict[str, Any]:
+    """What the workers actually ran with (recorded beside figures, never in the machine id)."""
+    for run in cell_runs:
+        m = run.meta
+        if m.get("mxnet_version"):
+            out = {"mxnet_version": m.get("mxnet_version"), "features": m.get("features"),
+                   "python": m.get("python"), "numpy_version": m.get("numpy_version")}
+            for k in ("cuda_runtime", "cudnn"):
+                if m.get(k):
+                    out[k] = m[k]
+            return out
+    return {}
+
+
+def session_cells(session: PerfSession) -> Dict[str, CellRecord]:
+    """Measured cells by key; a cell measured by two tests is judged once, on all its processes."""
+    out: Dict[str, CellRecord] = {}
+    for r in session.records:
+        if not r.cell.ok_runs:
+            continue
+        key = r.cell.workload.key()
+        if key in out and out[key].cell is not r.cell:
+            out[key].cell.runs.extend(r.cell.runs)
+            if r.cell.reference and out[key].cell.reference is not None:
+                out[key].cell.reference.extend(r.cell.reference)
+        else:
+            out.setdefault(key, r)
+    return out
+
+
+# ----------------------------------------------------------------------------- machine state
+
+def _all_runs(cells: Dict[str, CellRecord]):
+    for rec in cells.values():
+        yield from rec.cell.runs
+        yield from rec.cell.reference or []
+
+
+def label_machine_states(cells: Dict[str, CellRecord], doc: Optional[Dict[str, Any]]) -> Optional[Dict[str, float]]:
+    """Label every process quiet / slowed / unknown against one reference; returns it."""
+    probes = []
+    for run in _all_runs(cells):
+        ms = run.meta.get("machine_state") or {}
+        probes += [p for p in (ms.get("probe_before"), ms.get("probe_after")) if p]
+    for entry in ((doc or {}).get("cells") or {}).values():
+        for rec in entry.get("history") or []:
+            for ms in rec.get("process_probes") or []:
+                if isinstance(ms, dict):
+                    probes += [p for p in (ms.get("probe_before"), ms.get("probe_after")) if p]
+    if not probes:
+        return None
+    reference = machine_states.reference_from(probes)
+    for run in _all_runs(cells):
+        ms = run.meta.get("machine_state")
+        if ms and (ms.get("probe_before") or ms.get("probe_after")):
+            st = machine_states.label(ms.get("probe_before"), ms.get("probe_after"), ms.get("load"), reference)
+            ms["state"], ms["reason"] = st.state, st.reason
+    return reference
+
+
+def _reasons(runs) -> List[str]:
+    return [(r.meta.get("machine_state") or {}).get("reason") for r in runs
+            if (r.meta.get("machine_state") or {}).get("state") in (machine_states.SLOWED, machine_states.SPELL)]
+
+
+def _baseline_states(doc, key: str, reference) -> Optional[List[Optional[str]]]:
+    """The baseline's labels, relabelled against this session's reference when its probes
+    were recorded, else as recorded."""
+    out: List[Optional[str]] = []
+    for rec in baselines.comparison_set(doc, key):
+        n = len(rec["process_medians"])
+        probes = rec.get("process_probes")
+        states = rec.get("process_states")
+        if reference and isinstance(probes, list) and len(probes) == n:
+            for ms in probes:
+                if isinstance(ms, dict):
+                    out.append(machine_states.label(ms.get("probe_before"), ms.get("probe_after"),
+                                                   ms.get("load"), reference).state)
+                else:
+                    out.append(None)
+        elif isinstance(states, list) and len(states) == n:
+            out.extend(states)
+        else:
+            out.extend([None] * n)
+    return out
+
+
+# ----------------------------------------------------------------------------- baseline mode
+
+def _comparisons(cells: Dict[str, CellRecord], doc, reference, confirmed: set) -> Dict[str, vd.Comparison]:
+    out = {}
+    for key, rec in cells.items():
+        cell = rec.cell
+        mode = cell.workload.mode
+        screened = cell.workload.device != "gpu"
+        for m in cell.metrics():
+            if not m.judged:
+                continue
+            primary = m.name == cell.primary.name
+            ok = [r for r in cell.ok_runs if r.value(m.name) is not None]
+            # the resolution the baseline states (its comparison set's drift between sessions,
+            # or provisional); not the whole history, whose sessions may straddle a change
+            out[metric_key(key, m.name, mode)] = vd.Comparison(
+                metric=m, current=[r.value(m.name) for r in ok],
+                baseline=baselines.baseline_values(doc, key, None if primary else m.name) or [],
+                current_states=machine_states.states(ok),
+                baseline_states=_baseline_states(doc, key, reference) if primary else None,
+                session_medians=(),
+                screened=screened, confirmed=key in confirmed, state_reasons=_reasons(ok),
+                spell_depth=machine_states.spell_depth(ok, reference),
+                resolution=(baselines.cell_resolution(doc, key, None if primary else m.name)
+                            if m.rule == "processes" else None))
+    return out
+
+
+def judge_baseline(session: PerfSession, cells, doc, reference, out: GateOutcome) -> Dict[str, vd.Verdict]:
+    options = session.options
+    confirmed: set = set()
+    verdicts = vd.judge_session(_comparisons(cells, doc, reference, confirmed), min_effect=options.min_effect)
+    if not options.smoke and not options.update_baselines:
+        # Re-measure suspects; judging again can make another cell a suspect (BH across
+        # cells), so repeat until none is left. After that, nothing stays "suspect": a
+        # slowdown is a regression, unresolved, or unchanged.
+        for _ in range(3):
+            suspects = {k.partition("#")[0] for k, v in verdicts.items() if v.kind == "suspect"} - confirmed
+            if not suspects:
+                break
+            for key in sorted(suspects):
+                rec = cells[key]
+                missing = vd.CONFIRM_PROCESSES - len(rec.cell.ok_runs)
+                if missing > 0 and rec.remeasure is not None:
+                    rec.cell.runs.extend(rec.remeasure(missing).runs)
+                confirmed.add(key)
+            reference = label_machine_states(cells, doc) or reference
+            verdicts = vd.judge_session(_comparisons(cells, doc, reference, confirmed),
+                                        min_effect=options.min_effect)
+        out.confirmed = len(confirmed)
+    software = software_facts(r for rec in cells.values() for r in rec.cell.ok_runs)
+    for key, rec in cells.items():
+        v = verdicts.get(key)
+        base = baselines.latest_recording(doc, key)
+        if v is None or base is None:
+            continue
+        summary = baselines.summarize_cell(rec.cell)
+        v.env_diff = vd.env_diff(summary.get("env"), base.get("env"))
+        cur_soft = dict(software)
+        base_soft = dict(base.get("software") or {})
+        base_soft.setdefault("mxnet_version", base.get("mxnet_version"))
+        shared = (set(cur_soft) & set(base_soft)) | {"mxnet_version"}  # facts one side lacks are no change
+        v.env_diff += vd.version_diff({k: cur_soft.get(k) for k in shared}, {k: base_soft.get(k) for k in shared})
+        note = vd.startup_note(summary, base)
+        if note:
+            v.notes.append(note)
+        trend = baselines.session_medians(doc, key)
+        if len(trend) >= 2:
+            v.notes.append("trend over recorded sessions: " + " ".join(f"{x:.4g}" for x in trend)
+                           + f" -> {rec.cell.median_or_none:.4g} now")
+    _resolution_headline(session, verdicts, doc, out)
+    return verdicts
+
+
+def _reference_hint(session: PerfSession, doc, keys: Sequence[str]) -> str:
+    """How to settle what the baseline cannot: an A/B run against the install it recorded."""
+    try:
+        req = baselines.recorded_requirement(doc, keys)
+    except baselines.BaselineError:
+        req = None
+    against = f" ({req}, the install the baseline was recorded with)" if req else ""
+    return f"use A/B: --perf-reference baseline{against}, or --perf-reference REQ for another install"
+
+
+def _resolution_headline(session: PerfSession, verdicts: Dict[str, vd.Verdict], doc, out: GateOutcome) -> None:
+    """First in the summary: slowdowns the baseline cannot decide (below this machine's
+    resolution; beyond it but not significant across the session), whether the resolution
+    is provisional, and the failure policy for them (``--perf-fail-on`` below-resolution,
+    unclear)."""
+    options = session.options
+    lines: List[str] = []
+    below = {k: v for k, v in verdicts.items() if v.kind == "below-resolution"}
+    unclear = {k: v for k, v in verdicts.items() if v.kind == "unclear"}
+    undecided = [k.partition("#")[0] for k in list(below) + list(unclear)]
+    tested = sum(v.resolution is not None for v in verdicts.values())   # the figures BH ran over
+
+    def item(k: str, v: vd.Verdict) -> str:
+        res = v.resolution or {}
+        where = ("provisional" if res.get("provisional") else f"{res.get('sessions')} sessions") if res else "?"
+        r = f"{100 * res['value']:.1f}%" if isinstance(res.get("value"), (int, float)) else "?"
+        ch = f"{100 * v.change:+.1f}%" if v.change is not None else "?"
+        return f"mxperf:   {k}: {ch} ({v.unit}), resolution {r} ({where})"
+
+    if below:
+        widest = max((v.resolution or {}).get("value") or 0.0 for v in below.values())
+        lines.append(f"mxperf: BELOW RESOLUTION: {len(below)} slowdown(s) below this machine's resolution of up to "
+                     f"{100 * widest:.1f}%: the baseline cannot tell them from the machine's drift between "
+                     f"sessions; {_reference_hint(session, doc, undecided)}"
+                     + ("" if "below-resolution" in options.fail_on
+                        else " (not failing; --perf-fail-on +below-resolution fails on them)"))
+        lines += [item(k, v) for k, v in below.items()]
+    if unclear:
+        lines.append(f"mxperf: UNCLEAR: {len(unclear)} slowdown(s) beyond the resolution but not significant across "
+                     f"the session's {tested} tested figure(s) (false discovery rate {vd.FDR_Q}); re-run, or "
+                     f"{_reference_hint(session, doc, undecided)}"
+                     + ("" if "unclear" in options.fail_on else " (not failing; --perf-fail-on +unclear fails on them)"))
+        lines += [item(k, v) for k, v in unclear.items()]
+    judged = [v for v in verdicts.values() if v.resolution]
+    provisional = [v for v in judged if v.resolution.get("provisional")]
+    if provisional:
+        lines.append(f"mxperf: resolution provisional for {len(provisional)} of {len(judged)} figure(s): the baseline "
+                     "holds one recorded session of them, so how far this machine drifts between sessions is "
+                     "unknown (a slow spell of a shared VM can outlast a recording); measure it: record again "
+                     "later, at another time of day, with --perf-update-baselines=add")
+    for kind, name, what in (("below-resolution", "below-resolution", "below this machine's resolution"),
+                             ("unclear", "unclear", "unclear across the session")):
+        n = sum(v.kind == kind for v in verdicts.values())
+        if n and name in options.fail_on:
+            out.failed = True
+            lines.append(f"mxperf: failing the session: {n} slowdown(s) {what} (--perf-fail-on {name})")
+    out.headline = lines
+    out.messages[:0] = lines
+
+
+# ----------------------------------------------------------------------------- A/B mode
+
+#: figures that are a rate of a duet's timed rounds (higher is better: score / train
+#: throughput, an io cell's samples/s) or their time per unit (lower is better: a kvstore
+#: cell's seconds per push+pull round); each worker kind's rounds time its primary figure
+_ROUND_FIGURES = ("throughput", "samples_per_s", "comm_seconds")
+
+
+def _duet_log_ratio(c, r, metric) -> float:
+    """One duet pair's log(candidate figure / reference figure): for a figure the rounds
+    time (``_ROUND_FIGURES``), from the rounds the two sides ran back to back
+    (``stats.duet_pair_log_ratio``: the median round log speed ratio, negated for a time,
+    which is lower when faster); for another figure of the pair (latency percentiles: a
+    tail is not a median of round ratios), from the two sides' figures."""
+    if (metric.name in _ROUND_FIGURES and c.round_seconds and r.round_seconds
+            and len(c.round_seconds) == len(r.round_seconds)):
+        speed = stats.duet_pair_log_ratio(c.seconds_per_batch, r.seconds_per_batch)
+        return speed if metric.higher_is_better else -speed
+    return math.log(c.value(metric.name) / r.value(metric.name))
+
+
+def _is_duet(cell) -> bool:
+    pairs = cell.pairs()
+    return bool(pairs) and all("duet" in c.meta for c, _ in pairs)
+
+
+def _ab_inputs(cells: Dict[str, CellRecord], final: set):
+    """The judged figures of every cell in A/B mode: duet pairings (resident workers), process
+    pairings (other worker kinds) and comparisons (figures with another rule)."""
+    pairings, comparisons, duets = {}, {}, {}
+    for key, rec in cells.items():
+        cell = rec.cell
+        screened = cell.workload.device != "gpu"
+        for m in cell.metrics():
+            if not m.judged:
+                continue
+            mk = metric_key(key, m.name, cell.workload.mode)
+            pairs = [(c, r) for c, r in cell.pairs() if c.value(m.name) is not None and r.value(m.name) is not None]
+            if m.rule == "processes" and _is_duet(cell):
+                duets[mk] = verdict_duet.DuetPairing(m, [_duet_log_ratio(c, r, m) for c, r in pairs],
+                                                     final=key in final,
+                                                     rounds=len(pairs[0][0].round_seconds) if pairs else None)
+            elif m.rule == "processes":
+                states = ["slowed" if "slowed" in (a, b) else (a or b) for a, b in
+                          zip(machine_states.states(c for c, _ in pairs), machine_states.states(r for _, r in pairs))]
+                pairings[mk] = vd.Pairing(m, [c.value(m.name) for c, _ in pairs], [r.value(m.name) for _, r in pairs],
+                                          states, screened=screened, final=key in final)
+            else:
+                comparisons[mk] = vd.Comparison(m, [c.value(m.name) for c, _ in pairs],
+                                                [r.value(m.name) for _, r in pairs], screened=False)
+    return pairings, comparisons, duets
+
+
+def _judge_ab_once(cells: Dict[str, CellRecord], final: set, min_effect: float) -> Dict[str, vd.Verdict]:
+    pairings, comparisons, duets = _ab_inputs(cells, final)
+    v = vd.judge_ab(pairings, min_effect=min_effect)
+    v.update(verdict_duet.judge_duet(duets, min_effect=min_effect))
+    for mk, d in duets.items():  # each side's figure (median over its processes), shown beside the ratio
+        cell = cells[mk.partition("#")[0]].cell
+        v[mk].current_median, v[mk].baseline_median = cell.figure(d.metric.name), cell.reference_figure(d.metric.name)
+    v.update(vd.judge_session(comparisons, min_effect=min_effect))
+    return v
+
+
+def pair_seconds(cell: CellMeasurement) -> Optional[float]:
+    """What one pair of this cell took so far (the median over its pairs; a duet pair's two
+    workers run side by side, so the longer of the two)."""
+    walls = [max(c.wall_seconds, r.wall_seconds) for c, r in zip(cell.runs, cell.reference or [])]
+    walls = [w for w in walls if w > 0]
+    return statistics.median(walls) if walls else None
+
+
+def second_stage_line(wanted: Dict[str, int], cells: Dict[str, CellRecord]) -> str:
+    """Said before the second stage starts: how many pairs it adds and what they will cost,
+    from what each cell's first-stage pairs took (the plan could not know which cells would
+    be unclear)."""
+    from pytest_mxperf.model.options import duration_text
+    seconds = sum(n * (pair_seconds(cells[k].cell) or 0.0) for k, n in wanted.items())
+    short = {k: k.split("/threads=")[0] for k in wanted}
+    each = ", ".join(f"{short[k]} +{n}" for k, n in wanted.items())
+    return (f"mxperf: second stage: {len(wanted)} unclear cell(s) get {sum(wanted.values())} more pair(s) "
+            f"({each}); expected about {duration_text(seconds)} more")
+
+
+def judge_ab(session: PerfSession, cells, out: GateOutcome) -> Dict[str, vd.Verdict]:
+    options = session.options
+    final: set = set()
+
+    def judge():
+        return _judge_ab_once(cells, final, options.min_effect)
+
+    # duet cells: the first stage's log ratios of each cell's primary figure, and their spread
+    # pooled over the session (a cell's 3 pairs can show far less than the machine's by chance)
+    first = {k: [_duet_log_ratio(c, r, rec.cell.primary) for c, r in rec.cell.pairs()]
+             for k, rec in cells.items() if _is_duet(rec.cell)}
+    spread = verdict_duet.session_spread(first.values())
+
+    def second_stage_pairs(key: str) -> int:
+        if key not in first:
+            return session.ab_pairs
+        # as many more pairs as make the interval at q / cells narrower than the minimum effect
+        return verdict_duet.pairs_needed(len(first), first[key], spread=spread,
+                                         min_effect=options.min_effect) - len(first[key])
+
+    verdicts = judge()
+    if not options.smoke:
+        suspects = sorted({k.partition("#")[0] for k, v in verdicts.items() if v.kind == "suspect"})
+        wanted = {k: second_stage_pairs(k) for k in suspects if cells[k].remeasure is not None}
+        if wanted:
+            session.say(second_stage_line(wanted, cells))
+        for key in suspects:
+            rec = cells[key]
+            if rec.remeasure is not None:
+                extra = rec.remeasure(wanted[key])
+                rec.cell.runs.extend(extra.runs)
+                rec.cell.reference.extend(extra.reference or [])
+            final.add(key)
+        if final:
+            out.confirmed = len(final)
+            label_machine_states(cells, None)
+            verdicts = judge()
+        # a cell that became unclear only in the second judgement (BH across cells) gets no
+        # third stage: it is unresolved, never left as a silent "suspect"
+        late = {k.partition("#")[0] for k, v in verdicts.items() if v.kind == "suspect"} - final
+        if late:
+            final |= late
+            verdicts = judge()
+    return verdicts
+
+
+def provisional_verdicts(session: PerfSession) -> Dict[str, vd.Verdict]:
+    """The verdicts of the cells measured so far, judged as they stand: no re-measuring, no
+    profiles (a suspect stays a suspect). A/B: against the reference's pairs; baseline mode:
+    against the baseline; none without either."""
+    cells = session_cells(session)
+    options = session.options
+    if options.reference:
+        return _judge_ab_once(cells, set(), options.min_effect)
+    doc = session.baseline_doc
+    if doc is None or not cells:
+        return {}
+    reference = label_machine_states(cells, doc)
+    return vd.judge_session(_comparisons(cells, doc, reference, set()), min_effect=options.min_effect)

@@ -1,0 +1,126 @@
+"""Throughput plots for the report: images/s against batch size, one PNG per (model, mode).
+
+Each plot shows this session's curve (median of per-process medians, error bars from the
+between-process IQR), the machine's baseline curve (newest recording per cell, dashed), and
+the documented MXNet curves (K80, M40, P100, C4.* tables via ``tables.documented_curves``)
+as thin lines, on a log2 batch axis. Uses matplotlib's Agg backend (no display needed).
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from pathlib import Path
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+
+from pytest_mxperf.model.measurement import CellMeasurement
+
+PLOTTED_MODES = ("score", "train")
+
+
+def _as_record(r: Union[CellMeasurement, Mapping[str, Any]]) -> Dict[str, Any]:
+    return r.to_dict() if isinstance(r, CellMeasurement) else dict(r)
+
+
+def _variant(w: Mapping[str, Any]) -> str:
+    ctx = ",".join(w.get("contexts") or ["cpu:0"])
+    return f"{ctx} {w.get('dtype', 'float32')} threads={w.get('threads', 'auto')}"
+
+
+def _series(items: Sequence[Tuple[Mapping[str, Any], Optional[float], Optional[Mapping[str, Any]]]]):
+    """(workload, median, spread) -> {variant: sorted [(batch, median, lo_err, hi_err)]}."""
+    out: Dict[str, List[Tuple[int, float, float, float]]] = defaultdict(list)
+    for w, med, spread in items:
+        if med is None:
+            continue
+        lo = hi = 0.0
+        if spread and isinstance(spread.get("q1"), (int, float)) and isinstance(spread.get("q3"), (int, float)):
+            lo, hi = max(0.0, med - spread["q1"]), max(0.0, spread["q3"] - med)
+        out[_variant(w)].append((int(w["batch_size"]), float(med), lo, hi))
+    return {k: sorted(v) for k, v in out.items()}
+
+
+def _safe(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", name)
+
+
+def plot_throughput(records: Sequence[Union[CellMeasurement, Mapping[str, Any]]],
+                    baseline_cells: Optional[Mapping[str, Any]], out_dir: Union[str, Path],
+                    tables=None) -> List[Path]:
+    """Write ``<out_dir>/throughput-<model>-<mode>.png`` per (model, mode) measured; return the paths.
+
+    Only score and train cells with a median are plotted (other modes measure other units).
+
+    ``records``: results records (``CellMeasurement.to_dict()`` dicts) or CellMeasurements.
+    ``baseline_cells``: a loaded baseline document or its ``"cells"`` mapping (may be None).
+    """
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import FixedLocator, NullFormatter
+
+    from pytest_mxperf.judge.floors import documented_curves
+
+    if baseline_cells and "cells" in baseline_cells and "schema" in baseline_cells:
+        baseline_cells = baseline_cells["cells"]
+    baseline_cells = baseline_cells or {}
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+
+    ours: Dict[Tuple[str, str], list] = defaultdict(list)
+    for r in map(_as_record, records):
+        w = r.get("workload") or {}
+        # images/s against batch size only means something for score and train cells
+        if "model" in w and "batch_size" in w and w.get("mode", "score") in PLOTTED_MODES \
+                and isinstance(r.get("median"), (int, float)):
+            ours[(w["model"], w.get("mode", "score"))].append((w, r.get("median"), r.get("spread")))
+    base: Dict[Tuple[str, str], list] = defaultdict(list)
+    for key, entry in baseline_cells.items():
+        w = (entry or {}).get("workload") or {}
+        hist = [h for h in (entry or {}).get("history") or [] if h.get("median") is not None]
+        if "model" in w and "batch_size" in w and hist:
+            base[(w["model"], w.get("mode", "score"))].append((w, hist[-1]["median"], hist[-1].get("spread")))
+
+    paths = []
+    for (model, mode), items in sorted(ours.items()):
+        fig, ax = plt.subplots(figsize=(10, 5.5), dpi=100)
+        batches = set()
+        for variant, pts in _series(items).items():
+            xs = [p[0] for p in pts]
+            batches.update(xs)
+            ax.errorbar(xs, [p[1] for p in pts], yerr=[[p[2] for p in pts], [p[3] for p in pts]], marker="o",
+                        linewidth=2, capsize=4, label=f"this run ({variant})", zorder=5)
+        for variant, pts in _series(base.get((model, mode), [])).items():
+            xs = [p[0] for p in pts]
+            batches.update(xs)
+            ax.errorbar(xs, [p[1] for p in pts], yerr=[[p[2] for p in pts], [p[3] for p in pts]], marker="s",
+                        linestyle="--", linewidth=1.5, capsize=3, alpha=0.8, label=f"baseline ({variant})", zorder=4)
+        if mode in ("score", "train"):
+            try:
+                curves = documented_curves(model, mode, tables) if tables is not None else documented_curves(model, mode)
+            except Exception:  # a broken table file must not break the report
+                curves = {}
+            for table_id, curve in sorted(curves.items()):
+                pts = sorted((b, v) for b, v in curve.items() if v is not None)
+                if pts:
+                    batches.update(b for b, _ in pts)
+                    ax.plot([b for b, _ in pts], [v for _, v in pts], linewidth=0.8, alpha=0.7,
+                            marker=".", markersize=3, label=f"documented {table_id.split('/', 1)[-1]}")
+        ax.set_xscale("log", base=2)
+        if batches:
+            ticks = sorted(batches)
+            ax.xaxis.set_major_locator(FixedLocator(ticks))
+            ax.xaxis.set_minor_formatter(NullFormatter())
+            ax.set_xticklabels([str(t) for t in ticks])
+        ax.set_yscale("log")
+        ax.set_xlabel("batch size (per device)")
+        ax.set_ylabel("images / s (higher is better)")
+        ax.set_title(f"{model} — {mode}")
+        ax.grid(True, which="major", alpha=0.3)
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
+        fig.tight_layout()
+        path = out_dir / f"throughput-{_safe(model)}-{_safe(mode)}.png"
+        fig.savefig(path)
+        plt.close(fig)
+        paths.append(path)
+    return paths
