@@ -478,38 +478,13 @@ def _refuse_cpu_mxnet_for_gpu_cells(session, s: PerfSession) -> None:
 
 def pytest_sessionfinish(session, exitstatus):
     s = getattr(session.config, "_mxperf_session", None)
-    if s is None:
-        return
-    from pytest_mxperf.outcome import finish as gate
-    options = s.options
-    msgs = []
-    if s.not_reached:
-        msgs.append(f"mxperf: {len(s.not_reached)} measuring test(s) not reached before --perf-deadline "
-                    f"({s.options.deadline:g} s): {', '.join(s.not_reached[:5])}"
-                    + (" ..." if len(s.not_reached) > 5 else ""))
-        if "not-reached" in options.fail_on:
-            msgs.append("mxperf: failing the session: tests not reached (--perf-fail-on=-not-reached to allow)")
+    if s is not None:
+        from pytest_mxperf.outcome import finish
+        status = finish.end_session(s)
+        if status == finish.EXIT_FAILED:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
-    measured = [r for r in s.records if r.cell.status == "ok"]
-    if not measured and (s.records or s.skipped_reasons):
-        reasons = sorted(set(s.skipped_reasons)) or ["every cell failed to measure"]
-        msgs.append(f"mxperf: nothing was measured ({'; '.join(reasons)})")
-        if "none-measured" in options.fail_on:
-            msgs.append("mxperf: failing the session: nothing was measured (--perf-fail-on none-measured)")
-            session.exitstatus = pytest.ExitCode.TESTS_FAILED
-    outcome = None
-    if s.records:
-        try:
-            outcome = gate.finish_session(s)
-        except Exception as exc:  # a broken baseline or report must not hide the measurements
-            msgs.append(f"mxperf: could not finish the session: {type(exc).__name__}: {exc}")
+        elif status == finish.EXIT_INTERNAL_ERROR:
             session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
-        else:
-            msgs.extend(outcome.messages)
-            if outcome.failed:
-                session.exitstatus = pytest.ExitCode.TESTS_FAILED
-    s.end_messages = msgs
-    s.outcome = outcome
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):

@@ -81,9 +81,9 @@ class PerfSession:
         self.machine: Dict[str, Any] = {"id": "unknown"}
         self.store = BaselineStore(options.baselines_dir)
         self.baseline_doc: Optional[Dict[str, Any]] = None
-        self.end_messages: List[str] = []
+        self.end_messages: List[str] = []  # what the end of the session said (``ended``)
         self.deselected_slow = 0
-        self.outcome = None  # the gate's outcome, once the session finished
+        self.outcome = None  # the end of the session's outcome (``ended``)
         # --perf-reference baseline: the MXNet requirement the baseline was recorded with
         self.reference_requirement: Optional[str] = None
         self.ab_pairs = options.ab_pairs  # pairs per cell in A/B mode (set from the cell count)
@@ -125,6 +125,11 @@ class PerfSession:
                 f"{budget:.0f} s of {self.options.deadline:g} s are for measuring")
 
     # -- facts, gathered once and only when needed ------------------------------------
+    def ended(self, messages: Sequence[str], outcome) -> None:
+        """The end of the session (``outcome/finish.end_session``): its messages and outcome."""
+        self.end_messages = list(messages)
+        self.outcome = outcome
+
     def probe_mxnet(self, python: Optional[str] = None) -> Dict[str, Any]:
         """What MXNet a worker interpreter has (version, features, GPUs), asked once."""
         if python not in self._probe_cache:

@@ -39,6 +39,46 @@ from pytest_mxperf.outcome.judging import (GateOutcome, judge_ab, judge_baseline
 
 # ----------------------------------------------------------------------------- the session
 
+#: how a session ends for pytest's exit status
+EXIT_OK, EXIT_FAILED, EXIT_INTERNAL_ERROR = "ok", "failed", "internal-error"
+
+
+def end_session(session: PerfSession) -> str:
+    """The end of a session, in one call from the plugin: the deadline and "nothing
+    measured" policies, then ``finish_session``. Its messages and outcome are kept on the
+    session (``PerfSession.ended``); returns EXIT_OK, EXIT_FAILED or EXIT_INTERNAL_ERROR."""
+    options = session.options
+    msgs: List[str] = []
+    status = EXIT_OK
+    if session.not_reached:
+        msgs.append(f"mxperf: {len(session.not_reached)} measuring test(s) not reached before --perf-deadline "
+                    f"({options.deadline:g} s): {', '.join(session.not_reached[:5])}"
+                    + (" ..." if len(session.not_reached) > 5 else ""))
+        if "not-reached" in options.fail_on:
+            msgs.append("mxperf: failing the session: tests not reached (--perf-fail-on=-not-reached to allow)")
+            status = EXIT_FAILED
+    measured = [r for r in session.records if r.cell.status == "ok"]
+    if not measured and (session.records or session.skipped_reasons):
+        reasons = sorted(set(session.skipped_reasons)) or ["every cell failed to measure"]
+        msgs.append(f"mxperf: nothing was measured ({'; '.join(reasons)})")
+        if "none-measured" in options.fail_on:
+            msgs.append("mxperf: failing the session: nothing was measured (--perf-fail-on none-measured)")
+            status = EXIT_FAILED
+    outcome = None
+    if session.records:
+        try:
+            outcome = finish_session(session)
+        except Exception as exc:  # a broken baseline or report must not hide the measurements
+            msgs.append(f"mxperf: could not finish the session: {type(exc).__name__}: {exc}")
+            status = EXIT_INTERNAL_ERROR
+        else:
+            msgs.extend(outcome.messages)
+            if outcome.failed:
+                status = EXIT_FAILED
+    session.ended(msgs, outcome)
+    return status
+
+
 def finish_session(session: PerfSession) -> GateOutcome:
     options = session.options
     doc = session.baseline_doc
