@@ -18,11 +18,10 @@ import statistics
 import sys
 from typing import Any, Dict, List, Optional, Sequence
 
-from pytest_mxperf.machine import state as machine_state
 from pytest_mxperf.judge import machine_states
 from pytest_mxperf.judge import verdict as V
 from pytest_mxperf.store.results import ResultsError, load_results, records_by_key
-from pytest_mxperf.model.measurement import CellMeasurement, metric_key
+from pytest_mxperf.model.measurement import CellMeasurement, metric_key, split_metric_key
 
 
 def _spread_pct(rec: Dict[str, Any]) -> str:
@@ -82,7 +81,7 @@ def format_table(old: Dict[str, Any], new: Dict[str, Any], verdicts: Dict[str, V
     olds, news = records_by_key(old), records_by_key(new)
     rows = [("figure", "unit", "old", "new", "change", "p", "verdict")]
     for k, v in verdicts.items():
-        cell_key, _, metric = k.partition("#")
+        cell_key, metric = split_metric_key(k)
         rows.append((k, v.unit, _fmt_side(olds.get(cell_key), metric), _fmt_side(news.get(cell_key), metric),
                      "-" if v.change is None else f"{100 * v.change:+.1f}%",
                      "-" if v.p_value is None else f"{v.p_value:.3g}", v.kind))

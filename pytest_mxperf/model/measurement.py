@@ -98,8 +98,14 @@ def metric_key(cell_key: str, metric: str, mode: str) -> str:
 
 
 def split_metric_key(key: str) -> Tuple[str, Optional[str]]:
+    """(cell key, metric or None for the primary figure): ``metric_key`` undone."""
     cell, _, metric = key.partition("#")
     return cell, (metric or None)
+
+
+def cell_of(key: str) -> str:
+    """The cell key of a figure's key (``metric_key``)."""
+    return split_metric_key(key)[0]
 
 
 @dataclasses.dataclass

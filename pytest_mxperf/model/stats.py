@@ -69,20 +69,6 @@ def noise_allowance(baseline: Sequence[float], n_current: int, z: float) -> Opti
     return z * MEDIAN_SE * s * math.sqrt(1.0 / len(baseline) + 1.0 / n_current)
 
 
-def between_session_rel_sd(session_medians: Sequence[float]) -> Optional[float]:
-    """Relative SD of a cell's medians over recorded sessions (None with fewer than 3).
-
-    Uses the MAD when it is positive, else the sample SD (a few sessions often tie on MAD)."""
-    vals = finite_positive(session_medians)
-    if len(vals) < 3:
-        return None
-    med = statistics.median(vals)
-    s = robust_rel_sd(vals)
-    if not s:
-        s = statistics.stdev(vals) / med
-    return s
-
-
 def mannwhitney_p(current: Sequence[float], baseline: Sequence[float], alternative: str) -> Optional[float]:
     """One-sided Mann-Whitney U p-value that ``current`` is stochastically less/greater."""
     if not current or not baseline:

@@ -8,7 +8,6 @@ threading profile, optimizer, kvstore), never the environment it ran in: a user'
 from __future__ import annotations
 
 import dataclasses
-import json
 import re
 from typing import Any, Dict, Optional, Tuple
 
@@ -144,6 +143,3 @@ class Workload:
         if "contexts" in d:
             d["contexts"] = tuple(d["contexts"])
         return cls(**d)
-
-    def to_json(self) -> str:
-        return json.dumps(self.to_dict(), sort_keys=True)

@@ -32,6 +32,7 @@ from pytest_mxperf.store import baselines
 from pytest_mxperf.measure import profiling as profiles
 from pytest_mxperf.store import kept_profiles
 from pytest_mxperf.judge import verdict as vd
+from pytest_mxperf.model.measurement import cell_of
 from pytest_mxperf.measure.session import CellRecord, PerfSession
 from pytest_mxperf.outcome.judging import (GateOutcome, judge_ab, judge_baseline, label_machine_states,
                                             provisional_verdicts, session_cells, software_facts)
@@ -141,7 +142,7 @@ def _advise(cells: Dict[str, CellRecord], out: GateOutcome) -> None:
         for a in adv:
             seen.setdefault(a.code, []).append(key)
             lines[a.code] = advisor.format_advice([a])[0]
-        failing = [v for k, v in out.verdicts.items() if k.partition("#")[0] == key and v.failed]
+        failing = [v for k, v in out.verdicts.items() if cell_of(k) == key and v.failed]
         for v in failing:
             v.notes.extend(f"advice: {line}" for line in advisor.format_advice(adv))
     for code, keys in seen.items():
@@ -152,7 +153,7 @@ def _failing_cells(cells: Dict[str, CellRecord], out: GateOutcome) -> Dict[str, 
     """Cell key -> why it fails: a failing verdict of any of its figures, or its floor."""
     failing: Dict[str, str] = {}
     for k, v in out.verdicts.items():
-        key = k.partition("#")[0]
+        key = cell_of(k)
         if v.failed and key in cells:
             failing.setdefault(key, v.kind if key == k else f"{v.kind} of {k.partition('#')[2]}")
     for key, rec in cells.items():

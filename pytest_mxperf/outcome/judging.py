@@ -17,7 +17,7 @@ from typing import Any, Dict, List, Optional, Sequence
 from pytest_mxperf.judge import machine_states, verdict as vd, verdict_duet
 from pytest_mxperf.measure.session import CellRecord, PerfSession
 from pytest_mxperf.model import stats
-from pytest_mxperf.model.measurement import CellMeasurement, metric_key
+from pytest_mxperf.model.measurement import CellMeasurement, cell_of, metric_key
 from pytest_mxperf.store import baselines
 
 
@@ -164,7 +164,7 @@ def judge_baseline(session: PerfSession, cells, doc, reference, out: GateOutcome
         # cells), so repeat until none is left. After that, nothing stays "suspect": a
         # slowdown is a regression, unresolved, or unchanged.
         for _ in range(3):
-            suspects = {k.partition("#")[0] for k, v in verdicts.items() if v.kind == "suspect"} - confirmed
+            suspects = {cell_of(k) for k, v in verdicts.items() if v.kind == "suspect"} - confirmed
             if not suspects:
                 break
             for key in sorted(suspects):
@@ -220,7 +220,7 @@ def _resolution_headline(session: PerfSession, verdicts: Dict[str, vd.Verdict], 
     lines: List[str] = []
     below = {k: v for k, v in verdicts.items() if v.kind == "below-resolution"}
     unclear = {k: v for k, v in verdicts.items() if v.kind == "unclear"}
-    undecided = [k.partition("#")[0] for k in list(below) + list(unclear)]
+    undecided = [cell_of(k) for k in list(below) + list(unclear)]
     tested = sum(v.resolution is not None for v in verdicts.values())   # the figures BH ran over
 
     def item(k: str, v: vd.Verdict) -> str:
@@ -319,7 +319,7 @@ def _judge_ab_once(cells: Dict[str, CellRecord], final: set, min_effect: float) 
     v = vd.judge_ab(pairings, min_effect=min_effect)
     v.update(verdict_duet.judge_duet(duets, min_effect=min_effect))
     for mk, d in duets.items():  # each side's figure (median over its processes), shown beside the ratio
-        cell = cells[mk.partition("#")[0]].cell
+        cell = cells[cell_of(mk)].cell
         v[mk].current_median, v[mk].baseline_median = cell.figure(d.metric.name), cell.reference_figure(d.metric.name)
     v.update(vd.judge_session(comparisons, min_effect=min_effect))
     return v
@@ -367,7 +367,7 @@ def judge_ab(session: PerfSession, cells, out: GateOutcome) -> Dict[str, vd.Verd
 
     verdicts = judge()
     if not options.smoke:
-        suspects = sorted({k.partition("#")[0] for k, v in verdicts.items() if v.kind == "suspect"})
+        suspects = sorted({cell_of(k) for k, v in verdicts.items() if v.kind == "suspect"})
         wanted = {k: second_stage_pairs(k) for k in suspects if cells[k].remeasure is not None}
         if wanted:
             session.say(second_stage_line(wanted, cells))
@@ -384,7 +384,7 @@ def judge_ab(session: PerfSession, cells, out: GateOutcome) -> Dict[str, vd.Verd
             verdicts = judge()
         # a cell that became unclear only in the second judgement (BH across cells) gets no
         # third stage: it is unresolved, never left as a silent "suspect"
-        late = {k.partition("#")[0] for k, v in verdicts.items() if v.kind == "suspect"} - final
+        late = {cell_of(k) for k, v in verdicts.items() if v.kind == "suspect"} - final
         if late:
             final |= late
             verdicts = judge()
