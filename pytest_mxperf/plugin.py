@@ -13,7 +13,6 @@ from typing import Optional
 import pytest
 
 from pytest_mxperf.model import options as opts
-from pytest_mxperf.judge import verdict_duet
 from pytest_mxperf.measure.fixture import Measurer
 from pytest_mxperf.measure.session import PerfSession
 
@@ -67,22 +66,23 @@ def pytest_addoption(parser):
                 help="batch sizes per device (default: 1,2,4,8,16,32 as benchmark_score.py)")
     g.addoption("--perf-processes", default=None, metavar="N",
                 help="fresh worker processes per cell; the process is the unit of replication "
-                     "(default 2; 5 with --perf-update-baselines)")
-    g.addoption("--perf-time-budget", default="1.5", metavar="SEC",
-                help="timed seconds per worker process; rounds are sized to fit (default 1.5)")
-    g.addoption("--perf-timeout", default="600", metavar="SEC",
-                help="a worker whose measurement runs longer is killed and its cell reports timeout (default 600)")
-    g.addoption("--perf-warmup-timeout", default="900", metavar="SEC",
+                     f"(default {opts.PROCESSES}; {opts.RECORDING_PROCESSES} with --perf-update-baselines)")
+    g.addoption("--perf-time-budget", default=f"{opts.TIME_BUDGET_S:g}", metavar="SEC",
+                help=f"timed seconds per worker process; rounds are sized to fit (default {opts.TIME_BUDGET_S:g})")
+    g.addoption("--perf-timeout", default=f"{opts.TIMEOUT_S:g}", metavar="SEC",
+                help="a worker whose measurement runs longer is killed and its cell reports timeout "
+                     f"(default {opts.TIMEOUT_S:g})")
+    g.addoption("--perf-warmup-timeout", default=f"{opts.WARMUP_TIMEOUT_S:g}", metavar="SEC",
                 help="bound on a worker's untimed warm-up (import, bind, first batch, cuDNN autotune, CUDA JIT), "
-                     "counted apart from --perf-timeout (default 900)")
+                     f"counted apart from --perf-timeout (default {opts.WARMUP_TIMEOUT_S:g})")
     g.addoption("--perf-memory-limit", default="default", metavar="SIZE",
                 help="address-space cap per worker: e.g. 12G, none, default (75%% of RAM)")
     g.addoption("--perf-smoke", action="store_true", default=False,
                 help="one short round per cell and one process: checks that the suite works, not speed")
     g.addoption("--perf-slow", action="store_true", default=False,
                 help="also run cells marked slow")
-    g.addoption("--perf-floor-tolerance", default="0.10", metavar="FRAC",
-                help="tolerance below a published figure before a floor fails (default 0.10)")
+    g.addoption("--perf-floor-tolerance", default=f"{opts.FLOOR_TOLERANCE:g}", metavar="FRAC",
+                help=f"tolerance below a published figure before a floor fails (default {opts.FLOOR_TOLERANCE:g})")
     g.addoption("--perf-fail-on", default="", metavar="POLICY",
                 help="change what fails the session (default: " + ",".join(sorted(opts.DEFAULT_FAIL_ON))
                      + "): +name adds, -name removes, none clears; names: " + ", ".join(opts.FAIL_ON_CHOICES))
@@ -102,8 +102,8 @@ def pytest_addoption(parser):
                 help="where machine baselines live (default: the repository's baselines/)")
     g.addoption("--perf-machine", default=None, metavar="NAME",
                 help="use NAME as the machine id instead of the hardware fingerprint")
-    g.addoption("--perf-min-effect", default="0.05", metavar="FRAC",
-                help="smallest change reported as a regression or improvement (default 0.05)")
+    g.addoption("--perf-min-effect", default=f"{opts.MIN_EFFECT:g}", metavar="FRAC",
+                help=f"smallest change reported as a regression or improvement (default {opts.MIN_EFFECT:g})")
     g.addoption("--perf-report", default=None, metavar="DIR",
                 help="write results.json, summary.md and PNG plots to DIR (results.json and summary.md "
                      "after every cell, so a killed job keeps what it finished)")
@@ -121,7 +121,8 @@ def _parse(config) -> opts.PerfOptions:
     g = config.getoption
     smoke = bool(g("--perf-smoke"))
     update = g("--perf-update-baselines") is not None
-    processes = opts.parse_positive_int("--perf-processes", g("--perf-processes") or ("5" if update else "2"))
+    processes = opts.parse_positive_int("--perf-processes", g("--perf-processes")
+                                         or str(opts.RECORDING_PROCESSES if update else opts.PROCESSES))
     reference = g("--perf-reference")
     return opts.PerfOptions(
         ctx_groups=opts.parse_ctx_groups(g("--perf-ctx")),
@@ -143,8 +144,8 @@ def _parse(config) -> opts.PerfOptions:
         fail_on=opts.parse_fail_on(g("--perf-fail-on")),
         python=g("--perf-python"),
         reference=reference,
-        ab_pairs=1 if smoke else processes if g("--perf-processes") else 8,
-        duet_pairs=1 if smoke else processes if g("--perf-processes") else verdict_duet.STAGE1_PAIRS,
+        ab_pairs=1 if smoke else processes if g("--perf-processes") else opts.AB_PAIRS,
+        duet_pairs=1 if smoke else processes if g("--perf-processes") else opts.DUET_PAIRS,
         machine_probe=not (smoke or g("--perf-no-probe")),
         update_baselines=update,
         baseline_pool=opts.parse_baseline_pool(g("--perf-update-baselines")),

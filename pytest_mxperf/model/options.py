@@ -184,6 +184,19 @@ def parse_baseline_pool(text: Optional[str]) -> str:
     return text
 
 
+#: The defaults of the --perf-* options, defined once: PerfOptions, the plugin's options and
+#: their --help, the judging rules and the worker runner read them from here.
+PROCESSES = 2                # worker processes per cell (--perf-processes)
+RECORDING_PROCESSES = 5      # ... when recording a baseline (--perf-update-baselines)
+TIME_BUDGET_S = 1.5          # timed seconds per worker process (--perf-time-budget)
+TIMEOUT_S = 600.0            # a worker's measurement is killed after this (--perf-timeout)
+WARMUP_TIMEOUT_S = 900.0     # a worker's untimed warm-up is bounded apart (--perf-warmup-timeout)
+FLOOR_TOLERANCE = 0.10       # below a published figure before a floor fails (--perf-floor-tolerance)
+MIN_EFFECT = 0.05            # smallest change ever called a regression or improvement (--perf-min-effect)
+AB_PAIRS = 8                 # process pairs per cell in A/B mode, for kinds that cannot be resident
+DUET_PAIRS = 3               # duet pairs per cell in A/B mode's first stage
+
+
 @dataclasses.dataclass(frozen=True)
 class PerfOptions:
     ctx_groups: Tuple[Tuple[str, ...], ...] = (("cpu:0",), ("gpu:0",))
@@ -195,28 +208,27 @@ class PerfOptions:
     model_inputs: Optional[str] = None
     model_loss: Optional[str] = None
     batch_sizes: Optional[Tuple[int, ...]] = None
-    processes: int = 2
-    time_budget: float = 1.5
-    timeout: float = 600.0
-    warmup_timeout: float = 900.0
+    processes: int = PROCESSES
+    time_budget: float = TIME_BUDGET_S
+    timeout: float = TIMEOUT_S
+    warmup_timeout: float = WARMUP_TIMEOUT_S
     memory_limit: Optional[int] = -1
     smoke: bool = False
     include_slow: bool = False
-    floor_tolerance: float = 0.10
+    floor_tolerance: float = FLOOR_TOLERANCE
     fail_on: FrozenSet[str] = DEFAULT_FAIL_ON
     python: Optional[str] = None
     # A/B mode: the reference interpreter, and pairs per cell in the first stage
     reference: Optional[str] = None
-    ab_pairs: int = 8
-    duet_pairs: int = 3  # duet pairs per cell in A/B mode's first stage (verdict_duet.STAGE1_PAIRS)
+    ab_pairs: int = AB_PAIRS
+    duet_pairs: int = DUET_PAIRS  # duet pairs per cell in A/B mode's first stage
     machine_probe: bool = True
     # baselines and verdicts
     update_baselines: bool = False
     baseline_pool: str = "replace"
     baselines_dir: Optional[str] = None
     machine: Optional[str] = None
-    min_effect: float = 0.05
-    baseline_processes: int = 5
+    min_effect: float = MIN_EFFECT
     report_dir: Optional[str] = None
     deadline: Optional[float] = None  # --perf-deadline: seconds from the session's start
     profile: bool = False  # --perf-profile: profile every measured cell, not only failing ones

@@ -19,10 +19,11 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
 
+from pytest_mxperf.model import options
 from pytest_mxperf.model.workload import Workload
 from pytest_mxperf.proc import spawn
 
-DEFAULT_TIMEOUT = 600.0
+DEFAULT_TIMEOUT = options.TIMEOUT_S
 
 #: ``observe(pid, spec, env)``: started beside a worker (e.g. a utilisation sampler); its
 #: ``stop()`` returns a summary kept in ``ProcessOutcome.utilisation``, or None
