@@ -11,6 +11,7 @@ import pytest
 from pytest_mxperf.measure import runner
 from pytest_mxperf.proc import worker
 from pytest_mxperf.machine import topology
+from pytest_mxperf.model import run_facts
 from pytest_mxperf.model.workload import Workload
 
 FAULT = [sys.executable, str(Path(__file__).with_name("fault_worker.py"))]
@@ -43,6 +44,11 @@ def test_unset_threads_are_filled_with_physical_cores():
     assert r.meta["mxnet_version"] and isinstance(r.meta["features"], list)
     assert r.meta["bind_seconds"] > 0 and r.meta["first_batch_seconds"] > 0
     assert r.meta["peak_rss_bytes"] > 0
+    # every fact a real worker and its runner record is declared (model/run_facts.py), and
+    # the typed properties read them
+    assert run_facts.undeclared(r.meta) == []
+    assert r.env["MXNET_SUBGRAPH_BACKEND"] == "NONE" and r.openmp_threads == cores
+    assert r.mxnet_version == r.meta["mxnet_version"]
 
 
 def test_a_measurement_has_warmup_rounds_and_samples():

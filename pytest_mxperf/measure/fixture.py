@@ -145,7 +145,7 @@ def flops_per_sample(w: Workload, runs: Sequence[RunResult] = ()) -> Optional[fl
     if w.mode not in FLOP_MODES:
         return None
     if w.source:
-        macs = next((r.meta.get("macs_per_sample") for r in runs if r.ok and r.meta.get("macs_per_sample")), None)
+        macs = next((r.macs_per_sample for r in runs if r.ok and r.macs_per_sample), None)
         return flops.flops_from_macs(macs, w.mode) if macs else None
     if w.model not in zoo.MODELS:
         return None
@@ -318,7 +318,6 @@ class Measurer:
 
     def _describe(self, ref, specs) -> Dict[str, Any]:
         """``runner.describe_user_network`` of a user's network, once per test (a callable's costs a worker)."""
-        from pytest_mxperf.model import user_network as usermodel
         key = (ref, tuple(specs))
         if key not in self._described:
             self._described[key] = runner.describe_user_network(ref, specs, python=self.options.python,

@@ -186,7 +186,7 @@ class PerfSession:
         r = run(python, seed)
         load = meter.stop()
         after = self._machine_probe()
-        r.meta["machine_state"] = {"probe_before": before, "probe_after": after, "load": load}
+        r.record_machine_state(before, after, load)
         self.probes += [p for p in (before, after) if p]
         return r
 
@@ -197,7 +197,7 @@ class PerfSession:
         reference = machine_states.reference_from(self.probes)
         out = []
         for r in runs:
-            ms = r.meta.get("machine_state") or {}
+            ms = r.machine_state
             out.append(machine_states.label(ms.get("probe_before"), ms.get("probe_after"), ms.get("load"),
                                            reference).state if ms else None)
         return out

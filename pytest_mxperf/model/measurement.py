@@ -155,6 +155,52 @@ class RunResult:
         v = self.figures.get(metric)
         return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
 
+    # -- the facts the parent reads (model/run_facts.py declares every fact in ``meta``) --
+
+    @property
+    def machine_state(self) -> Dict[str, Any]:
+        """The probes before / after and the load around this process, and its label
+        ("state", "reason") once judged; {} when the machine was not probed."""
+        v = self.meta.get("machine_state")
+        return v if isinstance(v, dict) else {}
+
+    def record_machine_state(self, probe_before: Optional[Dict[str, Any]], probe_after: Optional[Dict[str, Any]],
+                             load: Optional[Dict[str, Any]]) -> None:
+        self.meta["machine_state"] = {"probe_before": probe_before, "probe_after": probe_after, "load": load}
+
+    def label_machine_state(self, state: str, reason: str) -> None:
+        self.meta.setdefault("machine_state", {}).update(state=state, reason=reason)
+
+    @property
+    def state(self) -> Optional[str]:
+        """The machine-state label of this process (None when not labelled)."""
+        return self.machine_state.get("state")
+
+    @property
+    def utilisation(self) -> Optional[Dict[str, Any]]:
+        v = self.meta.get("utilisation")
+        return v if isinstance(v, dict) and v else None
+
+    @property
+    def env(self) -> Optional[Dict[str, str]]:
+        """The threading and MXNet variables the process ran with (None when not recorded)."""
+        v = self.meta.get("env")
+        return dict(v) if isinstance(v, dict) else None
+
+    @property
+    def openmp_threads(self) -> Optional[int]:
+        v = (self.meta.get("threads") or {}).get("openmp")
+        return v if isinstance(v, int) and not isinstance(v, bool) else None
+
+    @property
+    def mxnet_version(self) -> Optional[str]:
+        return self.meta.get("mxnet_version") or None
+
+    @property
+    def macs_per_sample(self) -> Optional[float]:
+        v = self.meta.get("macs_per_sample")
+        return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 else None
+
     @property
     def median(self) -> Optional[float]:
         """The primary figure (for throughput cells: from the median time per batch)."""

@@ -163,7 +163,7 @@ def _failing_cells(cells: Dict[str, CellRecord], out: GateOutcome) -> Dict[str, 
 
 
 def _recorded_env(runs) -> Optional[Dict[str, str]]:
-    return next((dict(r.meta["env"]) for r in runs if isinstance(r.meta.get("env"), dict)), None)
+    return next((r.env for r in runs if r.env is not None), None)
 
 
 def _profile(session: PerfSession, cells: Dict[str, CellRecord], out: GateOutcome) -> List[str]:
@@ -268,7 +268,7 @@ def _record(session: PerfSession, cells: Dict[str, CellRecord], out: GateOutcome
                                 requirement=requirement)
     out.baseline_path = str(path)
     runs = [r for rec in cells.values() for r in rec.cell.ok_runs]
-    slowed = sum((r.meta.get("machine_state") or {}).get("state") == "slowed" for r in runs)
+    slowed = sum(r.state == "slowed" for r in runs)
     out.messages.append(f"mxperf: recorded {len(cells)} cell(s) into {path} "
                         f"({session.options.baseline_pool}: "
                         + ("a new comparison set" if session.options.baseline_pool == "replace"

@@ -82,7 +82,7 @@ def label_machine_states(cells: Dict[str, CellRecord], doc: Optional[Dict[str, A
     """Label every process quiet / slowed / unknown against one reference; returns it."""
     probes = []
     for run in _all_runs(cells):
-        ms = run.meta.get("machine_state") or {}
+        ms = run.machine_state
         probes += [p for p in (ms.get("probe_before"), ms.get("probe_after")) if p]
     for entry in ((doc or {}).get("cells") or {}).values():
         for rec in entry.get("history") or []:
@@ -93,16 +93,15 @@ def label_machine_states(cells: Dict[str, CellRecord], doc: Optional[Dict[str, A
         return None
     reference = machine_states.reference_from(probes)
     for run in _all_runs(cells):
-        ms = run.meta.get("machine_state")
-        if ms and (ms.get("probe_before") or ms.get("probe_after")):
+        ms = run.machine_state
+        if ms.get("probe_before") or ms.get("probe_after"):
             st = machine_states.label(ms.get("probe_before"), ms.get("probe_after"), ms.get("load"), reference)
-            ms["state"], ms["reason"] = st.state, st.reason
+            run.label_machine_state(st.state, st.reason)
     return reference
 
 
 def _reasons(runs) -> List[str]:
-    return [(r.meta.get("machine_state") or {}).get("reason") for r in runs
-            if (r.meta.get("machine_state") or {}).get("state") in (machine_states.SLOWED, machine_states.SPELL)]
+    return [r.machine_state.get("reason") for r in runs if r.state in (machine_states.SLOWED, machine_states.SPELL)]
 
 
 def _baseline_states(doc, key: str, reference) -> Optional[List[Optional[str]]]:

@@ -197,16 +197,15 @@ def utilisation_lines(records: Sequence[CellRecord]) -> List[str]:
     from pytest_mxperf.machine import utilisation
     lines = []
     for rec in records:
-        runs = [r for r in rec.cell.ok_runs if r.meta.get("utilisation")]
+        runs = [r for r in rec.cell.ok_runs if r.utilisation]
         if not runs:
             continue
         # the process in the middle by CPUs busy speaks for the cell (one line, not one per process)
-        runs.sort(key=lambda r: ((r.meta["utilisation"].get("cpu") or {}).get("mean_cpus") or 0.0))
+        runs.sort(key=lambda r: ((r.utilisation.get("cpu") or {}).get("mean_cpus") or 0.0))
         mid = runs[len(runs) // 2]
-        threads = (mid.meta.get("threads") or {}).get("openmp")
-        said = utilisation.labels(mid.meta["utilisation"], threads if isinstance(threads, int) else None)
+        said = utilisation.labels(mid.utilisation, mid.openmp_threads)
         if rec.cell.workload.device == "gpu" or said:
-            desc = utilisation.describe(mid.meta["utilisation"]) or ""
+            desc = utilisation.describe(mid.utilisation) or ""
             lines.append(f"utilisation {cell_label(rec)} (median of {len(runs)} processes): {desc}"
                          + (f"; {'; '.join(said)}" if said else ""))
     return lines
@@ -218,10 +217,10 @@ def session_lines(session, outcome) -> List[str]:
     software, env = "", {}
     for r in session.records:
         for run in r.cell.runs:
-            if run.meta.get("mxnet_version") and not software:
+            if run.mxnet_version and not software:
                 software = (f"mxnet {run.meta['mxnet_version']}, python {run.meta.get('python')}, "
                             f"OpenMP threads {(run.meta.get('threads') or {}).get('openmp')}")
-            env = run.meta.get("env") or env
+            env = run.env or env
     doc = session.baseline_doc
     sides = []
     if session.options.reference and outcome:

@@ -1,0 +1,76 @@
+"""What a worker process ran with: the facts recorded beside its figures, declared once.
+
+A process's figures are ``RunResult.figures`` / ``round_seconds`` (each figure's unit and
+direction is its ``Metric``). Everything else a process reports, or the parent records
+around it, is a *fact* kept in ``RunResult.meta``: the MXNet it imported, its threads, the
+environment it ran with, the machine's state around it. Every fact is declared here with
+its type, its unit and who writes it (as pyperf declares its metadata in one place), and the
+parent reads the facts it uses through ``RunResult``'s typed properties, never by key.
+``undeclared`` names what a worker wrote that is not declared (the tests check the bundled
+workers against it).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Dict, List, Mapping, Tuple
+
+WORKER, PARENT = "worker", "parent"
+
+
+@dataclasses.dataclass(frozen=True)
+class Fact:
+    name: str
+    type: type
+    unit: str        # "" for a name, a count or a structure
+    written_by: str  # WORKER (in the child, after import mxnet) or PARENT (around the process)
+    meaning: str
+
+
+FACTS: Tuple[Fact, ...] = (
+    # every worker: protocol.runtime_info
+    Fact("mxnet_version", str, "", WORKER, "mx.__version__ of the install the worker imported"),
+    Fact("python", str, "", WORKER, "the worker's Python version"),
+    Fact("features", list, "", WORKER, "enabled mx.runtime.Features (None before MXNet had them)"),
+    Fact("num_gpus", int, "", WORKER, "mx.context.num_gpus()"),
+    Fact("numpy_version", str, "", WORKER, "the worker's numpy"),
+    Fact("cuda_runtime", str, "", WORKER, "CUDA runtime version, on a GPU build with GPUs"),
+    Fact("cudnn", str, "", WORKER, "cuDNN version, on a GPU build with GPUs"),
+    Fact("libcudart", str, "", WORKER, "the CUDA runtime library loaded"),
+    Fact("libcudnn", str, "", WORKER, "the cuDNN library loaded"),
+    Fact("threads", dict, "", WORKER, "thread pools loaded (threadpoolctl): openmp, pools, source"),
+    # the throughput worker
+    Fact("import_seconds", float, "s", WORKER, "time to import mxnet"),
+    Fact("rss_before_mxnet_bytes", int, "B", WORKER, "resident memory before import mxnet"),
+    Fact("rss_after_mxnet_bytes", int, "B", WORKER, "resident memory after import mxnet"),
+    Fact("bind_seconds", float, "s", WORKER, "time to bind the executor"),
+    Fact("macs_per_sample", float, "MAC", WORKER, "multiply-accumulates per sample of the bound graph"),
+    Fact("macs_unknown", list, "", WORKER, "operators the MAC count could not count"),
+    Fact("params", dict, "", WORKER, "what your own network's params file gave"),
+    Fact("labels", list, "", WORKER, "your own network's loss outputs and their labels"),
+    Fact("precision", dict, "", WORKER, "how a low-precision cell ran (dtype, casts, AMP)"),
+    Fact("first_batch_seconds", float, "s", WORKER, "the untimed first batch"),
+    Fact("warmup_batches", int, "", WORKER, "untimed warm-up batches"),
+    Fact("cpu_utilization", float, "CPUs", WORKER, "CPU time over wall time of the timed rounds"),
+    Fact("peak_rss_bytes", int, "B", WORKER, "the process's peak resident memory"),
+    Fact("loaded_companions", list, "", WORKER, "native libraries loaded beside MXNet"),
+    Fact("total_batch", int, "", WORKER, "samples a batch over all devices"),
+    Fact("timed_seconds", float, "s", WORKER, "seconds of timed rounds"),
+    # the profile worker
+    Fact("bulk_exec", dict, "", WORKER, "MXNET_EXEC_BULK_* values the profile ran with"),
+    Fact("subgraph_backend", str, "", WORKER, "MXNET_SUBGRAPH_BACKEND the profile ran with"),
+    # the parent, around the process
+    Fact("result", dict, "", PARENT, "the scalar facts of a worker result without a meta of its own"),
+    Fact("env", dict, "", PARENT, "the threading and MXNet variables the process ran with"),
+    Fact("env_defaults_applied", dict, "", PARENT, "which of those the suite set (the user had not)"),
+    Fact("utilisation", dict, "", PARENT, "CPU (and GPU) utilisation sampled while it ran"),
+    Fact("machine_state", dict, "", PARENT, "calibration probes before / after and the load; "
+                                            "its label (state, reason) once judged"),
+    Fact("duet", dict, "", PARENT, "A/B duet: which side ran first, round size, CPU shares"),
+)
+BY_NAME: Dict[str, Fact] = {f.name: f for f in FACTS}
+
+
+def undeclared(meta: Mapping[str, Any]) -> List[str]:
+    """The keys of a process's facts that are not declared above."""
+    return sorted(k for k in meta if k not in BY_NAME)
