@@ -66,7 +66,7 @@ def test_bad_override_name(bad):
 
 
 def test_proc_stat_steal():
-    d = fpm.parse_proc_stat("cpu  100 0 50 800 10 0 5 35 0 0\ncpu0 1 2 3\n")
+    d = fpm.steal_since_boot("cpu  100 0 50 800 10 0 5 35 0 0\ncpu0 1 2 3\n")
     assert d["steal_jiffies"] == 35 and abs(d["steal_fraction"] - 35 / 1000) < 1e-12
 
 

@@ -176,14 +176,14 @@ def test_gpu_cells_are_set_against_their_gpus_peak_in_their_dtype(monkeypatch):
 
 
 def test_flops_per_sample_of_cells():
-    assert fixture.flops_per_sample(Workload("lenet", "latency", 1)) == 2.0 * get_model("lenet").macs
-    assert fixture.flops_per_sample(Workload("lenet", "io", 1)) is None
+    assert fixture.cell_flops_per_sample(Workload("lenet", "latency", 1)) == 2.0 * get_model("lenet").macs
+    assert fixture.cell_flops_per_sample(Workload("lenet", "io", 1)) is None
     own = Workload("my_net-abc123", "train", 1, source='{"ref": {}}')
-    assert fixture.flops_per_sample(own) is None  # nothing counted yet
+    assert fixture.cell_flops_per_sample(own) is None  # nothing counted yet
     counted = _run(own)
     counted.meta["macs_per_sample"] = 1_000_000
     uncounted = _run(own)
     uncounted.meta["macs_unknown"] = "ValueError: could not infer shapes"
-    assert fixture.flops_per_sample(own, [uncounted, counted]) == 6_000_000  # 3 x 2 x MACs: training
-    assert fixture.flops_per_sample(own, [uncounted]) is None
+    assert fixture.cell_flops_per_sample(own, [uncounted, counted]) == 6_000_000  # 3 x 2 x MACs: training
+    assert fixture.cell_flops_per_sample(own, [uncounted]) is None
     assert "mxnet" not in sys.modules

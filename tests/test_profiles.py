@@ -273,9 +273,9 @@ def test_which_cells_can_be_profiled_and_where_their_traces_go(tmp_path, monkeyp
     assert profiles.unprofiled_reason(Workload("resnet50_v2", mode="latency")) is None
     assert "kvstore" in profiles.unprofiled_reason(Workload("resnet50_v2", mode="kvstore"))
     assert "int8" in profiles.unprofiled_reason(Workload("resnet50_v2", dtype="int8"))
-    assert profiles.default_dir(str(tmp_path / "rep"), 0.0) == tmp_path / "rep" / "profiles"
+    assert profiles.trace_dir(str(tmp_path / "rep"), 0.0) == tmp_path / "rep" / "profiles"
     monkeypatch.setenv("MXPERF_CACHE_DIR", str(tmp_path / "cache"))
-    assert profiles.default_dir(None, 0.0).parent == tmp_path / "cache" / "profiles"
+    assert profiles.trace_dir(None, 0.0).parent == tmp_path / "cache" / "profiles"
     p = profiles.trace_path(tmp_path, "score/resnet50_v2/b2/cpu:0/float32/threads=auto", "reference")
     assert p.parent == tmp_path and p.name == "score_resnet50_v2_b2_cpu_0_float32_threads=auto.reference.trace.json"
 

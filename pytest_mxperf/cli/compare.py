@@ -77,7 +77,7 @@ def compare_docs(old: Dict[str, Any], new: Dict[str, Any], *, min_effect: float 
     return out
 
 
-def format_table(old: Dict[str, Any], new: Dict[str, Any], verdicts: Dict[str, V.Verdict]) -> str:
+def comparison_table(old: Dict[str, Any], new: Dict[str, Any], verdicts: Dict[str, V.Verdict]) -> str:
     olds, news = records_by_key(old), records_by_key(new)
     rows = [("figure", "unit", "old", "new", "change", "p", "verdict")]
     for k, v in verdicts.items():
@@ -130,7 +130,7 @@ def _compare(argv: List[str]) -> int:
     args = ap.parse_args(argv)
     old, new = load_results(args.old), load_results(args.new)
     verdicts = compare_docs(old, new, min_effect=args.min_effect, q=args.fdr)
-    print(format_table(old, new, verdicts))
+    print(comparison_table(old, new, verdicts))
     return 1 if any(v.failed for v in verdicts.values()) else 0
 
 

@@ -82,7 +82,7 @@ class Step:
 
 
 @dataclasses.dataclass
-class Cell:
+class ReleaseCell:
     key: str
     verdict: str
     ratio: Optional[float]
@@ -210,7 +210,7 @@ def _float(value) -> Optional[float]:
         return None
 
 
-def read_cells(report_dir: Path) -> List[Cell]:
+def read_cells(report_dir: Path) -> List[ReleaseCell]:
     """The A/B cells of a step's results.json, or StepError."""
     path = Path(report_dir) / "results.json"
     try:
@@ -229,11 +229,11 @@ def read_cells(report_dir: Path) -> List[Cell]:
         ab = rec.get("ab")
         if not isinstance(ab, dict):  # e.g. a cell that crashed on one side: shown, not judged
             status = rec.get("status") or rec.get("verdict")
-            cells.append(Cell(key=str(rec.get("key", "?")), verdict=NO_AB + (f" ({status})" if status else ""),
+            cells.append(ReleaseCell(key=str(rec.get("key", "?")), verdict=NO_AB + (f" ({status})" if status else ""),
                               ratio=None, low=None, high=None, pairs=None, reference={}, candidate={}))
             continue
         pairs = ab.get("pairs")
-        cells.append(Cell(key=str(rec.get("key", "?")), verdict=str(ab.get("verdict", "unknown")),
+        cells.append(ReleaseCell(key=str(rec.get("key", "?")), verdict=str(ab.get("verdict", "unknown")),
                           ratio=_float(ab.get("ratio")), low=_float(ab.get("low")), high=_float(ab.get("high")),
                           pairs=pairs if isinstance(pairs, int) else None,
                           reference=ab.get("reference") if isinstance(ab.get("reference"), dict) else {},
@@ -250,7 +250,7 @@ def features_diff(reference: Optional[Sequence[str]], candidate: Optional[Sequen
     return [f"+{f}" for f in sorted(cand - ref)] + [f"-{f}" for f in sorted(ref - cand)]
 
 
-def _side(cells: Sequence[Cell], side: str, field: str):
+def _side(cells: Sequence[ReleaseCell], side: str, field: str):
     for c in cells:
         value = getattr(c, side).get(field)
         if value is not None:
@@ -258,7 +258,7 @@ def _side(cells: Sequence[Cell], side: str, field: str):
     return None
 
 
-def describe_sides(cells: Sequence[Cell]) -> str:
+def describe_sides(cells: Sequence[ReleaseCell]) -> str:
     """``mxnet 1.6.0 -> 1.7.0; build features: +MKLDNN`` for a step's two sides."""
     v_ref, v_cand = _side(cells, "reference", "mxnet_version"), _side(cells, "candidate", "mxnet_version")
     f_ref, f_cand = _side(cells, "reference", "features"), _side(cells, "candidate", "features")
@@ -299,7 +299,7 @@ def main(argv: Optional[Sequence[str]] = None, *, run_step: Callable[[Step], int
         print(f"{prog}: {installs.one_line(exc)}", file=err)
         return 1
 
-    steps: List[Tuple[Step, List[Cell]]] = []
+    steps: List[Tuple[Step, List[ReleaseCell]]] = []
     failed: Optional[str] = None
     with contextlib.ExitStack() as stack:
         # the step reports: kept in --report-dir, else in a work dir removed at the end (and
@@ -336,7 +336,7 @@ def main(argv: Optional[Sequence[str]] = None, *, run_step: Callable[[Step], int
     return 0
 
 
-def summarize(releases: Sequence[str], steps: Sequence[Tuple[Step, List[Cell]]], out: TextIO) -> None:
+def summarize(releases: Sequence[str], steps: Sequence[Tuple[Step, List[ReleaseCell]]], out: TextIO) -> None:
     """The step(s) where a cell changed, each with the build-features diff of its sides."""
     span = f"{releases[0]} and {releases[-1]}"
     changed = [(s, [c for c in cells if c.verdict in CHANGED], cells) for s, cells in steps]

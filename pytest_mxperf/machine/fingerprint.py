@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 from pytest_mxperf.machine import hardware, nvml, topology
+from pytest_mxperf.machine.state import parse_proc_stat
 
 # ISA extensions that select different MXNet / oneDNN kernels.
 _ISA_EXACT = {"sse4_1", "sse4_2", "avx", "avx2", "fma", "f16c", "avx_vnni", "avx_vnni_int8",
@@ -144,7 +145,7 @@ def volatile_facts() -> Dict[str, Any]:
         pass
     stat = _read("/proc/stat")
     if stat:
-        out.update(parse_proc_stat(stat))
+        out.update(steal_since_boot(stat))
     gpus = gpu_volatile_facts()
     if gpus:
         out["gpus"] = gpus
@@ -163,16 +164,14 @@ def gpu_volatile_facts(env=None, module=None) -> List[Dict[str, Any]]:
         nv.close()
 
 
-def parse_proc_stat(text: str) -> Dict[str, Any]:
-    """Steal time since boot from the aggregate ``cpu`` line: jiffies and fraction of total."""
-    for line in text.splitlines():
-        parts = line.split()
-        if parts and parts[0] == "cpu":
-            vals = [int(x) for x in parts[1:] if x.isdigit()]
-            total = sum(vals[:8])
-            steal = vals[7] if len(vals) > 7 else 0
-            return {"steal_jiffies": steal, "steal_fraction": (steal / total) if total else 0.0}
-    return {}
+def steal_since_boot(text: str) -> Dict[str, Any]:
+    """Steal time since boot from /proc/stat's aggregate ``cpu`` line (``state.parse_proc_stat``):
+    jiffies and fraction of the total; {} without such a line."""
+    try:
+        st = parse_proc_stat(text)
+    except ValueError:
+        return {}
+    return {"steal_jiffies": st["steal"], "steal_fraction": st["steal"] / st["total"] if st["total"] else 0.0}
 
 
 def _read(path: str) -> Optional[str]:

@@ -135,7 +135,7 @@ def measure_peak(session: PerfSession, context: str = "cpu:0", dtype: str = "flo
             "kernels": {k: v.get("what") for k, v in kernels.items()}}
 
 
-def flops_per_sample(w: Workload, runs: Sequence[RunResult] = ()) -> Optional[float]:
+def cell_flops_per_sample(w: Workload, runs: Sequence[RunResult] = ()) -> Optional[float]:
     """FLOPs per sample of a cell (2 x conv+FC MACs forward; training 3 x forward): a zoo
     network's from the zoo, the user's own from the count its worker made of its graph
     (``meta["macs_per_sample"]`` of ``runs``); None for cells without a count (other
@@ -242,7 +242,7 @@ class Measurer:
         """The cell with its derived figures: achieved GFLOP/s and the percentage of the
         measured peak of its device and dtype (measured now if this is the first cell that
         needs it; ``peak_target``). Shown, never judged: the throughput is."""
-        fps = flops_per_sample(cell.workload, cell.ok_runs)
+        fps = cell_flops_per_sample(cell.workload, cell.ok_runs)
         if fps is None or not cell.ok_runs:
             return cell
         peak = self._cell_peak(cell.workload)[0]
@@ -269,7 +269,7 @@ class Measurer:
         if g is None:
             return
         w = cell.workload
-        fps = flops_per_sample(w, cell.ok_runs) or 0.0
+        fps = cell_flops_per_sample(w, cell.ok_runs) or 0.0
         figs: Dict[str, Any] = {"gflops": round(g, 2)}
         what = "forward + backward (3 x forward)" if w.mode == "train" else "forward"
         whose = ", counted from your graph" if w.source else ""

@@ -142,7 +142,7 @@ def unprofiled_reason(workload) -> Optional[str]:
 
 # ----------------------------------------------------------------------------- where traces go
 
-def default_dir(report_dir: Optional[str], started: float) -> Path:
+def trace_dir(report_dir: Optional[str], started: float) -> Path:
     """Where a session writes its chrome traces: ``<--perf-report DIR>/profiles``, else
     ``<cache>/profiles/<session start>`` (``$MXPERF_CACHE_DIR`` or
     ``~/.cache/pytest-mxperf``, see ``spawn.cache_dir``)."""

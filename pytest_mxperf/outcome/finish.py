@@ -175,7 +175,7 @@ def _profile(session: PerfSession, cells: Dict[str, CellRecord], out: GateOutcom
               or options.update_baselines]
     if not wanted:
         return []
-    directory = profiles.default_dir(options.report_dir, session.started)
+    directory = profiles.trace_dir(options.report_dir, session.started)
     lines: List[str] = []
 
     def run(key: str, python, runs, side=""):
