@@ -2,7 +2,7 @@
 
 How often does a session of N cells with equal installs fail (regression or unresolved)
 under ``verdict_duet.judge_duet`` and its two stages, whatever N? How often is a 10% and a
-24% slower candidate flagged? And the old rule (``verdict.judge_ab`` on the medians of
+24% slower candidate flagged? And the old rule (``ab_pairs.judge_ab`` on the medians of
 fresh processes, back to back) on the same machine model, for contrast.
 
 The machine model, from ``benchmarks/data/vm-regimes-amd-epyc-2vcpu.json`` (a shared
@@ -61,9 +61,9 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from pytest_mxperf.model import stats as S  # noqa: E402
-from pytest_mxperf.judge import verdict as V  # noqa: E402
+from pytest_mxperf.judge import ab_pairs, thresholds
 from pytest_mxperf.judge import verdict_duet as D  # noqa: E402
+from pytest_mxperf.model import stats as S  # noqa: E402
 from pytest_mxperf.model.measurement import METRICS  # noqa: E402
 
 DATA = ROOT / "benchmarks" / "data" / "vm-regimes-amd-epyc-2vcpu.json"
@@ -216,15 +216,15 @@ def _effects(n_cells: int, effect: float) -> np.ndarray:
 
 def _tally(kinds: List[Dict[str, str]], effect: float, pairs: int) -> dict:
     n = len(kinds)
-    failed = sum(any(k in V.FAILING for k in s.values()) for s in kinds)
+    failed = sum(any(k in thresholds.FAILING for k in s.values()) for s in kinds)
     regression = sum(any(k == "regression" for k in s.values()) for s in kinds)
     row = {"sessions": n, "failed": failed / n, "regression": regression / n,
            "pairs_per_cell": pairs / (n * len(kinds[0]))}
     if effect != 1.0:
         first = [s["c0"] for s in kinds]
-        row["flagged"] = sum(k in V.FAILING for k in first) / n
+        row["flagged"] = sum(k in thresholds.FAILING for k in first) / n
         row["flagged_regression"] = sum(k == "regression" for k in first) / n
-        row["others_failed"] = sum(any(k in V.FAILING for c, k in s.items() if c != "c0") for s in kinds) / n
+        row["others_failed"] = sum(any(k in thresholds.FAILING for c, k in s.items() if c != "c0") for s in kinds) / n
     return row
 
 
@@ -270,7 +270,7 @@ def ab_sessions(n_cells: int, effect: float, sigma_p: float, sessions: int, seed
     stats.pairs_needed pairs, then as many again for suspects."""
     rng = np.random.default_rng([seed, n_cells, round(effect * 1000), round(sigma_p * 1e5), 2])
     eff = _effects(n_cells, effect)
-    n1 = S.pairs_needed(n_cells, V.FDR_Q)
+    n1 = S.pairs_needed(n_cells, thresholds.FDR_Q)
     kinds, pairs = [], 0
     for _ in range(sessions):
         cand, ref = ab_process_pairs(rng, np.repeat(eff, n1), sigma_p)
@@ -278,7 +278,7 @@ def ab_sessions(n_cells: int, effect: float, sigma_p: float, sessions: int, seed
         final: set = set()
 
         def judge():
-            return V.judge_ab({f"c{c}": V.Pairing(THROUGHPUT, *sides[c], final=c in final) for c in range(n_cells)})
+            return ab_pairs.judge_ab({f"c{c}": ab_pairs.Pairing(THROUGHPUT, *sides[c], final=c in final) for c in range(n_cells)})
 
         v = judge()
         suspects = [c for c in range(n_cells) if v[f"c{c}"].kind == "suspect"]
@@ -341,7 +341,7 @@ def main(argv=None) -> int:
              f"machine speed block-resampled in {BLOCK_SLOTS * SLOT:g}-s blocks from the 0.5-s traces",
              f"rule: verdict_duet.judge_duet, stage 1 {D.pairs_needed(1)} pairs per cell, stage 2 for suspects "
              f"pairs_needed(N, ratios, spread=session_spread) (margin {D.PRECISION_MARGIN}, at most "
-             f"{D.MAX_PAIRS}); min effect {V.MIN_EFFECT:g}, q {V.FDR_Q:g}",
+             f"{D.MAX_PAIRS}); min effect {thresholds.MIN_EFFECT:g}, q {thresholds.FDR_Q:g}",
              "the slower candidate (x0.90, x0.76) in one cell of N, the others equal; failed: a regression or "
              "unresolved anywhere; flagged: the slower cell a regression or unresolved; pairs/cell: all stages",
              ""]
@@ -359,7 +359,7 @@ def main(argv=None) -> int:
                 print(lines[-1], flush=True)
         lines.append("")
     if not a.no_old:
-        lines.append(f"old rule (verdict.judge_ab, fast ends of fresh ~1-s processes, stats.pairs_needed pairs + as "
+        lines.append(f"old rule (ab_pairs.judge_ab, fast ends of fresh ~1-s processes, stats.pairs_needed pairs + as "
                      f"many again), per-process factor {settings[1][0]} (the machine model alone already gives "
                      "these processes the recorded A/A spread):")
         for n in a.old_cells:

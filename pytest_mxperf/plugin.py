@@ -12,9 +12,9 @@ from typing import Optional
 
 import pytest
 
-from pytest_mxperf.model import options as opts
 from pytest_mxperf.measure.fixture import Measurer
 from pytest_mxperf.measure.session import PerfSession
+from pytest_mxperf.model import options as opts
 
 #: ``--perf-reference baseline``: the A/B reference is the install this machine's baseline
 #: was recorded with (its stored MXNet requirement, built into a cached venv)
@@ -383,8 +383,8 @@ def mxperf_session(request) -> PerfSession:
 @pytest.fixture
 def mxperf(request, record_property, mxperf_session):
     """Measure MXNet workloads in fresh worker processes; see fixture.Measurer."""
-    from pytest_mxperf.output import benchmark_records
     from pytest_mxperf.outcome import finish as gate
+    from pytest_mxperf.output import benchmark_records
     node = request.node
     late = mxperf_session.past_deadline()
     if late:
@@ -433,9 +433,9 @@ def pytest_collection_finish(session):
     s = getattr(session.config, "_mxperf_session", None)
     if s is None:
         return
-    from pytest_mxperf.output import report
-    from pytest_mxperf.judge import verdict
+    from pytest_mxperf.judge import thresholds
     from pytest_mxperf.model import stats
+    from pytest_mxperf.output import report
     measuring = [it for it in session.items if "mxperf" in getattr(it, "fixturenames", ())]
     tests = len(measuring)
     if not tests:
@@ -445,7 +445,7 @@ def pytest_collection_finish(session):
                      and not any(it.get_closest_marker(m) for m in PROCESS_PAIR_MARKERS))
     _refuse_cpu_mxnet_for_gpu_cells(session, s)
     if s.options.reference and not s.options.smoke and not session.config.getoption("--perf-processes"):
-        s.ab_pairs = stats.pairs_needed(tests, verdict.FDR_Q)
+        s.ab_pairs = stats.pairs_needed(tests, thresholds.FDR_Q)
     tr = session.config.pluginmanager.get_plugin("terminalreporter")
     if tr is not None:
         tr.write_line(report.plan_line(tests, s.options, s.ab_pairs, s.duet_pairs, duet_tests))

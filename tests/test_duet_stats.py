@@ -8,11 +8,13 @@ import random
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from pytest_mxperf.model import stats as S
+from pytest_mxperf.judge import thresholds
 from pytest_mxperf.judge import verdict as V
 from pytest_mxperf.judge import verdict_duet as D
+from pytest_mxperf.model import stats as S
 from pytest_mxperf.model.measurement import METRICS
 
 THROUGHPUT = METRICS["throughput"]
@@ -132,7 +134,7 @@ def test_regression_reports_the_ratio_its_interval_and_the_pairs():
     assert v.change == pytest.approx(est - 1)
     assert v.interval[0] <= est <= v.interval[1] < 1.0
     assert v.n_current == v.n_baseline == 7
-    assert v.p_value <= V.FDR_Q and v.q_value <= V.FDR_Q and v.threshold == V.MIN_EFFECT
+    assert v.p_value <= thresholds.FDR_Q and v.q_value <= thresholds.FDR_Q and v.threshold == thresholds.MIN_EFFECT
     assert v.failed and "20 rounds each" in v.reason and "worse than -5% and significant" in v.reason
     assert "over 7 duet pairs" in v.reason and "two stages" in v.reason
 
@@ -144,7 +146,7 @@ def test_a_significant_first_stage_is_confirmed_not_failed():
 
 def test_a_final_slowdown_that_stays_unclear_fails_as_unresolved():
     v = _one(NOISY_SLOW + MORE_NOISY, final=True)
-    assert v.kind == "unresolved" and v.failed and v.change < -V.MIN_EFFECT
+    assert v.kind == "unresolved" and v.failed and v.change < -thresholds.MIN_EFFECT
     assert v.interval[0] < 1 + v.change < 1.0 < v.interval[1] and "could not confirm" in v.reason
 
 
@@ -185,7 +187,7 @@ def test_correction_across_the_session_cells():
     for i in range(19):
         cells[f"eq{i}"] = D.DuetPairing(THROUGHPUT, [rng.gauss(0, 0.01) for _ in range(3)])
     v = D.judge_duet(cells)["slow"]
-    assert v.kind == "unresolved" and v.q_value > V.FDR_Q
+    assert v.kind == "unresolved" and v.q_value > thresholds.FDR_Q
     assert v.interval[0] <= 1 + v.change <= v.interval[1] and v.interval[1] > 1.0
 
 
@@ -199,7 +201,7 @@ def test_interval_contains_the_estimate(ratios, final, higher):
     if v.interval is not None:
         assert v.interval[0] <= 1 + v.change + 1e-12 and 1 + v.change - 1e-12 <= v.interval[1]
     if v.kind == "regression":
-        assert (v.change < -V.MIN_EFFECT) if higher else (v.change > V.MIN_EFFECT)
+        assert (v.change < -thresholds.MIN_EFFECT) if higher else (v.change > thresholds.MIN_EFFECT)
 
 
 def test_pairs_needed():
@@ -259,7 +261,7 @@ def test_rounds_cancel_the_regimes(bench):
 def test_equal_sessions_rarely_fail_whatever_their_size(bench, n_cells, sessions):
     row = bench.duet_sessions(n_cells, 1.0, bench.SIGMA_AA, sessions, seed=7)
     print(f"\nA/A, {n_cells} cell(s): {row}")
-    assert row["failed"] <= V.FDR_Q
+    assert row["failed"] <= thresholds.FDR_Q
 
 
 @pytest.mark.parametrize("n_cells", [1, 6])
@@ -267,7 +269,7 @@ def test_a_ten_percent_slower_cell_is_flagged(bench, n_cells):
     row = bench.duet_sessions(n_cells, 0.90, bench.SIGMA_AA, SESSIONS, seed=7)
     print(f"\nx0.90 in 1 of {n_cells} cell(s): {row}")
     assert row["flagged"] >= 0.80
-    assert row["others_failed"] <= V.FDR_Q
+    assert row["others_failed"] <= thresholds.FDR_Q
 
 
 def test_with_the_measured_duet_spread_three_to_six_pairs_flag_ten_percent(bench):

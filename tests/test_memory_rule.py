@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from pytest_mxperf.judge import thresholds
 from pytest_mxperf.judge import verdict as V
 from pytest_mxperf.model.measurement import METRICS
 
@@ -170,7 +171,7 @@ def test_a_baseline_recorded_as_one_peak_is_judged_by_the_same_rule():
 
 
 def test_the_rule_is_stated_once():
-    assert V.MEMORY_GROWTH == 0.05 and V.MEMORY_FLOOR_MIB == 24.0 and V.MEMORY_SPREAD_K == 3.0
+    assert thresholds.MEMORY_GROWTH == 0.05 and thresholds.MEMORY_FLOOR_MIB == 24.0 and thresholds.MEMORY_SPREAD_K == 3.0
     allowance, how = V.growth_allowance([10.0, 12.0], [100.0, 101.0], "MiB")
     assert allowance == 24.0 and how.startswith("24.0 MiB = max(")
     allowance, _ = V.growth_allowance([1000.0, 1001.0], [1000.0, 1000.5], "MiB")

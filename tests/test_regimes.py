@@ -22,8 +22,8 @@ from pathlib import Path
 
 import pytest
 
+from pytest_mxperf.judge import ab_pairs, thresholds
 from pytest_mxperf.model import stats as S
-from pytest_mxperf.judge import verdict as V
 from pytest_mxperf.model.measurement import METRICS
 
 DATA = Path(__file__).resolve().parent.parent / "benchmarks" / "data" / "vm-regimes-amd-epyc-2vcpu.json"
@@ -40,10 +40,10 @@ def _median_ratio_kind(cand, ref, final):
     """The median-of-pair-ratios rule, for comparison: signed-rank p and HL interval."""
     d = [math.log(c / r) for c, r in zip(cand, ref)]
     p = S.signed_rank_p(d, "less")
-    hi = S.signed_rank_interval(d, V.FDR_Q)[1]
+    hi = S.signed_rank_interval(d, thresholds.FDR_Q)[1]
     est = S.hodges_lehmann(d)
-    if est < -math.log1p(V.MIN_EFFECT):
-        if p <= V.FDR_Q and hi < 0:
+    if est < -math.log1p(thresholds.MIN_EFFECT):
+        if p <= thresholds.FDR_Q and hi < 0:
             return "regression"
         return "unresolved" if final else "suspect"
     return "unchanged"
@@ -52,7 +52,7 @@ def _median_ratio_kind(cand, ref, final):
 def _sessions(effect, judge):
     rng = random.Random(f"{SEED}-{effect}")
     pool = _pool()
-    n = S.pairs_needed(1, V.FDR_Q)
+    n = S.pairs_needed(1, thresholds.FDR_Q)
     kinds = Counter()
     for _ in range(SESSIONS):
         cand = [rng.choice(pool) * effect for _ in range(n)]
@@ -67,7 +67,7 @@ def _sessions(effect, judge):
 
 
 def _fast_end_kind(cand, ref, final):
-    return V.judge_ab({"c": V.Pairing(METRICS["throughput"], cand, ref, final=final)})["c"].kind
+    return ab_pairs.judge_ab({"c": ab_pairs.Pairing(METRICS["throughput"], cand, ref, final=final)})["c"].kind
 
 
 def _passed(kinds):
@@ -85,8 +85,8 @@ def test_the_recorded_pairs_are_two_regimes():
 def test_equal_installs_rarely_fail_on_regime_switching_data():
     kinds = _sessions(1.00, _fast_end_kind)
     print(f"\nA/A on recorded regimes, fast end: {dict(kinds)}")
-    assert kinds["regression"] / SESSIONS <= V.FDR_Q
-    assert 1 - _passed(kinds) <= 2 * V.FDR_Q
+    assert kinds["regression"] / SESSIONS <= thresholds.FDR_Q
+    assert 1 - _passed(kinds) <= 2 * thresholds.FDR_Q
 
 
 @pytest.mark.parametrize("effect, max_passed", [(0.76, 0.02), (0.90, 0.15)])

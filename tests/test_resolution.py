@@ -33,13 +33,14 @@ import random
 
 import pytest
 
-from pytest_mxperf.store import baselines
-from pytest_mxperf.outcome import finish as gate
+from pytest_mxperf.judge import resolution, thresholds
 from pytest_mxperf.judge import verdict as V
-from pytest_mxperf.model.options import PerfOptions, parse_fail_on
-from pytest_mxperf.model.measurement import CellMeasurement, RunResult
 from pytest_mxperf.measure.session import CellRecord, PerfSession
+from pytest_mxperf.model.measurement import CellMeasurement, RunResult
+from pytest_mxperf.model.options import PerfOptions, parse_fail_on
 from pytest_mxperf.model.workload import Workload
+from pytest_mxperf.outcome import finish as gate
+from pytest_mxperf.store import baselines
 
 SEED = 20261124
 SESSIONS = 200
@@ -135,7 +136,7 @@ def simulate(n, sessions_recorded, rng, effects=None, fail_on=None, sessions=SES
 @pytest.mark.parametrize("n, recorded", [(1, 3), (1, 5), (10, 3), (10, 5), (40, 5)])
 def test_unchanged_sessions_fail_in_at_most_5_percent_whatever_their_size(n, recorded):
     failed, kinds, outs = simulate(n, recorded, random.Random(SEED + 100 * n + recorded))
-    undecided = sum(any(v.kind in V.UNDECIDED for v in o.verdicts.values()) for o in outs)
+    undecided = sum(any(v.kind in thresholds.UNDECIDED for v in o.verdicts.values()) for o in outs)
     print(f"\nunchanged, N={n}, baseline of {recorded} sessions: {failed}/{SESSIONS} sessions failed "
           f"({failed / SESSIONS:.3f}); {undecided} named an undecided slowdown; per cell: {kinds}")
     assert failed / SESSIONS <= 0.05
@@ -189,7 +190,7 @@ def test_a_slowdown_inside_the_resolution_is_named_and_fails_only_when_asked():
     failed, kinds, outs = runs[None]
     failed_asked, _, outs_asked = runs["+below-resolution"]
     slow = [primary(o)[_workload(0).key()] for o in outs]
-    inside = [v for v in slow if -v.resolution["value"] <= v.change < -V.MIN_EFFECT]
+    inside = [v for v in slow if -v.resolution["value"] <= v.change < -thresholds.MIN_EFFECT]
     print(f"\nx0.90 in an 8%-drift cell (resolution {min(v.resolution['value'] for v in slow):.2f}-"
           f"{max(v.resolution['value'] for v in slow):.2f}): measured inside its resolution in {len(inside)}/100 "
           f"sessions; kinds of that cell: {dict((k, sum(v.kind == k for v in slow)) for k in set(v.kind for v in slow))}"
@@ -206,7 +207,7 @@ def test_a_slowdown_inside_the_resolution_is_named_and_fails_only_when_asked():
             assert head.startswith("mxperf: BELOW RESOLUTION: ") and "use A/B: --perf-reference baseline" in head
             assert "mxnet==1.9.1" in head and "not failing; --perf-fail-on +below-resolution" in head
             assert o_asked.failed and any("--perf-fail-on below-resolution" in m for m in o_asked.headline)
-            if not kinds_here & set(V.FAILING):
+            if not kinds_here & set(thresholds.FAILING):
                 only_below += 1
                 assert not o.failed
     assert only_below >= 30 and failed_asked >= failed + only_below
@@ -219,7 +220,7 @@ def test_a_slowdown_beyond_the_minimum_effect_is_never_unchanged():
         _, _, outs = simulate(10, 3, rng, effects={i: effect for i in range(0, 10, 2)}, sessions=20)
         for o in outs:
             for v in primary(o).values():
-                if v.change is not None and v.change < -V.MIN_EFFECT:
+                if v.change is not None and v.change < -thresholds.MIN_EFFECT:
                     seen += 1
                     assert v.kind in ("regression", "unresolved", "below-resolution", "unclear"), v
     assert seen > 100
@@ -229,33 +230,33 @@ def test_a_slowdown_beyond_the_minimum_effect_is_never_unchanged():
 
 def test_the_resolution_from_pooled_sessions_and_provisional_from_one():
     sessions = [[100.0, 101.0, 99.0, 100.5, 99.5], [92.0, 93.0, 91.0, 92.5, 91.5], [104.0, 105.0, 103.0, 104.5, 103.5]]
-    res = V.resolution_of(sessions)
+    res = resolution.resolution_of(sessions)
     logs = [math.log(100.0), math.log(92.0), math.log(104.0)]
     mean = sum(logs) / 3
     sd = math.sqrt(sum((x - mean) ** 2 for x in logs) / 2)
     from scipy.stats import t
     assert res.basis == "sessions" and not res.provisional and res.df == 2 and res.sessions == 3
     assert res.scale == pytest.approx(sd * math.sqrt(1 + 1 / 3))
-    level = 1 - V.RESOLUTION_LEVEL
+    level = 1 - thresholds.RESOLUTION_LEVEL
     assert res.fraction() == pytest.approx(1 - math.exp(-t.ppf(level, 2) * res.scale))
     assert res.fraction(False) == pytest.approx(math.exp(t.ppf(level, 2) * res.scale) - 1)
     # the drift test at the resolution is at its level, for one figure on its own
-    assert res.p_worse(-res.log_value, 5) == pytest.approx(V.RESOLUTION_LEVEL)
-    assert res.p_worse(-res.log_value, 2) > V.RESOLUTION_LEVEL  # a median of fewer processes is noisier
-    one = V.resolution_of(sessions[:1])
+    assert res.p_worse(-res.log_value, 5) == pytest.approx(thresholds.RESOLUTION_LEVEL)
+    assert res.p_worse(-res.log_value, 2) > thresholds.RESOLUTION_LEVEL  # a median of fewer processes is noisier
+    one = resolution.resolution_of(sessions[:1])
     assert one.provisional and one.basis == "processes" and one.df == 4 and one.sessions == 1
     assert one.fraction() < 0.05 < res.fraction()
     assert "provisional" in one.describe() and "3 recorded sessions" in res.describe()
-    assert V.Resolution.from_dict(res.to_dict()) == res
+    assert resolution.Resolution.from_dict(res.to_dict()) == res
     for bad in (None, [], {"scale": "x"}, {"scale": 0.1, "df": 0, "sessions": 1, "processes": 5,
                                           "basis": "sessions"}, {"scale": 0.1, "df": 2, "sessions": 3,
                                                                  "processes": 5, "basis": "guess"}):
-        assert V.Resolution.from_dict(bad) is None
-    assert V.resolution_of([[]]) is None and V.resolution_of([[5.0]]) is None
+        assert resolution.Resolution.from_dict(bad) is None
+    assert resolution.resolution_of([[]]) is None and resolution.resolution_of([[5.0]]) is None
 
 
 def test_below_the_resolution_unclear_and_regression():
-    res = V.resolution_of([[100.0] * 4 + [101.0], [90.0] * 4 + [91.0], [105.0] * 4 + [106.0]])  # ~ 19%
+    res = resolution.resolution_of([[100.0] * 4 + [101.0], [90.0] * 4 + [91.0], [105.0] * 4 + [106.0]])  # ~ 19%
     base = [100.0, 101.0, 99.0, 100.5, 99.5] * 3
     r = res.fraction()
     inside = V.judge([100 * (1 - r / 2) * f for f in (1, 1.01, 0.99, 1.005, 0.995)] * 2, base, confirmed=True,
@@ -348,4 +349,4 @@ def test_the_failure_policy_names_undecided_slowdowns_off_by_default():
     assert {"below-resolution", "unclear"} <= set(options.FAIL_ON_CHOICES)
     assert not {"below-resolution", "unclear"} & options.DEFAULT_FAIL_ON
     assert {"below-resolution", "unclear"} <= parse_fail_on("+below-resolution,unclear")
-    assert set(V.UNDECIDED) == {"below-resolution", "unclear"} and not set(V.UNDECIDED) & set(V.FAILING)
+    assert set(thresholds.UNDECIDED) == {"below-resolution", "unclear"} and not set(thresholds.UNDECIDED) & set(thresholds.FAILING)

@@ -5,10 +5,12 @@ import math
 import random
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from pytest_mxperf.model import stats as S
+from pytest_mxperf.judge import ab_pairs, context_diff, thresholds
 from pytest_mxperf.judge import verdict as V
+from pytest_mxperf.model import stats as S
 from pytest_mxperf.model.measurement import METRICS
 
 values = st.floats(min_value=1.0, max_value=1e4, allow_nan=False, allow_infinity=False)
@@ -35,7 +37,7 @@ def test_uniform_slowdown_with_enough_processes_always_regresses(n_base, n_cur, 
     cur = [level * (1 - slowdown) * (1 + rng.uniform(-noise, noise)) for _ in range(n_cur)]
     v = V.judge(cur, base, confirmed=True)
     assert v.kind == "regression", v
-    assert v.q_value <= V.FDR_Q and v.change < -v.threshold
+    assert v.q_value <= thresholds.FDR_Q and v.change < -v.threshold
 
 
 @settings(deadline=None, max_examples=100)
@@ -65,11 +67,11 @@ def test_order_of_samples_does_not_matter(cur, base, rnd):
 @given(st.lists(values, min_size=1, max_size=15), st.lists(values, min_size=1, max_size=15), st.booleans())
 def test_kind_is_always_known_and_regression_means_worse(cur, base, confirmed):
     v = V.judge(cur, base, confirmed=confirmed)
-    assert v.kind in V.KINDS
+    assert v.kind in thresholds.KINDS
     if v.kind == "regression":
-        assert v.change < -V.MIN_EFFECT and v.p_value < V.FDR_Q
+        assert v.change < -thresholds.MIN_EFFECT and v.p_value < thresholds.FDR_Q
     if v.kind == "improvement":
-        assert v.change > V.MIN_EFFECT and v.p_value < V.FDR_Q
+        assert v.change > thresholds.MIN_EFFECT and v.p_value < thresholds.FDR_Q
     if v.kind == "suspect":
         assert not confirmed
     if v.kind == "unresolved":
@@ -204,11 +206,11 @@ def test_a_slowdown_measured_mostly_in_a_slow_spell_is_not_a_regression():
 def test_ab_pairs_in_a_slow_spell_are_kept():
     cand = [9.0, 9.1, 8.9, 9.05, 8.95, 9.02, 9.1, 8.9]
     ref = [10.0, 10.1, 9.9, 10.05, 9.95, 10.02, 10.1, 9.9]
-    p = V.Pairing(METRICS["throughput"], cand, ref, ["slow-spell"] * 8, final=True)
-    v = V.judge_ab({"c": p})["c"]
+    p = ab_pairs.Pairing(METRICS["throughput"], cand, ref, ["slow-spell"] * 8, final=True)
+    v = ab_pairs.judge_ab({"c": p})["c"]
     assert v.kind == "regression" and v.excluded == (0, 0)
-    p = V.Pairing(METRICS["throughput"], cand, ref, ["slowed"] * 6 + ["quiet"] * 2, final=True)
-    assert V.judge_ab({"c": p})["c"].kind == "unresolved"
+    p = ab_pairs.Pairing(METRICS["throughput"], cand, ref, ["slowed"] * 6 + ["quiet"] * 2, final=True)
+    assert ab_pairs.judge_ab({"c": p})["c"].kind == "unresolved"
 
 
 def test_gpu_cells_are_not_screened():
@@ -232,17 +234,17 @@ def test_discrete_rule_for_epochs():
 
 
 def test_env_and_version_diff():
-    assert V.env_diff({"MXNET_SUBGRAPH_BACKEND": "NONE", "OMP_NUM_THREADS": "2"},
+    assert context_diff.env_diff({"MXNET_SUBGRAPH_BACKEND": "NONE", "OMP_NUM_THREADS": "2"},
                       {"OMP_NUM_THREADS": "2"}) == ["MXNET_SUBGRAPH_BACKEND: unset -> NONE"]
-    assert V.env_diff({}, {"KMP_AFFINITY": "granularity=fine"}) == ["KMP_AFFINITY: granularity=fine -> unset"]
-    assert V.version_diff({"mxnet_version": "1.8.0"}, {"mxnet_version": "1.9.1"}) == ["mxnet: 1.9.1 -> 1.8.0"]
-    assert V.version_diff({"features": ["MKLDNN", "OPENMP"]}, {"features": ["OPENMP"]}) == ["features: +MKLDNN"]
+    assert context_diff.env_diff({}, {"KMP_AFFINITY": "granularity=fine"}) == ["KMP_AFFINITY: granularity=fine -> unset"]
+    assert context_diff.version_diff({"mxnet_version": "1.8.0"}, {"mxnet_version": "1.9.1"}) == ["mxnet: 1.9.1 -> 1.8.0"]
+    assert context_diff.version_diff({"features": ["MKLDNN", "OPENMP"]}, {"features": ["OPENMP"]}) == ["features: +MKLDNN"]
 
 
 def test_startup_note():
-    assert "+100%" in V.startup_note({"bind_seconds": 1.0, "first_batch_seconds": 1.0},
+    assert "+100%" in context_diff.startup_note({"bind_seconds": 1.0, "first_batch_seconds": 1.0},
                                      {"bind_seconds": 0.5, "first_batch_seconds": 0.5})
-    assert V.startup_note({"bind_seconds": 0.5, "first_batch_seconds": 0.55},
+    assert context_diff.startup_note({"bind_seconds": 0.5, "first_batch_seconds": 0.55},
                           {"bind_seconds": 0.5, "first_batch_seconds": 0.5}) is None
 
 
@@ -257,9 +259,9 @@ def _pairs(ratio, n, rng, noise=0.02):
 @pytest.mark.parametrize("seed", range(20))
 def test_ab_ten_percent_slower_fails_equal_passes(seed):
     rng = random.Random(seed)
-    n = S.pairs_needed(2, V.FDR_Q)
-    out = V.judge_ab({"slow": V.Pairing(METRICS["throughput"], *_pairs(0.90, n, rng)),
-                      "same": V.Pairing(METRICS["throughput"], *_pairs(1.00, n, rng))})
+    n = S.pairs_needed(2, thresholds.FDR_Q)
+    out = ab_pairs.judge_ab({"slow": ab_pairs.Pairing(METRICS["throughput"], *_pairs(0.90, n, rng)),
+                      "same": ab_pairs.Pairing(METRICS["throughput"], *_pairs(1.00, n, rng))})
     assert out["slow"].kind == "regression" and out["slow"].interval[1] < 1.0
     assert out["same"].kind == "unchanged"
     lo, hi = out["slow"].interval
@@ -271,19 +273,19 @@ def test_ab_decision_matches_the_interval_it_shows():
     for _ in range(200):
         n = rng.randint(3, 12)
         ratio = rng.uniform(0.85, 1.1)
-        out = V.judge_ab({"c": V.Pairing(METRICS["throughput"], *_pairs(ratio, n, rng, 0.05))})["c"]
+        out = ab_pairs.judge_ab({"c": ab_pairs.Pairing(METRICS["throughput"], *_pairs(ratio, n, rng, 0.05))})["c"]
         if out.kind == "regression":
-            assert out.interval[1] < 1.0 and out.change < -V.MIN_EFFECT
+            assert out.interval[1] < 1.0 and out.change < -thresholds.MIN_EFFECT
         if out.kind == "unchanged" and out.interval and out.interval[1] < 1.0:
-            assert out.change >= -V.MIN_EFFECT - 1e-12
+            assert out.change >= -thresholds.MIN_EFFECT - 1e-12
 
 
 def test_ab_pairs_needed_follow_the_number_of_cells():
     # n pairs give p >= 2^-n: one cell among m can pass BH only if 2^-n <= q/m
     for m in (1, 5, 20, 100):
-        n = S.pairs_needed(m, V.FDR_Q)
-        assert S.min_signed_rank_p(n) <= V.FDR_Q / m
-        assert S.min_signed_rank_p(n - S.AB_EXTRA_PAIRS - 1) > V.FDR_Q / m
+        n = S.pairs_needed(m, thresholds.FDR_Q)
+        assert S.min_signed_rank_p(n) <= thresholds.FDR_Q / m
+        assert S.min_signed_rank_p(n - S.AB_EXTRA_PAIRS - 1) > thresholds.FDR_Q / m
 
 
 def test_ab_slowed_pairs_are_left_out_and_unclear_becomes_unresolved_in_the_second_stage():
@@ -291,11 +293,11 @@ def test_ab_slowed_pairs_are_left_out_and_unclear_becomes_unresolved_in_the_seco
     cand, ref = _pairs(1.0, 8, rng)
     cand[0] *= 0.6
     states = ["slowed"] + ["quiet"] * 7
-    out = V.judge_ab({"c": V.Pairing(METRICS["throughput"], cand, ref, states)})["c"]
+    out = ab_pairs.judge_ab({"c": ab_pairs.Pairing(METRICS["throughput"], cand, ref, states)})["c"]
     assert out.kind == "unchanged" and out.excluded[0] == 1
-    busy = V.judge_ab({"c": V.Pairing(METRICS["throughput"], cand, ref, ["slowed"] * 8)})["c"]
+    busy = ab_pairs.judge_ab({"c": ab_pairs.Pairing(METRICS["throughput"], cand, ref, ["slowed"] * 8)})["c"]
     assert busy.kind == "suspect" and busy.busy
-    busy = V.judge_ab({"c": V.Pairing(METRICS["throughput"], cand, ref, ["slowed"] * 8, final=True)})["c"]
+    busy = ab_pairs.judge_ab({"c": ab_pairs.Pairing(METRICS["throughput"], cand, ref, ["slowed"] * 8, final=True)})["c"]
     assert busy.kind == "unresolved"
 
 
@@ -305,9 +307,9 @@ def test_ab_on_recorded_regime_switching_pairs():
     a = [162.4, 162.2, 167.9, 173.1, 172.5, 152.9, 97.6, 98.3, 98.7, 152.6, 155.0, 93.4]
     b = [146.2, 150.8, 96.2, 93.6, 157.9, 149.4, 172.3, 96.8, 151.5, 166.7, 97.2, 152.4]
     states = ["slowed" if min(x, y) < 120 else "quiet" for x, y in zip(a, b)]
-    out = V.judge_ab({"aa": V.Pairing(METRICS["throughput"], a, b, states, final=True)})["aa"]
+    out = ab_pairs.judge_ab({"aa": ab_pairs.Pairing(METRICS["throughput"], a, b, states, final=True)})["aa"]
     assert out.kind in ("unchanged", "unresolved") and out.kind != "regression"
-    slower = V.judge_ab({"ab": V.Pairing(METRICS["throughput"], [x * 0.85 for x in a], b, states, final=True)})["ab"]
+    slower = ab_pairs.judge_ab({"ab": ab_pairs.Pairing(METRICS["throughput"], [x * 0.85 for x in a], b, states, final=True)})["ab"]
     assert slower.kind in ("regression", "unresolved") and slower.change < 0
     assert math.isfinite(slower.interval[0])
 
@@ -337,10 +339,10 @@ def test_ab_one_lucky_candidate_process_does_not_pass_a_slowdown_the_pairs_show(
     one candidate process lucky: not unchanged; unclear (more pairs), then unresolved."""
     ref = [100.0, 102.0, 98.0, 101.0, 99.0, 100.0, 103.0, 97.0, 100.5, 99.5, 101.5, 98.5]
     cand = [r * 0.90 for r in ref[:11]] + [115.0]
-    first = V.judge_ab({"c": V.Pairing(METRICS["throughput"], cand, ref)})["c"]
+    first = ab_pairs.judge_ab({"c": ab_pairs.Pairing(METRICS["throughput"], cand, ref)})["c"]
     assert first.kind == "suspect" and "the fast ends are not worse, but the pairs are" in first.reason
-    last = V.judge_ab({"c": V.Pairing(METRICS["throughput"], cand, ref, final=True)})["c"]
-    assert last.kind == "unresolved" and V.FAILING.count(last.kind) == 1
+    last = ab_pairs.judge_ab({"c": ab_pairs.Pairing(METRICS["throughput"], cand, ref, final=True)})["c"]
+    assert last.kind == "unresolved" and thresholds.FAILING.count(last.kind) == 1
     # the same pairs without the slowdown stay unchanged
-    assert V.judge_ab({"c": V.Pairing(METRICS["throughput"], ref[:11] + [115.0], ref)})["c"].kind in (
+    assert ab_pairs.judge_ab({"c": ab_pairs.Pairing(METRICS["throughput"], ref[:11] + [115.0], ref)})["c"].kind in (
         "unchanged", "improvement")

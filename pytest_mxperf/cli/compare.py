@@ -18,10 +18,14 @@ import statistics
 import sys
 from typing import Any, Dict, List, Optional, Sequence
 
-from pytest_mxperf.judge import machine_states
+from pytest_mxperf.judge import context_diff, machine_states, thresholds
 from pytest_mxperf.judge import verdict as V
+from pytest_mxperf.model.measurement import (
+    CellMeasurement,
+    metric_key,
+    split_metric_key,
+)
 from pytest_mxperf.store.results import ResultsError, load_results, records_by_key
-from pytest_mxperf.model.measurement import CellMeasurement, metric_key, split_metric_key
 
 
 def _spread_pct(rec: Dict[str, Any]) -> str:
@@ -52,8 +56,8 @@ def _cell(rec: Optional[Dict[str, Any]]):
     return CellMeasurement.from_dict(rec) if rec else None
 
 
-def compare_docs(old: Dict[str, Any], new: Dict[str, Any], *, min_effect: float = V.MIN_EFFECT,
-                 q: float = V.FDR_Q) -> Dict[str, V.Verdict]:
+def compare_docs(old: Dict[str, Any], new: Dict[str, Any], *, min_effect: float = thresholds.MIN_EFFECT,
+                 q: float = thresholds.FDR_Q) -> Dict[str, V.Verdict]:
     """Verdicts for every judged figure of every cell in ``new`` against the same cell in
     ``old`` (key = cell key, ``#metric`` for figures besides the primary one)."""
     olds, news = records_by_key(old), records_by_key(new)
@@ -72,7 +76,7 @@ def compare_docs(old: Dict[str, Any], new: Dict[str, Any], *, min_effect: float 
     for k, v in out.items():
         mo, mn = _first_meta(olds.get(k)), _first_meta(news.get(k))
         if mo and mn:
-            v.env_diff = V.env_diff(mn.get("env"), mo.get("env")) + V.version_diff(
+            v.env_diff = context_diff.env_diff(mn.get("env"), mo.get("env")) + context_diff.version_diff(
                 {"mxnet_version": mn.get("mxnet_version")}, {"mxnet_version": mo.get("mxnet_version")})
     return out
 
@@ -125,8 +129,8 @@ def _compare(argv: List[str]) -> int:
                  description="Compare two pytest-mxperf results.json files (old, new).")
     ap.add_argument("old")
     ap.add_argument("new")
-    ap.add_argument("--min-effect", type=float, default=V.MIN_EFFECT)
-    ap.add_argument("--fdr", type=float, default=V.FDR_Q, help="Benjamini-Hochberg rate")
+    ap.add_argument("--min-effect", type=float, default=thresholds.MIN_EFFECT)
+    ap.add_argument("--fdr", type=float, default=thresholds.FDR_Q, help="Benjamini-Hochberg rate")
     args = ap.parse_args(argv)
     old, new = load_results(args.old), load_results(args.new)
     verdicts = compare_docs(old, new, min_effect=args.min_effect, q=args.fdr)

@@ -50,11 +50,12 @@ import math
 import statistics
 from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
-from pytest_mxperf.model import stats
+from pytest_mxperf.judge.thresholds import FDR_Q, MIN_EFFECT
+from pytest_mxperf.judge.verdict import Verdict
+from pytest_mxperf.model import options, stats
 from pytest_mxperf.model.measurement import Metric
-from pytest_mxperf.judge.verdict import FDR_Q, MIN_EFFECT, Verdict
 
-STAGE1_PAIRS = 3            # process pairs per cell in the first stage (the fewest a t-test can use)
+STAGE1_PAIRS = options.DUET_PAIRS  # process pairs per cell in the first stage (the fewest a t-test can use)
 MAX_PAIRS = 40              # stage 2 never asks for more pairs per cell than this in all
 PRECISION_MARGIN = 0.75     # stage 2 aims the half-width at this x min_effect (the spread may grow)
 MIN_SD = 0.005              # floor of the stage-1 spread (log units) used to size stage 2
@@ -122,11 +123,6 @@ def pairs_needed(n_cells: int, pair_log_ratios: Sequence[float] = (), *, spread:
     return len(d) + n2
 
 
-def _worse(change: float, metric: Metric) -> float:
-    """The change signed so that negative means worse, whatever the metric's direction."""
-    return change if metric.higher_is_better else -change
-
-
 def _ratio_interval(lo: float, hi: float, sign: float) -> Tuple[float, float]:
     a, b = math.exp(sign * lo), math.exp(sign * hi)
     return (min(a, b), max(a, b))
@@ -189,7 +185,7 @@ def _judge_cell(p: DuetPairing, g: List[float], t: _Tests, min_effect: float, q:
     ratio = math.exp(sign * est)
     interval = _ratio_interval(lo, hi, sign)
     change = ratio - 1.0
-    w = _worse(change, m)                                 # negative: worse
+    w = m.oriented(change)                                 # negative: worse
     txt = _describe(p, g, ratio, interval)
     pv, qv = (t.p_worse, t.q_worse) if slower else (t.p_better, t.q_better)
     common = dict(change=change, interval=interval, p_value=pv, q_value=qv, **base)
@@ -208,7 +204,7 @@ def _judge_cell(p: DuetPairing, g: List[float], t: _Tests, min_effect: float, q:
         return Verdict("unresolved", f"{txt}: worse than -{eff} but not significant ({sig_txt}); could not "
                        "confirm: re-run", **common)
     worst = stats.mean_t_interval(g, q)[0]                # the cell's own one-sided (1 - q) worse end
-    worst_change = _worse(math.exp(sign * worst) - 1.0, m)
+    worst_change = m.oriented(math.exp(sign * worst) - 1.0)
     bound = f"its {100 * (1 - q):.0f}% bound reaches {100 * worst_change:+.1f}%"
     if worst_change < -min_effect and not p.final:
         return Verdict("suspect", f"{txt}: too imprecise to pass ({bound}, beyond -{eff}); adding pairs", **common)

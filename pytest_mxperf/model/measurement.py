@@ -41,6 +41,10 @@ class Metric:
     rule: str
     label: str
 
+    def oriented(self, change: float) -> float:
+        """``change`` signed so that negative means worse, whatever the metric's direction."""
+        return change if self.higher_is_better else -change
+
     @property
     def judged(self) -> bool:
         return self.rule != "derived"

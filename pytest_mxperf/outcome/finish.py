@@ -28,15 +28,21 @@ import json
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
 
-from pytest_mxperf.store import baselines
-from pytest_mxperf.measure import profiling as profiles
-from pytest_mxperf.store import kept_profiles
+from pytest_mxperf.judge import thresholds
 from pytest_mxperf.judge import verdict as vd
-from pytest_mxperf.model.measurement import cell_of
+from pytest_mxperf.measure import profiling as profiles
 from pytest_mxperf.measure.session import CellRecord, PerfSession
-from pytest_mxperf.outcome.judging import (GateOutcome, judge_ab, judge_baseline, label_machine_states,
-                                            provisional_verdicts, session_cells, software_facts)
-
+from pytest_mxperf.model.measurement import cell_of
+from pytest_mxperf.outcome.judging import (
+    GateOutcome,
+    judge_ab,
+    judge_baseline,
+    label_machine_states,
+    provisional_verdicts,
+    session_cells,
+    software_facts,
+)
+from pytest_mxperf.store import baselines, kept_profiles
 
 # ----------------------------------------------------------------------------- the session
 
@@ -229,7 +235,7 @@ def _say_verdicts(out: GateOutcome, session: PerfSession, profile_lines: Sequenc
         out.failed = True
         out.messages.append(f"mxperf: failing the session: {regressions} confirmed regression(s) against "
                             f"{against} (minimum effect {100 * options.min_effect:.0f}%, false discovery rate "
-                            f"{vd.FDR_Q})")
+                            f"{thresholds.FDR_Q})")
     if unresolved and "unresolved" in options.fail_on:
         out.failed = True
         busy = sum(v.busy for v in out.verdicts.values() if v.kind == "unresolved")
@@ -277,9 +283,9 @@ def _record(session: PerfSession, cells: Dict[str, CellRecord], out: GateOutcome
         out.messages.append(f"mxperf: warning: {slowed} of {len(runs)} recorded processes ran on a slowed machine "
                             "(they are labelled and left out of comparisons; re-record on a quiet machine "
                             "for a tighter baseline)")
-    few = [k for k, rec in cells.items() if len(rec.cell.ok_runs) < vd.MIN_BASELINE_PROCESSES]
+    few = [k for k, rec in cells.items() if len(rec.cell.ok_runs) < thresholds.MIN_BASELINE_PROCESSES]
     if few:
-        out.messages.append(f"mxperf: {len(few)} cell(s) recorded with fewer than {vd.MIN_BASELINE_PROCESSES} "
+        out.messages.append(f"mxperf: {len(few)} cell(s) recorded with fewer than {thresholds.MIN_BASELINE_PROCESSES} "
                             "processes will be shown, not gated: " + ", ".join(few[:5])
                             + (" ..." if len(few) > 5 else ""))
     out.messages += _resolution_lines(session, list(cells), requirement)
@@ -327,9 +333,9 @@ def write_progress(session: PerfSession) -> None:
 
 def write_report(session: PerfSession, out: GateOutcome, final: bool = True) -> List[str]:
     """results.json and summary.md (and, when ``final``, the plots) into --perf-report DIR."""
+    from pytest_mxperf.model.jsonio import atomic_write_text
     from pytest_mxperf.output import plots
     from pytest_mxperf.store import results
-    from pytest_mxperf.model.jsonio import atomic_write_text
     out_dir = Path(session.options.report_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     records = [r.to_dict(out.verdicts) for r in session.records]

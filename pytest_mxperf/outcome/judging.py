@@ -14,7 +14,14 @@ import math
 import statistics
 from typing import Any, Dict, List, Optional, Sequence
 
-from pytest_mxperf.judge import machine_states, verdict as vd, verdict_duet
+from pytest_mxperf.judge import (
+    ab_pairs,
+    context_diff,
+    machine_states,
+    thresholds,
+    verdict_duet,
+)
+from pytest_mxperf.judge import verdict as vd
 from pytest_mxperf.measure.session import CellRecord, PerfSession
 from pytest_mxperf.model import stats
 from pytest_mxperf.model.measurement import CellMeasurement, cell_of, metric_key
@@ -168,7 +175,7 @@ def judge_baseline(session: PerfSession, cells, doc, reference, out: GateOutcome
                 break
             for key in sorted(suspects):
                 rec = cells[key]
-                missing = vd.CONFIRM_PROCESSES - len(rec.cell.ok_runs)
+                missing = thresholds.CONFIRM_PROCESSES - len(rec.cell.ok_runs)
                 if missing > 0 and rec.remeasure is not None:
                     rec.cell.runs.extend(rec.remeasure(missing).runs)
                 confirmed.add(key)
@@ -183,13 +190,13 @@ def judge_baseline(session: PerfSession, cells, doc, reference, out: GateOutcome
         if v is None or base is None:
             continue
         summary = baselines.summarize_cell(rec.cell)
-        v.env_diff = vd.env_diff(summary.get("env"), base.get("env"))
+        v.env_diff = context_diff.env_diff(summary.get("env"), base.get("env"))
         cur_soft = dict(software)
         base_soft = dict(base.get("software") or {})
         base_soft.setdefault("mxnet_version", base.get("mxnet_version"))
         shared = (set(cur_soft) & set(base_soft)) | {"mxnet_version"}  # facts one side lacks are no change
-        v.env_diff += vd.version_diff({k: cur_soft.get(k) for k in shared}, {k: base_soft.get(k) for k in shared})
-        note = vd.startup_note(summary, base)
+        v.env_diff += context_diff.version_diff({k: cur_soft.get(k) for k in shared}, {k: base_soft.get(k) for k in shared})
+        note = context_diff.startup_note(summary, base)
         if note:
             v.notes.append(note)
         trend = baselines.session_medians(doc, key)
@@ -239,7 +246,7 @@ def _resolution_headline(session: PerfSession, verdicts: Dict[str, vd.Verdict], 
         lines += [item(k, v) for k, v in below.items()]
     if unclear:
         lines.append(f"mxperf: UNCLEAR: {len(unclear)} slowdown(s) beyond the resolution but not significant across "
-                     f"the session's {tested} tested figure(s) (false discovery rate {vd.FDR_Q}); re-run, or "
+                     f"the session's {tested} tested figure(s) (false discovery rate {thresholds.FDR_Q}); re-run, or "
                      f"{_reference_hint(session, doc, undecided)}"
                      + ("" if "unclear" in options.fail_on else " (not failing; --perf-fail-on +unclear fails on them)"))
         lines += [item(k, v) for k, v in unclear.items()]
@@ -305,7 +312,7 @@ def _ab_inputs(cells: Dict[str, CellRecord], final: set):
             elif m.rule == "processes":
                 states = ["slowed" if "slowed" in (a, b) else (a or b) for a, b in
                           zip(machine_states.states(c for c, _ in pairs), machine_states.states(r for _, r in pairs))]
-                pairings[mk] = vd.Pairing(m, [c.value(m.name) for c, _ in pairs], [r.value(m.name) for _, r in pairs],
+                pairings[mk] = ab_pairs.Pairing(m, [c.value(m.name) for c, _ in pairs], [r.value(m.name) for _, r in pairs],
                                           states, screened=screened, final=key in final)
             else:
                 comparisons[mk] = vd.Comparison(m, [c.value(m.name) for c, _ in pairs],
@@ -315,7 +322,7 @@ def _ab_inputs(cells: Dict[str, CellRecord], final: set):
 
 def _judge_ab_once(cells: Dict[str, CellRecord], final: set, min_effect: float) -> Dict[str, vd.Verdict]:
     pairings, comparisons, duets = _ab_inputs(cells, final)
-    v = vd.judge_ab(pairings, min_effect=min_effect)
+    v = ab_pairs.judge_ab(pairings, min_effect=min_effect)
     v.update(verdict_duet.judge_duet(duets, min_effect=min_effect))
     for mk, d in duets.items():  # each side's figure (median over its processes), shown beside the ratio
         cell = cells[cell_of(mk)].cell

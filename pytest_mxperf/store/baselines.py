@@ -58,7 +58,7 @@ import statistics
 from pathlib import Path
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Union
 
-from pytest_mxperf.judge import verdict as _vd
+from pytest_mxperf.judge import resolution
 from pytest_mxperf.model.jsonio import atomic_write_text
 from pytest_mxperf.model.measurement import METRICS, CellMeasurement
 from pytest_mxperf.model.stats import quantile
@@ -269,10 +269,10 @@ def comparison_sessions(doc: Optional[Mapping[str, Any]], key: str, metric: Opti
 
 
 def compute_resolution(doc: Optional[Mapping[str, Any]], key: str, metric: Optional[str] = None
-                       ) -> Optional["_vd.Resolution"]:
+                       ) -> Optional["resolution.Resolution"]:
     """The resolution of a figure from the recordings it is compared with (see
     ``verdict.Resolution``); None when they hold fewer than two processes."""
-    return _vd.resolution_of(comparison_sessions(doc, key, metric))
+    return resolution.resolution_of(comparison_sessions(doc, key, metric))
 
 
 def _primary(rec: Mapping[str, Any]) -> str:
@@ -280,7 +280,7 @@ def _primary(rec: Mapping[str, Any]) -> str:
 
 
 def cell_resolution(doc: Optional[Mapping[str, Any]], key: str, metric: Optional[str] = None
-                    ) -> Optional["_vd.Resolution"]:
+                    ) -> Optional["resolution.Resolution"]:
     """The resolution the baseline states for a figure of cell ``key`` (default: its primary
     figure): stored with the newest recording of its comparison set, or, for a file recorded
     before resolutions were stored (or one whose entry is unusable), computed the same way
@@ -291,7 +291,7 @@ def cell_resolution(doc: Optional[Mapping[str, Any]], key: str, metric: Optional
     newest = recs[-1]
     name = metric or _primary(newest)
     stored = (newest.get("resolution") or {}).get(name) if isinstance(newest.get("resolution"), dict) else None
-    return _vd.Resolution.from_dict(stored) or compute_resolution(doc, key, None if name == _primary(newest)
+    return resolution.Resolution.from_dict(stored) or compute_resolution(doc, key, None if name == _primary(newest)
                                                                   else name)
 
 
@@ -587,6 +587,6 @@ class BaselineStore:
         doc = self.load(machine_id)
         return recorded_requirement(doc, keys, self.path(machine_id)) if doc else None
 
-    def resolution(self, machine_id: str, key: str, metric: Optional[str] = None) -> Optional["_vd.Resolution"]:
+    def resolution(self, machine_id: str, key: str, metric: Optional[str] = None) -> Optional["resolution.Resolution"]:
         """The resolution this machine's baseline states for a figure of cell ``key``."""
         return cell_resolution(self.load(machine_id), key, metric)

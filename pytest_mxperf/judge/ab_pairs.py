@@ -1,0 +1,122 @@
+"""A/B mode with process pairs (for worker kinds that cannot be resident; duet pairs are
+judge/verdict_duet.py's): each pair's ratio candidate / reference, a sign-flip test on the
+fast end of the pairs, Benjamini-Hochberg across a session's figures."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple
+
+from pytest_mxperf.judge.thresholds import FDR_Q, MIN_EFFECT
+from pytest_mxperf.judge.verdict import Verdict
+from pytest_mxperf.model import stats
+from pytest_mxperf.model.measurement import Metric
+
+
+@dataclasses.dataclass
+class Pairing:
+    """One cell in A/B mode: the figure of each back-to-back (candidate, reference) pair."""
+
+    metric: Metric
+    candidate: Sequence[float]
+    reference: Sequence[float]
+    states: Optional[Sequence[Optional[str]]] = None   # "slowed" if either process of the pair was
+    screened: bool = True
+    final: bool = False                                  # the second stage already ran
+
+
+def judge_ab(cells: Mapping[str, Pairing], *, min_effect: float = MIN_EFFECT, q: float = FDR_Q
+             ) -> Dict[str, Verdict]:
+    """A/B verdicts on paired log ratios (see the module doc); ``interval`` is the ratio
+    candidate / reference at the BH level that decides."""
+    sides: Dict[str, Tuple[List[float], List[float]]] = {}
+    out: Dict[str, Verdict] = {}
+    excluded: Dict[str, int] = {}
+    for key, p in cells.items():
+        pairs = list(zip(p.candidate, p.reference))
+        states = list(p.states) if p.states and len(p.states) == len(pairs) else [None] * len(pairs)
+        keep = [(c, r) for (c, r), s in zip(pairs, states)
+                if not (p.screened and s == "slowed") and c and r and c > 0 and r > 0]
+        excluded[key] = len(pairs) - len(keep)
+        sign = 1.0 if p.metric.higher_is_better else -1.0
+        # log figures signed so that larger is better, candidate and reference of each pair
+        sides[key] = ([sign * math.log(c) for c, _ in keep], [sign * math.log(r) for _, r in keep])
+    p_worse = {k: stats.fast_end_paired_p(y, x) if len(x) >= 3 else None for k, (x, y) in sides.items()}
+    p_better = {k: stats.fast_end_paired_p(x, y) if len(x) >= 3 else None for k, (x, y) in sides.items()}
+    level_w = stats.bh_rejection_level(list(p_worse.values()), q)
+    level_b = stats.bh_rejection_level(list(p_better.values()), q)
+    q_w = dict(zip(p_worse, stats.benjamini_hochberg(list(p_worse.values()))))
+    q_b = dict(zip(p_better, stats.benjamini_hochberg(list(p_better.values()))))
+    for key, p in cells.items():
+        (x, y), m = sides[key], p.metric
+        sign = 1.0 if m.higher_is_better else -1.0
+        base = dict(metric=m.name, unit=m.unit, n_current=len(x), n_baseline=len(x),
+                    excluded=(excluded[key], excluded[key]))
+        if len(x) < 3:
+            kind = "unresolved" if p.final else "suspect"
+            out[key] = Verdict(kind, f"only {len(x)} clean pair(s) ({excluded[key]} left out as slowed); "
+                               + ("could not confirm on a busy machine: re-run" if p.final else "adding pairs"),
+                               busy=excluded[key] > 0, **base)
+            continue
+        est = max(x) - max(y)
+        # the interval shown is the one whose end decided: the worse side's for a slowdown
+        level = level_w if est < 0 else level_b
+        lo = stats.fast_end_paired_bound(x, y, level, "lower")
+        hi = stats.fast_end_paired_bound(x, y, level, "upper")
+        worse_sig = est < 0 and hi < 0
+        better_sig = est > 0 and lo > 0
+        ratio = math.exp(sign * est)
+        interval = tuple(sorted((math.exp(sign * lo), math.exp(sign * hi))))
+        change = ratio - 1.0
+        paired = math.exp(sign * stats.hodges_lehmann([a - b for a, b in zip(x, y)]))
+        txt = (f"candidate/reference {ratio:.3f} [{interval[0]:.3f}, {interval[1]:.3f}] at the fast end "
+               f"of {len(x)} pairs (median pair ratio {paired:.3f})"
+               + (f" ({excluded[key]} slowed left out)" if excluded[key] else ""))
+        common = dict(change=change, threshold=min_effect, interval=interval, **base)
+        w = m.oriented(change)                   # the change signed so that negative is worse
+        if w < -min_effect and worse_sig:
+            out[key] = Verdict("regression", f"{txt}: worse than -{100 * min_effect:.0f}% and significant "
+                               f"(p={p_worse[key]:.3g}, q={q_w[key]:.3g})", p_value=p_worse[key],
+                               q_value=q_w[key], **common)
+        elif w > min_effect and better_sig:
+            out[key] = Verdict("improvement", f"{txt}: better by more than {100 * min_effect:.0f}% and "
+                               f"significant (p={p_better[key]:.3g})", p_value=p_better[key],
+                               q_value=q_b[key], **common)
+        elif w < -min_effect:
+            kind = "unresolved" if p.final else "suspect"
+            out[key] = Verdict(kind, f"{txt}: worse than -{100 * min_effect:.0f}% but not significant "
+                               f"(p={p_worse[key]:.3g}); " + ("could not confirm: re-run" if p.final
+                                                               else "adding pairs"),
+                               p_value=p_worse[key], q_value=q_w[key], **common)
+        elif (pairs_p := _pairs_slower_p(x, y, min_effect, q)) is not None:
+            # The fast ends do not show the slowdown the pairs do: one lucky process (seen on a
+            # machine loaded by other work: a fast end of x1.091 over pairs at x0.902) must not
+            # pass a slowdown the pairs show significantly. Not a regression either: unclear.
+            kind = "unresolved" if p.final else "suspect"
+            out[key] = Verdict(kind, f"{txt}: the fast ends are not worse, but the pairs are, by more than "
+                               f"{100 * min_effect:.0f}% and significantly (signed-rank p={pairs_p:.3g}); "
+                               + ("could not confirm either way: re-run on a quieter machine" if p.final
+                                  else "adding pairs"),
+                               p_value=p_worse[key] if est < 0 else p_better[key],
+                               q_value=q_w[key] if est < 0 else q_b[key], **common)
+        else:
+            if w > min_effect:
+                txt += (f": better by more than {100 * min_effect:.0f}% but not significant "
+                        f"(p={p_better[key]:.3g}): not called an improvement")
+            out[key] = Verdict("unchanged", f"{txt}", p_value=p_worse[key] if est < 0 else p_better[key],
+                               q_value=q_w[key] if est < 0 else q_b[key], **common)
+    return out
+
+
+def _pairs_slower_p(x: Sequence[float], y: Sequence[float], min_effect: float, q: float) -> Optional[float]:
+    """The exact signed-rank p of the paired differences (log figures signed larger-is-better,
+    candidate ``x`` against reference ``y``) when they show a slowdown beyond ``min_effect``
+    that is significant at ``q``, whatever the fast ends say; None otherwise. On the recorded
+    regime data (tests/test_regimes.py) this guard moved equal sessions failing from 3% to 6%
+    (as unresolved, never as regressions) and x0.9 sessions passing from 9% to 8%."""
+    d = [a - b for a, b in zip(x, y)]
+    if stats.hodges_lehmann(d) >= -math.log1p(min_effect):
+        return None
+    p = stats.signed_rank_p(d, "less")
+    return p if p is not None and p <= q else None

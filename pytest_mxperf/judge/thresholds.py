@@ -1,0 +1,36 @@
+"""The numbers the rules judge by, defined once (see judge/verdict.py's module doc for what each
+one does and why it has this value). The minimum effect is the option's default
+(model/options.py)."""
+
+from __future__ import annotations
+
+from pytest_mxperf.model import options
+
+MIN_EFFECT = options.MIN_EFFECT  # smallest change (fraction) ever called a regression or improvement
+FDR_Q = 0.05                # Benjamini-Hochberg false discovery rate across a session's figures
+DRIFT_SHARE = 0.5           # baseline mode: the drift test's BH level is this share of FDR_Q (see above)
+NOISE_Z = 2.0               # noise allowance in standard errors of the median difference
+RESOLUTION_LEVEL = DRIFT_SHARE * FDR_Q  # the resolution: the change the drift test calls for one figure alone
+MIN_BASELINE_PROCESSES = 5  # a baseline figure with fewer processes is shown, not gated
+CONFIRM_PROCESSES = 10      # a suspect is re-measured until the current side has this many
+MIN_QUIET = 2               # quiet processes a side needs before it can be judged
+MEMORY_GROWTH = 0.05        # rule "growth": every process worse than every baseline process by more than
+MEMORY_FLOOR_MIB = 24.0     # ... max(MEMORY_GROWTH x the baseline median, this many MiB,
+MEMORY_SPREAD_K = 3.0       # ... this x the larger range between the processes of one side)
+EPOCHS_STEP = 1             # rule "discrete": worse by more than max(this, ...
+EPOCHS_GROWTH = 0.25        # ... this x the baseline's median epochs)
+STARTUP_CHANGE_NOTE = 0.50  # bind + first-batch time change that becomes a note
+FAST_END = 0.75             # the quantile of per-process figures that is the "fast end"
+
+KINDS = ("regression", "improvement", "unchanged", "suspect", "unresolved", "not-gated", "no-baseline",
+         "below-resolution", "unclear")
+FAILING = ("regression", "unresolved")
+#: kinds that name a slowdown the baseline cannot decide; they fail only when the failure
+#: policy (options.fail_on) names them
+UNDECIDED = ("below-resolution", "unclear")
+#: a slowdown is not called a regression when more than SPELL_SHARE of its current processes
+#: ran in a slow spell of the machine, and SPELL_MARGIN more of them than of the baseline's
+#: (when both sides ran mostly in spells, they compare like with like: seen here, Inception-BN
+#: b2 with oneDNN fusion off, -9.4% with 90% of the current and 80% of the baseline in spells)
+SPELL_SHARE = 0.5
+SPELL_MARGIN = 0.25
