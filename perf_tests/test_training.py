@@ -8,9 +8,9 @@ and ends every timed round with ``mx.nd.waitall()``.
 
 AlexNet: the tables' AlexNet column is labelled "Alexnet(*8)": the page header says its
 batch was multiplied by 8, while the benchmark script that produced the figures
-multiplied it by 16 (``tables.TRAIN_ALEXNET_BATCH_MULTIPLIERS`` records both). This suite
+multiplied it by 16 (``floors.TRAIN_ALEXNET_BATCH_MULTIPLIERS`` records both). This suite
 measures row ``r`` at batch ``r x 8`` by default (set ``MXPERF_ALEXNET_MULTIPLIER=16`` for
-the script's reading); ``tables.select_floor`` gives a floor only where both readings
+the script's reading); ``floors.select_floor`` gives a floor only where both readings
 have a row and holds to the lower one. The batch sizes of ``--perf-batch-sizes`` are the
 table's row labels for AlexNet.
 
@@ -27,12 +27,12 @@ import os
 
 import pytest
 
-from pytest_mxperf.judge import floors as tables
+from pytest_mxperf.judge import floors
 
 TRAIN_MODELS = ("alexnet", "inception-v3", "resnet50_v2")
 ALEXNET_MULTIPLIER = int(os.environ.get("MXPERF_ALEXNET_MULTIPLIER", "8"))
-assert ALEXNET_MULTIPLIER in tables.TRAIN_ALEXNET_BATCH_MULTIPLIERS, \
-    f"MXPERF_ALEXNET_MULTIPLIER must be one of {tables.TRAIN_ALEXNET_BATCH_MULTIPLIERS}"
+assert ALEXNET_MULTIPLIER in floors.TRAIN_ALEXNET_BATCH_MULTIPLIERS, \
+    f"MXPERF_ALEXNET_MULTIPLIER must be one of {floors.TRAIN_ALEXNET_BATCH_MULTIPLIERS}"
 # Heavy on a 2-core CPU (seconds per training step): model -> smallest table row that is
 # deselected unless --perf-slow. Non-slow: AlexNet row 1 (batch 8) with SGD here, and
 # ResNet-50 batch 2 with Adam in test_training_throughput_adam. ResNet-50 batch 1 is slow

@@ -11,7 +11,7 @@ import pytest
 import fake_nvml as F
 from pytest_mxperf.machine import fingerprint, gpu_arch, hardware, nvml
 from pytest_mxperf.measure import runner
-from pytest_mxperf.judge import floors as tables
+from pytest_mxperf.judge import floors
 from pytest_mxperf.model.workload import Workload
 
 
@@ -107,16 +107,16 @@ def test_fingerprint_has_the_gpu_kind_and_records_facts_but_never_volatile_state
 def test_floor_of_a_gpu_cell_from_the_nvml_name(box, spec, ctx, kind, table):
     box(spec)
     hw = hardware.for_contexts(hardware.hardware_info({}), ctx)
-    f = tables.select_floor(hw, "score", "resnet50_v2", 32, "gpu")
+    f = floors.select_floor(hw, "score", "resnet50_v2", 32, "gpu")
     assert (f.kind, f.table_id) == (kind, table), f.reason
 
 
 def test_a_cell_is_held_to_the_table_of_its_own_gpu():
-    hw = tables.HardwareInfo(cpu_model="x", vcpus=8, gpu_names=("Tesla P100-PCIE-16GB", "Tesla T4"))
-    assert tables.select_floor(hw, "score", "alexnet", 8, "gpu").kind is None  # mixed: which one?
-    assert tables.select_floor(hardware.for_contexts(hw, ("gpu:0",)), "score", "alexnet", 8, "gpu").kind == \
+    hw = hardware.HardwareInfo(cpu_model="x", vcpus=8, gpu_names=("Tesla P100-PCIE-16GB", "Tesla T4"))
+    assert floors.select_floor(hw, "score", "alexnet", 8, "gpu").kind is None  # mixed: which one?
+    assert floors.select_floor(hardware.for_contexts(hw, ("gpu:0",)), "score", "alexnet", 8, "gpu").kind == \
         "documented"
-    t4 = tables.select_floor(hardware.for_contexts(hw, ("gpu:1",)), "score", "alexnet", 8, "gpu")
+    t4 = floors.select_floor(hardware.for_contexts(hw, ("gpu:1",)), "score", "alexnet", 8, "gpu")
     assert t4.kind is None and "known faster than a P100" in t4.reason
     assert hardware.for_contexts(hw, ("cpu:0",)) == hw
 

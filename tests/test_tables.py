@@ -12,15 +12,10 @@ from pathlib import Path
 import pytest
 
 from pytest_mxperf.judge import floors as T
-from pytest_mxperf.judge.floors import (
-    COLUMN_FOR_MODEL,
-    Cell,
-    HardwareInfo,
-    TableDataError,
-    documented_curves,
-    load_tables,
-    select_floor,
-)
+from pytest_mxperf.judge import published_tables
+from pytest_mxperf.judge.floors import documented_curves, select_floor
+from pytest_mxperf.machine.hardware import HardwareInfo
+from pytest_mxperf.judge.published_tables import COLUMN_FOR_MODEL, Cell, TableDataError, load_tables
 
 SEEDS = Path(__file__).resolve().parents[1].parent / "shared" / "seeds"
 MAIN_PAGE = SEEDS / "mxnet-perf-tips-tables.md"
@@ -206,13 +201,13 @@ def test_alexnet_batch_multiplier_recorded_both_ways(by_id):
 
 
 def test_json_is_sorted_and_diff_friendly():
-    d = T.DEFAULT_DIRECTORY
+    d = published_tables.DEFAULT_DIRECTORY
     files = sorted(d.glob("*.json"))
     assert files
     for f in files:
         text = f.read_text(encoding="utf-8")
         doc = json.loads(text)
-        assert doc["schema"] == T.SCHEMA_VERSION
+        assert doc["schema"] == published_tables.SCHEMA_VERSION
         assert text == json.dumps(doc, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
 
 
@@ -250,7 +245,7 @@ def test_corrupt_json_raises_table_data_error_naming_file(tmp_path):
     ],
 )
 def test_malformed_data_is_reported(tmp_path, mutate, expect):
-    src = sorted(T.DEFAULT_DIRECTORY.glob("*.json"))[0]
+    src = sorted(published_tables.DEFAULT_DIRECTORY.glob("*.json"))[0]
     doc = json.loads(src.read_text(encoding="utf-8"))
     mutate(doc)
     f = tmp_path / "mutated.json"
@@ -269,7 +264,7 @@ def test_unreadable_file_and_missing_dir(tmp_path):
 
 
 def test_split_files_load_together(tmp_path):
-    src = sorted(T.DEFAULT_DIRECTORY.glob("*.json"))[0]
+    src = sorted(published_tables.DEFAULT_DIRECTORY.glob("*.json"))[0]
     doc = json.loads(src.read_text(encoding="utf-8"))
     a, b = dict(doc), dict(doc)
     a["tables"] = doc["tables"][:4]

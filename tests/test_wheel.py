@@ -135,10 +135,11 @@ def test_a_user_project_measures_records_and_compares_with_the_installed_wheel(i
     records = json.loads((project / "rec" / "results.json").read_text())["records"]
     assert all(r["status"] == "ok" for r in records), [(r["key"], r["message"]) for r in records]
     # the published tables came with the wheel, and a zoo cell of them gets its floor
-    floors = _run([str(py), "-c", "from pytest_mxperf import tables; from pytest_mxperf.machine.hardware import HardwareInfo; "
+    floors = _run([str(py), "-c", "from pytest_mxperf.judge import floors, published_tables; "
+                   "from pytest_mxperf.machine.hardware import HardwareInfo; "
                    "hw = HardwareInfo(cpu_model='Intel(R) Xeon(R) CPU E5-2666 v3 @ 2.90GHz', vcpus=2, gpu_names=()); "
-                   "f = tables.select_floor(hw, 'score', 'resnet50_v2', 4, 'cpu'); "
-                   "print(len(tables.load_tables()), f.kind, f.documented)"],
+                   "f = floors.select_floor(hw, 'score', 'resnet50_v2', 4, 'cpu'); "
+                   "print(len(published_tables.load_tables()), f.kind, f.documented)"],
                   cwd=project, env=env).stdout.split()
     assert int(floors[0]) > 0 and floors[1:] == ["documented", "5.16"], floors
 

@@ -19,7 +19,7 @@ from typing import Any, Callable, Dict, Mapping, Optional, Sequence
 
 from pytest_mxperf.measure import duet
 from pytest_mxperf.measure import runner
-from pytest_mxperf.judge import floors as tables
+from pytest_mxperf.judge import floors
 from pytest_mxperf.model.options import PerfOptions
 from pytest_mxperf.model.measurement import FLOP_MODES, CellMeasurement, RunResult, add_flop_figures
 from pytest_mxperf.measure.session import CellRecord, Finding, PerfSession
@@ -34,7 +34,7 @@ class Fail(AssertionError):
     """Raised when a cell fails its floor or its measurement failed."""
 
 
-def judge_floor(cell: CellMeasurement, floor: tables.Floor, states: Optional[Sequence[Optional[str]]] = None
+def judge_floor(cell: CellMeasurement, floor: floors.Floor, states: Optional[Sequence[Optional[str]]] = None
                 ) -> (str, str):
     """(outcome, one-line message) of a cell against its floor: passed, failed or skipped.
 
@@ -397,7 +397,7 @@ class Measurer:
         else:
             p("mxperf_message", cell.message)
 
-    def check_floor(self, cell: CellMeasurement) -> tables.Floor:
+    def check_floor(self, cell: CellMeasurement) -> floors.Floor:
         """Hold the cell to its published-table floor: fails, skips, or returns the floor.
         Without ``floor`` in the failure policy a cell below its floor is reported only."""
         floor = self.session.floor_for(cell)

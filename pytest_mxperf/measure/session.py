@@ -22,7 +22,7 @@ from pytest_mxperf.measure import duet
 from pytest_mxperf.machine import hardware
 from pytest_mxperf.measure import runner
 from pytest_mxperf.proc import worker
-from pytest_mxperf.judge import floors as tables
+from pytest_mxperf.judge import floors
 from pytest_mxperf import zoo
 from pytest_mxperf.store.baselines import BaselineStore
 from pytest_mxperf.model.options import PerfOptions
@@ -41,7 +41,7 @@ class CellRecord:
 
     nodeid: str
     cell: CellMeasurement
-    floor: Optional[tables.Floor] = None
+    floor: Optional[floors.Floor] = None
     outcome: str = "measured"  # passed / failed / skipped / measured
     note: str = ""
     remeasure: Optional[Callable[[int], CellMeasurement]] = dataclasses.field(default=None, repr=False)
@@ -255,16 +255,16 @@ class PerfSession:
     def add(self, record: CellRecord) -> None:
         self.records.append(record)
 
-    def floor_for(self, cell: CellMeasurement) -> tables.Floor:
+    def floor_for(self, cell: CellMeasurement) -> floors.Floor:
         w = cell.workload
         mode = w.mode if w.mode in ("score", "train") else None
         if mode is None or w.num_devices != 1 or w.model not in zoo.MODELS:
             why = ("published tables are single-device" if mode and w.num_devices != 1
                    else f"no published table for {w.model}" if mode else f"no published table for mode {w.mode}")
-            return tables.Floor(None, None, None, None, self.options.floor_tolerance, False, why)
+            return floors.Floor(None, None, None, None, self.options.floor_tolerance, False, why)
         if w.dtype != "float32":
-            return tables.Floor(None, None, None, None, self.options.floor_tolerance, False,
+            return floors.Floor(None, None, None, None, self.options.floor_tolerance, False,
                                 f"the published tables are float32; no floor for {w.dtype}")
         # a GPU cell is held to the table of the GPU it runs on (gpu:N as NVML names it)
-        return tables.select_floor(hardware.for_contexts(self.hardware, w.contexts), mode, w.model,
+        return floors.select_floor(hardware.for_contexts(self.hardware, w.contexts), mode, w.model,
                                    w.batch_size, w.device, tolerance=self.options.floor_tolerance)
