@@ -219,15 +219,15 @@ def _say(config, line: str) -> None:
 def _check_mxnet_distributions(python) -> None:
     """Two MXNet distributions installed side by side (e.g. mxnet and mxnet-cu117 share the
     mxnet/ package) are a usage error, said before anything is measured."""
-    from pytest_mxperf.proc import installs
+    from pytest_mxperf.proc import distributions
     try:
-        dists = installs.installed_mxnet_distributions(python)
-    except installs.InstallError:
+        dists = distributions.installed_mxnet_distributions(python)
+    except distributions.InstallError:
         return  # an interpreter we cannot list: its probe says what is wrong when a cell needs it
     if len(dists) > 1:
         try:
-            installs.check_single_mxnet(dists, python)
-        except installs.InstallError as exc:
+            distributions.check_single_mxnet(dists, python)
+        except distributions.InstallError as exc:
             raise pytest.UsageError(str(exc)) from None
 
 
@@ -258,10 +258,10 @@ def _reference_python(spec: str, candidate: Optional[str] = None) -> str:
     import os
     if os.sep in spec and os.access(spec, os.X_OK):
         return spec
-    from pytest_mxperf.proc import installs
+    from pytest_mxperf.proc import distributions, installs
     try:
         return installs.reference_python(spec, like=candidate)
-    except installs.InstallError as exc:
+    except distributions.InstallError as exc:
         raise pytest.UsageError(f"--perf-reference: {exc}") from None
 
 

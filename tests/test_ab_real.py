@@ -21,6 +21,7 @@ import sys
 import pytest
 
 from pytest_mxperf.proc import installs
+from pytest_mxperf.proc import distributions
 
 CELL = """
 import pytest
@@ -34,7 +35,7 @@ def test_{model}_b1(mxperf):
 def _venv(spec):
     try:
         return installs.reference_python(spec)
-    except installs.InstallError as exc:  # no network for the first build: say so, do not pass
+    except distributions.InstallError as exc:  # no network for the first build: say so, do not pass
         pytest.skip(f"cannot build the venv for {spec}: {exc}")
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from pytest_mxperf.cli import find_release as bisect
-from pytest_mxperf.proc import installs
+from pytest_mxperf.proc import distributions
 
 KEY = "score/resnet50_v2/b8/cpu:0/float32/threads=auto"
 KEY2 = "score/lenet/b1/cpu:0/float32/threads=auto"
@@ -30,7 +30,7 @@ class FakeInstalls:
     def __call__(self, requirement):
         self.asked.append(requirement)
         if requirement in self.fail:
-            raise installs.InstallError(f"pip install {requirement} numpy<1.24 failed: ERROR: No matching "
+            raise distributions.InstallError(f"pip install {requirement} numpy<1.24 failed: ERROR: No matching "
                                         f"distribution found for {requirement}")
         return f"/venvs/{requirement}/bin/python"
 

@@ -364,7 +364,8 @@ def _cached_reference(cache, spec, candidate, python):
     finished venv of ``spec`` (what a first build leaves), under the cache ``cache``."""
     import os
     from pytest_mxperf.proc import installs
-    reqs = installs.requirements_for(spec, installs.companion_requirements(candidate))
+    from pytest_mxperf.proc import distributions
+    reqs = installs.requirements_for(spec, distributions.companion_requirements(candidate))
     root = cache / "venvs" / installs.venv_slug(spec, reqs)
     exe = installs.venv_python(root / "venv")
     exe.parent.mkdir(parents=True)

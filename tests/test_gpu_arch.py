@@ -3,7 +3,7 @@
 import pytest
 
 from pytest_mxperf.machine import gpu_arch as A
-from pytest_mxperf.proc import installs
+from pytest_mxperf.proc import distributions
 
 
 # --------------------------------------------------------------------------- the recorded configs
@@ -31,7 +31,7 @@ def test_arch_lists_as_in_the_191_cmake_configs():
 
 
 def test_every_cuda_extra_of_the_project_has_a_record():
-    for extra in installs.CUDA_EXTRAS_191:
+    for extra in distributions.CUDA_EXTRAS_191:
         record = A.wheel_for(f"mxnet-{extra}")
         assert record is not None and record.published and record.extra == extra
 

@@ -5,7 +5,7 @@ import re
 from pathlib import Path
 
 from pytest_mxperf.machine import gpu_arch
-from pytest_mxperf.proc import installs
+from pytest_mxperf.proc import distributions
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 
@@ -25,7 +25,7 @@ def test_the_readme_generations_table_is_the_generated_one():
 
 def test_every_extra_the_gpu_section_names_exists():
     named = set(re.findall(r"`(cu\d+)`", _section()))
-    assert named and named <= set(installs.CUDA_EXTRAS_191), named - set(installs.CUDA_EXTRAS_191)
+    assert named and named <= set(distributions.CUDA_EXTRAS_191), named - set(distributions.CUDA_EXTRAS_191)
     pyproject = (README.parent / "pyproject.toml").read_text()
     for extra in named:
         assert re.search(rf"^{extra} = \[\"mxnet-{extra}==1\.9\.1\"", pyproject, re.M), extra

@@ -12,7 +12,9 @@ from pathlib import Path
 import pytest
 
 from pytest_mxperf.proc import installs
-from pytest_mxperf.proc.installs import InstallError
+from pytest_mxperf.proc import wheel_variants
+from pytest_mxperf.proc import distributions
+from pytest_mxperf.proc.distributions import InstallError
 
 MX16 = "/work/venvs/mx-1.6.0/bin/python"
 # the MXNet of this interpreter: 1.9.1 (the cpu extra) unless a tox mxNNN env says otherwise
@@ -32,18 +34,18 @@ def _one_line(exc_info):
 @pytest.mark.parametrize("name", ["mxnet", "MXNet", "mxnet-mkl", "mxnet_mkl", "mxnet-native", "mxnet-cu117",
                                   "mxnet-cu102mkl", "mxnet_cu92mkl", "mxnet.cu110"])
 def test_mxnet_distributions_are_recognised(name):
-    assert installs.is_mxnet_distribution(name)
+    assert distributions.is_mxnet_distribution(name)
 
 
 @pytest.mark.parametrize("name", ["numpy", "mxnet-model-server", "mxnet-cu", "gluoncv", "mxnet-tensorrt",
                                   "keras-mxnet", "mxnetx"])
 def test_other_distributions_are_not(name):
-    assert not installs.is_mxnet_distribution(name)
+    assert not distributions.is_mxnet_distribution(name)
 
 
 def test_two_distributions_side_by_side_are_refused_in_one_line():
     with pytest.raises(InstallError) as exc:
-        installs.check_single_mxnet([("mxnet", "1.9.1"), ("mxnet-cu117", "1.9.1")], "/path/python")
+        distributions.check_single_mxnet([("mxnet", "1.9.1"), ("mxnet-cu117", "1.9.1")], "/path/python")
     assert _one_line(exc) == (
         "two MXNet distributions share the mxnet/ package in /path/python: mxnet 1.9.1, mxnet-cu117 1.9.1; "
         "uninstall both (pip uninstall -y mxnet mxnet-cu117) and reinstall one (pip install -e '.[cu117]')")
@@ -52,11 +54,11 @@ def test_two_distributions_side_by_side_are_refused_in_one_line():
 
 def test_cpu_only_conflicts_reinstall_the_cpu_extra_and_three_are_counted():
     with pytest.raises(InstallError) as exc:
-        installs.check_single_mxnet([("mxnet", "1.9.1"), ("mxnet-mkl", "1.6.0")], "/p/python")
+        distributions.check_single_mxnet([("mxnet", "1.9.1"), ("mxnet-mkl", "1.6.0")], "/p/python")
     assert "pip uninstall -y mxnet mxnet-mkl" in _one_line(exc)
     assert "pip install -e '.[cpu]'" in str(exc.value)
     with pytest.raises(InstallError) as exc:
-        installs.check_single_mxnet([("mxnet", "1.9.1"), ("mxnet-cu102", "1.9.1"), ("mxnet-native", "1.8.0.post0")])
+        distributions.check_single_mxnet([("mxnet", "1.9.1"), ("mxnet-cu102", "1.9.1"), ("mxnet-native", "1.8.0.post0")])
     msg = _one_line(exc)
     assert msg.startswith(f"three MXNet distributions share the mxnet/ package in {sys.executable}: ")
     assert "uninstall all (pip uninstall -y mxnet mxnet-cu102 mxnet-native)" in msg
@@ -65,18 +67,18 @@ def test_cpu_only_conflicts_reinstall_the_cpu_extra_and_three_are_counted():
 
 def test_no_mxnet_is_refused_in_one_line():
     with pytest.raises(InstallError) as exc:
-        installs.check_single_mxnet([], "/opt/py/bin/python")
+        distributions.check_single_mxnet([], "/opt/py/bin/python")
     assert _one_line(exc) == "no MXNet in /opt/py/bin/python: install an extra, e.g. pip install -e '.[cpu]'"
 
 
 def test_one_distribution_passes():
-    assert installs.check_single_mxnet([("mxnet", "1.9.1")]) is None
+    assert distributions.check_single_mxnet([("mxnet", "1.9.1")]) is None
 
 
 def test_this_interpreter_has_its_one_mxnet():
-    found = installs.installed_mxnet_distributions()
+    found = distributions.installed_mxnet_distributions()
     assert found == [("mxnet", EXPECTED_MXNET)]
-    installs.check_single_mxnet(found)
+    distributions.check_single_mxnet(found)
     # the metadata agrees with what a fresh process imports (never this one)
     proc = subprocess.run([sys.executable, "-c", "import mxnet; print(mxnet.__version__)"],
                           stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, timeout=300)
@@ -85,12 +87,12 @@ def test_this_interpreter_has_its_one_mxnet():
 
 
 def test_another_interpreter_is_asked_in_a_subprocess():
-    assert installs.installed_mxnet_distributions(sys.executable) == installs.installed_mxnet_distributions()
+    assert distributions.installed_mxnet_distributions(sys.executable) == distributions.installed_mxnet_distributions()
 
 
 @pytest.mark.skipif(not os.path.exists(MX16), reason=f"no MXNet 1.6.0 venv at {MX16}")
 def test_the_mxnet_160_venv_is_read_without_importing_anything():
-    assert installs.installed_mxnet_distributions(MX16) == [("mxnet", "1.6.0")]
+    assert distributions.installed_mxnet_distributions(MX16) == [("mxnet", "1.6.0")]
 
 
 def _fake_dist(site: Path, name: str, version: str) -> None:
@@ -104,10 +106,10 @@ def test_a_second_distribution_in_another_interpreter_is_found(tmp_path, monkeyp
     _fake_dist(site, "mxnet-cu117", "1.9.1")
     _fake_dist(site, "numpy-stub", "1.0")
     monkeypatch.setenv("PYTHONPATH", str(site))
-    found = installs.installed_mxnet_distributions(sys.executable)
+    found = distributions.installed_mxnet_distributions(sys.executable)
     assert found == [("mxnet", EXPECTED_MXNET), ("mxnet-cu117", "1.9.1")]
     with pytest.raises(InstallError, match=r"^two MXNet distributions share the mxnet/ package in "):
-        installs.check_single_mxnet(found, sys.executable)
+        distributions.check_single_mxnet(found, sys.executable)
 
 
 def _script(path: Path, body: str) -> str:
@@ -120,10 +122,10 @@ def test_an_interpreter_that_fails_is_one_line(tmp_path):
     bad = _script(tmp_path / "python", 'echo "Traceback (most recent call last):" >&2\n'
                                        'echo "ImportError: broken site" >&2\nexit 1')
     with pytest.raises(InstallError) as exc:
-        installs.installed_mxnet_distributions(bad)
+        distributions.installed_mxnet_distributions(bad)
     assert _one_line(exc) == f"{bad} could not list its distributions (exit code 1): ImportError: broken site"
     with pytest.raises(InstallError, match="cannot run"):
-        installs.installed_mxnet_distributions(str(tmp_path / "missing"))
+        distributions.installed_mxnet_distributions(str(tmp_path / "missing"))
 
 
 # ---------------------------------------------------------------------------------------
@@ -193,7 +195,7 @@ def test_a_requirement_is_built_once_and_then_reused(tmp_path, monkeypatch):
     assert Path(py).is_file() and str(py).startswith(str(tmp_path / "venvs") + os.sep)
     assert len(inst.calls) == 1
     venv_dir, reqs = inst.calls[0]
-    assert reqs == ["mxnet==1.8.0.post0"] + installs.companion_requirements()  # the candidate's numpy, ...
+    assert reqs == ["mxnet==1.8.0.post0"] + distributions.companion_requirements()  # the candidate's numpy, ...
     assert any(r.startswith("numpy") for r in reqs)
     assert Path(py) == installs.venv_python(venv_dir)
     assert json.loads((venv_dir.parent / installs.COMPLETE_MARKER).read_text())["spec"] == "mxnet==1.8.0.post0"
@@ -294,7 +296,7 @@ def test_concurrent_sessions_build_once(tmp_path):
     """Two processes (the file lock, not the thread lock, keeps them apart): whichever
     builds holds the lock until the other says it is waiting for it; one build."""
     env = dict(os.environ, MXPERF_CACHE_DIR=str(tmp_path / "cache"))
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(Path(installs.__file__).parent.parent),
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(Path(installs.__file__).parents[2]),
                                                     env.get("PYTHONPATH")) if p)
     log = tmp_path / "builds.log"
     script = tmp_path / "builder.py"
@@ -321,7 +323,7 @@ def test_pip_failure_is_one_line_with_pips_last_error(tmp_path, monkeypatch):
         installs.reference_python("mxnet==0.0.0.dev0", log=_quiet)
     msg = _one_line(exc)
     assert msg.startswith("pip install " + " ".join(installs.requirements_for(
-        "mxnet==0.0.0.dev0", installs.companion_requirements())))
+        "mxnet==0.0.0.dev0", distributions.companion_requirements())))
     assert "failed: ERROR: " in msg and "mxnet==0.0.0.dev0" in msg.split("failed: ", 1)[1]
     roots = list((tmp_path / "venvs").iterdir())
     assert len(roots) == 1
@@ -354,13 +356,13 @@ def test_slugs_are_readable_and_distinct():
     ("mxnet-cu117", "1.9.1", "mkldnn"),
 ])
 def test_build_variant(dist, version, variant):
-    assert installs.build_variant(dist, version) == variant
+    assert wheel_variants.build_variant(dist, version) == variant
 
 
 def test_an_old_release_against_191_takes_the_mkl_wheel():
-    m = installs.match_variant("1.6.0", ("mxnet", "1.9.1"))
+    m = wheel_variants.match_variant("1.6.0", ("mxnet", "1.9.1"))
     assert m == ("mxnet-mkl==1.6.0", "mxnet==1.6.0", True)
-    assert installs.match_variant("1.5.1", ("mxnet", "1.9.1")).requirement == "mxnet-mkl==1.5.1"
+    assert wheel_variants.match_variant("1.5.1", ("mxnet", "1.9.1")).requirement == "mxnet-mkl==1.5.1"
 
 
 @pytest.mark.parametrize("version, like, expected", [
@@ -372,7 +374,7 @@ def test_an_old_release_against_191_takes_the_mkl_wheel():
     ("1.8.0.post0", ("mxnet-cu102", "1.6.0.post0"), ("mxnet-cu102==1.8.0.post0", None, False)),
 ])
 def test_match_variant(version, like, expected):
-    assert installs.match_variant(version, like) == expected
+    assert wheel_variants.match_variant(version, like) == expected
 
 
 def test_known_releases_are_ordered_oldest_first():
@@ -387,14 +389,14 @@ def test_the_extras_of_pyproject_match_the_cuda_wheels_and_pin_numpy():
     doc = tomllib.loads((Path(__file__).resolve().parent.parent / "pyproject.toml").read_text())
     project = doc["project"]
     extras = project["optional-dependencies"]
-    assert not any(installs.is_mxnet_distribution(r.split("=")[0].split("<")[0].split(">")[0].strip())
+    assert not any(distributions.is_mxnet_distribution(r.split("=")[0].split("<")[0].split(">")[0].strip())
                    for r in project["dependencies"]), "MXNet must be an extra, not a dependency"
     assert "numpy<1.24" in project["dependencies"]
     assert extras["cpu"] == ["mxnet==1.9.1", "numpy<1.24"]
-    for cu in installs.CUDA_EXTRAS_191:
+    for cu in distributions.CUDA_EXTRAS_191:
         assert extras[cu] == [f"mxnet-{cu}==1.9.1", "numpy<1.24", "nvidia-ml-py>=11"]
-        assert installs.extra_for(f"mxnet-{cu}") == cu
-    assert {"test", "cpu", *installs.CUDA_EXTRAS_191} == set(extras)
+        assert distributions.extra_for(f"mxnet-{cu}") == cu
+    assert {"test", "cpu", *distributions.CUDA_EXTRAS_191} == set(extras)
 
 
 # ---------------------------------------------------------------------------------------
@@ -402,7 +404,7 @@ def test_the_extras_of_pyproject_match_the_cuda_wheels_and_pin_numpy():
 
 
 def _fake_python(tmp_path, name, dists):
-    """An 'interpreter' whose distribution listing (installs._LIST_SCRIPT) is ``dists``."""
+    """An 'interpreter' whose distribution listing (distributions._LIST_SCRIPT) is ``dists``."""
     listing = json.dumps({"python": name, "distributions": [list(d) for d in dists]})
     path = tmp_path / name / "bin" / "python"
     path.parent.mkdir(parents=True)
@@ -416,13 +418,13 @@ def test_companions_are_the_candidates_versions_of_what_a_worker_loads(tmp_path)
     when installed, and the reference venv had not."""
     cand = _fake_python(tmp_path, "cand", [("mxnet", "1.9.1"), ("numpy", "1.23.5"), ("scipy", "1.15.3+local"),
                                            ("threadpoolctl", "3.8.0"), ("pytest", "8.3.0"), ("matplotlib", "3.9")])
-    assert installs.companion_requirements(cand) == ["numpy==1.23.5", "threadpoolctl==3.8.0", "scipy==1.15.3"]
+    assert distributions.companion_requirements(cand) == ["numpy==1.23.5", "threadpoolctl==3.8.0", "scipy==1.15.3"]
     # what the candidate lacks, the reference does not get; a numpy MXNet 1.x cannot run with is not copied
     bare = _fake_python(tmp_path, "bare", [("mxnet", "1.9.1"), ("numpy", "1.26.4"), ("opencv-python", "4.8.0.76")])
-    assert installs.companion_requirements(bare) == ["numpy<1.24", "opencv-python==4.8.0.76"]
+    assert distributions.companion_requirements(bare) == ["numpy<1.24", "opencv-python==4.8.0.76"]
     # this interpreter (the default candidate) reads its own metadata
     from importlib.metadata import version
-    assert f"numpy=={version('numpy')}" in installs.companion_requirements()
+    assert f"numpy=={version('numpy')}" in distributions.companion_requirements()
 
 
 def test_a_reference_venv_follows_the_candidates_packages(tmp_path, monkeypatch):

@@ -5,7 +5,7 @@ what the worker records about its memory; and one real A/A and growth check (iss
 Seen: an A/A session (MXNet 1.9.1 on both sides) failed on peak memory, Inception-BN b2 386
 vs 322 MiB (+20.1%) against a fixed 20% limit: the candidate's venv had scipy, which
 ``import mxnet`` loads when installed, the reference venv had not. Reference venvs now get
-the candidate's packages (installs.companion_requirements, tests/test_installs.py), and a
+the candidate's packages (distributions.companion_requirements, tests/test_installs.py), and a
 growth is called when at least half the current processes are above the other side's
 highest process by more than max(5%, 24 MiB, 3 x the spread between processes of one side).
 
@@ -225,11 +225,12 @@ def _matched_reference():
     """The reference venv of ``mxnet==1.9.1`` with this interpreter's numpy, threadpoolctl and
     scipy (built once into the cache; skipped when it cannot be built, e.g. offline)."""
     from pytest_mxperf.proc import installs
+    from pytest_mxperf.proc import distributions
     if os.environ.get("MXPERF_TEST_MXNET", "1.9.1") != "1.9.1":
         pytest.skip("this interpreter's MXNet is not 1.9.1")
     try:
         return installs.reference_python("mxnet==1.9.1")
-    except installs.InstallError as exc:
+    except distributions.InstallError as exc:
         pytest.skip(f"cannot build the venv for mxnet==1.9.1: {exc}")
 
 

@@ -5,7 +5,7 @@
 
 A venv is built (once, cached: ``installs.reference_python``) for every release in the
 range, each with the wheel whose MKLDNN matches the newest release's (``mxnet-mkl`` up to
-1.6, plain ``mxnet`` from 1.7: ``installs.match_variant``), so that a step measures the
+1.6, plain ``mxnet`` from 1.7: ``wheel_variants.match_variant``), so that a step measures the
 release, not the packaging. Then, for each adjacent pair (older, newer), this runs
 
     <this python> -m pytest <pytest args> --perf-python <newer> --perf-reference <older>
@@ -36,6 +36,8 @@ from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence, TextIO, Tuple
 
 from pytest_mxperf.proc import installs, spawn
+from pytest_mxperf.proc import wheel_variants
+from pytest_mxperf.proc import distributions
 
 RESERVED_OPTIONS = ("--perf-python", "--perf-reference", "--perf-report")
 DEFAULT_PYTEST_ARGS = ("perf_tests", "-m", "cpu")
@@ -162,18 +164,18 @@ def build_installs(releases: Sequence[str], out: TextIO,
     like = ("mxnet", releases[-1])
     result = []
     for release in releases:
-        match = installs.match_variant(release, like)
+        match = wheel_variants.match_variant(release, like)
         warning = None
         if not match.exact:
-            warning = installs.crossing_warning(match.requirement, like,
+            warning = wheel_variants.crossing_warning(match.requirement, like,
                                                 f"no wheel of {release} matches its MKLDNN")
         try:
             python = reference_python(match.requirement)
             requirement = match.requirement
-        except installs.InstallError as exc:
+        except distributions.InstallError as exc:
             if not match.fallback:
                 raise
-            warning = installs.crossing_warning(match.fallback, like, f"{match.requirement} did not install: {exc}")
+            warning = wheel_variants.crossing_warning(match.fallback, like, f"{match.requirement} did not install: {exc}")
             print(warning, file=out, flush=True)
             python = reference_python(match.fallback)
             requirement = match.fallback
@@ -218,7 +220,7 @@ def read_cells(report_dir: Path) -> List[ReleaseCell]:
     except FileNotFoundError:
         raise StepError(f"no {path} (did the session start measuring?)") from None
     except (OSError, ValueError) as exc:
-        raise StepError(f"unreadable {path}: {installs.one_line(exc)}") from None
+        raise StepError(f"unreadable {path}: {distributions.one_line(exc)}") from None
     records = doc.get("records") if isinstance(doc, dict) else None
     if not isinstance(records, list):
         raise StepError(f"{path} has no list of records")
@@ -295,8 +297,8 @@ def main(argv: Optional[Sequence[str]] = None, *, run_step: Callable[[Step], int
     print(f"== reference installs for {', '.join(releases)}", file=out, flush=True)
     try:
         built = build_installs(releases, out, reference_python)
-    except installs.InstallError as exc:
-        print(f"{prog}: {installs.one_line(exc)}", file=err)
+    except distributions.InstallError as exc:
+        print(f"{prog}: {distributions.one_line(exc)}", file=err)
         return 1
 
     steps: List[Tuple[Step, List[ReleaseCell]]] = []
@@ -321,7 +323,7 @@ def main(argv: Optional[Sequence[str]] = None, *, run_step: Callable[[Step], int
                                     + (f" ({PYTEST_EXIT[rc]})" if rc in PYTEST_EXIT else ""))
                 cells = read_cells(report_dir)
             except StepError as exc:
-                failed = f"step {step.name} could not run: {installs.one_line(exc)}"
+                failed = f"step {step.name} could not run: {distributions.one_line(exc)}"
                 break
             width = max(len(c.key) for c in cells)
             for c in cells:

@@ -246,7 +246,7 @@ def covering_wheels(cc, published_only: bool = True) -> List[Tuple[WheelArch, st
 
 def _extra_hint(record: WheelArch) -> str:
     try:
-        from pytest_mxperf.proc.installs import extra_for
+        from pytest_mxperf.proc.distributions import extra_for
         extra = extra_for(record.dist)
     except Exception:  # pragma: no cover - installs is part of this package
         extra = None

@@ -219,10 +219,10 @@ def mxnet_distribution(python: Optional[str] = None) -> Optional[str]:
     """The MXNet distribution installed for ``python`` ("mxnet-cu117", "mxnet"), from its
     metadata (never imports mxnet); None when there is not exactly one or it cannot be
     listed."""
-    from pytest_mxperf.proc import installs
+    from pytest_mxperf.proc import distributions
     try:
-        dists = installs.installed_mxnet_distributions(python)
-    except installs.InstallError:
+        dists = distributions.installed_mxnet_distributions(python)
+    except distributions.InstallError:
         return None
     return dists[0][0] if len(dists) == 1 else None
 

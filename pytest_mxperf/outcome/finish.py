@@ -257,10 +257,10 @@ def _recorded_requirement(python: Optional[str]) -> Optional[str]:
     """``name==version`` of the MXNet distribution installed for the interpreter that
     measured (``--perf-python``, default this one), from its metadata; None when there is
     not exactly one or it cannot be listed."""
-    from pytest_mxperf.proc import installs
+    from pytest_mxperf.proc import distributions
     try:
-        return baselines.mxnet_requirement(installs.installed_mxnet_distributions(python))
-    except installs.InstallError:
+        return baselines.mxnet_requirement(distributions.installed_mxnet_distributions(python))
+    except distributions.InstallError:
         return None
 
 

@@ -21,8 +21,8 @@ live elsewhere (``cache_dir``).
 from __future__ import annotations
 
 import ctypes
-import hashlib
 import ctypes.util
+import hashlib
 import os
 import shutil
 import signal

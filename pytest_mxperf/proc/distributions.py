@@ -1,0 +1,175 @@
+"""Which MXNet distributions are installed in an interpreter (parent side: never imports
+mxnet; reads distribution metadata, of this interpreter with importlib.metadata, of
+another one through a tiny python -c script).
+
+Every MXNet wheel (mxnet, mxnet-mkl, mxnet-native, mxnet-cu117, ...) installs
+the same mxnet/ package, so two of them side by side overwrite each other's files and
+leave a mix that may import and then crash or silently run the wrong build
+(check_single_mxnet refuses that with one line that says what to uninstall and what to
+reinstall). companion_requirements: the candidate's versions of the packages a worker
+loads besides MXNet (WORKER_COMPANIONS), which a reference venv gets too, so both sides of
+an A/B run load the same ones."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from typing import Dict, List, Optional, Sequence, Tuple
+
+from pytest_mxperf.proc import spawn
+
+# The CUDA wheels published for MXNet 1.9.1 (``pip index versions mxnet-cuXXX`` for Linux
+# x86_64 / Python 3.11): each is an extra of pyproject.toml of the same name.
+CUDA_EXTRAS_191 = ("cu102", "cu110", "cu111", "cu112", "cu113", "cu114", "cu115", "cu116", "cu117")
+NUMPY_FOR_MXNET1 = "numpy<1.24"   # MXNet 1.x imports np.bool, which numpy 1.24 removed
+PROBE_TIMEOUT_S = 120.0
+
+# The distributions that install the ``mxnet/`` package (names as PEP 503 normalises them).
+# Glob-like on the CUDA tag: mxnet-cu75 ... mxnet-cu117 and their ...mkl variants.
+MXNET_DISTRIBUTIONS = ("mxnet", "mxnet-mkl", "mxnet-native", "mxnet-cu*", "mxnet-cu*mkl")
+_MXNET_NAME = re.compile(r"mxnet(-mkl|-native|-cu\d+(mkl)?)?")
+
+
+# The distributions besides MXNet that a worker's process loads, whose versions a reference
+# venv copies from the candidate (``companion_requirements``): the worker imports numpy and
+# threadpoolctl; ``import mxnet`` imports scipy (contrib/quantization.py, ndarray/sparse.py)
+# and cv2 (image/image.py) whenever they are installed. Measured (MXNet 1.9.1, Inception-BN
+# b2 scoring, RSS in MiB at start / after numpy / after import mxnet / after bind / peak):
+# a venv with scipy 14 / 32 / 187 / 307 / 385, the same venv with scipy hidden 12 / 33 / 136
+# / 244 / 322, a venv built from ``mxnet==1.9.1`` with numpy + threadpoolctl only 10 / 32 /
+# 137 / 244 / 322, that venv with scipy added 10 / 32 / 188 / 308 / 385. scipy alone made
+# the A/A difference (+63 MiB: 51 at import, its thread and allocations 12 more later).
+WORKER_COMPANIONS = ("numpy", "threadpoolctl", "scipy", "opencv-python", "opencv-python-headless",
+                     "opencv-contrib-python", "opencv-contrib-python-headless")
+
+
+class InstallError(ValueError):
+    """An MXNet install that cannot be used (or built); the message is one line."""
+
+
+def normalize_name(name: str) -> str:
+    """A distribution name as PEP 503 compares them: lower case, runs of -_. as one -."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def is_mxnet_distribution(name: str) -> bool:
+    return _MXNET_NAME.fullmatch(normalize_name(name)) is not None
+
+
+def one_line(text: str) -> str:
+    return " ".join(str(text).split())
+
+
+# Runs under any Python 3 (3.8+ has importlib.metadata; older ones have pkg_resources).
+_LIST_SCRIPT = r"""
+import json, sys
+try:
+    from importlib.metadata import distributions
+    found = [(d.metadata["Name"], d.version) for d in distributions()]
+except ImportError:
+    import pkg_resources
+    found = [(d.project_name, d.version) for d in pkg_resources.working_set]
+json.dump({"python": sys.executable, "distributions": [[n, v] for n, v in found if n]}, sys.stdout)
+"""
+
+
+def _mxnet_only(found) -> List[Tuple[str, str]]:
+    """MXNet distributions among (name, version) pairs, the first of each name (the one
+    that import finds first on sys.path), sorted by name."""
+    seen: Dict[str, Tuple[str, str]] = {}
+    for name, version in found:
+        if name and is_mxnet_distribution(name):
+            seen.setdefault(normalize_name(name), (normalize_name(name), str(version)))
+    return [seen[k] for k in sorted(seen)]
+
+
+def installed_mxnet_distributions(python: Optional[str] = None,
+                                  timeout: float = PROBE_TIMEOUT_S) -> List[Tuple[str, str]]:
+    """The MXNet distributions installed for ``python`` (default: this interpreter), as
+    sorted (normalised name, version) pairs. Reads metadata only; never imports mxnet."""
+    return _mxnet_only(installed_distributions(python, timeout))
+
+
+def installed_distributions(python: Optional[str] = None,
+                            timeout: float = PROBE_TIMEOUT_S) -> List[Tuple[str, str]]:
+    """Every distribution installed for ``python`` (default: this interpreter), as (name,
+    version) pairs in the order import finds them. Reads metadata only."""
+    if python is None:
+        from importlib.metadata import distributions
+        return [(d.metadata["Name"], d.version) for d in distributions() if d.metadata["Name"]]
+    try:
+        proc = subprocess.run([python, "-c", _LIST_SCRIPT], stdin=subprocess.DEVNULL,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise InstallError(f"{python} did not list its distributions within {timeout:g} s") from None
+    except OSError as exc:
+        raise InstallError(f"cannot run {python}: {exc.strerror or exc}") from None
+    try:
+        found = json.loads(proc.stdout.decode("utf-8", "replace"))["distributions"]
+    except (ValueError, KeyError, TypeError):
+        err = [ln for ln in proc.stderr.decode("utf-8", "replace").splitlines() if ln.strip()]
+        raise InstallError(f"{python} could not list its distributions "
+                           f"({spawn.describe_returncode(proc.returncode)}): "
+                           f"{err[-1].strip() if err else 'no output'}") from None
+    return [(n, str(v)) for n, v in found if n]
+
+
+def companion_requirements(python: Optional[str] = None) -> List[str]:
+    """Pins of the candidate's ``WORKER_COMPANIONS`` (``python``, default this interpreter),
+    e.g. ``["numpy==1.23.5", "threadpoolctl==3.8.0", "scipy==1.15.3"]``: what a reference
+    venv installs beside MXNet so that its workers load the same packages as the candidate's.
+    A companion the candidate lacks is left out (its MXNet does not load it either); numpy is
+    always there: the candidate's version when MXNet 1.x runs with it, else ``numpy<1.24``.
+    A local version label (``1.15.3+cpu``) is pinned by its public version."""
+    from packaging.version import InvalidVersion, Version
+    have: Dict[str, str] = {}
+    for name, version in installed_distributions(python):
+        have.setdefault(normalize_name(name), version)
+    out = []
+    for name in WORKER_COMPANIONS:
+        version = have.get(name)
+        try:
+            public = Version(version).public if version else None
+        except InvalidVersion:
+            public = None
+        if name == "numpy" and (public is None or Version(public) >= Version("1.24")):
+            out.append(NUMPY_FOR_MXNET1)
+        elif public is not None:
+            out.append(f"{name}=={public}")
+    return out
+
+
+def extra_for(dist_name: str) -> Optional[str]:
+    """The extra of this project that installs (the 1.9.1 build of) ``dist_name``."""
+    name = normalize_name(dist_name)
+    if name in ("mxnet", "mxnet-mkl", "mxnet-native"):
+        return "cpu"
+    m = re.fullmatch(r"mxnet-(cu\d+)(mkl)?", name)
+    if m and m.group(1) in CUDA_EXTRAS_191:
+        return m.group(1)
+    return None
+
+
+_COUNT = {2: "two", 3: "three", 4: "four"}
+
+
+def check_single_mxnet(dists: Sequence[Tuple[str, str]], python: Optional[str] = None) -> None:
+    """Refuse, in one line, an interpreter with no MXNet or with several MXNet
+    distributions side by side (they overwrite each other's ``mxnet/`` package)."""
+    where = python or sys.executable
+    dists = list(dists)
+    if not dists:
+        raise InstallError(f"no MXNet in {where}: install an extra, e.g. pip install -e '.[cpu]'")
+    if len(dists) == 1:
+        return
+    names = [n for n, _ in dists]
+    listed = ", ".join(f"{n} {v}" for n, v in dists)
+    # Reinstall the CUDA build when one was installed (a GPU machine), else the CPU one.
+    extras = [extra_for(n) for n in names]
+    keep = next((e for e in extras if e and e != "cpu"), None) or "cpu"
+    both = "both" if len(dists) == 2 else "all"
+    raise InstallError(f"{_COUNT.get(len(dists), len(dists))} MXNet distributions share the mxnet/ "
+                       f"package in {where}: {listed}; uninstall {both} (pip uninstall -y "
+                       f"{' '.join(names)}) and reinstall one (pip install -e '.[{keep}]')")
