@@ -10,13 +10,15 @@ import time
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-from pytest_mxperf.store import baselines as B
 from pytest_mxperf.model import jsonio as J
-from pytest_mxperf.store import results as R
 from pytest_mxperf.model.measurement import CellMeasurement, RunResult
 from pytest_mxperf.model.workload import Workload
+from pytest_mxperf.store import baseline_store
+from pytest_mxperf.store import baselines as B
+from pytest_mxperf.store import results as R
 
 ROOT = Path(__file__).resolve().parent.parent
 MODELS = ["resnet50_v2", "alexnet", "lenet", "inception-bn", "vgg16"]
@@ -43,7 +45,7 @@ def one_line(exc):
 
 def test_update_writes_readable_sorted_file(tmp_path):
     c = cell()
-    path = B.update("m-1", [c], {"id": "m-1", "hardware": {"cpu_model": "X"}}, {"mxnet_version": "1.9.1"},
+    path = baseline_store.update("m-1", [c], {"id": "m-1", "hardware": {"cpu_model": "X"}}, {"mxnet_version": "1.9.1"},
                     baselines_dir=tmp_path)
     assert path == tmp_path / "m-1.json"
     text = path.read_text()
@@ -63,20 +65,20 @@ def test_update_writes_readable_sorted_file(tmp_path):
 
 def test_history_keeps_last_few(tmp_path):
     for i in range(8):
-        B.update("m", [cell(medians=(10.0 + i,))], {}, {}, baselines_dir=tmp_path, history=5)
+        baseline_store.update("m", [cell(medians=(10.0 + i,))], {}, {}, baselines_dir=tmp_path, history=5)
     hist = B.load("m", tmp_path)["cells"][cell().workload.key()]["history"]
     assert [h["median"] for h in hist] == [13.0, 14.0, 15.0, 16.0, 17.0]
 
 
 def test_failed_cells_are_not_recorded(tmp_path):
     c = cell(medians=(), fail=2)
-    B.update("m", [c, cell("alexnet")], {}, {}, baselines_dir=tmp_path)
+    baseline_store.update("m", [c, cell("alexnet")], {}, {}, baselines_dir=tmp_path)
     assert list(B.load("m", tmp_path)["cells"]) == [cell("alexnet").workload.key()]
 
 
 def test_bad_machine_id_rejected(tmp_path):
     with pytest.raises(B.BaselineError) as ei:
-        B.update("../evil", [cell()], {}, {}, baselines_dir=tmp_path)
+        baseline_store.update("../evil", [cell()], {}, {}, baselines_dir=tmp_path)
     one_line(ei.value)
 
 
@@ -90,7 +92,7 @@ def test_merge_never_loses_an_entry(tmp_path, batches):
     d = tmp_path / f"merge-{time.monotonic_ns()}"
     seen = set()
     for n, models in enumerate(batches):
-        B.update("m", [cell(m, medians=(float(n + 1),)) for m in models], {}, {}, baselines_dir=d, history=3)
+        baseline_store.update("m", [cell(m, medians=(float(n + 1),)) for m in models], {}, {}, baselines_dir=d, history=3)
         seen |= {Workload(m, batch_size=8).key() for m in models}
         doc = B.load("m", d)
         assert set(doc["cells"]) == seen
@@ -112,7 +114,7 @@ class Boom(Exception):
 @given(fault=st.sampled_from(FAULTS), models=st.lists(st.sampled_from(MODELS), min_size=1, max_size=5, unique=True))
 def test_interrupted_write_leaves_previous_file_intact(tmp_path, fault, models):
     d = tmp_path / f"fault-{time.monotonic_ns()}"
-    B.update("m", [cell("resnet50_v2")], {}, {}, baselines_dir=d)
+    baseline_store.update("m", [cell("resnet50_v2")], {}, {}, baselines_dir=d)
     path = d / "m.json"
     before = path.read_bytes()
 
@@ -147,7 +149,7 @@ def test_interrupted_write_leaves_previous_file_intact(tmp_path, fault, models):
 
             mp.setattr(J.os, "fdopen", lambda fd, *a, **k: HalfWriter(real_fdopen(fd, *a, **k)))
         with pytest.raises(Boom):
-            B.update("m", [cell(m, medians=(99.0,)) for m in models], {}, {}, baselines_dir=d)
+            baseline_store.update("m", [cell(m, medians=(99.0,)) for m in models], {}, {}, baselines_dir=d)
     assert path.read_bytes() == before
     assert [p.name for p in d.iterdir() if p.name.endswith(".tmp")] == []  # temp file cleaned up
     B.load_path(path)
@@ -156,7 +158,7 @@ def test_interrupted_write_leaves_previous_file_intact(tmp_path, fault, models):
 WRITER = textwrap.dedent("""
     import sys, json
     from pathlib import Path
-    from pytest_mxperf.store import baselines as B
+    from pytest_mxperf.store import baseline_store as B
     path = Path(sys.argv[1])
     texts = [B._dumps(json.loads(Path(p).read_text())) for p in sys.argv[2:4]]
     print("ready", flush=True)
@@ -177,7 +179,7 @@ def test_sigkill_during_writes_leaves_old_or_new_content(tmp_path):
     (tmp_path / "a.src").write_text(json.dumps(a))
     (tmp_path / "b.src").write_text(json.dumps(b))
     target = tmp_path / "m.json"
-    B.atomic_write_text(target, B._dumps(a))
+    baseline_store.atomic_write_text(target, baseline_store._dumps(a))
     assert target.stat().st_size > 500_000
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     mid_write_kills = 0
@@ -207,13 +209,13 @@ def test_sigkill_during_writes_leaves_old_or_new_content(tmp_path):
 
 UPDATER = textwrap.dedent("""
     import sys
-    from pytest_mxperf.store import baselines as B
+    from pytest_mxperf.store import baseline_store
     from pytest_mxperf.model.measurement import CellMeasurement, RunResult
     from pytest_mxperf.model.workload import Workload
     d, model, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
     for i in range(n):
         w = Workload(model, batch_size=i + 1)
-        B.update("shared", [CellMeasurement(w, [RunResult(w, "ok", batches_per_round=1, round_seconds=[0.1])])],
+        baseline_store.update("shared", [CellMeasurement(w, [RunResult(w, "ok", batches_per_round=1, round_seconds=[0.1])])],
                  {}, {}, baselines_dir=d)
 """)
 
@@ -239,7 +241,7 @@ def _newer(tmp_path):
 
 
 def _corrupt(tmp_path):
-    B.update("m", [cell()], {}, {}, baselines_dir=tmp_path)
+    baseline_store.update("m", [cell()], {}, {}, baselines_dir=tmp_path)
     p = tmp_path / "m.json"
     p.write_bytes(p.read_bytes()[:-40])  # truncated
     return p, "corrupt"
@@ -260,7 +262,7 @@ def test_unusable_file_raises_one_line_and_is_never_overwritten(tmp_path, make):
     msg = one_line(ei.value)
     assert word in msg and str(path) in msg
     with pytest.raises(B.BaselineError):
-        B.update("m", [cell("alexnet")], {}, {}, baselines_dir=tmp_path)
+        baseline_store.update("m", [cell("alexnet")], {}, {}, baselines_dir=tmp_path)
     if before is not None:
         assert path.read_bytes() == before
 
@@ -310,21 +312,21 @@ def test_promote_records_a_results_file(tmp_path):
     R.dump_results(res, [R.make_record(c1, outcome="passed"), c2, bad],
                    {"id": "ci-box", "hardware": {"cpu_model": "Y"}},
                    {"date": "2026-11-22T00:00:00+00:00", "software": {"mxnet_version": "1.9.1"}})
-    B.update("ci-box", [cell("vgg16")], {}, {}, baselines_dir=tmp_path / "bl")
-    out = B.promote(res, baselines_dir=tmp_path / "bl")
+    baseline_store.update("ci-box", [cell("vgg16")], {}, {}, baselines_dir=tmp_path / "bl")
+    out = baseline_store.promote(res, baselines_dir=tmp_path / "bl")
     assert out["machine_id"] == "ci-box" and out["skipped"] == [bad.workload.key()]
     doc = B.load("ci-box", tmp_path / "bl")
     assert set(doc["cells"]) == {c1.workload.key(), c2.workload.key(), cell("vgg16").workload.key()}
     rec = doc["cells"][c2.workload.key()]["history"][-1]
     assert rec["process_medians"] == pytest.approx([5000.0, 5100.0])
     assert rec["date"] == "2026-11-22T00:00:00+00:00" and rec["source"].startswith("promoted")
-    out = B.promote(res, baselines_dir=tmp_path / "bl", machine_id="other-box")
+    out = baseline_store.promote(res, baselines_dir=tmp_path / "bl", machine_id="other-box")
     assert (tmp_path / "bl" / "other-box.json").exists()
 
 
 def test_promote_uses_session_start_stamp(tmp_path):
     res = R.dump_results(tmp_path / "results.json", [cell()], {"id": "box"}, {"started": 1795000000.0})
-    B.promote(res, baselines_dir=tmp_path)
+    baseline_store.promote(res, baselines_dir=tmp_path)
     rec = B.load("box", tmp_path)["cells"][cell().workload.key()]["history"][-1]
     assert rec["date"].startswith("2026-11-18")
 

@@ -4,10 +4,11 @@ from pathlib import Path
 
 import pytest
 
-from pytest_mxperf.store import baselines as B
-from pytest_mxperf.output.plots import plot_throughput
 from pytest_mxperf.model.measurement import CellMeasurement, RunResult
 from pytest_mxperf.model.workload import Workload
+from pytest_mxperf.output.plots import plot_throughput
+from pytest_mxperf.store import baseline_store
+from pytest_mxperf.store import baselines as B
 
 pytest.importorskip("matplotlib")
 
@@ -22,7 +23,7 @@ def test_one_png_per_model_and_mode(tmp_path):
     cells = [cell("resnet50_v2", b, [10 * b ** 0.5 * f for f in (0.9, 1.0, 1.1)]) for b in (1, 2, 4, 8, 16)]
     cells += [cell("alexnet", b, [30.0 * b, 31.0 * b]) for b in (1, 8)]
     cells += [cell("lenet", 64, [5000.0], mode="train")]
-    B.update("m", cells[:3], {}, {}, baselines_dir=tmp_path / "bl")
+    baseline_store.update("m", cells[:3], {}, {}, baselines_dir=tmp_path / "bl")
     doc = B.load("m", tmp_path / "bl")
     paths = plot_throughput([c.to_dict() for c in cells], doc, tmp_path / "plots")
     names = sorted(p.name for p in paths)

@@ -8,13 +8,12 @@ import sys
 
 import pytest
 
-from pytest_mxperf.store import baselines
 from pytest_mxperf.measure import profiling as profiles
-from pytest_mxperf.store import kept_profiles
-from pytest_mxperf.proc import spawn
 from pytest_mxperf.measure import runner
 from pytest_mxperf.model.measurement import CellMeasurement, RunResult
 from pytest_mxperf.model.workload import Workload
+from pytest_mxperf.proc import spawn
+from pytest_mxperf.store import baseline_store, baselines, kept_profiles
 
 CMD = [sys.executable, "-m", "pytest_mxperf.workers.profile"]
 
@@ -221,16 +220,16 @@ def test_a_recorded_baseline_keeps_the_profile_and_gives_it_back(tmp_path):
     cell = _cell()
     key = cell.workload.key()
     kept = kept_profiles.summary(worker_result([op("_sg_mkldnn_conv", 0.7, calls=20, total_ms=7.0, share=0.8)]))
-    path = baselines.update("box", [cell], baselines_dir=tmp_path, profiles={key: kept})
+    path = baseline_store.update("box", [cell], baselines_dir=tmp_path, profiles={key: kept})
     doc = baselines.load("box", tmp_path)
     assert doc["cells"][key]["history"][-1]["profile"]["operators"][0]["name"] == "_sg_mkldnn_conv"
     got = baselines.baseline_profile(doc, key)
     assert got["operators"] == kept["operators"] and got["date"]
     # a later recording without a profile (pool "add") still compares with the kept one;
     # a "replace" recording without one starts a comparison set that has none
-    baselines.update("box", [cell], baselines_dir=tmp_path, pool="add")
+    baseline_store.update("box", [cell], baselines_dir=tmp_path, pool="add")
     assert baselines.baseline_profile(baselines.load("box", tmp_path), key)["operators"] == kept["operators"]
-    baselines.update("box", [cell], baselines_dir=tmp_path)
+    baseline_store.update("box", [cell], baselines_dir=tmp_path)
     assert baselines.baseline_profile(baselines.load("box", tmp_path), key) is None
     doc = json.loads(path.read_text())
     doc["cells"][key]["history"][-1]["profile"] = "not an object"

@@ -5,7 +5,7 @@ measured on a shared 2-vCPU machine in separate sessions.
 the baseline session; ``replay-*.json`` without ``-quiet`` (40 processes per cell, measured
 another time while other engineers' measurements ran on the same cores) is the current
 session. Each simulated session: a baseline of 5 quiet processes per cell, recorded through
-``baselines.summarize_cell``; 2 current processes per cell (the default); suspects are
+``baseline_store.summarize_cell``; 2 current processes per cell (the default); suspects are
 re-measured through the gate's own confirmation path (``CellRecord.remeasure``), which
 draws further processes of the same current session. Every current value is multiplied by
 the effect.
@@ -29,12 +29,12 @@ from pathlib import Path
 
 import pytest
 
-from pytest_mxperf.store import baselines
-from pytest_mxperf.outcome import finish as gate
-from pytest_mxperf.model.options import PerfOptions
-from pytest_mxperf.model.measurement import CellMeasurement, RunResult
 from pytest_mxperf.measure.session import CellRecord, PerfSession
+from pytest_mxperf.model.measurement import CellMeasurement, RunResult
+from pytest_mxperf.model.options import PerfOptions
 from pytest_mxperf.model.workload import Workload
+from pytest_mxperf.outcome import finish as gate
+from pytest_mxperf.store import baseline_store
 
 DATA_DIR = Path(__file__).resolve().parent.parent / "benchmarks" / "data"
 QUIET = sorted(DATA_DIR.glob("replay-*-quiet.json"))
@@ -81,7 +81,7 @@ def simulate(base_pools, cur_pools, scale, rng, resamples=RESAMPLES):
         for key, pool in cur_pools.items():
             w = _workload(key)
             base = rng.sample(base_pools[key], BASE_PROCESSES)
-            rec = baselines.summarize_cell(CellMeasurement(w, [_run(w, v, s) for v, s in base]))
+            rec = baseline_store.summarize_cell(CellMeasurement(w, [_run(w, v, s) for v, s in base]))
             doc["cells"][key] = {"workload": w.to_dict(), "history": [rec]}
             order = rng.sample(range(len(pool)), len(pool))
             drawn = iter(order)

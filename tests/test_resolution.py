@@ -12,7 +12,7 @@ confirmation path included) on synthetic lognormal per-process figures. The mach
 
 The baseline is recorded the way baselines/README.md says (one ``--perf-update-baselines``
 session, then ``=add`` sessions at other times, 5 processes each) through
-``baselines.merge_recordings``, which states each cell's resolution; a current session runs
+``baseline_store.merge_recordings``, which states each cell's resolution; a current session runs
 2 processes per cell and the gate re-measures its suspects from the same session.
 
 What is asserted:
@@ -40,7 +40,7 @@ from pytest_mxperf.model.measurement import CellMeasurement, RunResult
 from pytest_mxperf.model.options import PerfOptions, parse_fail_on
 from pytest_mxperf.model.workload import Workload
 from pytest_mxperf.outcome import finish as gate
-from pytest_mxperf.store import baselines
+from pytest_mxperf.store import baseline_store, baselines
 
 SEED = 20261124
 SESSIONS = 200
@@ -88,10 +88,10 @@ def record(machine, sessions):
         recs, wls = {}, {}
         for (w, _, _), c in zip(machine.cells, centres):
             cell = CellMeasurement(w, [_run(w, v) for v in machine.processes(c, PROCESSES)])
-            recs[w.key()] = baselines.summarize_cell(cell, pool="replace" if s == 0 else "add",
+            recs[w.key()] = baseline_store.summarize_cell(cell, pool="replace" if s == 0 else "add",
                                                      requirement="mxnet==1.9.1")
             wls[w.key()] = w.to_dict()
-        baselines.merge_recordings(doc, recs, wls)
+        baseline_store.merge_recordings(doc, recs, wls)
     return doc
 
 
@@ -285,7 +285,7 @@ def _cell(model, values):
 
 
 def test_a_recording_states_its_resolution_and_install(tmp_path):
-    store = baselines.BaselineStore(tmp_path)
+    store = baseline_store.BaselineStore(tmp_path)
     store.update("m", [_cell("lenet", [100.0, 101.0, 99.0, 100.5, 99.5])], requirement="mxnet==1.9.1")
     key = _cell("lenet", [1.0]).workload.key()
     doc = store.load("m")
@@ -301,23 +301,23 @@ def test_a_recording_states_its_resolution_and_install(tmp_path):
     # a new comparison set starts over, provisional again
     store.update("m", [_cell("lenet", [100.0, 101.0, 99.0, 100.5, 99.5])], requirement="mxnet==1.9.1")
     assert store.resolution("m", key).provisional
-    assert baselines.BaselineStore(tmp_path / "none").recorded_requirement("m") is None
+    assert baseline_store.BaselineStore(tmp_path / "none").recorded_requirement("m") is None
 
 
 def test_cells_recorded_with_two_installs_are_said_not_guessed(tmp_path):
-    store = baselines.BaselineStore(tmp_path)
+    store = baseline_store.BaselineStore(tmp_path)
     store.update("m", [_cell("lenet", [100.0] * 5)], requirement="mxnet==1.9.1")
     store.update("m", [_cell("mlp", [100.0] * 5)], requirement="mxnet==1.8.0.post0")
     with pytest.raises(baselines.BaselineError) as ei:
         store.recorded_requirement("m")
     assert "\n" not in str(ei.value) and "mxnet==1.8.0.post0" in str(ei.value)
     assert store.recorded_requirement("m", [_cell("mlp", [1.0]).workload.key()]) == "mxnet==1.8.0.post0"
-    assert baselines.mxnet_requirement([("mxnet-cu117", "1.9.1")]) == "mxnet-cu117==1.9.1"
-    assert baselines.mxnet_requirement([("mxnet", "1.9.1"), ("mxnet-cu117", "1.9.1")]) is None
+    assert baseline_store.mxnet_requirement([("mxnet-cu117", "1.9.1")]) == "mxnet-cu117==1.9.1"
+    assert baseline_store.mxnet_requirement([("mxnet", "1.9.1"), ("mxnet-cu117", "1.9.1")]) is None
 
 
 def test_a_file_recorded_before_resolutions_loads_and_gets_the_same_resolution(tmp_path):
-    store = baselines.BaselineStore(tmp_path)
+    store = baseline_store.BaselineStore(tmp_path)
     store.update("m", [_cell("lenet", [100.0, 101.0, 99.0, 100.5, 99.5])])
     store.update("m", [_cell("lenet", [92.0, 93.0, 91.0, 92.5, 91.5])], pool="add")
     key = _cell("lenet", [1.0]).workload.key()

@@ -139,7 +139,7 @@ def _compare(argv: List[str]) -> int:
 
 
 def _promote(argv: List[str]) -> int:
-    from pytest_mxperf.store.baselines import promote
+    from pytest_mxperf.store.baseline_store import promote
     ap = _Parser(prog="python -m pytest_mxperf.cli.compare promote",
                  description="Record a CI run's results.json into the baseline without measuring again.")
     ap.add_argument("results")

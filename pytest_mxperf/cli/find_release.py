@@ -35,9 +35,7 @@ import sys
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence, TextIO, Tuple
 
-from pytest_mxperf.proc import installs, spawn
-from pytest_mxperf.proc import wheel_variants
-from pytest_mxperf.proc import distributions
+from pytest_mxperf.proc import distributions, installs, spawn, wheel_variants
 
 RESERVED_OPTIONS = ("--perf-python", "--perf-reference", "--perf-report")
 DEFAULT_PYTEST_ARGS = ("perf_tests", "-m", "cpu")

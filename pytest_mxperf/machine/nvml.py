@@ -69,7 +69,17 @@ import re
 import threading
 from collections import Counter
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
+from typing import (
+    Any,
+    Callable,
+    Dict,
+    Iterable,
+    List,
+    Mapping,
+    Optional,
+    Sequence,
+    Tuple,
+)
 
 FAKE_ENV = "MXPERF_FAKE_NVML"
 NOT_INSTALLED = "nvidia-ml-py not installed"

@@ -28,8 +28,8 @@ import resource
 import time
 from typing import Any, Callable, Dict, Mapping, Optional
 
-from pytest_mxperf.proc import spawn
 from pytest_mxperf.machine import topology
+from pytest_mxperf.proc import spawn
 
 #: what the probe measures: ~0.4 s of timing, ~0.6 s for the whole process
 PROBE_SPEC = {"seconds": 0.4, "gemm_n": 512, "stream_mib": 64}

@@ -36,8 +36,8 @@ import time
 from pathlib import Path
 from typing import Dict, List, Optional
 
-from pytest_mxperf.proc import spawn
 from pytest_mxperf.model.jsonio import write_json
+from pytest_mxperf.proc import spawn
 
 #: after a process of the cluster dies with an error, all the others are gone within this
 KILL_WITHIN_SECONDS = 10.0

@@ -36,11 +36,10 @@ import time
 from pathlib import Path
 from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from pytest_mxperf.proc import spawn
 from pytest_mxperf.measure import runner
-from pytest_mxperf.proc import worker
 from pytest_mxperf.model.measurement import RunResult
 from pytest_mxperf.model.workload import Workload
+from pytest_mxperf.proc import spawn, worker
 
 #: target length of one timed round (both sides run the same number of batches per round)
 ROUND_SECONDS = 0.15

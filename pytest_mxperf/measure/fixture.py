@@ -17,12 +17,16 @@ import statistics
 import sys
 from typing import Any, Callable, Dict, Mapping, Optional, Sequence
 
-from pytest_mxperf.measure import duet
-from pytest_mxperf.measure import runner
 from pytest_mxperf.judge import floors
-from pytest_mxperf.model.options import PerfOptions
-from pytest_mxperf.model.measurement import FLOP_MODES, CellMeasurement, RunResult, add_flop_figures
+from pytest_mxperf.measure import duet, runner
 from pytest_mxperf.measure.session import CellRecord, Finding, PerfSession
+from pytest_mxperf.model.measurement import (
+    FLOP_MODES,
+    CellMeasurement,
+    RunResult,
+    add_flop_figures,
+)
+from pytest_mxperf.model.options import PerfOptions
 from pytest_mxperf.model.workload import Workload
 
 
@@ -296,8 +300,8 @@ class Measurer:
             self._record_property(f"mxperf_{k}", v)
 
     def _resolve_model(self, model, input_shape, inputs, input_spec, params, loss, mode):
-        from pytest_mxperf.model import user_network as usermodel
         from pytest_mxperf import zoo
+        from pytest_mxperf.model import user_network as usermodel
         if model in zoo.MODELS and input_shape is None and inputs is None and input_spec is None:
             return model, ""
         try:

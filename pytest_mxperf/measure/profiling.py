@@ -32,8 +32,13 @@ from pathlib import Path
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence
 
 from pytest_mxperf.store.kept_profiles import ms_per_batch
-from pytest_mxperf.workers.profile import (OTHER, PROFILED_DTYPES, PROFILED_MODES, ProfileFormatError,  # noqa: F401
-                              operators_from_aggregate)
+from pytest_mxperf.workers.profile import (  # noqa: F401
+    OTHER,
+    PROFILED_DTYPES,
+    PROFILED_MODES,
+    ProfileFormatError,
+    operators_from_aggregate,
+)
 
 PROFILE_MODULE = "pytest_mxperf.workers.profile"
 #: operators kept in a baseline's profile (the rest folded into "other")
@@ -149,6 +154,7 @@ def trace_dir(report_dir: Optional[str], started: float) -> Path:
     if report_dir:
         return Path(report_dir) / "profiles"
     import time
+
     from pytest_mxperf.proc import spawn
     return spawn.cache_dir("profiles", time.strftime("%Y%m%d-%H%M%S", time.localtime(started)))
 
@@ -219,8 +225,8 @@ def run_profile(workload, trace: Path, *, python: Optional[str] = None, environ:
     ``status``/``message`` dict when it failed. ``recorded_env``: the variables the cell's
     measured processes ran with (``RunResult.meta["env"]``), laid over ``environ`` so that
     the profile sees the same MXNet and OpenMP settings."""
-    from pytest_mxperf.proc import spawn
     from pytest_mxperf.measure import runner
+    from pytest_mxperf.proc import spawn
     as_cap, rss_cap = runner.memory_caps(workload, runner.resolve_memory_limit(memory_limit))
     env, _ = runner.build_env(workload, environ, recorded_env)
     full = {"workload": workload.to_dict(), "trace_path": str(trace), "memory_limit": as_cap, "seed": seed}

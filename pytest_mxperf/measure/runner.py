@@ -8,12 +8,17 @@ from __future__ import annotations
 import os
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
 
-from pytest_mxperf.proc import spawn, worker
-from pytest_mxperf.proc.worker import DEFAULT_TIMEOUT, ProcessOutcome, memory_caps, resolve_memory_limit
 from pytest_mxperf.machine import topology
-from pytest_mxperf.model.measurement import RunResult
 from pytest_mxperf.model import user_network
+from pytest_mxperf.model.measurement import RunResult
 from pytest_mxperf.model.workload import Workload
+from pytest_mxperf.proc import spawn, worker
+from pytest_mxperf.proc.worker import (
+    DEFAULT_TIMEOUT,
+    ProcessOutcome,
+    memory_caps,
+    resolve_memory_limit,
+)
 
 WORKER_MODULE = "pytest_mxperf.workers.throughput"
 

@@ -18,16 +18,15 @@ import os
 import time
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
 
-from pytest_mxperf.measure import duet
-from pytest_mxperf.machine import hardware
-from pytest_mxperf.measure import runner
-from pytest_mxperf.proc import worker
-from pytest_mxperf.judge import floors
 from pytest_mxperf import zoo
-from pytest_mxperf.store.baselines import BaselineStore
-from pytest_mxperf.model.options import PerfOptions
+from pytest_mxperf.judge import floors
+from pytest_mxperf.machine import hardware
+from pytest_mxperf.measure import duet, runner
 from pytest_mxperf.model.measurement import CellMeasurement, RunResult
+from pytest_mxperf.model.options import PerfOptions
 from pytest_mxperf.model.workload import Workload
+from pytest_mxperf.proc import worker
+from pytest_mxperf.store.baseline_store import BaselineStore
 
 #: a probe younger than this is reused as the next process's "before" probe
 PROBE_REUSE_SECONDS = 2.0

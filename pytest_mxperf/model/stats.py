@@ -350,7 +350,9 @@ def mean_t_p(values: Sequence[float], alternative: str) -> Optional[float]:
     if se == 0:
         side = mean < 0 if alternative == "less" else mean > 0
         return 0.0 if side else 1.0
-    from scipy.special import stdtr        # the Student t CDF (scipy.stats.t.cdf without its overhead)
+    from scipy.special import (
+        stdtr,  # the Student t CDF (scipy.stats.t.cdf without its overhead)
+    )
     tstat = mean / se
     return float(stdtr(n - 1, tstat) if alternative == "less" else stdtr(n - 1, -tstat))
 
@@ -366,7 +368,7 @@ def mean_t_interval(values: Sequence[float], alpha_one_sided: float) -> Tuple[fl
         return -math.inf, math.inf
     if se == 0:
         return mean, mean
-    from scipy.special import stdtrit      # the Student t quantile (scipy.stats.t.ppf)
+    from scipy.special import stdtrit  # the Student t quantile (scipy.stats.t.ppf)
     half = float(stdtrit(n - 1, 1.0 - alpha_one_sided)) * se
     return mean - half, mean + half
 

@@ -42,7 +42,7 @@ from pytest_mxperf.outcome.judging import (
     session_cells,
     software_facts,
 )
-from pytest_mxperf.store import baselines, kept_profiles
+from pytest_mxperf.store import baseline_store, baselines, kept_profiles
 
 # ----------------------------------------------------------------------------- the session
 
@@ -259,7 +259,7 @@ def _recorded_requirement(python: Optional[str]) -> Optional[str]:
     not exactly one or it cannot be listed."""
     from pytest_mxperf.proc import distributions
     try:
-        return baselines.mxnet_requirement(distributions.installed_mxnet_distributions(python))
+        return baseline_store.mxnet_requirement(distributions.installed_mxnet_distributions(python))
     except distributions.InstallError:
         return None
 

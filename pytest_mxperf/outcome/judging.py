@@ -25,7 +25,7 @@ from pytest_mxperf.judge import verdict as vd
 from pytest_mxperf.measure.session import CellRecord, PerfSession
 from pytest_mxperf.model import stats
 from pytest_mxperf.model.measurement import CellMeasurement, cell_of, metric_key
-from pytest_mxperf.store import baselines
+from pytest_mxperf.store import baseline_store, baselines
 
 
 @dataclasses.dataclass
@@ -189,7 +189,7 @@ def judge_baseline(session: PerfSession, cells, doc, reference, out: GateOutcome
         base = baselines.latest_recording(doc, key)
         if v is None or base is None:
             continue
-        summary = baselines.summarize_cell(rec.cell)
+        summary = baseline_store.summarize_cell(rec.cell)
         v.env_diff = context_diff.env_diff(summary.get("env"), base.get("env"))
         cur_soft = dict(software)
         base_soft = dict(base.get("software") or {})

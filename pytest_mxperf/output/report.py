@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional, Sequence
 
-from pytest_mxperf.model.options import duration_text
-from pytest_mxperf.model.measurement import METRICS, metric_key
 from pytest_mxperf.measure.session import CellRecord, Finding
+from pytest_mxperf.model.measurement import METRICS, metric_key
+from pytest_mxperf.model.options import duration_text
 
 #: seconds a worker process costs besides its timed part (interpreter, import mxnet, bind,
 #: warm-up, the machine probe around it); used only for the duration estimate printed first.

@@ -56,12 +56,10 @@ import math
 import os
 import statistics
 from pathlib import Path
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Union
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Union
 
 from pytest_mxperf.judge import resolution
-from pytest_mxperf.model.jsonio import atomic_write_text
-from pytest_mxperf.model.measurement import METRICS, CellMeasurement
-from pytest_mxperf.model.stats import quantile
+from pytest_mxperf.model.measurement import METRICS
 
 SCHEMA_VERSION = 1
 HISTORY = 5
@@ -300,7 +298,7 @@ def _judged_by_processes(rec: Mapping[str, Any]) -> List[str]:
     return [n for n in dict.fromkeys(names) if n in METRICS and METRICS[n].rule == "processes"]
 
 
-def _annotate_resolution(doc: Dict[str, Any], key: str) -> None:
+def annotate_resolution(doc: Dict[str, Any], key: str) -> None:
     """Store the resolution of every figure of cell ``key`` judged by the processes rule
     with its newest recording (over the comparison set that recording closes)."""
     hist = ((doc.get("cells") or {}).get(key) or {}).get("history") or []
@@ -372,147 +370,6 @@ def recorded_requirement(doc: Optional[Mapping[str, Any]], keys: Optional[Iterab
     return next(iter(reqs), None)
 
 
-def mxnet_requirement(dists: Sequence[Sequence[str]]) -> Optional[str]:
-    """``name==version`` of the one MXNet distribution in ``dists`` ((name, version) pairs,
-    as installs.installed_mxnet_distributions lists them); None unless exactly one."""
-    dists = [d for d in dists if d and len(d) >= 2 and d[0] and d[1]]
-    return f"{dists[0][0]}=={dists[0][1]}" if len(dists) == 1 else None
-
-
-def _median(values: Iterable[Optional[float]]) -> Optional[float]:
-    vals = [float(v) for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)]
-    return statistics.median(vals) if vals else None
-
-
-def _probe_record(ms: Optional[Mapping[str, Any]]) -> Optional[Dict[str, Any]]:
-    """What a later session needs to relabel a process: its probes and the load around it."""
-    if not ms or not (ms.get("probe_before") or ms.get("probe_after")):
-        return None
-    return {k: ms.get(k) for k in ("probe_before", "probe_after", "load")}
-
-
-def summarize_cell(cell: CellMeasurement, software: Optional[Mapping[str, Any]] = None,
-                   date: Optional[str] = None, source: str = "measured", pool: str = "replace",
-                   requirement: Optional[str] = None) -> Dict[str, Any]:
-    """One recording (history entry) from a CellMeasurement's successful processes;
-    ``requirement``: the MXNet distribution that measured it (``mxnet==1.9.1``)."""
-    ok = cell.ok_runs
-    rounds = [s for r in ok for s in r.samples]
-    metas = [r.meta or {} for r in ok]
-    first = metas[0] if metas else {}
-    primary = cell.primary
-    rec: Dict[str, Any] = {
-        "date": date or now_iso(),
-        "source": source,
-        "pool": pool,
-        "metric": primary.name,
-        "unit": primary.unit,
-        "process_medians": [round(float(r.value(primary.name)), 6) for r in ok],
-        "figures": {m.name: [round(float(v), 6) for v in cell.values(m.name)]
-                    for m in cell.metrics() if m.name != primary.name},
-        # machine state while each process ran (aligned with process_medians), for the
-        # verdict's busy-machine screen; the probe figures let a later session relabel them
-        "process_states": [(r.meta.get("machine_state") or {}).get("state") for r in ok],
-        "process_probes": [_probe_record(r.meta.get("machine_state")) for r in ok],
-        "median": cell.median_or_none,
-        "spread": cell.spread,
-        "rounds": ({"n": len(rounds), "median": statistics.median(rounds), "q1": quantile(rounds, 0.25),
-                    "q3": quantile(rounds, 0.75), "min": min(rounds), "max": max(rounds)} if rounds else None),
-        "mxnet_version": first.get("mxnet_version") or (software or {}).get("mxnet_version"),
-        "mxnet_requirement": requirement,
-        "software": dict(software) if software else None,
-        "env": first.get("env", {}),
-        "env_defaults_applied": first.get("env_defaults_applied", {}),
-        "threads": first.get("threads") if isinstance(first.get("threads"), dict) else None,
-        "peak_rss_bytes": max((m["peak_rss_bytes"] for m in metas if isinstance(m.get("peak_rss_bytes"), (int, float))),
-                              default=None),
-        "bind_seconds": _median(m.get("bind_seconds") for m in metas),
-        "first_batch_seconds": _median(m.get("first_batch_seconds") for m in metas),
-        "cpu_utilization": _median(m.get("cpu_utilization") for m in metas),
-        "n_processes": len(ok),
-        "n_failed": len(cell.runs) - len(ok),
-    }
-    return rec
-
-
-def _dumps(doc: Mapping[str, Any]) -> str:
-    return json.dumps(doc, indent=1, sort_keys=True, allow_nan=False) + "\n"
-
-
-def _lock(path: Path):
-    from filelock import FileLock
-    return FileLock(str(path) + ".lock", timeout=LOCK_TIMEOUT)
-
-
-def merge_recordings(doc: Dict[str, Any], recordings: Mapping[str, Mapping[str, Any]],
-                     workloads: Mapping[str, Mapping[str, Any]], history: int = HISTORY) -> Dict[str, Any]:
-    """Append each recording to its cell's history (keeping the newest ``history``) and state
-    the resolution of the comparison set it closes (``resolution``); other cells untouched."""
-    cells = doc.setdefault("cells", {})
-    for key, rec in recordings.items():
-        entry = cells.setdefault(key, {"workload": dict(workloads.get(key, {})), "history": []})
-        if workloads.get(key):
-            entry["workload"] = dict(workloads[key])
-        entry.setdefault("history", []).append(dict(rec))
-        if history > 0:
-            entry["history"] = entry["history"][-history:]
-        _annotate_resolution(doc, key)
-    return doc
-
-
-def write_recordings(machine_id: str, recordings: Mapping[str, Mapping[str, Any]],
-                     workloads: Mapping[str, Mapping[str, Any]], machine: Optional[Mapping[str, Any]] = None,
-                     baselines_dir: Optional[PathLike] = None, history: int = HISTORY,
-                     requirement: Optional[str] = None) -> Path:
-    """Merge prepared recordings into ``<dir>/<machine_id>.json`` under the lock, atomically."""
-    path = baseline_path(machine_id, baselines_dir)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with _lock(path):
-        if path.exists() or path.is_symlink():
-            doc = load_path(path)  # refuses (BaselineError) to touch a corrupt / newer file
-        else:
-            doc = {"schema": SCHEMA_VERSION, "machine_id": machine_id, "cells": {}}
-        merge_recordings(doc, recordings, workloads, history)
-        doc["schema"] = SCHEMA_VERSION
-        doc["machine_id"] = machine_id
-        if machine:
-            doc["machine"] = dict(machine.get("hardware", machine)) if isinstance(machine, Mapping) else machine
-        if requirement:
-            doc["mxnet_requirement"] = requirement
-        doc["updated"] = now_iso()
-        atomic_write_text(path, _dumps(doc))
-    return path
-
-
-def update(machine_id: str, cells: Sequence[CellMeasurement], machine: Optional[Mapping[str, Any]] = None,
-           software: Optional[Mapping[str, Any]] = None, *, baselines_dir: Optional[PathLike] = None,
-           history: int = HISTORY, date: Optional[str] = None, pool: str = "replace",
-           profiles: Optional[Mapping[str, Mapping[str, Any]]] = None, requirement: Optional[str] = None) -> Path:
-    """Record measured cells into the machine's baseline file (``--perf-update-baselines``).
-
-    Merges: cells not in ``cells`` keep their history; a measured cell gets one new recording
-    (oldest dropped beyond ``history``). Cells without any successful process are skipped.
-    ``machine`` is the fingerprint (its ``hardware`` part is stored); ``software`` the
-    session's software facts (mxnet_version, features, cuda, cudnn, gpu_driver).
-    ``profiles``: a small operator profile per cell key (``kept_profiles.summary``), kept in the
-    recording as ``profile`` so that a later failure has a profile to set beside its own.
-    ``requirement``: the MXNet distribution that measured the cells (``mxnet==1.9.1``), kept
-    in each recording and in the file (``recorded_requirement``). Every recording states
-    the resolution of its comparison set (``resolution``).
-    Returns the file's path. Raises BaselineError for an existing unusable file.
-    """
-    recs, wls = {}, {}
-    for cell in cells:
-        if not cell.ok_runs:
-            continue
-        key = cell.workload.key()
-        recs[key] = summarize_cell(cell, software, date, pool=pool, requirement=requirement)
-        if profiles and profiles.get(key):
-            recs[key]["profile"] = dict(profiles[key])
-        wls[key] = cell.workload.to_dict()
-    return write_recordings(machine_id, recs, wls, machine, baselines_dir, history, requirement)
-
-
 def baseline_profile(doc: Optional[Mapping[str, Any]], key: str) -> Optional[Dict[str, Any]]:
     """The newest operator profile (``kept_profiles.summary``) kept with the recordings a run of
     ``key`` is compared with, or None."""
@@ -523,70 +380,3 @@ def baseline_profile(doc: Optional[Mapping[str, Any]], key: str) -> Optional[Dic
     return None
 
 
-def promote(results_json_path: PathLike, *, baselines_dir: Optional[PathLike] = None,
-            machine_id: Optional[str] = None, history: int = HISTORY) -> Dict[str, Any]:
-    """Record a CI run's results.json into the baseline without measuring again.
-
-    The machine id is ``machine_id`` (``--machine``) or the one stored in the results file.
-    Returns {"path", "machine_id", "promoted": [keys], "skipped": [keys]}.
-    Raises BaselineError (bad baseline file) or results.ResultsError (bad results file).
-    """
-    from pytest_mxperf.store import results as _results
-    doc = _results.load_results(results_json_path)
-    machine = doc.get("machine") or {}
-    mid = machine_id or machine.get("id")
-    if not mid:
-        raise BaselineError(f"results file {results_json_path} names no machine id; pass --machine NAME")
-    software = (doc.get("session") or {}).get("software")
-    session = doc.get("session") or {}
-    date = session.get("date") or session.get("started")
-    if isinstance(date, (int, float)) and not isinstance(date, bool):  # a time.time() stamp
-        date = _dt.datetime.fromtimestamp(date, _dt.timezone.utc).isoformat(timespec="seconds")
-    elif not isinstance(date, str):
-        date = None
-    from pytest_mxperf.store.kept_profiles import kept_summaries
-    kept = kept_summaries(session.get("profiles") or {})  # a --perf-profile run's, per cell key
-    recs, wls, skipped = {}, {}, []
-    for cell in _results.record_cells(doc):
-        key = cell.workload.key()
-        if not cell.ok_runs:
-            skipped.append(key)
-            continue
-        recs[key] = summarize_cell(cell, software, date, source=f"promoted from {Path(results_json_path).name}")
-        if key in kept:
-            recs[key]["profile"] = kept[key]
-        wls[key] = cell.workload.to_dict()
-    path = write_recordings(mid, recs, wls, machine, baselines_dir, history)
-    return {"path": path, "machine_id": mid, "promoted": sorted(recs), "skipped": sorted(skipped)}
-
-
-class BaselineStore:
-    """The baselines of one directory: ``<dir>/<machine id>.json`` per machine."""
-
-    def __init__(self, directory: Optional[PathLike] = None):
-        self.directory = Path(directory) if directory is not None else default_dir()
-
-    def path(self, machine_id: str) -> Path:
-        return baseline_path(machine_id, self.directory)
-
-    def load(self, machine_id: str) -> Optional[Dict[str, Any]]:
-        return load(machine_id, self.directory)
-
-    def update(self, machine_id: str, cells: Sequence[CellMeasurement], **kw) -> Path:
-        return update(machine_id, cells, baselines_dir=self.directory, **kw)
-
-    def promote(self, results_json_path: PathLike, **kw) -> Dict[str, Any]:
-        return promote(results_json_path, baselines_dir=self.directory, **kw)
-
-    def recorded_requirement(self, machine_id: str, keys: Optional[Iterable[str]] = None) -> Optional[str]:
-        """The MXNet requirement this machine's baseline (of ``keys``, default every cell) was
-        measured with, e.g. "mxnet==1.9.1" (what ``--perf-reference baseline`` runs the A/B
-        against); None when there is no baseline file or it was recorded before requirements
-        were stored. Raises BaselineError (one line) for an unusable file, or cells recorded
-        with different installs."""
-        doc = self.load(machine_id)
-        return recorded_requirement(doc, keys, self.path(machine_id)) if doc else None
-
-    def resolution(self, machine_id: str, key: str, metric: Optional[str] = None) -> Optional["resolution.Resolution"]:
-        """The resolution this machine's baseline states for a figure of cell ``key``."""
-        return cell_resolution(self.load(machine_id), key, metric)

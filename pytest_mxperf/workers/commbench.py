@@ -43,7 +43,12 @@ import statistics
 import time
 import warnings
 
-from pytest_mxperf.workers.protocol import missing_gpus, mx_contexts, serve, serve_rounds
+from pytest_mxperf.workers.protocol import (
+    missing_gpus,
+    mx_contexts,
+    serve,
+    serve_rounds,
+)
 from pytest_mxperf.zoo.count import prod
 
 #: the stated ratio: a data-parallel step is communication-bound when exchanging its

@@ -38,8 +38,15 @@ the tensor cores' precision, for float16 cells).
 
 from __future__ import annotations
 
-from pytest_mxperf.workers.protocol import (TimedSteps, import_mxnet, missing_gpus, mx_contexts, runtime_info,
-                                            serve, thread_pools)
+from pytest_mxperf.workers.protocol import (
+    TimedSteps,
+    import_mxnet,
+    missing_gpus,
+    mx_contexts,
+    runtime_info,
+    serve,
+    thread_pools,
+)
 
 DEFAULT_FC = (1024, 4096, 4096)
 DEFAULT_CONV = (8, 256, 256, 28, 28)

@@ -92,7 +92,13 @@ import resource
 import time
 from pathlib import Path
 
-from pytest_mxperf.workers.protocol import import_mxnet, runtime_info, serve, serve_rounds, thread_pools
+from pytest_mxperf.workers.protocol import (
+    import_mxnet,
+    runtime_info,
+    serve,
+    serve_rounds,
+    thread_pools,
+)
 
 LOADERS = ("imagerecord", "ndarray", "prefetch-imagerecord", "prefetch-ndarray")
 NUM_LABELS = 10  # labels are i % 10: valid for every zoo model

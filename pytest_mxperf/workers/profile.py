@@ -62,7 +62,13 @@ import os
 import time
 from typing import Dict, List, Optional
 
-from pytest_mxperf.workers.protocol import import_mxnet, missing_gpus, mx_contexts, runtime_info, serve
+from pytest_mxperf.workers.protocol import (
+    import_mxnet,
+    missing_gpus,
+    mx_contexts,
+    runtime_info,
+    serve,
+)
 
 BULK_VARS = ("MXNET_EXEC_BULK_EXEC_INFERENCE", "MXNET_EXEC_BULK_EXEC_TRAIN")
 OTHER = "other"

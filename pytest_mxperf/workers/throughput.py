@@ -27,9 +27,18 @@ import json
 import resource
 import time
 
-from pytest_mxperf.workers.protocol import (ModuleSteps, import_mxnet, missing_gpus, mx_contexts, runtime_info,
-                                            serve, serve_rounds, thread_pools)
-from pytest_mxperf.workers.protocol import loaded_companions, resident_bytes  # memory figures
+from pytest_mxperf.workers.protocol import (  # memory figures
+    ModuleSteps,
+    import_mxnet,
+    loaded_companions,
+    missing_gpus,
+    mx_contexts,
+    resident_bytes,
+    runtime_info,
+    serve,
+    serve_rounds,
+    thread_pools,
+)
 
 #: dtypes of CPU cells reached by converting the float32 network (workers/precision.py)
 CONVERTED_DTYPES = ("bfloat16", "int8")
@@ -40,6 +49,7 @@ class _Cell(ModuleSteps):
 
     def __init__(self, mx, w, seed):
         import numpy as np
+
         from pytest_mxperf import zoo
 
         spec = zoo.get_model(w["model"])

@@ -36,7 +36,12 @@ import tempfile
 import time
 import warnings
 
-from pytest_mxperf.model.user_network import CLASS_LABEL_OPS, canonical_graph_digest, ends_in_loss, label_outputs
+from pytest_mxperf.model.user_network import (
+    CLASS_LABEL_OPS,
+    canonical_graph_digest,
+    ends_in_loss,
+    label_outputs,
+)
 from pytest_mxperf.workers.protocol import ModuleSteps, TimedSteps, import_mxnet, serve
 
 
