@@ -111,6 +111,14 @@ def pytest_addoption(parser):
                 help="stop starting measuring tests when the next one would end past this time from the "
                      "session's start (e.g. 25m); tests run by mxperf_priority(N), breadth first; the rest "
                      "are 'not reached' (fails unless --perf-fail-on=-not-reached)")
+    g.addoption("--perf-store", default=None, metavar="PATH|URL|none",
+                help="the history store every session is appended to: an SQLite file or a postgresql:// URL "
+                     "(default $MXPERF_HISTORY, else ~/.local/share/pytest-mxperf/history.sqlite); none: keep no history")
+    g.addoption("--perf-shard", default=None, metavar="K/N",
+                help="run the K-th of N parts of the selection (each test in exactly one part, the same on every "
+                     "runner); the runners' sessions are one fleet session in the store (--perf-fleet)")
+    g.addoption("--perf-fleet", default=None, metavar="ID",
+                help="the fleet session this runner's session belongs to (default: the CI run, when sharded)")
     g.addoption("--perf-profile", action="store_true", default=False,
                 help="profile every measured cell under mx.profiler (one more, untimed worker each) and show its "
                      "top operators; failing cells are always profiled. Chrome traces go to DIR/profiles with "
@@ -155,7 +163,32 @@ def _parse(config) -> opts.PerfOptions:
         report_dir=g("--perf-report"),
         deadline=opts.parse_duration("--perf-deadline", g("--perf-deadline")),
         profile=bool(g("--perf-profile")),
+        history=_history_location(g("--perf-store")),
+        shard=_shard(g("--perf-shard")),
+        fleet_id=g("--perf-fleet") or (_ci_run() if g("--perf-shard") else None),
     )
+
+
+def _history_location(value):
+    from pytest_mxperf.history.store import default_location
+    if value is not None and value.strip().lower() == "none":
+        return None
+    return value or default_location()
+
+
+def _shard(value):
+    if value is None:
+        return None
+    from pytest_mxperf.history.fleet import ShardError, parse_shard
+    try:
+        return parse_shard(value)
+    except ShardError as exc:
+        raise pytest.UsageError(str(exc)) from None
+
+
+def _ci_run():
+    from pytest_mxperf.history.provenance import ci_run
+    return ci_run()
 
 
 def pytest_configure(config):
@@ -331,17 +364,26 @@ def pytest_collection_modifyitems(session, config, items):
     options = _session(config).options
     if options.deadline is not None:
         items[:] = by_priority(items)
-    if options.include_slow or _markexpr_names_slow(config):
-        return
-    keep, drop = [], []
-    for it in items:
-        # "slow" is about 2-core CPUs: on a GPU the whole grid runs by default
-        slow = it.get_closest_marker("slow") and not it.get_closest_marker("gpu")
-        (drop if slow else keep).append(it)
-    if drop:
-        config.hook.pytest_deselected(items=drop)
-        items[:] = keep
-        _session(config).deselected_slow = len(drop)
+    if not (options.include_slow or _markexpr_names_slow(config)):
+        keep, drop = [], []
+        for it in items:
+            # "slow" is about 2-core CPUs: on a GPU the whole grid runs by default
+            slow = it.get_closest_marker("slow") and not it.get_closest_marker("gpu")
+            (drop if slow else keep).append(it)
+        if drop:
+            config.hook.pytest_deselected(items=drop)
+            items[:] = keep
+            _session(config).deselected_slow = len(drop)
+    if options.shard:
+        from pytest_mxperf.history.fleet import shard_of
+        k, n = options.shard
+        keep = [it for it in items if shard_of(it.nodeid, n) == k]
+        drop = [it for it in items if shard_of(it.nodeid, n) != k]
+        if drop:
+            config.hook.pytest_deselected(items=drop)
+            items[:] = keep
+        _say(config, f"mxperf: shard {k}/{n}: {len(keep)} of {len(keep) + len(drop)} test(s)"
+                     + (f", fleet {options.fleet_id}" if options.fleet_id else ""))
 
 
 def by_priority(items):

@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import time
+import uuid
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
 
 from pytest_mxperf import zoo
@@ -77,6 +78,7 @@ class PerfSession:
         self.findings: List[Finding] = []
         self.skipped_reasons: List[str] = []
         self.started = time.time()
+        self.session_id = uuid.uuid4().hex  # the session's id in results.json and the history store
         self.machine: Dict[str, Any] = {"id": "unknown"}
         self.store = BaselineStore(options.baselines_dir)
         self.baseline_doc: Optional[Dict[str, Any]] = None

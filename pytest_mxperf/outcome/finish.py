@@ -119,11 +119,36 @@ def finish_session(session: PerfSession) -> GateOutcome:
     _say_verdicts(out, session, profile_lines)
     if options.update_baselines:
         _record(session, cells, out)
+    doc = results_document(session, out) if (options.report_dir or options.history) else None
     if options.report_dir:
-        out.report_files = write_report(session, out)
+        out.report_files = write_report(session, out, doc=doc)
         out.messages.append(f"mxperf: report written to {options.report_dir} "
                             f"({', '.join(Path(p).name for p in out.report_files)})")
+    if options.history and not options.smoke:
+        out.messages.extend(record_history(options.history, doc))
     return out
+
+
+def record_history(where: str, doc: Dict[str, Any]) -> List[str]:
+    """Append the session to the history store; lines saying where, and which of its cells
+    start a new step there (a change point at this session). A store that cannot be written
+    is one line, never a failed session: the measurements and the report stand."""
+    from pytest_mxperf.history import changepoints
+    from pytest_mxperf.history.store import HistoryError, describe, open_store
+    try:
+        with open_store(where) as store:
+            store.append(doc)
+            sid = doc["session"]["id"]
+            lines = [f"mxperf: session {sid[:12]} kept in the history store {describe(where)}"]
+            for rec in doc["records"]:
+                for ch in changepoints.cell_changes(store.history(rec["key"])):
+                    if ch["session"] == sid:
+                        lines.append(f"mxperf: {rec['key']} starts a new step in its history here: "
+                                     f"x{ch['ratio']:.3f} ({ch['before']:.4g} -> {ch['after']:.4g}); "
+                                     + "; ".join(ch["changed"]))
+            return lines
+    except (HistoryError, OSError, ValueError) as exc:
+        return [f"mxperf: history store {describe(where)} not written: {exc}"]
 
 
 def advice_for(cell) -> List:
@@ -331,15 +356,15 @@ def write_progress(session: PerfSession) -> None:
         print(f"mxperf: could not write the interim report: {type(exc).__name__}: {exc}", file=sys.stderr)
 
 
-def write_report(session: PerfSession, out: GateOutcome, final: bool = True) -> List[str]:
-    """results.json and summary.md (and, when ``final``, the plots) into --perf-report DIR."""
-    from pytest_mxperf.model.jsonio import atomic_write_text
-    from pytest_mxperf.output import plots
-    from pytest_mxperf.store import results
-    out_dir = Path(session.options.report_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
+def results_document(session: PerfSession, out: GateOutcome, final: bool = True) -> Dict[str, Any]:
+    """The session as results.json holds it (and the history store takes it): the machine,
+    the session's facts and verdicts, and every cell's record with its processes."""
+    from pytest_mxperf.history import provenance
+    options = session.options
     records = [r.to_dict(out.verdicts) for r in session.records]
-    meta = {"software": software_facts(r for rec in session.records for r in rec.cell.ok_runs),
+    meta = {"id": session.session_id, "software": software_facts(r for rec in session.records for r in rec.cell.ok_runs),
+            "git_commit": provenance.git_commit(), "ci_run": provenance.ci_run(),
+            "fleet_id": options.fleet_id, "shard": f"{options.shard[0]}/{options.shard[1]}" if options.shard else None,
             "complete": final, "not_reached": list(session.not_reached),
             "started": session.started, "options": _options_dict(session.options),
             "findings": [dataclasses.asdict(f) for f in session.findings],
@@ -356,6 +381,19 @@ def write_report(session: PerfSession, out: GateOutcome, final: bool = True) -> 
                 r["ab"] = entry
     doc = {"machine": session.machine, "session": meta, "records": records}
     session.on_results(doc)  # the plugin's hook: pytest_mxperf_update_results
+    return doc
+
+
+def write_report(session: PerfSession, out: GateOutcome, final: bool = True,
+                 doc: Optional[Dict[str, Any]] = None) -> List[str]:
+    """results.json and summary.md (and, when ``final``, the plots) into --perf-report DIR."""
+    from pytest_mxperf.model.jsonio import atomic_write_text
+    from pytest_mxperf.output import plots
+    from pytest_mxperf.store import results
+    out_dir = Path(session.options.report_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    doc = doc or results_document(session, out, final)
+    records = doc["records"]
     files = [str(results.dump_results(out_dir / "results.json", doc["records"], doc["machine"], doc["session"]))]
     summary = out_dir / "summary.md"
     atomic_write_text(summary, "\n".join(results.markdown_summary(doc, final=final)) + "\n")

@@ -1,0 +1,95 @@
+"""``python -m pytest_mxperf.history``: the history store from the command line.
+
+    import PATH...      append results.json files (or every one below a folder)
+    changes [--cell K]  the change points of every cell (or one), with what changed
+    publish OUT/        write the static trend pages
+    summary RESULTS     a session as markdown for a CI job summary or a pull-request comment
+
+``--store URL`` (an SQLite path or ``postgresql://...``; default ``$MXPERF_HISTORY`` or
+``~/.local/share/pytest-mxperf/history.sqlite``). Errors are one line on stderr, exit 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import List, Optional
+
+from pytest_mxperf.history import changepoints, ingest, pages
+from pytest_mxperf.history.store import HistoryError, describe, open_store
+from pytest_mxperf.store.results import ResultsError, load_results, markdown_summary
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):
+        print(f"{self.prog}: {message}", file=sys.stderr)
+        raise SystemExit(2)
+
+
+def _results_files(paths: List[str]) -> List[Path]:
+    out = []
+    for p in map(Path, paths):
+        out += sorted(p.rglob("results.json")) if p.is_dir() else [p]
+    return out
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    ap = _Parser(prog="python -m pytest_mxperf.history")
+    ap.add_argument("--store", default=None, help="SQLite path or postgresql:// URL")
+    sub = ap.add_subparsers(dest="cmd", required=True, parser_class=_Parser)
+    p_imp = sub.add_parser("import")
+    p_imp.add_argument("paths", nargs="+")
+    p_ch = sub.add_parser("changes")
+    p_ch.add_argument("--cell", default=None)
+    p_pub = sub.add_parser("publish")
+    p_pub.add_argument("out")
+    p_sum = sub.add_parser("summary")
+    p_sum.add_argument("results")
+    args = ap.parse_args(argv)
+    try:
+        if args.cmd == "summary":
+            print("\n".join(markdown_summary(load_results(args.results))))
+            return 0
+        with open_store(args.store) as store:
+            if args.cmd == "import":
+                files = _results_files(args.paths)
+                if not files:
+                    raise HistoryError(f"no results.json under {' '.join(args.paths)}")
+                added = skipped = bad = 0
+                for f in files:
+                    try:
+                        if store.append(load_results(f)):
+                            added += 1
+                        else:
+                            skipped += 1
+                    except (ResultsError, ingest.IngestError) as exc:
+                        bad += 1
+                        print(f"{f}: skipped: {exc}", file=sys.stderr)
+                print(f"imported {added} session(s) into {describe(store.where)}; {skipped} already there; "
+                      f"{bad} unusable")
+                return 0 if added or skipped else 2
+            if args.cmd == "changes":
+                keys = [args.cell] if args.cell else [c["key"] for c in store.cells()]
+                n = 0
+                for key in keys:
+                    for ch in changepoints.cell_changes(store.history(key)):
+                        n += 1
+                        print(f"{key}  {pages._date(ch['started'])}  {ch['session']}  x{ch['ratio']:.3f} "
+                              f"({ch['before']:.4g} -> {ch['after']:.4g}, p={ch['p_value']:.2g}): "
+                              + "; ".join(ch["changed"]))
+                print(f"{n} change point(s) in {len(keys)} cell(s)")
+                return 0
+            if args.cmd == "publish":
+                files = pages.publish(store, args.out)
+                print(f"wrote {len(files)} page(s) to {args.out} (open {Path(args.out) / 'index.html'})")
+                return 0
+    except (HistoryError, ResultsError, OSError, json.JSONDecodeError) as exc:
+        print(f"python -m pytest_mxperf.history: {exc}", file=sys.stderr)
+        return 2
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,150 @@
+"""Change points of a cell's history: where its level stepped, and what changed there.
+
+A history is one figure per session, oldest first: the *fast end* of the session's
+processes (``ingest.FAST_END``), because on these shared VMs noise only slows a process
+down and a whole session can land in a slow spell. The method is binary segmentation in the
+spirit of E-Divisive means as Hunter / Apache Otava use it (Daly et al., ICPE 2020): in a
+segment, the split that maximises Welch's t statistic between the log figures on its two
+sides is a candidate; it is a step when
+
+* the p-value of Welch's t test on the two sides' log figures, times the number of splits
+  tried (Bonferroni, because the split was
+  chosen as the most extreme), is below ``ALPHA``;
+* the medians of the two sides differ by more than ``MIN_EFFECT`` (the suite's minimum
+  effect): the median, so that one session in a slow spell moves nothing;
+* each side holds at least ``MIN_SIZE`` sessions: a level must persist to be one.
+
+Accepted splits are searched again on both sides. Before that, a session far below the sessions around it (``spell_sessions``) is left out:
+it fell whole into a slow spell of the machine, which slows and passes. A step is attributed
+to the first session
+after it, with what changed there against the session before (``what_changed``): the MXNet
+version, build features, Python, the machine, the environment. A step where nothing
+changed is said to be so: the machine's own speed, or a cause the store does not see.
+
+Pure (numpy, scipy); no database.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any, Dict, List, Mapping, Optional, Sequence
+
+import numpy as np
+from scipy import stats as sps
+
+from pytest_mxperf.model import options
+
+MIN_EFFECT = options.MIN_EFFECT
+ALPHA = 0.001
+MIN_SIZE = 3
+#: a session whose figure is below SPELL_DEPTH x the median of the SPELL_WINDOW sessions
+#: around it fell whole into a slow spell of the machine: it is shown, and left out of the
+#: segmentation (a spell slows; it never speeds up, and it does not last)
+SPELL_DEPTH = 0.85
+SPELL_WINDOW = 5
+
+
+@dataclasses.dataclass(frozen=True)
+class Step:
+    index: int        # the first session of the new level (an index into the history)
+    before: float     # the median of the level before, in the figure's unit
+    after: float      # ... and after
+    p_value: float    # Bonferroni-adjusted
+
+    @property
+    def ratio(self) -> float:
+        return self.after / self.before
+
+
+def spell_sessions(values: Sequence[float], window: int = SPELL_WINDOW, depth: float = SPELL_DEPTH) -> List[bool]:
+    """For each session, whether it fell whole into a slow spell (see SPELL_DEPTH)."""
+    v = np.asarray(values, dtype=float)
+    half = window // 2
+    out = []
+    for i in range(len(v)):
+        around = v[max(0, i - half):i + half + 1]
+        out.append(bool(v[i] < depth * float(np.median(around))))
+    return out
+
+
+def _welch(a: np.ndarray, b: np.ndarray) -> tuple:
+    """(|t|, p) of Welch's t test; two sides without spread (log figures equal to 1e-9)
+    differ for certain when their levels do."""
+    if np.ptp(a) < 1e-9 and np.ptp(b) < 1e-9:
+        return (math.inf, 0.0) if abs(a.mean() - b.mean()) > 1e-9 else (0.0, 1.0)
+    with np.errstate(all="ignore"):
+        t, p = sps.ttest_ind(a, b, equal_var=False)
+    return (abs(float(t)), float(p)) if math.isfinite(t) and math.isfinite(p) else (0.0, 1.0)
+
+
+def _split(x: np.ndarray, lo: int, hi: int, min_effect: float, alpha: float, min_size: int, out: List[Step],
+           values: np.ndarray) -> None:
+    n = hi - lo
+    if n < 2 * min_size:
+        return
+    best = None
+    candidates = range(lo + min_size, hi - min_size + 1)
+    for t in candidates:
+        stat, p = _welch(x[lo:t], x[t:hi])
+        if best is None or stat > best[0]:
+            best = (stat, p, t)
+    stat, p, t = best
+    p_adj = min(1.0, p * len(candidates))
+    before, after = float(np.median(values[lo:t])), float(np.median(values[t:hi]))
+    if p_adj < alpha and abs(math.log(after / before)) > math.log1p(min_effect):
+        out.append(Step(t, before, after, p_adj))
+        _split(x, lo, t, min_effect, alpha, min_size, out, values)
+        _split(x, t, hi, min_effect, alpha, min_size, out, values)
+
+
+def find_steps(values: Sequence[Optional[float]], *, min_effect: float = MIN_EFFECT, alpha: float = ALPHA,
+               min_size: int = MIN_SIZE) -> List[Step]:
+    """The steps of a history (indices into ``values``; sessions without a figure are left
+    out first, so give only the measured ones to keep indices aligned)."""
+    v = np.asarray([float(a) for a in values], dtype=float)
+    if len(v) == 0 or not np.all(np.isfinite(v)) or np.any(v <= 0):
+        raise ValueError("a history is positive finite figures")
+    kept = [i for i, spell in enumerate(spell_sessions(v)) if not spell]
+    kv = v[kept]
+    out: List[Step] = []
+    _split(np.log(kv), 0, len(kv), min_effect, alpha, min_size, out, kv)
+    return sorted((dataclasses.replace(s, index=kept[s.index]) for s in out), key=lambda s: s.index)
+
+
+def _fmt_features(f: Any) -> str:
+    return ",".join(f) if isinstance(f, (list, tuple)) else str(f)
+
+
+def what_changed(before: Mapping[str, Any], after: Mapping[str, Any]) -> List[str]:
+    """What differs between two sessions of a history (``HistoryStore.history`` rows)."""
+    out = []
+    for key, name in (("mxnet_version", "MXNet"), ("python", "Python"), ("machine_id", "machine")):
+        if before.get(key) != after.get(key):
+            out.append(f"{name} {before.get(key)} -> {after.get(key)}")
+    fb, fa = before.get("features"), after.get("features")
+    if fb != fa and fb is not None and fa is not None:
+        added, gone = sorted(set(fa) - set(fb)), sorted(set(fb) - set(fa))
+        out.append("build features" + (f" +{','.join(added)}" if added else "") + (f" -{','.join(gone)}" if gone else ""))
+    eb, ea = before.get("environment") or {}, after.get("environment") or {}
+    for k in sorted(set(eb) | set(ea)):
+        if eb.get(k) != ea.get(k):
+            out.append(f"{k}={eb.get(k, '(unset)')} -> {ea.get(k, '(unset)')}")
+    return out
+
+
+def cell_changes(history: Sequence[Mapping[str, Any]], **kw) -> List[Dict[str, Any]]:
+    """The steps of one cell's history (``HistoryStore.history``), each with its session,
+    date, levels, ratio and what changed; sessions without a figure are skipped."""
+    measured = [h for h in history if h.get("fast_end") and h["fast_end"] > 0]
+    if len(measured) < 2:
+        return []
+    steps = find_steps([h["fast_end"] for h in measured], **kw)
+    out = []
+    for s in steps:
+        first, prev = measured[s.index], measured[s.index - 1]
+        changed = what_changed(prev, first)
+        out.append({"session": first["session"], "started": first["started"], "index": s.index,
+                    "before": s.before, "after": s.after, "ratio": s.ratio, "p_value": s.p_value,
+                    "changed": changed or ["nothing the store records (the machine's speed, or an unrecorded cause)"]})
+    return out

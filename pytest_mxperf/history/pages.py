@@ -1,0 +1,147 @@
+"""Static trend pages from a history store: ``publish(store, out_dir)``.
+
+``index.html`` lists every cell with its latest figure, its number of steps and its latest
+change; ``cells/<slug>.html`` draws one cell's figure over time, one line per machine,
+points colored by MXNet version, the published-table figure as a reference line, verdicts
+and steps marked, and each point's details on hover (SVG ``<title>``). Everything is
+inline (CSS and SVG): the pages open from the file system with no network.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import html
+import re
+import time
+from pathlib import Path
+from typing import Any, Dict, List, Mapping, Sequence
+
+from pytest_mxperf.history import changepoints
+
+PALETTE = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf", "#7f7f7f"]
+MARKERS = {"regression": "#d62728", "improvement": "#2ca02c", "unresolved": "#ff7f0e"}
+W, H, PAD_L, PAD_R, PAD_T, PAD_B = 900, 360, 70, 20, 20, 50
+
+CSS = """body{font-family:system-ui,sans-serif;margin:24px;color:#222}table{border-collapse:collapse}
+td,th{padding:4px 10px;border-bottom:1px solid #ddd;text-align:left;font-size:14px}th{background:#f4f4f4}
+a{color:#1f5fa8;text-decoration:none}.down{color:#b00}.up{color:#070}.muted{color:#777}
+.legend span{display:inline-block;margin-right:14px;font-size:13px}.legend i{display:inline-block;width:10px;
+height:10px;border-radius:5px;margin-right:4px}svg text{font-size:11px;fill:#444}"""
+
+
+def slug(key: str) -> str:
+    base = re.sub(r"[^A-Za-z0-9]+", "-", key).strip("-")[:60]
+    return f"{base}-{hashlib.sha256(key.encode()).hexdigest()[:8]}"
+
+
+def _date(t: float) -> str:
+    return _dt.datetime.fromtimestamp(t, _dt.timezone.utc).strftime("%Y-%m-%d %H:%M")
+
+
+def _page(title: str, body: str) -> str:
+    return (f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
+            f"<style>{CSS}</style></head><body>{body}</body></html>\n")
+
+
+def _svg(cell: Mapping[str, Any], hist: Sequence[Mapping[str, Any]], steps: Sequence[Mapping[str, Any]],
+         colors: Dict[str, str]) -> str:
+    pts = [h for h in hist if h.get("fast_end")]
+    if not pts:
+        return "<p class='muted'>no measured session</p>"
+    t0, t1 = min(h["started"] for h in pts), max(h["started"] for h in pts)
+    refs = [h["published"] for h in hist if h.get("published")]
+    vals = [h["fast_end"] for h in pts] + [h["median"] for h in pts if h.get("median")] + refs[-1:]
+    lo, hi = min(vals) * 0.95, max(vals) * 1.05
+
+    def x(t):
+        return PAD_L + (W - PAD_L - PAD_R) * ((t - t0) / (t1 - t0) if t1 > t0 else 0.5)
+
+    def y(v):
+        return PAD_T + (H - PAD_T - PAD_B) * (1 - (v - lo) / (hi - lo if hi > lo else 1))
+    out = [f"<svg xmlns='http://www.w3.org/2000/svg' width='{W}' height='{H}' role='img'>",
+           f"<rect x='{PAD_L}' y='{PAD_T}' width='{W - PAD_L - PAD_R}' height='{H - PAD_T - PAD_B}' fill='#fafafa' "
+           "stroke='#ccc'/>"]
+    for k in range(5):
+        v = lo + (hi - lo) * k / 4
+        out.append(f"<line x1='{PAD_L}' x2='{W - PAD_R}' y1='{y(v):.1f}' y2='{y(v):.1f}' stroke='#eee'/>"
+                   f"<text x='{PAD_L - 6}' y='{y(v) + 4:.1f}' text-anchor='end'>{v:.4g}</text>")
+    for k in range(4):
+        t = t0 + (t1 - t0) * k / 3
+        out.append(f"<text x='{x(t):.1f}' y='{H - PAD_B + 16}' text-anchor='middle'>{_date(t)[:10]}</text>")
+    out.append(f"<text x='{PAD_L}' y='{H - 8}'>{html.escape(cell['unit'])} (fast end of each session's processes; "
+               f"{'higher' if cell['higher_is_better'] else 'lower'} is better)</text>")
+    if refs:
+        out.append(f"<line x1='{PAD_L}' x2='{W - PAD_R}' y1='{y(refs[-1]):.1f}' y2='{y(refs[-1]):.1f}' "
+                   f"stroke='#888' stroke-dasharray='6,4'><title>published table: {refs[-1]:.4g}</title></line>"
+                   f"<text x='{W - PAD_R - 4}' y='{y(refs[-1]) - 4:.1f}' text-anchor='end'>published "
+                   f"{refs[-1]:.4g}</text>")
+    for s in steps:
+        xs = x(s["started"])
+        out.append(f"<line x1='{xs:.1f}' x2='{xs:.1f}' y1='{PAD_T}' y2='{H - PAD_B}' stroke='#b00' "
+                   f"stroke-dasharray='3,3'><title>step x{s['ratio']:.3f}: {html.escape('; '.join(s['changed']))}"
+                   f"</title></line>")
+    for mid in sorted({h["machine_id"] for h in pts}):
+        mine = [h for h in pts if h["machine_id"] == mid]
+        path = " ".join(f"{x(h['started']):.1f},{y(h['fast_end']):.1f}" for h in mine)
+        out.append(f"<polyline points='{path}' fill='none' stroke='#bbb'><title>{html.escape(mid)}</title></polyline>")
+        for h in mine:
+            color = colors.get(h.get("mxnet_version") or "?", "#333")
+            tip = (f"{_date(h['started'])} UTC\nmachine {h['machine_id']}\nMXNet {h.get('mxnet_version')}\n"
+                   f"fast end {h['fast_end']:.4g}, median {h.get('median') or float('nan'):.4g} "
+                   f"({h.get('processes')} processes)\nsession {h['session']}"
+                   + (f"\nverdict {h['verdict']}" + (f" {100 * h['change']:+.1f}%" if h.get('change') is not None else "")
+                      if h.get("verdict") else ""))
+            ring = MARKERS.get(h.get("verdict") or "")
+            stroke = f" stroke='{ring}' stroke-width='3'" if ring else ""
+            out.append(f"<circle cx='{x(h['started']):.1f}' cy='{y(h['fast_end']):.1f}' r='5' fill='{color}'{stroke}>"
+                       f"<title>{html.escape(tip)}</title></circle>")
+    out.append("</svg>")
+    return "".join(out)
+
+
+def publish(store, out_dir) -> List[Path]:
+    """Write the index and one page per cell into ``out_dir``; returns the files written."""
+    out = Path(out_dir)
+    (out / "cells").mkdir(parents=True, exist_ok=True)
+    versions = sorted({s["mxnet_version"] or "?" for s in store.sessions()})
+    colors = {v: PALETTE[i % len(PALETTE)] for i, v in enumerate(versions)}
+    legend = "<p class='legend'>" + "".join(f"<span><i style='background:{c}'></i>MXNet {html.escape(v)}</span>"
+                                            for v, c in colors.items()) + "</p>"
+    rows, files = [], []
+    for cell in store.cells():
+        hist = store.history(cell["key"])
+        steps = changepoints.cell_changes(hist)
+        measured = [h for h in hist if h.get("fast_end")]
+        latest = measured[-1] if measured else None
+        name = slug(cell["key"])
+        step_rows = "".join(
+            f"<tr><td>{_date(s['started'])}</td><td>{html.escape(s['session'])}</td>"
+            f"<td class='{'down' if (s['ratio'] < 1) == cell['higher_is_better'] else 'up'}'>x{s['ratio']:.3f}</td>"
+            f"<td>{s['before']:.4g} -> {s['after']:.4g}</td><td>{html.escape('; '.join(s['changed']))}</td></tr>"
+            for s in steps)
+        body = (f"<p><a href='../index.html'>all cells</a></p><h1>{html.escape(cell['key'])}</h1>{legend}"
+                + _svg(cell, hist, steps, colors)
+                + "<h2>Steps</h2>" + (f"<table><tr><th>first session</th><th>id</th><th>change</th><th>level</th>"
+                                      f"<th>what changed</th></tr>{step_rows}</table>" if steps
+                                      else "<p class='muted'>none found</p>")
+                + f"<p class='muted'>{len(hist)} session(s), {len(measured)} measured; rings: verdicts "
+                  "(red regression, green improvement, orange unresolved); dashed red lines: steps.</p>")
+        path = out / "cells" / f"{name}.html"
+        path.write_text(_page(cell["key"], body))
+        files.append(path)
+        last = steps[-1] if steps else None
+        rows.append(
+            f"<tr><td><a href='cells/{name}.html'>{html.escape(cell['key'])}</a></td>"
+            f"<td>{format(latest['fast_end'], '.4g') if latest else '-'} {html.escape(cell['unit'])}</td>"
+            f"<td>{html.escape(latest['mxnet_version'] or '?') if latest else '-'}</td><td>{len(measured)}</td>"
+            f"<td>{len(steps)}</td>"
+            + (f"<td class='{'down' if (last['ratio'] < 1) == cell['higher_is_better'] else 'up'}'>x{last['ratio']:.3f} "
+               f"{_date(last['started'])[:10]}: {html.escape('; '.join(last['changed']))}</td>" if last else "<td>-</td>")
+            + "</tr>")
+    index = (f"<h1>pytest-mxperf history</h1><p class='muted'>{len(store.session_ids())} session(s), "
+             f"{len(rows)} cell(s); written {_date(time.time())} UTC</p>"
+             "<table><tr><th>cell</th><th>latest</th><th>MXNet</th><th>sessions</th><th>steps</th>"
+             f"<th>latest change</th></tr>{''.join(rows)}</table>")
+    (out / "index.html").write_text(_page("pytest-mxperf history", index))
+    return [out / "index.html"] + files

@@ -1,0 +1,294 @@
+"""The history store end to end: SQLite (append, reopen, idempotent, a newer schema refused
+untouched, a writer killed mid-session), PostgreSQL against a real server started from the
+server binaries (concurrent writers), the command line, the trend pages, and a plugin
+session (stand-in workers) appended with its shard."""
+
+import json
+import multiprocessing
+import os
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pytest_mxperf.history import fleet, pages
+from pytest_mxperf.history.schema import SCHEMA_VERSION
+from pytest_mxperf.history.store import HistoryError, open_store
+from pytest_mxperf.model.measurement import CellMeasurement, RunResult
+from pytest_mxperf.model.workload import Workload
+from pytest_mxperf.store import results
+from pytest_mxperf.zoo import MODELS as _ZOO
+
+MODELS = tuple(sorted(m for m in _ZOO if m != "lenet"))
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def doc(sid, started, value, version="1.9.1", machine="box", models=("lenet",), verdict=None, fleet_id=None,
+        shard=None):
+    """A results document as the suite writes it: real cells of three processes each."""
+    records = []
+    for model in models:
+        w = Workload(model, batch_size=8)
+        runs = [RunResult(w, "ok", batches_per_round=1, round_seconds=[8.0 / (value * f)],
+                          figures={"peak_rss_mib": 300.0},
+                          meta={"mxnet_version": version, "env": {"OMP_NUM_THREADS": "2"}}) for f in (0.98, 1.0, 1.01)]
+        records.append(results.make_record(CellMeasurement(w, runs), floor={"value": 10.0, "documented": 12.5}))
+    key = records[0]["key"]
+    verdicts = {key: {"kind": verdict, "change": -0.1, "interval": [-0.12, -0.08], "reason": "x"}} if verdict else {}
+    return {"schema": results.SCHEMA_VERSION, "kind": results.KIND,
+            "machine": {"id": machine, "hardware": {"cpu_model": "X"}},
+            "session": {"id": sid, "started": started, "software": {"mxnet_version": version, "python": "3.11.7",
+                                                                     "features": ["MKLDNN"]},
+                        "verdicts": verdicts, "fleet_id": fleet_id, "shard": shard, "complete": True},
+            "records": records}
+
+
+def test_sqlite_append_reopen_and_idempotent(tmp_path):
+    where = str(tmp_path / "h.sqlite")
+    with open_store(where) as s:
+        assert s.append(doc("a", 1.0, 100.0)) is True
+        assert s.append(doc("b", 2.0, 101.0, verdict="unchanged")) is True
+        assert s.append(doc("a", 1.0, 100.0)) is False  # the same session again: stored once
+    with open_store(where) as s:
+        assert s.session_ids() == ["a", "b"]
+        (cell,) = s.cells()
+        assert cell["unit"] == "img/s" and cell["higher_is_better"]
+        hist = s.history(cell["key"])
+        assert [h["session"] for h in hist] == ["a", "b"] and hist[1]["verdict"] == "unchanged"
+        assert hist[0]["fast_end"] == pytest.approx(100.0 * 1.0 + 0.5 * (1.01 - 1.0) * 100.0)  # upper quartile
+        assert hist[0]["published"] == 12.5 and hist[0]["environment"] == {"OMP_NUM_THREADS": "2"}
+    con = sqlite3.connect(where)
+    assert con.execute("SELECT count(*) FROM processes").fetchone()[0] == 6
+    assert con.execute("SELECT version FROM schema_version").fetchone()[0] == SCHEMA_VERSION
+
+
+def test_a_store_of_a_newer_schema_is_refused_and_left_untouched(tmp_path):
+    where = tmp_path / "h.sqlite"
+    with open_store(str(where)) as s:
+        s.append(doc("a", 1.0, 100.0))
+    con = sqlite3.connect(str(where))
+    con.execute("UPDATE schema_version SET version = ?", (SCHEMA_VERSION + 1,))
+    con.commit()
+    con.close()
+    before = where.read_bytes()
+    with pytest.raises(HistoryError) as ei:
+        open_store(str(where))
+    assert "newer" in str(ei.value) and "\n" not in str(ei.value)
+    assert where.read_bytes() == before
+
+
+def test_a_file_that_is_no_store_is_one_line(tmp_path):
+    bad = tmp_path / "h.sqlite"
+    bad.write_text("not a database at all " * 100)
+    with pytest.raises(HistoryError) as ei:
+        open_store(str(bad))
+    assert "\n" not in str(ei.value)
+
+
+WRITER = """
+import sys, time
+sys.path.insert(0, sys.argv[3])
+from test_history_store import MODELS, doc
+from pytest_mxperf.history.store import open_store
+s = open_store(sys.argv[1])
+i = 0
+while True:
+    s.append(doc(f"{sys.argv[2]}-{i}", float(i), 100.0 + i, models=MODELS))
+    print(i, flush=True)
+    i += 1
+"""
+
+
+def test_a_writer_killed_mid_session_loses_at_most_that_session(tmp_path):
+    where = str(tmp_path / "h.sqlite")
+    script = tmp_path / "writer.py"
+    script.write_text(WRITER)
+    proc = subprocess.Popen([sys.executable, str(script), where, "w", str(ROOT / "tests")], stdout=subprocess.PIPE,
+                            text=True)
+    done = []
+    for line in proc.stdout:
+        done.append(int(line))
+        if len(done) >= 5:
+            break
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    with open_store(where) as s:
+        ids = s.session_ids()
+        assert all(f"w-{i}" in ids for i in done)       # every session it finished is there
+        assert len(ids) in (len(done), len(done) + 1)   # and the one it was writing, whole or not at all
+        for sid in ids:
+            n = s._rows("SELECT count(*) FROM cell_results WHERE session_id = ?", (sid,))[0][0]
+            assert n == len(MODELS), (sid, n)
+
+
+# ----------------------------------------------------------------------------- PostgreSQL
+
+PG_BIN = next((d for d in ("/usr/lib/postgresql/15/bin", "/usr/lib/postgresql/16/bin")
+               if Path(d, "pg_ctl").exists()), None) or (str(Path(shutil.which("pg_ctl")).parent)
+                                                         if shutil.which("pg_ctl") else None)
+
+
+@pytest.fixture(scope="module")
+def pg_url(tmp_path_factory):
+    """A real PostgreSQL server in a temporary directory, started from the server binaries."""
+    if PG_BIN is None:
+        pytest.skip("no PostgreSQL server binary (pg_ctl) on this machine")
+    pytest.importorskip("psycopg")
+    import tempfile
+    d = Path(tempfile.mkdtemp(prefix="mxperf-pg-"))  # outside pytest's private temporary tree
+    data, sock = d / "data", d / "sock"
+    sock.mkdir()
+    user = {}
+    if os.geteuid() == 0:  # the server refuses to run as root: as the postgres user
+        import pwd
+        try:
+            pw = pwd.getpwnam("postgres")
+        except KeyError:
+            pytest.skip("running as root and no 'postgres' user to start the server as")
+        user = {"user": pw.pw_uid, "group": pw.pw_gid}
+        for p in (d, sock):
+            os.chown(p, pw.pw_uid, pw.pw_gid)
+    subprocess.run([f"{PG_BIN}/initdb", "-D", str(data), "-U", "mxperf", "-A", "trust"], check=True,
+                   capture_output=True, **user)
+    port = 15000 + os.getpid() % 2000
+    subprocess.run([f"{PG_BIN}/pg_ctl", "-D", str(data), "-w", "-l", str(d / "log"), "-o",
+                    f"-p {port} -k {sock} -c listen_addresses=127.0.0.1", "start"], check=True,
+                   capture_output=True, **user)
+    try:
+        yield f"postgresql://mxperf@127.0.0.1:{port}/postgres"
+    finally:
+        subprocess.run([f"{PG_BIN}/pg_ctl", "-D", str(data), "-m", "immediate", "stop"], capture_output=True, **user)
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def _pg_reset(url):
+    import psycopg
+    with psycopg.connect(url, autocommit=True) as c:
+        c.execute("DROP TABLE IF EXISTS verdicts, processes, cell_results, cells, sessions, machines, schema_version")
+
+
+def test_postgres_append_read_and_refuse_a_newer_schema(pg_url):
+    _pg_reset(pg_url)
+    with open_store(pg_url) as s:
+        assert s.append(doc("a", 1.0, 100.0)) and s.append(doc("b", 2.0, 90.0, verdict="regression"))
+        assert not s.append(doc("a", 1.0, 100.0))
+        assert [h["verdict"] for h in s.history(s.cells()[0]["key"])] == [None, "regression"]
+    import psycopg
+    with psycopg.connect(pg_url, autocommit=True) as c:
+        c.execute("UPDATE schema_version SET version = %s", (SCHEMA_VERSION + 1,))
+    with pytest.raises(HistoryError) as ei:
+        open_store(pg_url)
+    assert "newer" in str(ei.value)
+
+
+def _pg_writer(url, name, n):
+    with open_store(url) as s:
+        for i in range(n):
+            s.append(doc(f"{name}-{i}", float(i), 100.0, models=(MODELS[int(name[1:])], "lenet"),
+                         fleet_id="run-7", shard=f"{int(name[1:]) + 1}/4"))
+            s.append(doc(f"{name}-{i}", float(i), 100.0))  # a retry of the same session adds nothing
+
+
+def test_four_concurrent_writers_lose_and_duplicate_nothing(pg_url):
+    _pg_reset(pg_url)
+    ctx = multiprocessing.get_context("spawn")
+    procs = [ctx.Process(target=_pg_writer, args=(pg_url, f"w{k}", 12)) for k in range(4)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(120)
+        assert p.exitcode == 0
+    with open_store(pg_url) as s:
+        ids = s.session_ids()
+        assert len(ids) == len(set(ids)) == 48
+        fl = s.fleet_session("run-7")
+        assert fl["shards"] == ["1/4", "2/4", "3/4", "4/4"] and fl["missing_shards"] == []
+        assert len(fl["cells"]) == len({"lenet", *MODELS[:4]})
+
+
+def test_an_unreachable_server_is_one_line():
+    with pytest.raises(HistoryError) as ei:
+        open_store("postgresql://nobody:secret@127.0.0.1:1/none")
+    assert "\n" not in str(ei.value) and "secret" not in str(ei.value)
+
+
+# ----------------------------------------------------------------------------- shards, pages, command line
+
+def test_every_key_is_in_exactly_one_shard():
+    keys = [f"perf_tests/test_scoring.py::test_score[cpu-m{i}-{b}]" for i in range(30) for b in (1, 2, 4, 8)]
+    parts = [fleet.select_shard(keys, k, 4) for k in range(1, 5)]
+    assert sorted(sum(parts, [])) == sorted(keys) and all(parts)
+    assert fleet.shard_of(keys[0], 4) == fleet.shard_of(keys[0], 4)
+    for bad in ("0/4", "5/4", "x", "2-4"):
+        with pytest.raises(fleet.ShardError):
+            fleet.parse_shard(bad)
+
+
+def test_publish_writes_pages_that_need_no_network(tmp_path):
+    where = str(tmp_path / "h.sqlite")
+    with open_store(where) as s:
+        for i in range(12):
+            s.append(doc(f"s{i}", 1000.0 + 3600 * i, (25.0 if i < 4 else 100.0) * (1 + 0.01 * (i % 3)),
+                         version="1.6.0" if i < 4 else "1.9.1", verdict="improvement" if i == 4 else None))
+        files = pages.publish(s, tmp_path / "out")
+    index = (tmp_path / "out" / "index.html").read_text()
+    assert "score/lenet/b8/cpu:0/float32/threads=auto" in index and "MXNet 1.6.0 -&gt; 1.9.1" in index
+    cell = files[1].read_text()
+    assert "<svg" in cell and "published 12.5" in cell and "<title>" in cell
+    for f in files:
+        text = f.read_text()
+        assert "http://" not in text.replace("http://www.w3.org/2000/svg", "") and "https://" not in text
+
+
+def _cli(*args):
+    return subprocess.run([sys.executable, "-m", "pytest_mxperf.history", *args], capture_output=True, text=True)
+
+
+def test_the_command_line_imports_lists_changes_and_says_errors_in_one_line(tmp_path):
+    where = str(tmp_path / "h.sqlite")
+    for i in range(8):
+        d = tmp_path / f"r{i}"
+        d.mkdir()
+        (d / "results.json").write_text(json.dumps(doc(f"s{i}", 10.0 * i, 40.0 if i < 4 else 30.0)))
+    r = _cli("--store", where, "import", str(tmp_path))
+    assert r.returncode == 0 and "imported 8 session(s)" in r.stdout, r.stderr
+    assert "0 session(s)" in _cli("--store", where, "import", str(tmp_path)).stdout  # all there already
+    r = _cli("--store", where, "changes")
+    assert r.returncode == 0 and "x0.750" in r.stdout and "s4" in r.stdout and "1 change point(s)" in r.stdout
+    r = _cli("--store", where, "import", str(tmp_path / "nothing-here"))
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1
+    r = _cli("summary", str(tmp_path / "r0" / "results.json"))
+    assert r.returncode == 0 and "## pytest-mxperf" in r.stdout
+
+
+CELLS = """
+import pytest
+
+@pytest.mark.mxperf_grid(models=("lenet", "mlp"), batch_sizes=(8,))
+def test_cells(mxperf, ctx, model, batch_size):
+    mxperf.expect_ok(mxperf.measure(model, batch_size, contexts=ctx))
+"""
+
+
+def test_a_plugin_session_is_appended_with_its_shard(pytester, make_stub_python, tmp_path):
+    pytester.makepyfile(test_cells=CELLS)
+    where = str(tmp_path / "h.sqlite")
+    common = ["-p", "no:cacheprovider", "-m", "cpu", "--perf-machine", "box", "--perf-ctx", "cpu",
+              "--perf-no-probe", "--perf-store", where, "--perf-python", make_stub_python("now", rate=100.0)]
+    r = pytester.runpytest_subprocess(*common, "--perf-shard", "1/1", "--perf-fleet", "f1")
+    out = r.stdout.str()
+    assert r.ret == 0, out
+    assert "shard 1/1: 2 of 2 test(s), fleet f1" in out and "kept in the history store" in out
+    with open_store(where) as s:
+        (sess,) = s.sessions()
+        assert sess["fleet_id"] == "f1" and sess["shard"] == "1/1" and sess["kind"] == "suite"
+        assert len(s.cells()) == 2 and s.fleet_session("f1")["cells"] == sorted(c["key"] for c in s.cells())
+    r = pytester.runpytest_subprocess(*common, "--perf-shard", "5/2")
+    assert r.ret == pytest.ExitCode.USAGE_ERROR and "K must be 1..N" in r.stderr.str()
+    r = pytester.runpytest_subprocess(*common[:-4], "--perf-store", "none", "--perf-python", common[-1])
+    assert r.ret == 0 and "history store" not in r.stdout.str()
