@@ -176,7 +176,7 @@ def test_the_rule_is_stated_once():
     assert allowance == 24.0 and how.startswith("24.0 MiB = max(")
     allowance, _ = V.growth_allowance([1000.0, 1001.0], [1000.0, 1000.5], "MiB")
     assert allowance == pytest.approx(50.025)
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    readme = (Path(__file__).resolve().parent.parent / "docs" / "how-it-measures.md").read_text()
     assert "max(5%, 24 MiB, 3 x the spread" in readme
     assert "MEMORY_GROWTH (5 %)" in V.__doc__ and "MEMORY_FLOOR_MIB (24 MiB)" in V.__doc__
 

@@ -105,3 +105,14 @@ def test_every_module_sits_on_a_floor_and_imports_nothing_from_a_higher_one():
     graph = _import_graph()
     upward = sorted(f"{n} -> {d}" for n, deps in graph.items() for d in deps if _floor(d) > _floor(n))
     assert not upward, "imports from a higher floor: " + "; ".join(upward)
+
+
+def test_every_link_between_the_readme_and_the_docs_resolves():
+    import re
+    bad = []
+    for page in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+        for target in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", page.read_text()):
+            if not target.startswith(("http://", "https://")) and not (page.parent / target).exists():
+                bad.append(f"{page.name} -> {target}")
+    assert not bad, bad
+    assert len((ROOT / "README.md").read_text().splitlines()) < 200  # a front page, the rest in docs/

@@ -61,11 +61,12 @@ def spell_sessions(values: Sequence[float], window: int = SPELL_WINDOW, depth: f
     """For each session, whether it fell whole into a slow spell (see SPELL_DEPTH)."""
     v = np.asarray(values, dtype=float)
     half = window // 2
-    out = []
-    for i in range(len(v)):
-        around = v[max(0, i - half):i + half + 1]
-        out.append(bool(v[i] < depth * float(np.median(around))))
-    return out
+    if len(v) <= window:
+        return [bool(x < depth * float(np.median(v))) for x in v]
+    inner = np.median(np.lib.stride_tricks.sliding_window_view(v, window), axis=1)  # centred, full windows
+    medians = np.concatenate([[np.median(v[:i + half + 1]) for i in range(half)], inner,
+                              [np.median(v[i - half:]) for i in range(len(v) - half, len(v))]])
+    return [bool(x < depth * m) for x, m in zip(v, medians)]
 
 
 def _welch(a: np.ndarray, b: np.ndarray) -> tuple:
@@ -78,19 +79,35 @@ def _welch(a: np.ndarray, b: np.ndarray) -> tuple:
     return (abs(float(t)), float(p)) if math.isfinite(t) and math.isfinite(p) else (0.0, 1.0)
 
 
+def _best_split(x: np.ndarray, lo: int, hi: int, min_size: int) -> tuple:
+    """(split, its Welch p-value, splits tried): the split of x[lo:hi] with the largest
+    Welch t statistic, computed for every split at once from cumulative sums."""
+    seg = x[lo:hi]
+    n = len(seg)
+    k = np.arange(min_size, n - min_size + 1)
+    c1, c2 = np.cumsum(seg), np.cumsum(seg * seg)
+    s1, q1 = c1[k - 1], c2[k - 1]
+    s2, q2 = c1[-1] - s1, c2[-1] - q1
+    n1, n2 = k.astype(float), (n - k).astype(float)
+    m1, m2 = s1 / n1, s2 / n2
+    v1 = np.maximum(q1 - n1 * m1 * m1, 0.0) / np.maximum(n1 - 1, 1)
+    v2 = np.maximum(q2 - n2 * m2 * m2, 0.0) / np.maximum(n2 - 1, 1)
+    se = np.sqrt(v1 / n1 + v2 / n2)
+    diff = np.abs(m1 - m2)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t = np.where(se > 1e-12, diff / se, np.where(diff > 1e-9, np.inf, 0.0))
+    i = int(np.argmax(t))
+    split = lo + int(k[i])
+    _, p = _welch(x[lo:split], x[split:hi])
+    return split, p, len(k)
+
+
 def _split(x: np.ndarray, lo: int, hi: int, min_effect: float, alpha: float, min_size: int, out: List[Step],
            values: np.ndarray) -> None:
-    n = hi - lo
-    if n < 2 * min_size:
+    if hi - lo < 2 * min_size:
         return
-    best = None
-    candidates = range(lo + min_size, hi - min_size + 1)
-    for t in candidates:
-        stat, p = _welch(x[lo:t], x[t:hi])
-        if best is None or stat > best[0]:
-            best = (stat, p, t)
-    stat, p, t = best
-    p_adj = min(1.0, p * len(candidates))
+    t, p, tried = _best_split(x, lo, hi, min_size)
+    p_adj = min(1.0, p * tried)
     before, after = float(np.median(values[lo:t])), float(np.median(values[t:hi]))
     if p_adj < alpha and abs(math.log(after / before)) > math.log1p(min_effect):
         out.append(Step(t, before, after, p_adj))
