@@ -1,21 +1,60 @@
-"""Fake NVML boxes for the tests: specs (the ``$MXPERF_FAKE_NVML`` JSON format, see
-``pytest_mxperf/machine/nvml.py``) and pynvml-like modules built from them.
-
-``module(spec)`` is ``pytest_mxperf.machine.nvml.FakeNVML(spec)``: the same function names,
+"""A stand-in NVML for the tests, never a GPU: ``FakeNVML`` has the same function names,
 parameters, constants and error classes (``NVMLError_NotSupported``, ...) as nvidia-ml-py's
-``pynvml``. The stand-in lives in the package because the plugin's own end-to-end tests
-start pytest in a subprocess that finds it through ``$MXPERF_FAKE_NVML``.
+``pynvml``, built from a spec; ``module(spec)`` is one. End-to-end tests, which start pytest
+in a subprocess, put ``tests/fake_pynvml/`` first on ``PYTHONPATH``: its ``pynvml`` is a
+FakeNVML of the spec that ``$MXPERF_FAKE_NVML`` names (``use_in_subprocesses``).
+
+The spec (JSON in ``$MXPERF_FAKE_NVML``)::
+
+    {"driver_version": "535.104.05",
+     "cuda_driver_version": 12020,            # as nvmlSystemGetCudaDriverVersion returns it
+     "init_error": "DRIVER_NOT_LOADED",       # optional: nvmlInit raises this NVML error
+     "topology": [[0, 1, "HOSTBRIDGE"]],      # common PCIe ancestor per pair (NVML level name,
+                                              # nvidia-smi name or number); default SYSTEM
+     "devices": [
+       {"name": "Tesla P100-PCIE-16GB", "uuid": "GPU-...", "pci_bus_id": "00000000:04:00.0",
+        "memory_total_bytes": 17071734784, "compute_capability": "6.0",
+        "max_clocks_mhz": {"sm": 1328, "mem": 715}, "power_limit_w": 250,
+        "nvlinks": ["00000000:05:00.0", {"bus_id": "00000000:C4:00.0", "type": "switch"}],
+                                              # remote end of each active link; absent: no NVLink
+        "volatile": {"memory_used_bytes": 0, "sm_clock_mhz": 405, "mem_clock_mhz": 715,
+                     "gpu_util_pct": [0, 50, 100], "mem_util_pct": 0, "temperature_c": 31,
+                     "power_draw_w": 27.5, "throttle_bitmask": 1},
+                                              # a list = successive reads (the last repeats)
+        "unsupported": ["power_draw_w"],      # fact names whose NVML call is NotSupported
+        "errors": {"temperature_c": "GPU_IS_LOST"}}]}   # fact name -> NVML error raised
+
+Fact names for ``unsupported`` / ``errors``: name, uuid, pci_bus_id, memory_total_bytes,
+compute_capability, max_clocks_mhz, power_limit_w, nvlinks, topology, handle (``errors``
+only: nvmlDeviceGetHandleByIndex fails) and the ``volatile`` names. A fact set to null is
+NotSupported too. Error names are NVML_ERROR_* without the prefix (NOT_SUPPORTED,
+NO_PERMISSION, GPU_IS_LOST, DRIVER_NOT_LOADED, LIBRARY_NOT_FOUND, FUNCTION_NOT_FOUND, ...).
 """
 
 from __future__ import annotations
 
 import copy
+import threading
+from collections import Counter
 import hashlib
 import json
+import os
+import sys
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from pytest_mxperf.machine.nvml import FakeNVML
+from pytest_mxperf.machine.nvml import (LEVEL_NAMES, NVML_CLOCK_MEM, NVML_CLOCK_SM, NVML_ERROR_FUNCTION_NOT_FOUND,
+                                         NVML_ERROR_NOT_SUPPORTED, NVML_TEMPERATURE_GPU, normalize_bus_id)
+
+# NVML return codes the stand-in raises (nvml.h; pynvml's NVML_ERROR_* have the same values)
+NVML_ERROR_UNINITIALIZED = 1
+NVML_ERROR_INVALID_ARGUMENT = 2
+NVML_ERROR_NO_PERMISSION = 4
+NVML_ERROR_NOT_FOUND = 6
+NVML_ERROR_DRIVER_NOT_LOADED = 9
+NVML_ERROR_LIBRARY_NOT_FOUND = 12
+NVML_ERROR_GPU_IS_LOST = 15
+NVML_ERROR_UNKNOWN = 999
 
 MIB = 2 ** 20
 
@@ -138,3 +177,319 @@ class Without:
         if name in self._missing:
             raise AttributeError(name)
         return getattr(self._inner, name)
+
+
+# --------------------------------------------------------------------------- the stand-in pynvml
+
+class _Struct:
+    def __init__(self, **fields):
+        self.__dict__.update(fields)
+
+    def __repr__(self) -> str:  # pragma: no cover - debugging aid
+        return f"_Struct({self.__dict__!r})"
+
+
+_ERROR_STRINGS = {
+    NVML_ERROR_UNINITIALIZED: "Uninitialized", NVML_ERROR_INVALID_ARGUMENT: "Invalid Argument",
+    NVML_ERROR_NOT_SUPPORTED: "Not Supported", NVML_ERROR_NO_PERMISSION: "Insufficient Permissions",
+    NVML_ERROR_NOT_FOUND: "Not Found", NVML_ERROR_DRIVER_NOT_LOADED: "Driver Not Loaded",
+    NVML_ERROR_LIBRARY_NOT_FOUND: "NVML Shared Library Not Found",
+    NVML_ERROR_FUNCTION_NOT_FOUND: "Function Not Found", NVML_ERROR_GPU_IS_LOST: "GPU is lost",
+    NVML_ERROR_UNKNOWN: "Unknown Error",
+}
+_ERROR_CODES = {"UNINITIALIZED": NVML_ERROR_UNINITIALIZED, "INVALID_ARGUMENT": NVML_ERROR_INVALID_ARGUMENT,
+                "NOT_SUPPORTED": NVML_ERROR_NOT_SUPPORTED, "NO_PERMISSION": NVML_ERROR_NO_PERMISSION,
+                "NOT_FOUND": NVML_ERROR_NOT_FOUND, "DRIVER_NOT_LOADED": NVML_ERROR_DRIVER_NOT_LOADED,
+                "LIBRARY_NOT_FOUND": NVML_ERROR_LIBRARY_NOT_FOUND,
+                "FUNCTION_NOT_FOUND": NVML_ERROR_FUNCTION_NOT_FOUND, "GPU_IS_LOST": NVML_ERROR_GPU_IS_LOST,
+                "UNKNOWN": NVML_ERROR_UNKNOWN}
+
+
+class FakeNVMLError(Exception):
+    """Shaped like pynvml.NVMLError: ``.value`` is the NVML return code, str() its text."""
+
+    def __init__(self, value: int):
+        super().__init__(value)
+        self.value = value
+
+    def __str__(self) -> str:
+        return _ERROR_STRINGS.get(self.value, f"NVML error {self.value}")
+
+
+def _error_class(code_name: str, code: int) -> type:
+    name = "NVMLError_" + "".join(part.capitalize() for part in code_name.split("_"))
+    return type(name, (FakeNVMLError,), {"__init__": lambda self, *a: FakeNVMLError.__init__(self, code)})
+
+
+class FakeNVML:
+    """A stand-in for the ``pynvml`` module built from a dict (the ``$MXPERF_FAKE_NVML``
+    format of the module doc): the same function names and parameters as nvidia-ml-py,
+    the same error classes (``NVMLError``, ``NVMLError_NotSupported``, ... with the same
+    ``.value`` codes) and constants. Volatile values given as lists advance one element
+    per read of that value on that GPU (the last one repeats), so a test drives the state
+    by the number of samples taken, never by time. Thread-safe."""
+
+    NVMLError = FakeNVMLError
+    NVML_CLOCK_GRAPHICS = 0
+    NVML_CLOCK_SM = NVML_CLOCK_SM
+    NVML_CLOCK_MEM = NVML_CLOCK_MEM
+    NVML_TEMPERATURE_GPU = NVML_TEMPERATURE_GPU
+    NVML_FEATURE_DISABLED = 0
+    NVML_FEATURE_ENABLED = 1
+    NVML_NVLINK_MAX_LINKS = 18
+    NVML_NVLINK_DEVICE_TYPE_GPU = 0
+    NVML_NVLINK_DEVICE_TYPE_IBMNPU = 1
+    NVML_NVLINK_DEVICE_TYPE_SWITCH = 2
+    NVML_NVLINK_DEVICE_TYPE_UNKNOWN = 0xFF
+    NVML_TOPOLOGY_INTERNAL = 0
+    NVML_TOPOLOGY_SINGLE = 10
+    NVML_TOPOLOGY_MULTIPLE = 20
+    NVML_TOPOLOGY_HOSTBRIDGE = 30
+    NVML_TOPOLOGY_NODE = 40
+    NVML_TOPOLOGY_SYSTEM = 50
+
+    def __init__(self, spec: Mapping[str, Any]):
+        if not isinstance(spec, Mapping) or not isinstance(spec.get("devices", []), list):
+            raise ValueError("a fake NVML spec is an object with a 'devices' list")
+        self.spec = spec
+        self.devices: List[Mapping[str, Any]] = list(spec.get("devices", []))
+        for n, d in enumerate(self.devices):
+            if not isinstance(d, Mapping) or not d.get("name"):
+                raise ValueError(f"fake NVML device {n} needs at least a 'name'")
+        self.initialized = False
+        self.init_count = 0
+        self.reads: Counter = Counter()  # (function name, device index) -> calls
+        self._lock = threading.Condition()
+        self._topology: Dict[Tuple[int, int], int] = {}
+        for row in spec.get("topology", []) or []:
+            a, b, level = row
+            code = LEVEL_NAMES[str(level).upper()] if isinstance(level, str) else int(level)
+            self._topology[(int(a), int(b))] = self._topology[(int(b), int(a))] = code
+        for code_name, code in _ERROR_CODES.items():
+            cls = _error_class(code_name, code)
+            setattr(self, cls.__name__, cls)
+
+    @classmethod
+    def from_json_file(cls, path: str) -> "FakeNVML":
+        return cls(json.loads(Path(path).read_text()))
+
+    # -- plumbing
+    def _raise(self, code: Any) -> None:
+        code = _ERROR_CODES[str(code).upper()] if isinstance(code, str) else int(code)
+        name = next(n for n, c in _ERROR_CODES.items() if c == code) if code in _ERROR_CODES.values() else None
+        if name is not None:
+            raise getattr(self, "NVMLError_" + "".join(p.capitalize() for p in name.split("_")))()
+        raise FakeNVMLError(code)
+
+    def _check_init(self) -> None:
+        if not self.initialized:
+            self._raise("UNINITIALIZED")
+
+    def _dev(self, handle: Any) -> Tuple[int, Mapping[str, Any]]:
+        self._check_init()
+        if not isinstance(handle, _Struct) or not 0 <= getattr(handle, "index", -1) < len(self.devices):
+            self._raise("INVALID_ARGUMENT")
+        return handle.index, self.devices[handle.index]
+
+    def _fact(self, handle: Any, key: str, fn_name: str, default: Any = None) -> Any:
+        """The value of fact ``key`` for the device of ``handle``, honouring its
+        ``unsupported`` / ``errors`` lists and stepping list values per read."""
+        i, d = self._dev(handle)
+        if key in (d.get("unsupported") or ()):
+            self._raise("NOT_SUPPORTED")
+        if key in (d.get("errors") or {}):
+            self._raise(d["errors"][key])
+        vol = d.get("volatile") or {}
+        value = vol[key] if key in vol else d.get(key, default)
+        with self._lock:
+            n = self.reads[(fn_name, i)]
+            if isinstance(value, list):
+                value = value[min(n, len(value) - 1)] if value else default
+        if value is None:
+            self._raise("NOT_SUPPORTED")
+        return value
+
+    def _count(self, fn_name: str, index: int) -> None:
+        with self._lock:
+            self.reads[(fn_name, index)] += 1
+            self._lock.notify_all()
+
+    def wait_reads(self, fn_name: str, index: int, n: int, timeout: float = 60.0) -> bool:
+        """Block until ``fn_name`` was called ``n`` times for device ``index`` (a hang guard
+        for tests; not a performance threshold)."""
+        with self._lock:
+            return self._lock.wait_for(lambda: self.reads[(fn_name, index)] >= n, timeout)
+
+    # -- init
+    def nvmlInit(self):
+        if self.spec.get("init_error"):
+            self._raise(self.spec["init_error"])
+        self.initialized = True
+        self.init_count += 1
+
+    def nvmlShutdown(self):
+        self._check_init()
+        self.initialized = False
+
+    # -- system
+    def nvmlSystemGetDriverVersion(self):
+        self._check_init()
+        if self.spec.get("driver_version") is None:
+            self._raise("NOT_SUPPORTED")
+        return str(self.spec["driver_version"])
+
+    def nvmlSystemGetCudaDriverVersion(self):
+        self._check_init()
+        if self.spec.get("cuda_driver_version") is None:
+            self._raise("NOT_SUPPORTED")
+        return int(self.spec["cuda_driver_version"])
+
+    def nvmlSystemGetCudaDriverVersion_v2(self):
+        return self.nvmlSystemGetCudaDriverVersion()
+
+    # -- devices
+    def nvmlDeviceGetCount(self):
+        self._check_init()
+        return len(self.devices)
+
+    def nvmlDeviceGetHandleByIndex(self, index):
+        self._check_init()
+        if not 0 <= int(index) < len(self.devices):
+            self._raise("INVALID_ARGUMENT")
+        d = self.devices[int(index)]
+        if "handle" in (d.get("errors") or {}):
+            self._raise(d["errors"]["handle"])
+        return _Struct(index=int(index))
+
+    def nvmlDeviceGetName(self, handle):
+        return str(self._fact(handle, "name", "nvmlDeviceGetName"))
+
+    def nvmlDeviceGetUUID(self, handle):
+        return str(self._fact(handle, "uuid", "nvmlDeviceGetUUID"))
+
+    def nvmlDeviceGetPciInfo(self, handle):
+        bus = str(self._fact(handle, "pci_bus_id", "nvmlDeviceGetPciInfo"))
+        return _Struct(busId=bus, busIdLegacy=bus)
+
+    def nvmlDeviceGetMemoryInfo(self, handle, version=None):
+        i, d = self._dev(handle)
+        total = int(self._fact(handle, "memory_total_bytes", "nvmlDeviceGetMemoryInfo"))
+        used = int(self._fact(handle, "memory_used_bytes", "nvmlDeviceGetMemoryInfo", 0))
+        self._count("nvmlDeviceGetMemoryInfo", i)
+        return _Struct(total=total, used=used, free=total - used)
+
+    def nvmlDeviceGetCudaComputeCapability(self, handle):
+        cc = self._fact(handle, "compute_capability", "nvmlDeviceGetCudaComputeCapability")
+        if isinstance(cc, (list, tuple)):
+            major, minor = cc
+        else:
+            major, _, minor = str(cc).partition(".")
+        return (int(major), int(minor or 0))
+
+    def nvmlDeviceGetMaxClockInfo(self, handle, type):
+        clocks = self._fact(handle, "max_clocks_mhz", "nvmlDeviceGetMaxClockInfo")
+        key = {self.NVML_CLOCK_SM: "sm", self.NVML_CLOCK_MEM: "mem", self.NVML_CLOCK_GRAPHICS: "graphics"}.get(type)
+        if key is None:
+            self._raise("INVALID_ARGUMENT")
+        if clocks.get(key) is None:
+            self._raise("NOT_SUPPORTED")
+        return int(clocks[key])
+
+    def nvmlDeviceGetClockInfo(self, handle, type):
+        i, _ = self._dev(handle)
+        key = {self.NVML_CLOCK_SM: "sm_clock_mhz", self.NVML_CLOCK_MEM: "mem_clock_mhz"}.get(type)
+        if key is None:
+            self._raise("INVALID_ARGUMENT")
+        value = int(self._fact(handle, key, "nvmlDeviceGetClockInfo/" + key))
+        self._count("nvmlDeviceGetClockInfo/" + key, i)
+        return value
+
+    def nvmlDeviceGetEnforcedPowerLimit(self, handle):
+        return int(round(float(self._fact(handle, "power_limit_w", "nvmlDeviceGetEnforcedPowerLimit")) * 1000))
+
+    def nvmlDeviceGetPowerManagementLimit(self, handle):
+        return self.nvmlDeviceGetEnforcedPowerLimit(handle)
+
+    def nvmlDeviceGetPowerUsage(self, handle):
+        i, _ = self._dev(handle)
+        value = int(round(float(self._fact(handle, "power_draw_w", "nvmlDeviceGetPowerUsage")) * 1000))
+        self._count("nvmlDeviceGetPowerUsage", i)
+        return value
+
+    def nvmlDeviceGetTemperature(self, handle, sensor):
+        i, _ = self._dev(handle)
+        if sensor != self.NVML_TEMPERATURE_GPU:
+            self._raise("INVALID_ARGUMENT")
+        value = int(self._fact(handle, "temperature_c", "nvmlDeviceGetTemperature"))
+        self._count("nvmlDeviceGetTemperature", i)
+        return value
+
+    def nvmlDeviceGetUtilizationRates(self, handle):
+        i, _ = self._dev(handle)
+        gpu = int(self._fact(handle, "gpu_util_pct", "nvmlDeviceGetUtilizationRates"))
+        mem = int(self._fact(handle, "mem_util_pct", "nvmlDeviceGetUtilizationRates", 0))
+        self._count("nvmlDeviceGetUtilizationRates", i)
+        return _Struct(gpu=gpu, memory=mem)
+
+    def _clock_reasons(self, handle) -> int:
+        i, _ = self._dev(handle)
+        value = int(self._fact(handle, "throttle_bitmask", "clock_reasons"))
+        self._count("clock_reasons", i)
+        return value
+
+    def nvmlDeviceGetCurrentClocksEventReasons(self, handle):
+        return self._clock_reasons(handle)
+
+    def nvmlDeviceGetCurrentClocksThrottleReasons(self, handle):
+        return self._clock_reasons(handle)
+
+    def _link(self, device, link) -> Any:
+        _, d = self._dev(device)
+        if "nvlinks" in (d.get("unsupported") or ()) or d.get("nvlinks") is None:
+            self._raise("NOT_SUPPORTED")
+        links = d["nvlinks"]
+        if not 0 <= int(link) < self.NVML_NVLINK_MAX_LINKS:
+            self._raise("INVALID_ARGUMENT")
+        if int(link) >= len(links):
+            self._raise("NOT_SUPPORTED")
+        entry = links[int(link)]
+        return entry if isinstance(entry, Mapping) else {"bus_id": entry}
+
+    def nvmlDeviceGetNvLinkState(self, device, link):
+        entry = self._link(device, link)
+        return self.NVML_FEATURE_ENABLED if entry.get("active", True) else self.NVML_FEATURE_DISABLED
+
+    def nvmlDeviceGetNvLinkRemotePciInfo(self, device, link):
+        bus = str(self._link(device, link)["bus_id"])
+        return _Struct(busId=bus, busIdLegacy=bus)
+
+    def nvmlDeviceGetNvLinkRemoteDeviceType(self, handle, link):
+        entry = self._link(handle, link)
+        if "type" in entry:
+            return {"gpu": 0, "ibmnpu": 1, "switch": 2}.get(str(entry["type"]).lower(), 0xFF)
+        buses = {normalize_bus_id(d.get("pci_bus_id")) for d in self.devices}
+        return 0 if normalize_bus_id(entry["bus_id"]) in buses else 0xFF
+
+    def nvmlDeviceGetTopologyCommonAncestor(self, device1, device2):
+        i, d = self._dev(device1)
+        j, _ = self._dev(device2)
+        if "topology" in (d.get("unsupported") or ()):
+            self._raise("NOT_SUPPORTED")
+        if i == j:
+            return self.NVML_TOPOLOGY_INTERNAL
+        return self._topology.get((i, j), self.NVML_TOPOLOGY_SYSTEM)
+
+
+FAKE_ENV = "MXPERF_FAKE_NVML"
+PYNVML_DIR = Path(__file__).resolve().parent / "fake_pynvml"
+
+
+def use_in_process(monkeypatch, spec_path) -> None:
+    """This process's ``import pynvml`` gives the stand-in of ``spec_path`` (until the test ends)."""
+    monkeypatch.setitem(sys.modules, "pynvml", FakeNVML.from_json_file(str(spec_path)))
+
+
+def use_in_subprocesses(monkeypatch, spec_path) -> None:
+    """Processes started from now on import the stand-in ``pynvml`` of ``spec_path``."""
+    monkeypatch.setenv(FAKE_ENV, str(spec_path))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(p for p in (str(PYNVML_DIR), os.environ.get("PYTHONPATH")) if p))

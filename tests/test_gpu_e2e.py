@@ -1,7 +1,7 @@
 """``pytest -m gpu`` end to end on machines that pretend to have GPUs: a pytest session
 (pytester, separate process) whose workers are a stand-in MXNet (tests/stub_worker.py via
 ``--perf-python``, speaking the real worker protocol and returning GPU-shaped results)
-and whose NVML is a fake (``$MXPERF_FAKE_NVML``, tests/fake_nvml.py). These tests check
+and whose NVML is a stand-in ``pynvml`` first on the path (tests/fake_nvml.py). These tests check
 the suite's logic (which floor, which message, which exit code), not GPUs: no GPU is
 involved and no figure here is a GPU's."""
 
@@ -33,7 +33,7 @@ def _run(pytester, *args):
 def gpu_box(pytester, monkeypatch):
     """gpu_box(spec): the sessions started from now on see ``spec`` as their NVML."""
     def use(spec):
-        monkeypatch.setenv("MXPERF_FAKE_NVML", str(F.write(spec, pytester.path / "nvml.json")))
+        F.use_in_subprocesses(monkeypatch, F.write(spec, pytester.path / "nvml.json"))
     return use
 
 

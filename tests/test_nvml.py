@@ -164,7 +164,6 @@ def test_old_driver_without_clocks_event_reasons_symbol_falls_back():
 # --------------------------------------------------------------------------- loading
 
 def test_absent_when_pynvml_is_not_importable(monkeypatch):
-    monkeypatch.delenv(N.FAKE_ENV, raising=False)
     monkeypatch.setitem(sys.modules, "pynvml", None)  # import pynvml -> ImportError
     nv = N.load()
     assert not nv.available
@@ -182,7 +181,6 @@ def test_absent_when_nvml_init_fails():
 
 def test_real_pynvml_here_is_absent_or_answers(monkeypatch):
     pynvml = pytest.importorskip("pynvml")
-    monkeypatch.delenv(N.FAKE_ENV, raising=False)
     nv = N.load(env={})
     if nv.available:  # a machine with an NVIDIA driver
         assert nv.source == "pynvml" and isinstance(nv.static_facts(), list)
@@ -192,38 +190,41 @@ def test_real_pynvml_here_is_absent_or_answers(monkeypatch):
     assert pynvml is not None
 
 
-def test_fake_from_json_env(tmp_path, monkeypatch):
+def test_load_imports_pynvml_whatever_it_is(tmp_path, monkeypatch):
+    """The product imports ``pynvml``: here the stand-in of a spec, as the tests put it there."""
     path = F.write(F.a100_nvswitch_box(), tmp_path / "box.json")
-    monkeypatch.setenv(N.FAKE_ENV, str(path))
+    F.use_in_process(monkeypatch, path)
     nv = N.load()
-    assert nv.available and nv.source == f"fake:{path}"
+    assert nv.available and nv.source == "pynvml"
     assert [g["name"] for g in nv.static_facts()] == ["NVIDIA A100-SXM4-40GB"] * 8
     nv.close()
     assert not nv.available
 
 
-def test_fake_json_env_reaches_a_subprocess(tmp_path):
-    path = F.write(F.p100_pcie_box(), tmp_path / "box.json")
-    code = ("import json, sys; from pytest_mxperf import nvml; nv = nvml.load(); "
-            "print(json.dumps([nv.source, nvml.fingerprint_part(nv.static_facts())])); "
+def _load_in_a_subprocess(path):
+    code = ("import json, sys; from pytest_mxperf.machine import nvml; nv = nvml.load(); "
+            "print(json.dumps([nv.source, nv.reason, nvml.fingerprint_part(nv.static_facts())])); "
             "assert 'mxnet' not in sys.modules")
-    env = {"PATH": "/usr/bin:/bin", N.FAKE_ENV: str(path)}
+    env = {"PATH": "/usr/bin:/bin", F.FAKE_ENV: str(path), "PYTHONPATH": str(F.PYNVML_DIR)}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
-    source, part = json.loads(out.stdout)
-    assert source == f"fake:{path}"
+    return json.loads(out.stdout)
+
+
+def test_the_stand_in_pynvml_reaches_a_subprocess(tmp_path):
+    source, reason, part = _load_in_a_subprocess(F.write(F.p100_pcie_box(), tmp_path / "box.json"))
+    assert source == "pynvml" and reason is None
     assert part == [{"name": "Tesla P100-PCIE-16GB", "memory_gib": 16, "compute_capability": "6.0",
                      "links": {"PHB": 1}, "count": 2}]
 
 
-def test_broken_fake_json_is_absent_with_its_name(tmp_path, monkeypatch):
+def test_a_pynvml_that_breaks_at_import_is_absent_with_its_reason(tmp_path):
     path = tmp_path / "broken.json"
     path.write_text("{not json")
-    monkeypatch.setenv(N.FAKE_ENV, str(path))
-    nv = N.load()
-    assert not nv.available and str(path) in nv.reason and N.FAKE_ENV in nv.reason
-    monkeypatch.setenv(N.FAKE_ENV, str(tmp_path / "missing.json"))
-    assert "missing.json" in N.load().reason
+    source, reason, part = _load_in_a_subprocess(path)
+    assert source == "absent" and part == []
+    assert reason.startswith("nvidia-ml-py could not be imported") and str(path) in reason and F.FAKE_ENV in reason
+    assert "missing.json" in _load_in_a_subprocess(tmp_path / "missing.json")[1]
 
 
 # --------------------------------------------------------------------------- the fake is pynvml-shaped
@@ -466,7 +467,6 @@ def test_sampler_sample_once_without_a_thread():
 
 def test_sampler_without_nvml_does_nothing(monkeypatch):
     monkeypatch.setitem(sys.modules, "pynvml", None)
-    monkeypatch.delenv(N.FAKE_ENV, raising=False)
     with N.Sampler(N.load()) as sampler:
         pass
     assert sampler.summary() == [] and sampler.stopped_cleanly is None

@@ -9,7 +9,7 @@ import sys
 import pytest
 
 import fake_nvml as F
-from pytest_mxperf.machine import nvml, utilisation
+from pytest_mxperf.machine import utilisation
 from pytest_mxperf.measure import runner
 from pytest_mxperf.model.measurement import RunResult
 from pytest_mxperf.measure.session import CellRecord
@@ -47,7 +47,7 @@ def test_a_worker_result_carries_its_utilisation(tmp_path):
 
 def test_gpu_utilisation_comes_from_nvml_for_the_workers_gpus(tmp_path, monkeypatch):
     box = F.scripted(F.p100_pcie_box(), 1, gpu_util_pct=[20, 30, 25])
-    monkeypatch.setenv(nvml.FAKE_ENV, str(F.write(box, tmp_path / "nvml.json")))
+    F.use_in_process(monkeypatch, F.write(box, tmp_path / "nvml.json"))
     env = dict(os.environ, CUDA_DEVICE_ORDER="PCI_BUS_ID")  # the worker's env: it names the fake NVML
     assert utilisation.gpu_indices(["gpu:1"], env) == [1]
     assert utilisation.gpu_indices(["cpu:0"], env) == []

@@ -1,7 +1,7 @@
 """Facts about this machine's hardware, read without importing mxnet.
 
 CPU facts come from ``/proc/cpuinfo`` and the process's affinity. GPU facts come from
-NVML (``nvml.load()``: ``pynvml`` of nvidia-ml-py, or the fake of ``$MXPERF_FAKE_NVML``),
+NVML (``nvml.load()``: ``pynvml`` of nvidia-ml-py),
 read in this process without creating a CUDA context; ``nvidia-smi`` is asked only when
 nvidia-ml-py is not installed (the ``cpu`` extra on a GPU machine), so that such a machine
 is still seen to have GPUs. The fingerprint and the "which published table applies" rules
@@ -133,7 +133,7 @@ def read_gpu_facts(env: Optional[Mapping[str, str]] = None, module: Any = None) 
             return GpuFacts(tuple(nv.static_facts()), nv.source)
         finally:
             nv.close()
-    if nv.reason == nvml.NOT_INSTALLED and not env.get(nvml.FAKE_ENV):
+    if nv.reason == nvml.NOT_INSTALLED:
         smi = _nvidia_smi_facts()
         if smi:
             return GpuFacts(tuple(smi), "nvidia-smi", nv.reason)
