@@ -212,9 +212,9 @@ def pytest_configure(config):
         options = dataclasses.replace(options, reference=_reference_python(options.reference, options.python))
     _check_mxnet_distributions(options.python)
     spawn.sweep_stale_workdirs()  # a killed session's leftovers
-    session = PerfSession(options)
-    session.on_results = lambda doc: config.hook.pytest_mxperf_update_results(config=config, results=doc)
-    session.say = lambda line: _say(config, line)
+    session = PerfSession(options, on_results=lambda doc: config.hook.pytest_mxperf_update_results(
+        config=config, results=doc), say=lambda line: _say(config, line),
+        given_machine_state=lambda part: config.hook.pytest_mxperf_machine_state(config=config, part=part))
     config._mxperf_session = session
     try:
         session.machine = fingerprint.machine_fingerprint(options.machine)

@@ -68,15 +68,21 @@ def test_an_unchanged_session_passes(two_sessions):
     assert "REGRESSION" not in _out(r) and "UNRESOLVED" not in _out(r)
 
 
-QUIET = json.dumps({"probe": {"gemm_gflops": 200.0, "stream_gbps": 30.0, "seconds": 0.4},
-                    "load": {"other_cpus": 0.02, "steal_frac": 0.0, "wall_s": 1.0}})
+QUIET = {"probe": {"gemm_gflops": 200.0, "stream_gbps": 30.0, "seconds": 0.4},
+         "load": {"other_cpus": 0.02, "steal_frac": 0.0, "wall_s": 1.0}}
 
 
-def test_a_less_parallel_workload_on_an_idle_machine_fails(two_sessions, monkeypatch):
+def _quiet_machine(pytester):
+    """The sessions' machine state is given as quiet, through the plugin's hook
+    pytest_mxperf_machine_state in a conftest.py of the test's project."""
+    pytester.makeconftest(f"def pytest_mxperf_machine_state(config, part):\n    return {QUIET!r}[part]\n")
+
+
+def test_a_less_parallel_workload_on_an_idle_machine_fails(two_sessions, pytester):
     """On a quiet machine (the probe's own figures and the other processes' load say so: set
     here, since a test cannot make this shared machine quiet) a workload that got 73% slower
     is a regression, not "machine busy". tests/test_machine_state.py checks the real probe."""
-    monkeypatch.setenv("MXPERF_FAKE_MACHINE_STATE", QUIET)
+    _quiet_machine(pytester)
     r = two_sessions(("lenet",), record={"rate": 100.0}, now={"rate": 27.0})
     out = _out(r)
     assert r.ret == pytest.ExitCode.TESTS_FAILED, out
@@ -126,8 +132,8 @@ def test_gpu_cells_are_judged_not_excused(two_sessions):
     assert "REGRESSION score/resnet50_v2/b8/gpu:0" in out
 
 
-def test_policy_can_turn_off_what_fails(two_sessions, monkeypatch):
-    monkeypatch.setenv("MXPERF_FAKE_MACHINE_STATE", QUIET)
+def test_policy_can_turn_off_what_fails(two_sessions, pytester):
+    _quiet_machine(pytester)
     r = two_sessions(("lenet",), record={"rate": 100.0}, now={"rate": 27.0}, args=("--perf-fail-on=-regression",))
     assert r.ret == 0, _out(r)
     assert "REGRESSION score/lenet/b8" in _out(r)

@@ -28,6 +28,7 @@ import random
 from pathlib import Path
 
 import pytest
+from stand_ins import no_profile_worker
 
 from pytest_mxperf.measure.session import CellRecord, PerfSession
 from pytest_mxperf.model.measurement import CellMeasurement, RunResult
@@ -92,9 +93,10 @@ def simulate(base_pools, cur_pools, scale, rng, resamples=RESAMPLES):
 
             cell = remeasure(2)
             records.append(CellRecord("replay", cell, remeasure=remeasure))
-        s = PerfSession(PerfOptions(machine_probe=False, profile_failures=False))  # no worker to profile
+        s = PerfSession(PerfOptions(machine_probe=False))
         s.records, s.baseline_doc, s.machine = records, doc, {"id": "replay"}
-        out = gate.finish_session(s)
+        with no_profile_worker():  # a replayed session has no worker to profile
+            out = gate.finish_session(s)
         kinds = {k: v.kind for k, v in out.verdicts.items() if "#" not in k}
         for k, kind in kinds.items():
             per_cell[k][kind] = per_cell[k].get(kind, 0) + 1

@@ -66,9 +66,12 @@ def _svg(cell: Mapping[str, Any], hist: Sequence[Mapping[str, Any]], steps: Sequ
         v = lo + (hi - lo) * k / 4
         out.append(f"<line x1='{PAD_L}' x2='{W - PAD_R}' y1='{y(v):.1f}' y2='{y(v):.1f}' stroke='#eee'/>"
                    f"<text x='{PAD_L - 6}' y='{y(v) + 4:.1f}' text-anchor='end'>{v:.4g}</text>")
+    short = t1 - t0 < 2 * 86400  # within two days: the hours tell the sessions apart
     for k in range(4):
         t = t0 + (t1 - t0) * k / 3
-        out.append(f"<text x='{x(t):.1f}' y='{H - PAD_B + 16}' text-anchor='middle'>{_date(t)[:10]}</text>")
+        label = _date(t)[11:] if short and k else _date(t) if short else _date(t)[:10]
+        anchor = "start" if k == 0 else "end" if k == 3 else "middle"
+        out.append(f"<text x='{x(t):.1f}' y='{H - PAD_B + 16}' text-anchor='{anchor}'>{label}</text>")
     out.append(f"<text x='{PAD_L}' y='{H - 8}'>{html.escape(cell['unit'])} (fast end of each session's processes; "
                f"{'higher' if cell['higher_is_better'] else 'lower'} is better)</text>")
     if refs:

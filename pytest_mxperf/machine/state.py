@@ -26,7 +26,7 @@ from __future__ import annotations
 import os
 import resource
 import time
-from typing import Any, Callable, Dict, Mapping, Optional
+from typing import Callable, Dict, Mapping, Optional
 
 from pytest_mxperf.machine import topology
 from pytest_mxperf.proc import spawn
@@ -40,21 +40,6 @@ FIGURES = (("gemm_gflops", "GEMM probe", "GFLOP/s"), ("stream_gbps", "memory pro
 # Variables that change threads or their placement: the probe never inherits them.
 _THREADING_PREFIXES = ("OMP_", "KMP_", "GOMP_", "MXNET_")
 _THREADING_NAMES = ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "GOTO_NUM_THREADS", "NUMEXPR_NUM_THREADS")
-
-
-#: tests of the parent side set this to {"probe": {...}, "load": {...}} (JSON): the machine
-#: state is then taken as given instead of measured, so the gate's decisions can be checked
-#: on a machine whose real state a test cannot control
-FAKE_ENV = "MXPERF_FAKE_MACHINE_STATE"
-
-
-def _fake(part: str) -> Optional[Dict[str, Any]]:
-    text = os.environ.get(FAKE_ENV)
-    if not text:
-        return None
-    import json
-    value = json.loads(text).get(part)
-    return dict(value) if isinstance(value, dict) else None
 
 
 def probe_env(base_env: Mapping[str, str]) -> Dict[str, str]:
@@ -79,9 +64,6 @@ def run_probe(python: Optional[str] = None, timeout: float = PROBE_TIMEOUT,
     The current interpreter by default, never ``--perf-python``: the probe must not depend
     on the MXNet install being measured. ``env`` is the base environment (os.environ by
     default) that ``probe_env`` fixes."""
-    fake = _fake("probe")
-    if fake is not None:
-        return fake
     from pytest_mxperf.proc.worker import run_process
     out = run_process(spawn.python_command(python, PROBE_MODULE), dict(PROBE_SPEC), timeout=timeout,
                       env=probe_env(os.environ if env is None else env))
@@ -150,9 +132,6 @@ class LoadMeter:
     def stop(self) -> Optional[Dict[str, float]]:
         """{"wall_s", "other_cpus" (average CPUs busy with work that was not ours, floored
         at 0), "steal_frac" (of all CPU time)}, or None when /proc/stat was unreadable."""
-        fake = _fake("load")
-        if fake is not None:
-            return fake
         if self._start is None:
             return None
         try:

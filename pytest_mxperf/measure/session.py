@@ -71,7 +71,10 @@ class Finding:
 
 
 class PerfSession:
-    def __init__(self, options: PerfOptions, environ: Optional[Mapping[str, str]] = None):
+    def __init__(self, options: PerfOptions, environ: Optional[Mapping[str, str]] = None, *,
+                 on_results: Optional[Callable[[Dict[str, Any]], None]] = None,
+                 say: Optional[Callable[[str], None]] = None,
+                 given_machine_state: Optional[Callable[[str], Optional[Dict[str, Any]]]] = None):
         self.options = options
         self.environ = dict(os.environ if environ is None else environ)
         self.records: List[CellRecord] = []
@@ -100,12 +103,14 @@ class PerfSession:
         self.not_reached: List[str] = []     # measuring tests --perf-deadline left unstarted
         self.test_seconds: List[float] = []  # wall time of each measuring test so far
         self.planned_test_seconds: Optional[float] = None  # the plan's estimate of one test
-        # set by the plugin to its hooks (pytest_mxperf_update_results): the results
-        # document, changed in place before it is written
-        self.on_results: Callable[[Dict[str, Any]], None] = lambda doc: None
-        # set by the plugin to the terminal: a line said while the session runs (the
-        # second stage's cost, before it starts)
-        self.say: Callable[[str], None] = lambda line: None
+        # the plugin's hook pytest_mxperf_update_results: the results document, changed in
+        # place before it is written
+        self.on_results: Callable[[Dict[str, Any]], None] = on_results or (lambda doc: None)
+        # the terminal: a line said while the session runs (the second stage's cost)
+        self.say: Callable[[str], None] = say or (lambda line: None)
+        # the plugin's hook pytest_mxperf_machine_state: part ("probe" / "load") -> the
+        # machine's state as given instead of measured, or None to measure it
+        self._given_state: Callable[[str], Optional[Dict[str, Any]]] = given_machine_state or (lambda part: None)
 
     # -- the deadline ----------------------------------------------------------------------
     #: share of --perf-deadline kept for the end of the session (second stage, profiles, reports)
@@ -172,7 +177,8 @@ class PerfSession:
         now = time.monotonic()
         if self._last_probe and now - self._last_probe[0] < PROBE_REUSE_SECONDS:
             return self._last_probe[1]
-        p = machine_state.run_probe(env=self.environ)
+        given = self._given_state("probe")
+        p = dict(given) if given is not None else machine_state.run_probe(env=self.environ)
         self._last_probe = (time.monotonic(), p)
         return p
 
@@ -186,6 +192,9 @@ class PerfSession:
         meter.start()
         r = run(python, seed)
         load = meter.stop()
+        given = self._given_state("load")
+        if given is not None:
+            load = dict(given)
         after = self._machine_probe()
         r.record_machine_state(before, after, load)
         self.probes += [p for p in (before, after) if p]

@@ -232,7 +232,6 @@ class PerfOptions:
     report_dir: Optional[str] = None
     deadline: Optional[float] = None  # --perf-deadline: seconds from the session's start
     profile: bool = False  # --perf-profile: profile every measured cell, not only failing ones
-    profile_failures: bool = True  # profile failing cells (off for sessions replayed from data)
     # the history store (--perf-store: an SQLite path or a postgresql:// URL; None: not kept)
     history: Optional[str] = None
     shard: Optional[Tuple[int, int]] = None  # --perf-shard K/N: this runner's part of the selection

@@ -140,12 +140,18 @@ def record_history(where: str, doc: Dict[str, Any]) -> List[str]:
             store.append(doc)
             sid = doc["session"]["id"]
             lines = [f"mxperf: session {sid[:12]} kept in the history store {describe(where)}"]
-            for rec in doc["records"]:
-                for ch in changepoints.cell_changes(store.history(rec["key"])):
-                    if ch["session"] == sid:
-                        lines.append(f"mxperf: {rec['key']} starts a new step in its history here: "
-                                     f"x{ch['ratio']:.3f} ({ch['before']:.4g} -> {ch['after']:.4g}); "
-                                     + "; ".join(ch["changed"]))
+            for key in dict.fromkeys(rec["key"] for rec in doc["records"]):
+                hist = [h for h in store.history(key) if h.get("fast_end")]
+                for ch in changepoints.cell_changes(hist):
+                    # a step needs MIN_SIZE sessions after it: it is said by the sessions that
+                    # make it sure, naming the session it began in
+                    ago = len(hist) - ch["index"] - 1
+                    if ago < changepoints.MIN_SIZE + 2:
+                        lines.append(f"mxperf: {key}: a new step in its history, x{ch['ratio']:.3f} "
+                                     f"({ch['before']:.4g} -> {ch['after']:.4g}), began "
+                                     + ("in this session" if ch["session"] == sid else
+                                        f"{ago} session(s) ago ({ch['session'][:12]})")
+                                     + ": " + "; ".join(ch["changed"]))
             return lines
     except (HistoryError, OSError, ValueError) as exc:
         return [f"mxperf: history store {describe(where)} not written: {exc}"]
@@ -202,8 +208,7 @@ def _profile(session: PerfSession, cells: Dict[str, CellRecord], out: GateOutcom
     --perf-update-baselines) in one more, untimed worker each; the lines to show."""
     options = session.options
     failing = _failing_cells(cells, out)
-    wanted = [k for k in cells if (k in failing and options.profile_failures) or options.profile
-              or options.update_baselines]
+    wanted = [k for k in cells if k in failing or options.profile or options.update_baselines]
     if not wanted:
         return []
     directory = profiles.trace_dir(options.report_dir, session.started)
