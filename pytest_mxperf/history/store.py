@@ -83,15 +83,34 @@ class HistoryStore:
         if version == SCHEMA_VERSION:
             return
         cur = self.conn.cursor()
-        # one migrator at a time when several runners open a new store
-        cur.execute("SELECT pg_advisory_xact_lock(727217)" if self.postgres else "BEGIN IMMEDIATE")
-        version = self._version()
-        for v in range(version, SCHEMA_VERSION):
-            for stmt in MIGRATIONS[v]:
-                cur.execute(stmt)
-        cur.execute("DELETE FROM schema_version")
-        cur.execute(self._q("INSERT INTO schema_version (version) VALUES (?)"), (SCHEMA_VERSION,))
-        self.conn.commit()
+        # one migrator at a time when several runners open a new store (PostgreSQL: a
+        # session-level lock, which a failed query's rollback does not release)
+        if self.postgres:
+            self.conn.rollback()
+            cur.execute("SELECT pg_advisory_lock(727217)")
+            self.conn.commit()
+        else:
+            cur.execute("BEGIN IMMEDIATE")
+        try:
+            version = self._version()
+            if version > SCHEMA_VERSION:
+                raise HistoryError(f"history store {describe(self.where)} has schema {version}, newer than this "
+                                   f"pytest-mxperf knows ({SCHEMA_VERSION}): upgrade pytest-mxperf; the store was "
+                                   "left untouched")
+            for v in range(version, SCHEMA_VERSION):
+                for stmt in MIGRATIONS[v]:
+                    cur.execute(stmt)
+            if version < SCHEMA_VERSION:
+                cur.execute("DELETE FROM schema_version")
+                cur.execute(self._q("INSERT INTO schema_version (version) VALUES (?)"), (SCHEMA_VERSION,))
+            self.conn.commit()
+        except BaseException:
+            self._rollback_quietly()
+            raise
+        finally:
+            if self.postgres:
+                cur.execute("SELECT pg_advisory_unlock(727217)")
+                self.conn.commit()
 
     # -- writing ------------------------------------------------------------------------
     def append(self, doc: Mapping[str, Any]) -> bool:
