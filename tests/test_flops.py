@@ -8,6 +8,7 @@ import sys
 import pytest
 
 from pytest_mxperf.measure import fixture
+from pytest_mxperf.measure import peak as peak_module
 from pytest_mxperf.model.options import PerfOptions
 from pytest_mxperf.model.measurement import METRICS, CellMeasurement, RunResult, add_flop_figures
 from pytest_mxperf.measure.session import PerfSession
@@ -96,7 +97,7 @@ class _Fake:
             return dict(peak, context=context, dtype=dtype)
 
         monkeypatch.setattr(session, "run_processes", run_processes)
-        monkeypatch.setattr(fixture, "measure_peak", measure_peak)
+        monkeypatch.setattr(peak_module, "measure_peak", measure_peak)
 
 
 def _measurer(session):
@@ -150,9 +151,9 @@ def test_the_peak_worker_failing_is_a_status_not_an_exception(tmp_path):
     fake_python.write_text("#!/bin/sh\nexit 3\n")
     fake_python.chmod(0o755)
     session = PerfSession(PerfOptions(machine_probe=False, python=str(fake_python), timeout=30), environ={})
-    peak = fixture.machine_peak(session)
+    peak = peak_module.machine_peak(session)
     assert peak["status"] == "crash" and peak["peak_gflops"] is None and peak["message"]
-    assert fixture.machine_peak(session) is peak  # cached on the session
+    assert peak_module.machine_peak(session) is peak  # cached on the session
     assert session.peaks == {"cpu:0/float32": peak}
 
 
@@ -176,14 +177,14 @@ def test_gpu_cells_are_set_against_their_gpus_peak_in_their_dtype(monkeypatch):
 
 
 def test_flops_per_sample_of_cells():
-    assert fixture.cell_flops_per_sample(Workload("lenet", "latency", 1)) == 2.0 * get_model("lenet").macs
-    assert fixture.cell_flops_per_sample(Workload("lenet", "io", 1)) is None
+    assert peak_module.cell_flops_per_sample(Workload("lenet", "latency", 1)) == 2.0 * get_model("lenet").macs
+    assert peak_module.cell_flops_per_sample(Workload("lenet", "io", 1)) is None
     own = Workload("my_net-abc123", "train", 1, source='{"ref": {}}')
-    assert fixture.cell_flops_per_sample(own) is None  # nothing counted yet
+    assert peak_module.cell_flops_per_sample(own) is None  # nothing counted yet
     counted = _run(own)
     counted.meta["macs_per_sample"] = 1_000_000
     uncounted = _run(own)
     uncounted.meta["macs_unknown"] = "ValueError: could not infer shapes"
-    assert fixture.cell_flops_per_sample(own, [uncounted, counted]) == 6_000_000  # 3 x 2 x MACs: training
-    assert fixture.cell_flops_per_sample(own, [uncounted]) is None
+    assert peak_module.cell_flops_per_sample(own, [uncounted, counted]) == 6_000_000  # 3 x 2 x MACs: training
+    assert peak_module.cell_flops_per_sample(own, [uncounted]) is None
     assert "mxnet" not in sys.modules

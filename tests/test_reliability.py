@@ -4,7 +4,7 @@ baseline store faults in test_baselines.py, distributed teardown in test_dist.py
 
 import pytest
 
-from pytest_mxperf.measure.fixture import judge_floor
+from pytest_mxperf.judge.floors import judge_floor
 from pytest_mxperf.measure.session import PerfSession
 from pytest_mxperf.model.options import PerfOptions
 from pytest_mxperf.model.measurement import CellMeasurement, RunResult

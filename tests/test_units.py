@@ -6,7 +6,7 @@ from hypothesis import given, settings, strategies as st
 
 from pytest_mxperf.model import options as opts
 from pytest_mxperf.machine import topology
-from pytest_mxperf.measure.fixture import judge_floor
+from pytest_mxperf.judge.floors import judge_floor
 from pytest_mxperf.model.measurement import CellMeasurement, CellNotMeasured, RunResult
 from pytest_mxperf.model.stats import quantile
 from pytest_mxperf.judge.floors import Floor

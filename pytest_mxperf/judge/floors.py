@@ -22,6 +22,7 @@ Pure Python: no mxnet, no pytest.
 from __future__ import annotations
 
 import re
+import statistics
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence, Tuple
 
@@ -37,6 +38,7 @@ from pytest_mxperf.judge.published_tables import (
     default_tables,
 )
 from pytest_mxperf.machine.hardware import HardwareInfo
+from pytest_mxperf.model.measurement import CellMeasurement
 
 #: the two recorded readings of that multiplier: page header x8, benchmark script x16
 TRAIN_ALEXNET_BATCH_MULTIPLIERS: Tuple[int, ...] = (8, 16)
@@ -300,3 +302,45 @@ def documented_curves(
                 curve[b] = None if c.oom else c.value
         out[t.id] = curve
     return out
+
+
+def judge_floor(cell: CellMeasurement, floor: Floor, states: Optional[Sequence[Optional[str]]] = None
+                ) -> (str, str):
+    """(outcome, one-line message) of a cell against its floor: passed, failed or skipped.
+
+    ``states``: the machine-state label of each successful process; the floor is held to
+    the processes that ran on a quiet machine when there are any (a neighbour must not fail
+    a floor), else to all of them, and the message says the machine was busy."""
+    median = cell.median_or_none
+    busy = ""
+    slow = ("slowed", "slow-spell")
+    if states and len(states) == len(cell.ok_runs) and any(st in slow for st in states):
+        quiet = [r.median for r, st in zip(cell.ok_runs, states) if st not in slow and r.median]
+        if quiet:
+            median = statistics.median(quiet)
+        else:
+            busy = f" (all {len(states)} processes ran on a slowed machine: re-run on a quiet one)"
+    if cell.status in ("unavailable", "unsupported"):
+        return "skipped", cell.message
+    if cell.status == "oom":
+        if floor.oom_documented:
+            return "passed", f"OOM, as the published table records for this cell ({floor.table_id})"
+        return "failed", f"out of memory: {cell.message}"
+    if cell.status != "ok":
+        return "failed", f"{cell.status}: {cell.message}"
+    if floor.oom_documented:
+        return "passed", f"measured {median:.2f} img/s where the published table records OOM ({floor.table_id})"
+    if floor.kind is None:
+        return "skipped", f"measured {median:.2f} img/s; no floor: {floor.reason}"
+    if median < floor.value:
+        ref = cell.reference_figure(cell.primary.name) if cell.reference else None
+        if ref is not None and ref < floor.value:
+            # A/B: the reference, taking turns with it on this machine, is as far under the
+            # floor: the machine ran slow (seen here: a spell at a tenth of its speed), not
+            # the candidate; the A/B verdict decides the candidate
+            return "skipped", (f"{median:.2f} img/s and the reference's {ref:.2f} img/s are both below the "
+                               f"{floor.kind} floor {floor.value:.2f} img/s: the machine ran slow, not the "
+                               "candidate; not judged against the floor (the A/B verdict judges the candidate)")
+        return "failed", (f"{median:.2f} img/s is below the {floor.kind} floor {floor.value:.2f} img/s "
+                          f"({floor.reason}){busy}")
+    return "passed", f"{median:.2f} img/s >= {floor.kind} floor {floor.value:.2f} img/s ({floor.table_id})"

@@ -23,13 +23,10 @@ Steps 1-3 are ``judging.py``'s.
 
 from __future__ import annotations
 
-import dataclasses
-import json
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence
 
 from pytest_mxperf.judge import thresholds
-from pytest_mxperf.judge import verdict as vd
 from pytest_mxperf.measure import profiling as profiles
 from pytest_mxperf.measure.session import CellRecord, PerfSession
 from pytest_mxperf.model.measurement import cell_of
@@ -38,9 +35,14 @@ from pytest_mxperf.outcome.judging import (
     judge_ab,
     judge_baseline,
     label_machine_states,
-    provisional_verdicts,
     session_cells,
     software_facts,
+)
+from pytest_mxperf.outcome.session_files import (
+    ab_sides,
+    record_history,
+    results_document,
+    write_report,
 )
 from pytest_mxperf.store import baseline_store, baselines, kept_profiles
 
@@ -127,34 +129,6 @@ def finish_session(session: PerfSession) -> GateOutcome:
     if options.history and not options.smoke:
         out.messages.extend(record_history(options.history, doc))
     return out
-
-
-def record_history(where: str, doc: Dict[str, Any]) -> List[str]:
-    """Append the session to the history store; lines saying where, and which of its cells
-    start a new step there (a change point at this session). A store that cannot be written
-    is one line, never a failed session: the measurements and the report stand."""
-    from pytest_mxperf.history import changepoints
-    from pytest_mxperf.history.store import HistoryError, describe, open_store
-    try:
-        with open_store(where) as store:
-            store.append(doc)
-            sid = doc["session"]["id"]
-            lines = [f"mxperf: session {sid[:12]} kept in the history store {describe(where)}"]
-            for key in dict.fromkeys(rec["key"] for rec in doc["records"]):
-                hist = [h for h in store.history(key) if h.get("fast_end")]
-                for ch in changepoints.cell_changes(hist):
-                    # a step needs MIN_SIZE sessions after it: it is said by the sessions that
-                    # make it sure, naming the session it began in
-                    ago = len(hist) - ch["index"] - 1
-                    if ago < changepoints.MIN_SIZE + 2:
-                        lines.append(f"mxperf: {key}: a new step in its history, x{ch['ratio']:.3f} "
-                                     f"({ch['before']:.4g} -> {ch['after']:.4g}), began "
-                                     + ("in this session" if ch["session"] == sid else
-                                        f"{ago} session(s) ago ({ch['session'][:12]})")
-                                     + ": " + "; ".join(ch["changed"]))
-            return lines
-    except (HistoryError, OSError, ValueError) as exc:
-        return [f"mxperf: history store {describe(where)} not written: {exc}"]
 
 
 def advice_for(cell) -> List:
@@ -347,87 +321,3 @@ def _resolution_lines(session: PerfSession, keys: Sequence[str], requirement: Op
     return lines
 
 
-def write_progress(session: PerfSession) -> None:
-    """results.json and summary.md with every cell so far and its provisional verdict,
-    written atomically after each cell (``--perf-report``): a job that is killed or runs out
-    of time keeps what it finished. Never fails a measurement: a problem is one line on
-    stderr and the final report is written at the end as usual."""
-    if not session.options.report_dir:
-        return
-    try:
-        write_report(session, GateOutcome(messages=[], verdicts=provisional_verdicts(session)), final=False)
-    except Exception as exc:  # noqa: BLE001 - the measurement matters more than its interim report
-        import sys
-        print(f"mxperf: could not write the interim report: {type(exc).__name__}: {exc}", file=sys.stderr)
-
-
-def results_document(session: PerfSession, out: GateOutcome, final: bool = True) -> Dict[str, Any]:
-    """The session as results.json holds it (and the history store takes it): the machine,
-    the session's facts and verdicts, and every cell's record with its processes."""
-    from pytest_mxperf.history import provenance
-    options = session.options
-    records = [r.to_dict(out.verdicts) for r in session.records]
-    meta = {"id": session.session_id, "software": software_facts(r for rec in session.records for r in rec.cell.ok_runs),
-            "git_commit": provenance.git_commit(), "ci_run": provenance.ci_run(),
-            "fleet_id": options.fleet_id, "shard": f"{options.shard[0]}/{options.shard[1]}" if options.shard else None,
-            "complete": final, "not_reached": list(session.not_reached),
-            "started": session.started, "options": _options_dict(session.options),
-            "findings": [dataclasses.asdict(f) for f in session.findings],
-            "verdicts": {k: v.to_dict() for k, v in out.verdicts.items()},
-            # what the summary says first: slowdowns the baseline could not decide, and why
-            "headline": [m.removeprefix("mxperf: ") for m in out.headline]}
-    if out.profiles:
-        meta["profiles"] = out.profiles  # per cell key: operators, trace_path, batches, meta
-    if session.options.reference:
-        meta["ab"] = sides = out.sides or ab_sides(session)
-        for r in records:
-            entry = ab_record(out.verdicts.get(r["key"]), sides)
-            if entry:
-                r["ab"] = entry
-    doc = {"machine": session.machine, "session": meta, "records": records}
-    session.on_results(doc)  # the plugin's hook: pytest_mxperf_update_results
-    return doc
-
-
-def write_report(session: PerfSession, out: GateOutcome, final: bool = True,
-                 doc: Optional[Dict[str, Any]] = None) -> List[str]:
-    """results.json and summary.md (and, when ``final``, the plots) into --perf-report DIR."""
-    from pytest_mxperf.model.jsonio import atomic_write_text
-    from pytest_mxperf.output import plots
-    from pytest_mxperf.store import results
-    out_dir = Path(session.options.report_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    doc = doc or results_document(session, out, final)
-    records = doc["records"]
-    files = [str(results.dump_results(out_dir / "results.json", doc["records"], doc["machine"], doc["session"]))]
-    summary = out_dir / "summary.md"
-    atomic_write_text(summary, "\n".join(results.markdown_summary(doc, final=final)) + "\n")
-    files.append(str(summary))
-    if final:
-        files += [str(p) for p in plots.plot_throughput(records, session.baseline_doc, out_dir)]
-    return files
-
-
-def ab_sides(session: PerfSession) -> Dict[str, Any]:
-    """Both interpreters of an A/B session: MXNet version and build features."""
-    out = {}
-    for side, py in (("candidate", session.options.python), ("reference", session.options.reference)):
-        p = session.probe_mxnet(py)
-        out[side] = {"python": py or "(this interpreter)", "mxnet_version": p.get("mxnet_version"),
-                     "features": p.get("features"), "status": p.get("status"), "message": p.get("message")}
-    if session.reference_requirement:  # --perf-reference baseline
-        out["reference"]["recorded_baseline_requirement"] = session.reference_requirement
-    return out
-
-
-def _options_dict(options) -> Dict[str, Any]:
-    d = dataclasses.asdict(options)
-    return json.loads(json.dumps(d, default=lambda x: sorted(x) if isinstance(x, frozenset) else str(x)))
-
-
-def ab_record(verdict: Optional[vd.Verdict], sides: Dict[str, Any]) -> Optional[Dict[str, Any]]:
-    """The ``ab`` entry of a results record: ratio, interval, verdict, both sides."""
-    if verdict is None or verdict.interval is None:
-        return None
-    return {"ratio": 1.0 + (verdict.change or 0.0), "low": verdict.interval[0], "high": verdict.interval[1],
-            "verdict": verdict.kind, "pairs": verdict.n_current, **sides}

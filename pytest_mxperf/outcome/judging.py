@@ -40,7 +40,7 @@ class GateOutcome:
     # what the summary says first (baseline mode): slowdowns below this machine's resolution or
     # unclear across the session, a provisional resolution; also the first of ``messages``
     headline: List[str] = dataclasses.field(default_factory=list)
-    # A/B mode: what each side ran (``finish.ab_sides``), for the report
+    # A/B mode: what each side ran (``session_files.ab_sides``), for the report
     sides: Dict[str, Any] = dataclasses.field(default_factory=dict)
 
     def count(self, kind: str) -> int:
