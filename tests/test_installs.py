@@ -396,7 +396,11 @@ def test_the_extras_of_pyproject_match_the_cuda_wheels_and_pin_numpy():
     for cu in distributions.CUDA_EXTRAS_191:
         assert extras[cu] == [f"mxnet-{cu}==1.9.1", "numpy<1.24", "nvidia-ml-py>=11"]
         assert distributions.extra_for(f"mxnet-{cu}") == cu
-    assert {"test", "cpu", *distributions.CUDA_EXTRAS_191} == set(extras)
+    # the history store on PostgreSQL (--perf-store postgresql://...) needs its driver, and the
+    # tests start a real server, so both extras carry it; no MXNet in either
+    assert extras["fleet"] == ["psycopg[binary]>=3.1"]
+    assert "psycopg[binary]>=3.1" in extras["test"]
+    assert {"test", "cpu", "fleet", *distributions.CUDA_EXTRAS_191} == set(extras)
 
 
 # ---------------------------------------------------------------------------------------
