@@ -4,8 +4,14 @@ Every cluster runs in fresh processes (the launcher itself through runner.run_pr
 this pytest process never imports mxnet. Each test takes a few seconds.
 """
 
+import os
+import re
+import signal
 import socket
 import sys
+import threading
+import time
+from pathlib import Path
 
 import numpy as np
 import psutil
@@ -17,10 +23,11 @@ from pytest_mxperf.measure import runner
 LAUNCHER = [sys.executable, "-m", "pytest_mxperf.measure.cluster"]
 WORKER = {"model": "mlp", "global_batch": 128, "steps": 30, "seed": 3, "learning_rate": 0.1,
           "momentum": 0.9, "report_every": 5}
+TESTS = Path(__file__).resolve().parent
 
 
-def launch(spec, timeout=180):
-    out = runner.run_process(LAUNCHER, spec, timeout=timeout, env=dist.base_env())
+def launch(spec, timeout=180, env=None):
+    out = runner.run_process(LAUNCHER, spec, timeout=timeout, env=env or dist.base_env())
     assert out.payload is not None, f"launcher left no result: {out.status} {out.message} {out.stderr_tail}"
     return out.payload
 
@@ -88,13 +95,77 @@ def test_dist_async_runs_to_completion():
     assert_nothing_left(res)
 
 
+class WorkerKiller(threading.Thread):
+    """SIGKILLs one worker of a running cluster from outside, as the OOM killer or an operator
+    would: it finds the worker among this process's descendants (the launcher runs it as
+    ``python -m pytest_mxperf.workers.dist_worker .../worker<index>.spec.json ...``),
+    waits until the worker's log (``worker<index>.log`` beside its spec) shows ``after_step``,
+    and kills that one process. It gives up ``within`` seconds after it started."""
+
+    def __init__(self, index, after_step, within):
+        super().__init__(daemon=True)
+        self.index, self.after_step, self.within = index, after_step, within
+        self.done = threading.Event()  # the test has its result: stop looking
+        self.killed_pid = None
+        self.seen = "worker not found"  # what it last saw, for the failure message
+
+    def find(self):
+        spec_name = f"worker{self.index}.spec.json"
+        try:
+            procs = psutil.Process().children(recursive=True)
+        except psutil.Error:
+            return None, None
+        for proc in procs:
+            try:
+                cmd = proc.cmdline()
+            except psutil.Error:
+                continue
+            specs = [Path(arg) for arg in cmd if Path(arg).name == spec_name]
+            if dist.WORKER_MODULE in cmd and specs:
+                return proc, specs[0].with_name(f"worker{self.index}.log")
+        return None, None
+
+    def last_step(self, log):
+        try:
+            text = log.read_text(errors="replace")
+        except OSError:
+            return 0
+        return max((int(m) for m in re.findall(r"mxperf-dist-worker: rank=\d+ step=(\d+)", text)), default=0)
+
+    def run(self):
+        end = time.monotonic() + self.within
+        proc = log = None
+        while not self.done.is_set() and time.monotonic() < end:
+            if proc is None:
+                proc, log = self.find()
+            if proc is not None:
+                step = self.last_step(log)
+                self.seen = f"worker {self.index} (pid {proc.pid}) at step {step}"
+                if step >= self.after_step:
+                    try:
+                        proc.send_signal(signal.SIGKILL)  # psutil: refuses a reused pid
+                        self.killed_pid = proc.pid
+                    except psutil.Error as exc:
+                        self.seen += f", could not kill it: {exc!r}"
+                    return
+            self.done.wait(0.05)
+
+
 def test_sigkilled_worker_stops_the_whole_cluster():
     worker = dict(WORKER, steps=100000, step_sleep=0.02)
-    res = launch({"kvstore": "dist_sync", "num_workers": 2, "worker": worker,
-                  "inject_kill": {"worker": 1, "after_step": 5}, "timeout": 120})
+    killer = WorkerKiller(index=1, after_step=5, within=150)
+    killer.start()
+    try:
+        res = launch({"kvstore": "dist_sync", "num_workers": 2, "worker": worker, "timeout": 120})
+    finally:
+        killer.done.set()
+        killer.join(timeout=10)
+    assert not killer.is_alive()
+    assert killer.killed_pid is not None, f"the test never killed worker 1: {killer.seen}"
     assert res["status"] == "crash", res["message"]
     dead = res["dead"]
     assert dead["role"] == "worker" and dead["index"] == 1
+    assert dead["pid"] == killer.killed_pid
     assert dead["state"] == "killed by SIGKILL"
     assert "worker 1" in res["message"] and "SIGKILL" in res["message"]
     # its last output travels with the result
@@ -107,8 +178,13 @@ def test_sigkilled_worker_stops_the_whole_cluster():
 
 
 def test_worker_error_stops_the_cluster_and_reports_it():
-    worker = dict(WORKER, steps=100000, step_sleep=0.02, fail_at_step=3, fail_rank=1)
-    res = launch({"kvstore": "dist_sync", "num_workers": 2, "worker": worker, "timeout": 120})
+    # tests/failing_dist_worker.py: the dist worker, but rank 1 raises after its 3rd update.
+    # The workers inherit the launcher's PYTHONPATH (cluster.base_env keeps it).
+    worker = dict(WORKER, steps=100000, step_sleep=0.02)
+    env = dist.base_env()
+    env["PYTHONPATH"] = os.pathsep.join([env["PYTHONPATH"], str(TESTS)])
+    res = launch({"kvstore": "dist_sync", "num_workers": 2, "worker": worker, "timeout": 120,
+                  "worker_module": "failing_dist_worker"}, env=env)
     assert res["status"] == "error", res["message"]
     assert res["dead"]["role"] == "worker" and res["dead"]["rank"] == 1
     assert "injected failure at step 3" in res["message"]
@@ -140,7 +216,6 @@ def _cluster_processes(since):
 
 
 def test_killing_the_launcher_leaves_no_role_behind():
-    import time
     t0 = time.time()
     worker = dict(WORKER, steps=100000, step_sleep=0.05)
     out = runner.run_process(LAUNCHER, {"kvstore": "dist_sync", "num_workers": 2, "worker": worker, "timeout": 120},

@@ -1,6 +1,7 @@
 """multidevice worker: N contexts produce the same SGD update as 1 context (fresh processes)."""
 
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -9,12 +10,14 @@ from pytest_mxperf.measure import runner
 from pytest_mxperf.workers import multidevice
 
 CMD = [sys.executable, "-m", "pytest_mxperf.workers.multidevice"]
+#: the same worker with a 1% larger learning rate on the data-parallel side
+WRONG_UPDATE_CMD = [sys.executable, str(Path(__file__).resolve().parent / "wrong_update_worker.py")]
 
 
-def run(**spec):
+def run(cmd=CMD, **spec):
     spec.setdefault("batch_size", 16)
     spec.setdefault("contexts", ["cpu:0", "cpu:1"])
-    out = runner.run_process(CMD, spec, timeout=300, env=dist.base_env(threads=1))
+    out = runner.run_process(cmd, spec, timeout=300, env=dist.base_env(threads=1))
     assert out.payload is not None, f"{out.status}: {out.message} {out.stderr_tail}"
     return out.payload
 
@@ -36,7 +39,7 @@ def test_three_contexts_match_too():
 
 def test_a_wrong_update_is_detected():
     # negative control: a 1% different learning rate on the data-parallel side
-    res = run(model="lenet", kvstore="device", multi_lr_scale=1.01)
+    res = run(WRONG_UPDATE_CMD, model="lenet", kvstore="device")
     assert res["status"] == "ok"
     assert res["update_rel_err"] > 100 * multidevice.UPDATE_REL_TOL
 

@@ -6,22 +6,22 @@ module never imports mxnet: every role is its own fresh process.
 
 * The scheduler and the servers are ``python -c "import mxnet"`` with ``DMLC_ROLE`` =
   scheduler / server: MXNet runs that role at import and exits when the workers finalize.
-  The workers are ``python -m pytest_mxperf.workers.dist_worker`` with ``DMLC_ROLE=worker``.
-  (MXNet's bundled ``dmlc_tracker`` is not used.)
+  The workers are ``python -m pytest_mxperf.workers.dist_worker`` (or the spec's
+  ``worker_module``) with ``DMLC_ROLE=worker``. (MXNet's bundled ``dmlc_tracker`` is not
+  used.)
 * Every process gets ``DMLC_PS_ROOT_URI=127.0.0.1``, a free ``DMLC_PS_ROOT_PORT`` (a
   socket bound to 127.0.0.1:0), ``DMLC_NUM_SERVER``, ``DMLC_NUM_WORKER``,
   ``DMLC_NODE_HOST=127.0.0.1`` and ``DMLC_INTERFACE=lo``, and its own session
   (``start_new_session=True``) so its whole process group can be killed.
 * A supervisor loop polls every process every 50 ms. When a worker (or the scheduler or
-  a server) dies with an error, every other process is stopped (SIGTERM, then SIGKILL
-  after ``term_grace`` s) within ``KILL_WITHIN_SECONDS`` and the result names the dead
-  process and carries its last output. An overall ``timeout`` stops everything too.
+  a server) dies with an error (whoever killed it), every other process is stopped
+  (SIGTERM, then SIGKILL after ``term_grace`` s) within ``KILL_WITHIN_SECONDS`` of the
+  poll that saw the death (``teardown_seconds``), and the result names the dead process
+  and carries its last output. An overall ``timeout`` stops everything too.
   Whatever happens, nothing is left behind: the result lists any process still alive
   and any port the cluster listened on that is still listening (both must be empty).
 * ``kvstore: "local"`` runs the same worker once, without a cluster: the reference that
   a ``dist_sync`` run's weights are compared with.
-* ``inject_kill: {"worker": i, "after_step": k}`` SIGKILLs worker ``i`` (launch order) as
-  soon as it has printed step ``k``: the fault-injection the tests use.
 """
 
 from __future__ import annotations
@@ -42,6 +42,8 @@ from pytest_mxperf.proc import spawn
 #: after a process of the cluster dies with an error, all the others are gone within this
 KILL_WITHIN_SECONDS = 10.0
 DIST_KVSTORES = ("dist_sync", "dist_async", "dist_device_sync")
+#: the module every worker runs unless the spec names another (``worker_module``)
+WORKER_MODULE = "pytest_mxperf.workers.dist_worker"
 KVSTORES = ("local",) + DIST_KVSTORES
 POLL_SECONDS = 0.05
 
@@ -175,9 +177,17 @@ def launch(spec: Dict, workdir: Optional[str] = None) -> Dict:
 
     spec keys: ``kvstore`` (local / dist_sync / dist_async / dist_device_sync),
     ``num_workers`` (2), ``num_servers`` (1), ``timeout`` (120 s), ``term_grace`` (1 s),
-    ``threads`` (OpenMP threads per process, 1), ``inject_kill``, ``python``, and
+    ``threads`` (OpenMP threads per process, 1), ``python``, and
     ``worker``: the dist_worker spec (model, global_batch, steps, seed, learning_rate,
     momentum, ...). ``weights_dir``: where workers save their final weights (npz).
+    ``worker_module`` (default ``WORKER_MODULE``): the module each worker runs, as
+    ``python -m MODULE SPEC.json RESULT.json``; any module that speaks the dist worker's
+    protocol: it reads the worker spec (with ``kvstore`` and ``weights_path`` filled in),
+    writes a JSON result (``status``, ``message``, ``rank``, ``samples_per_second``,
+    ``timed_seconds``), exits non-zero on an error, and prints
+    ``mxperf-dist-worker: rank=R step=I`` lines, from which the launcher reads progress
+    and the dead process's rank. The workers inherit the launcher's PYTHONPATH (see
+    ``base_env``): the module must be importable with it.
     """
     if workdir is None:
         with spawn.WorkDir(prefix="mxperf-dist-") as tmp:
@@ -192,6 +202,7 @@ def launch(spec: Dict, workdir: Optional[str] = None) -> Dict:
     timeout = float(spec.get("timeout", 120.0))
     grace = float(spec.get("term_grace", 1.0))
     python = spec.get("python") or sys.executable
+    worker_module = spec.get("worker_module") or WORKER_MODULE
     env0 = base_env(int(spec.get("threads", 1)))
     port = free_port() if dist else None
     if dist:
@@ -222,15 +233,13 @@ def launch(spec: Dict, workdir: Optional[str] = None) -> Dict:
         if weights_dir:
             wspec["weights_path"] = str(Path(weights_dir) / f"{kv}-worker{i}.npz")
         p.spec_path.write_text(json.dumps(wspec, sort_keys=True))
-        p.cmd = [python, "-m", "pytest_mxperf.workers.dist_worker", str(p.spec_path), str(p.result_path)]
+        p.cmd = [python, "-m", worker_module, str(p.spec_path), str(p.result_path)]
         workers.append(p)
 
-    inject = spec.get("inject_kill")
     t0 = time.perf_counter()
     listen_ports: List[int] = []
     failure: Optional[_Proc] = None
     failure_at: Optional[float] = None
-    injected_at: Optional[float] = None
     timed_out = False
     status, message = "ok", ""
 
@@ -278,7 +287,10 @@ def launch(spec: Dict, workdir: Optional[str] = None) -> Dict:
                      and now - (p.ended_at or now) > KILL_WITHIN_SECONDS]
             if bad or early:
                 failure = min(bad or early, key=lambda p: p.ended_at or now)
-                failure_at = injected_at if injected_at is not None else (failure.ended_at or now)
+                # ended_at: the poll that first saw it gone (at most POLL_SECONDS late)
+                failure_at = failure.ended_at or now
+                if not listen_ports and dist:  # it died before every worker reported a step
+                    listen_ports = _listening_ports([p.pid for p in procs])
                 break
             if all(rcs[w] == 0 for w in workers):
                 # Workers finalized: scheduler and servers follow within moments.
@@ -292,13 +304,6 @@ def launch(spec: Dict, workdir: Optional[str] = None) -> Dict:
                 break
             if not listen_ports and dist and all(w.last_step() >= 1 for w in workers):
                 listen_ports = _listening_ports([p.pid for p in procs])
-            if inject and injected_at is None:
-                victim = workers[int(inject.get("worker", 0))]
-                if victim.last_step() >= int(inject.get("after_step", 1)):
-                    if not listen_ports and dist:
-                        listen_ports = _listening_ports([p.pid for p in procs])
-                    victim.signal_group(signal.SIGKILL)
-                    injected_at = time.perf_counter()
             time.sleep(POLL_SECONDS)
         leftover_before = [p for p in procs if p.poll() is None]
         stop_reference = failure_at if failure_at is not None else time.perf_counter()
@@ -319,7 +324,6 @@ def launch(spec: Dict, workdir: Optional[str] = None) -> Dict:
         "status": status, "message": message, "kvstore": kv, "num_workers": nworkers,
         "num_servers": nservers, "root_port": port, "wall_seconds": wall,
         "kill_within_seconds": KILL_WITHIN_SECONDS, "teardown_seconds": teardown,
-        "injected_kill": inject if injected_at is not None else None,
         "processes": [p.report() for p in procs], "workers": results,
         "listen_ports": listen_ports,
         "leftover_pids": alive(pids), "leftover_ports": ports_still_listening(listen_ports),

@@ -19,7 +19,7 @@ What it does, deterministically from ``seed``:
   ``dist_sync`` server sums the workers' gradients, so its update equals the local one
   up to float summation order.
 
-It prints ``mxperf-dist-worker: rank=R step=I`` lines (the launcher's fault injection
+It prints ``mxperf-dist-worker: rank=R step=I`` lines (the launcher's progress checks
 and its "last output" report rely on them), writes the final weights to
 ``weights_path`` (npz) when given, and a JSON result with status, samples/s (timed steps
 after warm-up, ``waitall`` at both ends), rank and a weights checksum.
@@ -94,9 +94,6 @@ def run(spec):
     seed = int(spec.get("seed", 0))
     report_every = max(1, int(spec.get("report_every", 1)))
     step_sleep = float(spec.get("step_sleep", 0.0))
-    # Fault injection for the tests: raise on rank ``fail_rank`` after step ``fail_at_step``.
-    fail_at = spec.get("fail_at_step")
-    fail_rank = int(spec.get("fail_rank", 0))
     mspec = zoo.get_model(model)
 
     kv = mx.kv.create(kv_type)
@@ -148,8 +145,6 @@ def run(spec):
             _say(f"rank={rank} step={i + 1} loss={losses[-1]:.4f}")
         if step_sleep:
             time.sleep(step_sleep)
-        if fail_at is not None and rank == fail_rank and i + 1 == fail_at:
-            raise RuntimeError(f"injected failure at step {fail_at} (rank {rank})")
     mx.nd.waitall()
     timed = time.perf_counter() - t_timed
     timed_steps = steps - timed_from

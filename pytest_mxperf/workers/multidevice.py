@@ -33,6 +33,28 @@ from pytest_mxperf.workers.protocol import missing_gpus, mx_contexts, serve
 UPDATE_REL_TOL = 1e-4
 
 
+def train(mx, sym, init, xs, ys, ctxs, kvstore, lr):
+    """SGD from weights ``init`` (name -> numpy array) over the batches ``xs`` / ``ys``,
+    one step each, on the contexts ``ctxs`` with ``kvstore``; returns the final weights
+    (name -> numpy array). ``rescale_grad`` is 1 / the combined batch, no momentum, no
+    weight decay; with several contexts Module slices each batch across them."""
+    total = len(xs[0])
+    mod = mx.mod.Module(sym, data_names=["data"], label_names=["softmax_label"], context=ctxs)
+    mod.bind(data_shapes=[("data", xs[0].shape)], label_shapes=[("softmax_label", (total,))],
+             for_training=True)
+    mod.init_params(arg_params={k: mx.nd.array(v) for k, v in init.items()}, aux_params={},
+                    allow_missing=False, force_init=True)
+    mod.init_optimizer(kvstore=kvstore, optimizer="sgd",
+                       optimizer_params={"learning_rate": lr, "momentum": 0.0, "wd": 0.0,
+                                         "rescale_grad": 1.0 / total})
+    for x, y in zip(xs, ys):
+        mod.forward(mx.io.DataBatch(data=[mx.nd.array(x)], label=[mx.nd.array(y)]), is_train=True)
+        mod.backward()
+        mod.update()
+    mx.nd.waitall()
+    arg, _ = mod.get_params()
+    return {k: v.asnumpy() for k, v in arg.items()}
+
 
 def run(spec):
     import numpy as np
@@ -69,29 +91,9 @@ def run(spec):
     ys = [rng.randint(0, mspec.num_classes, size=(total,)).astype(np.float32) for _ in range(steps)]
     init = {k: v.asnumpy() for k, v in initial_params(mx, sym, mspec.input_shape, total, seed).items()}
 
-    # Negative control for the tests: scale the data-parallel learning rate.
-    lr_scale = float(spec.get("multi_lr_scale", 1.0))
-
-    def train(ctxs, kv, lr=lr):
-        mod = mx.mod.Module(sym, data_names=["data"], label_names=["softmax_label"], context=ctxs)
-        mod.bind(data_shapes=[("data", (total,) + tuple(mspec.input_shape))],
-                 label_shapes=[("softmax_label", (total,))], for_training=True)
-        mod.init_params(arg_params={k: mx.nd.array(v) for k, v in init.items()}, aux_params={},
-                        allow_missing=False, force_init=True)
-        mod.init_optimizer(kvstore=kv, optimizer="sgd",
-                           optimizer_params={"learning_rate": lr, "momentum": 0.0, "wd": 0.0,
-                                             "rescale_grad": 1.0 / total})
-        for x, y in zip(xs, ys):
-            mod.forward(mx.io.DataBatch(data=[mx.nd.array(x)], label=[mx.nd.array(y)]), is_train=True)
-            mod.backward()
-            mod.update()
-        mx.nd.waitall()
-        arg, _ = mod.get_params()
-        return {k: v.asnumpy() for k, v in arg.items()}
-
     ctxs = mx_contexts(mx, names)
-    single = train([ctxs[0]], "local")
-    multi = train(ctxs, kvstore, lr * lr_scale)
+    single = train(mx, sym, init, xs, ys, [ctxs[0]], "local", lr)
+    multi = train(mx, sym, init, xs, ys, ctxs, kvstore, lr)
     num = den = 0.0
     max_abs = 0.0
     per = {}
