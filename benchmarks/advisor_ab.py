@@ -8,7 +8,7 @@ estimator: batch / median time per batch), back to back, in alternating order (A
 A B, ...) so that the machine's drift and any order effect cancel. Per pair: the ratio
 B / A (above 1: the advice is faster). Summary: the median paired ratio, its 95% bootstrap
 interval (10000 resamples of the pairs), an exact two-sided sign test (how many pairs
-favour B), and the suite's own A/B verdict on the pairs (``verdict.judge_ab``: the fast
+favour B), and the suite's own A/B verdict on the pairs (``ab_pairs.judge_ab``: the fast
 ends, B as the candidate). Around every process the load of other processes is read from /proc/stat
 (``other_cpus``, average CPUs busy with work that was not ours); the summary is repeated
 for the pairs where neither process had a neighbour (other_cpus below --quiet-below).
@@ -35,7 +35,7 @@ sys.path.insert(0, str(ROOT))
 
 from pytest_mxperf.machine import advisor, state as machine_state, topology
 from pytest_mxperf.measure import runner
-from pytest_mxperf import verdict  # noqa: E402
+from pytest_mxperf.judge import ab_pairs  # noqa: E402
 from pytest_mxperf.model.measurement import METRICS  # noqa: E402
 from pytest_mxperf.model.workload import Workload  # noqa: E402
 
@@ -150,7 +150,7 @@ def main():
     summarize(f"all {len(ratios)} pairs", ratios)
     summarize(f"{len(quiet)} pairs without neighbour load (other_cpus < {args.quiet_below} around both)", quiet)
     # the suite's own A/B verdict (fast end, sign-flip test), B as the candidate, A as the reference
-    v = verdict.judge_ab({"advice": verdict.Pairing(METRICS["throughput"], b_vals, a_vals, final=True)})["advice"]
+    v = ab_pairs.judge_ab({"advice": ab_pairs.Pairing(METRICS["throughput"], b_vals, a_vals, final=True)})["advice"]
     print(f"suite A/B verdict, advised (B) against flagged (A): {v.kind.upper()}: {v.reason}")
 
 

@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from pytest_mxperf.judge import thresholds
+from pytest_mxperf.judge import growth
 from pytest_mxperf.judge import verdict as V
 from pytest_mxperf.model.measurement import METRICS
 
@@ -172,13 +173,13 @@ def test_a_baseline_recorded_as_one_peak_is_judged_by_the_same_rule():
 
 def test_the_rule_is_stated_once():
     assert thresholds.MEMORY_GROWTH == 0.05 and thresholds.MEMORY_FLOOR_MIB == 24.0 and thresholds.MEMORY_SPREAD_K == 3.0
-    allowance, how = V.growth_allowance([10.0, 12.0], [100.0, 101.0], "MiB")
+    allowance, how = growth.growth_allowance([10.0, 12.0], [100.0, 101.0], "MiB")
     assert allowance == 24.0 and how.startswith("24.0 MiB = max(")
-    allowance, _ = V.growth_allowance([1000.0, 1001.0], [1000.0, 1000.5], "MiB")
+    allowance, _ = growth.growth_allowance([1000.0, 1001.0], [1000.0, 1000.5], "MiB")
     assert allowance == pytest.approx(50.025)
     readme = (Path(__file__).resolve().parent.parent / "docs" / "how-it-measures.md").read_text()
     assert "max(5%, 24 MiB, 3 x the spread" in readme
-    assert "MEMORY_GROWTH (5 %)" in V.__doc__ and "MEMORY_FLOOR_MIB (24 MiB)" in V.__doc__
+    assert "MEMORY_GROWTH (5 %)" in growth.__doc__ and "MEMORY_FLOOR_MIB (24 MiB)" in growth.__doc__
 
 
 # ----------------------------------------------------------------------------- the worker's record

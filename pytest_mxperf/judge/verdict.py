@@ -70,44 +70,10 @@ busy machine); it fails the session by default with its own message.
 **improvement** mirrors regression. **not-gated**: the baseline has fewer than
 ``MIN_BASELINE_PROCESSES`` processes (shown, not judged). **no-baseline**: nothing recorded.
 
-Rule ``growth`` (peak host / GPU memory; ``judge_growth``), the same in baseline and A/B
-mode. A process's peak is near-deterministic (one install gives Inception-BN b2 384.4-386.3
-MiB in most processes here), but about one process in ten peaks some 17 MiB lower (367.5 to
-369.2, on either side, with either install; never higher: the VM's kdamond pages out cold
-pages, and MXNet's threads may touch their memory in another order), so each side's *worst*
-(highest) process is its clean value, and a low process must neither hide a growth nor fake
-one. A **regression** when the current side's upper median process (its middle one; of two,
-the higher) is above the baseline's (reference's) worst process by more than ``allowance =
-max(MEMORY_GROWTH (5 %) x that worst process, MEMORY_FLOOR_MIB (24 MiB), MEMORY_SPREAD_K
-(3) x spread)``, spread being the larger over the two sides of worst minus upper median: at
-least half the current processes are beyond every baseline process. An **improvement**
-mirrors it; anything else is unchanged. The floor covers what two venvs of the same
-packages differ by (0.5-4 MiB here) and a lone low process (one process a side: smoke
-runs). Measured here (whole worker process, MXNet 1.9.1 with scipy, 2 cores): Inception-BN
-b2 386 MiB, b8 427 (+41 MiB, a growth), b4 about +14 MiB (not); ResNet-50 v2 b16 649, b32
-859 (without scipy). Two installs of one MXNet differ when they load different packages:
-MXNet imports scipy when it is installed (+63 MiB here, 385 vs 322), so reference venvs
-copy the candidate's (``installs.companion_requirements``). Rule
+Rule ``growth`` (peak host / GPU memory) is ``judge/growth.py``'s; A/B modes are
+``judge/ab_pairs.py``'s (process pairs) and ``judge/verdict_duet.py``'s (duet pairs). Rule
 ``discrete`` (epochs to a target accuracy over seeds): worse when the median over seeds
 grows by more than ``max(EPOCHS_STEP, EPOCHS_GROWTH x baseline)`` epochs.
-
-A/B mode (``judge_ab``): pairs of back-to-back processes (candidate and reference install,
-order alternated); pairs with a process slowed by other processes are left out. The
-estimate is the ratio of the two sides' *fast ends* (the fastest process of each side),
-tested by the exact sign-flip permutation test of that statistic within pairs
-(``stats.fast_end_paired_p``), BH across the session's cells, and decided from the interval
-that inverts the test at the BH cutoff level: a **regression** when the interval's better
-end is still worse than no change and the estimate is worse than the minimum effect. The
-interval shown is the one decided on. Why the fast end and not the median of the pair
-ratios: a shared VM switches between speed regimes within seconds and at random between
-processes (recorded: AlexNet b8 at 146-173 or 93-98 img/s, the paired log-ratio SD 0.39,
-larger than unpaired), so a pair often straddles two regimes and pairing cancels nothing;
-that noise only ever slows a process down, so the fastest processes are the ones a slower
-release moves and the machine does not. In 120 sessions resampled from those recordings
-through the two-stage rule (tests/test_regimes.py), the median-ratio (signed-rank) rule
-failed 12% of equal sessions and let a 24% slowdown pass in 5%; the fast-end rule failed 3%
-and let none pass, and let a 10% slowdown pass in 9%. The median pair ratio is shown beside
-it.
 """
 
 from __future__ import annotations
@@ -115,20 +81,17 @@ from __future__ import annotations
 import dataclasses
 import math
 import statistics
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
+from pytest_mxperf.judge.growth import judge_growth
 from pytest_mxperf.judge.resolution import Resolution, resolution_for
 from pytest_mxperf.judge.thresholds import (
     CONFIRM_PROCESSES,
     DRIFT_SHARE,
     EPOCHS_GROWTH,
     EPOCHS_STEP,
-    FAILING,
     FAST_END,
     FDR_Q,
-    MEMORY_FLOOR_MIB,
-    MEMORY_GROWTH,
-    MEMORY_SPREAD_K,
     MIN_BASELINE_PROCESSES,
     MIN_EFFECT,
     MIN_QUIET,
@@ -136,52 +99,9 @@ from pytest_mxperf.judge.thresholds import (
     SPELL_MARGIN,
     SPELL_SHARE,
 )
+from pytest_mxperf.judge.verdict_record import Verdict, describe_change
 from pytest_mxperf.model import stats
 from pytest_mxperf.model.measurement import METRICS, Metric
-
-# ----------------------------------------------------------------------------- resolution
-
-
-@dataclasses.dataclass
-class Verdict:
-    kind: str
-    reason: str
-    metric: str = "throughput"
-    unit: str = "img/s"
-    change: Optional[float] = None            # current / baseline - 1 (in the metric's unit)
-    threshold: Optional[float] = None         # fraction
-    p_value: Optional[float] = None           # raw one-sided p in the direction of the change
-    q_value: Optional[float] = None           # BH-adjusted p
-    n_current: int = 0
-    n_baseline: int = 0
-    current_median: Optional[float] = None
-    baseline_median: Optional[float] = None
-    noise_allowance: Optional[float] = None
-    drift_allowance: Optional[float] = None
-    interval: Optional[Tuple[float, float]] = None  # A/B: ratio interval candidate / reference
-    resolution: Optional[Dict[str, Any]] = None  # baseline mode: the figure's Resolution.to_dict()
-    busy: bool = False                        # a suspect / unresolved because the machine was slowed
-    excluded: Tuple[int, int] = (0, 0)        # slowed processes left out (current, baseline)
-    notes: List[str] = dataclasses.field(default_factory=list)
-    env_diff: List[str] = dataclasses.field(default_factory=list)
-
-    @property
-    def change_pct(self) -> Optional[float]:
-        return None if self.change is None else 100.0 * self.change
-
-    @property
-    def failed(self) -> bool:
-        return self.kind in FAILING
-
-    def to_dict(self) -> Dict[str, Any]:
-        d = dataclasses.asdict(self)
-        d["change_pct"] = self.change_pct
-        return d
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "Verdict":
-        known = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in d.items() if k in known})
 
 
 @dataclasses.dataclass
@@ -219,76 +139,6 @@ def _spell_share(values, states, screened) -> Optional[float]:
         return None
     kept = [s for v, s in zip(values, states) if s != "slowed" and stats.finite_positive([v])]
     return sum(s == "slow-spell" for s in kept) / len(kept) if kept else None
-
-
-def _fmt_change(change: float, metric: Metric) -> str:
-    word = "worse" if metric.oriented(change) < 0 else "better"
-    return f"{word} by {abs(100 * change):.1f}% ({metric.unit})"
-
-
-# ----------------------------------------------------------------------------- rule growth
-
-def _upper_median(values: Sequence[float]) -> float:
-    """The higher middle value (of two, the higher one)."""
-    return sorted(values)[len(values) // 2]
-
-
-def growth_allowance(current: Sequence[float], baseline: Sequence[float], unit: str = "MiB",
-                     higher_is_better: bool = False) -> Tuple[float, str]:
-    """The rule ``growth``'s allowance in the figure's unit, and how it was reached:
-    ``max(MEMORY_GROWTH x the baseline's worst process, MEMORY_FLOOR_MIB (MiB figures),
-    MEMORY_SPREAD_K x spread)``; spread is the larger, over the two sides, of the distance
-    from a side's upper median process to its worst one (a process the machine took pages
-    from, lower, does not widen it)."""
-    sign = -1.0 if higher_is_better else 1.0            # sign * value: larger is worse
-    worst = max(sign * v for v in baseline)
-    spread = max(max(sign * v for v in side) - _upper_median([sign * v for v in side])
-                 for side in (current, baseline))
-    parts = [(MEMORY_GROWTH * worst, f"{100 * MEMORY_GROWTH:.0f}% of {worst:.1f}")]
-    if unit == "MiB":
-        parts.append((MEMORY_FLOOR_MIB, f"{MEMORY_FLOOR_MIB:g} MiB"))
-    parts.append((MEMORY_SPREAD_K * spread, f"{MEMORY_SPREAD_K:g} x {spread:.1f} {unit} spread between processes"))
-    allowance = max(v for v, _ in parts)
-    return allowance, f"{allowance:.1f} {unit} = max({', '.join(t for _, t in parts)})"
-
-
-def judge_growth(m: Metric, current: Sequence[float], baseline: Sequence[float]) -> Verdict:
-    """Rule ``growth`` (see the module doc): a regression when the current side's upper median
-    process is worse than the baseline's (reference's) worst process by more than
-    ``growth_allowance``, i.e. at least half of the current processes are; an improvement
-    mirrors it; else unchanged, whatever the medians say."""
-    cur, base = stats.finite_positive(current), stats.finite_positive(baseline)
-    cm, bm = statistics.median(cur), statistics.median(base)
-    change = _upper_median(cur) / _upper_median(base) - 1.0     # what the rule compares: the upper medians
-    allowance, how = growth_allowance(cur, base, m.unit, m.higher_is_better)
-    sign = -1.0 if m.higher_is_better else 1.0          # sign * value: larger is worse
-    worst_c, worst_b = max(sign * v for v in cur), max(sign * v for v in base)
-    grown = _upper_median([sign * v for v in cur]) - worst_b       # > 0: worse than every baseline process
-    shrunk = _upper_median([sign * v for v in base]) - worst_c
-    fields = dict(metric=m.name, unit=m.unit, change=change, threshold=allowance / worst_b, n_current=len(cur),
-                  n_baseline=len(base), current_median=cm, baseline_median=bm)
-    n_txt = f"{len(cur)} vs {len(base)} processes"
-    word = "above" if sign > 0 else "below"
-    if grown > allowance:
-        n = sum(sign * v - worst_b > allowance for v in cur)
-        why = (f"{_fmt_change(change, m)}: {n} of {len(cur)} current processes are {word} the worst baseline/"
-               f"reference process ({sign * worst_b:.1f} {m.unit}) by more than the allowance of {how} "
-               f"({n_txt})")
-        if m.name in ("peak_rss_mib", "gpu_memory_mib"):
-            why += "; memory growth turns batch sizes that fit today into out-of-memory failures"
-        if m.name == "peak_rss_mib":
-            why += (" (the whole worker process: a package MXNet's import loads on one side only, e.g. scipy, "
-                    "counts too; meta loaded_companions says which)")
-        return Verdict("regression", why, **fields)
-    if shrunk > allowance:
-        n = sum(sign * v - worst_c > allowance for v in base)
-        return Verdict("improvement", f"{_fmt_change(change, m)}: {n} of {len(base)} baseline/reference processes "
-                       f"are {word} the worst current process ({sign * worst_c:.1f} {m.unit}) by more than the "
-                       f"allowance of {how} ({n_txt})", **fields)
-    return Verdict("unchanged", f"{_fmt_change(change, m)}: the worst processes {sign * worst_c:.1f} now vs "
-                   f"{sign * worst_b:.1f} {m.unit}, within the allowance of {how} ({n_txt}); rule: a change is "
-                   "called when at least half of one side's processes are beyond the other side's worst by more "
-                   "than the allowance", **fields)
 
 
 @dataclasses.dataclass
@@ -334,7 +184,7 @@ def _early(c: Comparison, min_effect: float) -> Tuple[Optional[_Prepared], Optio
                              f"{step:g} {m.unit} (max({EPOCHS_STEP}, {100 * EPOCHS_GROWTH:.0f}% of the "
                              f"baseline)) is called", change=change_all, **base_fields)
     if len(base_all) < MIN_BASELINE_PROCESSES:
-        return None, Verdict("not-gated", f"{_fmt_change(change_all, m)}, not judged: the baseline has "
+        return None, Verdict("not-gated", f"{describe_change(change_all, m)}, not judged: the baseline has "
                              f"{len(base_all)} process(es), fewer than {MIN_BASELINE_PROCESSES}; re-record "
                              "with --perf-update-baselines", change=change_all, **base_fields)
     cur, ex_c = _quiet(c.current, c.current_states, c.screened)
@@ -343,7 +193,7 @@ def _early(c: Comparison, min_effect: float) -> Tuple[Optional[_Prepared], Optio
     if len(cur) < MIN_QUIET or len(base) < MIN_QUIET or (
             (ex_c or ex_b) and stats.min_mannwhitney_p(len(cur), len(base)) > FDR_Q):
         # too few quiet processes left for any test to decide: the machine was busy
-        why = (f"{_fmt_change(change_all, m)} but only {len(cur)} current and {len(base)} baseline process(es) "
+        why = (f"{describe_change(change_all, m)} but only {len(cur)} current and {len(base)} baseline process(es) "
                f"ran on a quiet machine, too few to decide ({ex_c}+{ex_b} left out as slowed"
                + (f": {c.state_reasons[0]}" if c.state_reasons else "") + ")"
                + ("; the baseline itself was recorded on a busy machine: re-record it" if ex_b * 2 > len(base_all)
@@ -425,7 +275,7 @@ def _decide(pr: _Prepared, q_worse: Optional[float], q_better: Optional[float], 
     thr = f"{100 * pr.threshold:.1f}%"
     if pr.res is not None and pr.threshold > c.min_effect:
         thr += " (the resolution)"
-    size = f"{_fmt_change(pr.change, m)}"
+    size = f"{describe_change(pr.change, m)}"
     n_txt = f"n={n_c} vs {n_b} processes"
     if any(pr.excluded):
         n_txt += f", {pr.excluded[0]}+{pr.excluded[1]} slowed left out"

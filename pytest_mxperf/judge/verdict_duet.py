@@ -51,7 +51,7 @@ import statistics
 from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from pytest_mxperf.judge.thresholds import FDR_Q, MIN_EFFECT
-from pytest_mxperf.judge.verdict import Verdict
+from pytest_mxperf.judge.verdict_record import Verdict
 from pytest_mxperf.model import options, stats
 from pytest_mxperf.model.measurement import Metric
 

@@ -7,7 +7,7 @@ direction (higher or lower is better) and a rule that judges it:
   between processes (baseline mode) or on paired ratios (A/B mode), with a minimum effect.
 * ``growth``: a near-deterministic figure (peak memory); a change is called only when at
   least half the processes of one side are beyond the other side's worst process by more
-  than a stated allowance (``verdict.judge_growth``).
+  than a stated allowance (``judge/growth.py``).
 * ``discrete``: a small integer (epochs to a target accuracy) that ties too often for a
   rank test; judged by a stated step rule.
 * ``derived``: computed from other figures (bandwidth from seconds, efficiency, ratios);
