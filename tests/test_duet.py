@@ -2,7 +2,6 @@
 run here against stand-in workers that speak the real round protocol
 (``workers/protocol.serve_rounds``), and once against real MXNet."""
 
-import os
 
 import psutil
 import pytest
@@ -118,7 +117,7 @@ def test_a_duet_pairs_log_ratio_follows_the_direction_of_the_figure_the_rounds_t
     longer on the candidate's side, are log(1.1) worse in seconds and log(1/1.1) in samples/s."""
     import math
 
-    from pytest_mxperf.outcome import judging
+    from pytest_mxperf.outcome import ab_judging
     from pytest_mxperf.model.measurement import METRICS, RunResult
     ref_rounds = [0.1, 0.2, 0.1, 0.15, 0.12]
     for mode, metric, expect in (("kvstore", "comm_seconds", math.log(1.1)), ("io", "samples_per_s", -math.log(1.1)),
@@ -127,7 +126,7 @@ def test_a_duet_pairs_log_ratio_follows_the_direction_of_the_figure_the_rounds_t
         c = RunResult(w, "ok", batches_per_round=3, round_seconds=[1.1 * t for t in ref_rounds],
                       figures={metric: 1.0}, meta={"duet": {}})
         r = RunResult(w, "ok", batches_per_round=3, round_seconds=ref_rounds, figures={metric: 1.0}, meta={"duet": {}})
-        assert judging._duet_log_ratio(c, r, METRICS[metric]) == pytest.approx(expect), metric
+        assert ab_judging.duet_log_ratio(c, r, METRICS[metric]) == pytest.approx(expect), metric
 
 
 KV_SESSION = """

@@ -30,9 +30,9 @@ from pytest_mxperf.judge import thresholds
 from pytest_mxperf.measure import profiling as profiles
 from pytest_mxperf.measure.session import CellRecord, PerfSession
 from pytest_mxperf.model.measurement import cell_of
+from pytest_mxperf.outcome.ab_judging import judge_ab
 from pytest_mxperf.outcome.judging import (
     GateOutcome,
-    judge_ab,
     judge_baseline,
     label_machine_states,
     session_cells,

@@ -1,30 +1,25 @@
-"""Judge a session's cells: label the machine's state around every process, judge every
-figure against the machine's baseline or, in A/B mode, the reference install's processes
-paired with the candidate's, and confirm suspects by measuring them again through the cell's
-own worker kind (``CellRecord.remeasure``): up to ``CONFIRM_PROCESSES`` processes in
-baseline mode, a second stage of pairs in A/B mode. Whatever is still unclear is
-``unresolved``. The rules themselves are ``judge/``'s; this module applies them to a
-session and its baseline. ``finish.py`` calls it at the end of the session.
+"""Judge a session's cells in baseline mode, and what both modes share: the session's cells
+(``session_cells``), the machine's state labelled around every process, and the outcome
+record (``GateOutcome``). Every figure is judged against the machine's baseline, and
+suspects are confirmed by measuring them again through the cell's own worker kind
+(``CellRecord.remeasure``, up to ``CONFIRM_PROCESSES`` processes). Whatever is still
+unclear is ``unresolved``. The rules themselves are ``judge/``'s; A/B mode is
+``ab_judging.py``'s. ``finish.py`` calls them at the end of the session.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import math
-import statistics
 from typing import Any, Dict, List, Optional, Sequence
 
 from pytest_mxperf.judge import (
-    ab_pairs,
     context_diff,
     machine_states,
     thresholds,
-    verdict_duet,
 )
 from pytest_mxperf.judge import verdict as vd
 from pytest_mxperf.measure.session import CellRecord, PerfSession
-from pytest_mxperf.model import stats
-from pytest_mxperf.model.measurement import CellMeasurement, cell_of, metric_key
+from pytest_mxperf.model.measurement import cell_of, metric_key
 from pytest_mxperf.store import baseline_store, baselines
 
 
@@ -135,7 +130,7 @@ def _baseline_states(doc, key: str, reference) -> Optional[List[Optional[str]]]:
 
 # ----------------------------------------------------------------------------- baseline mode
 
-def _comparisons(cells: Dict[str, CellRecord], doc, reference, confirmed: set) -> Dict[str, vd.Comparison]:
+def comparisons(cells: Dict[str, CellRecord], doc, reference, confirmed: set) -> Dict[str, vd.Comparison]:
     out = {}
     for key, rec in cells.items():
         cell = rec.cell
@@ -164,7 +159,7 @@ def _comparisons(cells: Dict[str, CellRecord], doc, reference, confirmed: set) -
 def judge_baseline(session: PerfSession, cells, doc, reference, out: GateOutcome) -> Dict[str, vd.Verdict]:
     options = session.options
     confirmed: set = set()
-    verdicts = vd.judge_session(_comparisons(cells, doc, reference, confirmed), min_effect=options.min_effect)
+    verdicts = vd.judge_session(comparisons(cells, doc, reference, confirmed), min_effect=options.min_effect)
     if not options.smoke and not options.update_baselines:
         # Re-measure suspects; judging again can make another cell a suspect (BH across
         # cells), so repeat until none is left. After that, nothing stays "suspect": a
@@ -180,7 +175,7 @@ def judge_baseline(session: PerfSession, cells, doc, reference, out: GateOutcome
                     rec.cell.runs.extend(rec.remeasure(missing).runs)
                 confirmed.add(key)
             reference = label_machine_states(cells, doc) or reference
-            verdicts = vd.judge_session(_comparisons(cells, doc, reference, confirmed),
+            verdicts = vd.judge_session(comparisons(cells, doc, reference, confirmed),
                                         min_effect=options.min_effect)
         out.confirmed = len(confirmed)
     software = software_facts(r for rec in cells.values() for r in rec.cell.ok_runs)
@@ -265,148 +260,3 @@ def _resolution_headline(session: PerfSession, verdicts: Dict[str, vd.Verdict], 
             lines.append(f"mxperf: failing the session: {n} slowdown(s) {what} (--perf-fail-on {name})")
     out.headline = lines
     out.messages[:0] = lines
-
-
-# ----------------------------------------------------------------------------- A/B mode
-
-#: figures that are a rate of a duet's timed rounds (higher is better: score / train
-#: throughput, an io cell's samples/s) or their time per unit (lower is better: a kvstore
-#: cell's seconds per push+pull round); each worker kind's rounds time its primary figure
-_ROUND_FIGURES = ("throughput", "samples_per_s", "comm_seconds")
-
-
-def _duet_log_ratio(c, r, metric) -> float:
-    """One duet pair's log(candidate figure / reference figure): for a figure the rounds
-    time (``_ROUND_FIGURES``), from the rounds the two sides ran back to back
-    (``stats.duet_pair_log_ratio``: the median round log speed ratio, negated for a time,
-    which is lower when faster); for another figure of the pair (latency percentiles: a
-    tail is not a median of round ratios), from the two sides' figures."""
-    if (metric.name in _ROUND_FIGURES and c.round_seconds and r.round_seconds
-            and len(c.round_seconds) == len(r.round_seconds)):
-        speed = stats.duet_pair_log_ratio(c.seconds_per_batch, r.seconds_per_batch)
-        return speed if metric.higher_is_better else -speed
-    return math.log(c.value(metric.name) / r.value(metric.name))
-
-
-def _is_duet(cell) -> bool:
-    pairs = cell.pairs()
-    return bool(pairs) and all("duet" in c.meta for c, _ in pairs)
-
-
-def _ab_inputs(cells: Dict[str, CellRecord], final: set):
-    """The judged figures of every cell in A/B mode: duet pairings (resident workers), process
-    pairings (other worker kinds) and comparisons (figures with another rule)."""
-    pairings, comparisons, duets = {}, {}, {}
-    for key, rec in cells.items():
-        cell = rec.cell
-        screened = cell.workload.device != "gpu"
-        for m in cell.metrics():
-            if not m.judged:
-                continue
-            mk = metric_key(key, m.name, cell.workload.mode)
-            pairs = [(c, r) for c, r in cell.pairs() if c.value(m.name) is not None and r.value(m.name) is not None]
-            if m.rule == "processes" and _is_duet(cell):
-                duets[mk] = verdict_duet.DuetPairing(m, [_duet_log_ratio(c, r, m) for c, r in pairs],
-                                                     final=key in final,
-                                                     rounds=len(pairs[0][0].round_seconds) if pairs else None)
-            elif m.rule == "processes":
-                states = ["slowed" if "slowed" in (a, b) else (a or b) for a, b in
-                          zip(machine_states.states(c for c, _ in pairs), machine_states.states(r for _, r in pairs))]
-                pairings[mk] = ab_pairs.Pairing(m, [c.value(m.name) for c, _ in pairs], [r.value(m.name) for _, r in pairs],
-                                          states, screened=screened, final=key in final)
-            else:
-                comparisons[mk] = vd.Comparison(m, [c.value(m.name) for c, _ in pairs],
-                                                [r.value(m.name) for _, r in pairs], screened=False)
-    return pairings, comparisons, duets
-
-
-def _judge_ab_once(cells: Dict[str, CellRecord], final: set, min_effect: float) -> Dict[str, vd.Verdict]:
-    pairings, comparisons, duets = _ab_inputs(cells, final)
-    v = ab_pairs.judge_ab(pairings, min_effect=min_effect)
-    v.update(verdict_duet.judge_duet(duets, min_effect=min_effect))
-    for mk, d in duets.items():  # each side's figure (median over its processes), shown beside the ratio
-        cell = cells[cell_of(mk)].cell
-        v[mk].current_median, v[mk].baseline_median = cell.figure(d.metric.name), cell.reference_figure(d.metric.name)
-    v.update(vd.judge_session(comparisons, min_effect=min_effect))
-    return v
-
-
-def pair_seconds(cell: CellMeasurement) -> Optional[float]:
-    """What one pair of this cell took so far (the median over its pairs; a duet pair's two
-    workers run side by side, so the longer of the two)."""
-    walls = [max(c.wall_seconds, r.wall_seconds) for c, r in zip(cell.runs, cell.reference or [])]
-    walls = [w for w in walls if w > 0]
-    return statistics.median(walls) if walls else None
-
-
-def second_stage_line(wanted: Dict[str, int], cells: Dict[str, CellRecord]) -> str:
-    """Said before the second stage starts: how many pairs it adds and what they will cost,
-    from what each cell's first-stage pairs took (the plan could not know which cells would
-    be unclear)."""
-    from pytest_mxperf.model.options import duration_text
-    seconds = sum(n * (pair_seconds(cells[k].cell) or 0.0) for k, n in wanted.items())
-    short = {k: k.split("/threads=")[0] for k in wanted}
-    each = ", ".join(f"{short[k]} +{n}" for k, n in wanted.items())
-    return (f"mxperf: second stage: {len(wanted)} unclear cell(s) get {sum(wanted.values())} more pair(s) "
-            f"({each}); expected about {duration_text(seconds)} more")
-
-
-def judge_ab(session: PerfSession, cells, out: GateOutcome) -> Dict[str, vd.Verdict]:
-    options = session.options
-    final: set = set()
-
-    def judge():
-        return _judge_ab_once(cells, final, options.min_effect)
-
-    # duet cells: the first stage's log ratios of each cell's primary figure, and their spread
-    # pooled over the session (a cell's 3 pairs can show far less than the machine's by chance)
-    first = {k: [_duet_log_ratio(c, r, rec.cell.primary) for c, r in rec.cell.pairs()]
-             for k, rec in cells.items() if _is_duet(rec.cell)}
-    spread = verdict_duet.session_spread(first.values())
-
-    def second_stage_pairs(key: str) -> int:
-        if key not in first:
-            return session.ab_pairs
-        # as many more pairs as make the interval at q / cells narrower than the minimum effect
-        return verdict_duet.pairs_needed(len(first), first[key], spread=spread,
-                                         min_effect=options.min_effect) - len(first[key])
-
-    verdicts = judge()
-    if not options.smoke:
-        suspects = sorted({cell_of(k) for k, v in verdicts.items() if v.kind == "suspect"})
-        wanted = {k: second_stage_pairs(k) for k in suspects if cells[k].remeasure is not None}
-        if wanted:
-            session.say(second_stage_line(wanted, cells))
-        for key in suspects:
-            rec = cells[key]
-            if rec.remeasure is not None:
-                extra = rec.remeasure(wanted[key])
-                rec.cell.runs.extend(extra.runs)
-                rec.cell.reference.extend(extra.reference or [])
-            final.add(key)
-        if final:
-            out.confirmed = len(final)
-            label_machine_states(cells, None)
-            verdicts = judge()
-        # a cell that became unclear only in the second judgement (BH across cells) gets no
-        # third stage: it is unresolved, never left as a silent "suspect"
-        late = {cell_of(k) for k, v in verdicts.items() if v.kind == "suspect"} - final
-        if late:
-            final |= late
-            verdicts = judge()
-    return verdicts
-
-
-def provisional_verdicts(session: PerfSession) -> Dict[str, vd.Verdict]:
-    """The verdicts of the cells measured so far, judged as they stand: no re-measuring, no
-    profiles (a suspect stays a suspect). A/B: against the reference's pairs; baseline mode:
-    against the baseline; none without either."""
-    cells = session_cells(session)
-    options = session.options
-    if options.reference:
-        return _judge_ab_once(cells, set(), options.min_effect)
-    doc = session.baseline_doc
-    if doc is None or not cells:
-        return {}
-    reference = label_machine_states(cells, doc)
-    return vd.judge_session(_comparisons(cells, doc, reference, set()), min_effect=options.min_effect)

@@ -12,9 +12,12 @@ from typing import Any, Dict, List, Optional
 
 from pytest_mxperf.judge import verdict as vd
 from pytest_mxperf.measure.session import PerfSession
+from pytest_mxperf.outcome.ab_judging import judge_ab_once
 from pytest_mxperf.outcome.judging import (
     GateOutcome,
-    provisional_verdicts,
+    comparisons,
+    label_machine_states,
+    session_cells,
     software_facts,
 )
 
@@ -31,7 +34,9 @@ def record_history(where: str, doc: Dict[str, Any]) -> List[str]:
             sid = doc["session"]["id"]
             lines = [f"mxperf: session {sid[:12]} kept in the history store {describe(where)}"]
             for key in dict.fromkeys(rec["key"] for rec in doc["records"]):
-                hist = [h for h in store.history(key) if h.get("fast_end")]
+                # this machine's history: a step is found among one machine's sessions
+                hist = [h for h in store.history(key) if h.get("fast_end")
+                        and h["machine_id"] == doc["machine"]["id"]]
                 for ch in changepoints.cell_changes(hist):
                     # a step needs MIN_SIZE sessions after it: it is said by the sessions that
                     # make it sure, naming the session it began in
@@ -59,6 +64,21 @@ def write_progress(session: PerfSession) -> None:
     except Exception as exc:  # noqa: BLE001 - the measurement matters more than its interim report
         import sys
         print(f"mxperf: could not write the interim report: {type(exc).__name__}: {exc}", file=sys.stderr)
+
+
+def provisional_verdicts(session: PerfSession) -> Dict[str, vd.Verdict]:
+    """The verdicts of the cells measured so far, judged as they stand: no re-measuring, no
+    profiles (a suspect stays a suspect). A/B: against the reference's pairs; baseline mode:
+    against the baseline; none without either."""
+    cells = session_cells(session)
+    options = session.options
+    if options.reference:
+        return judge_ab_once(cells, set(), options.min_effect)
+    doc = session.baseline_doc
+    if doc is None or not cells:
+        return {}
+    reference = label_machine_states(cells, doc)
+    return vd.judge_session(comparisons(cells, doc, reference, set()), min_effect=options.min_effect)
 
 
 def results_document(session: PerfSession, out: GateOutcome, final: bool = True) -> Dict[str, Any]:
