@@ -9,6 +9,7 @@ import threading
 import pytest
 
 import fake_nvml as F
+from pytest_mxperf.machine import cuda_devices, gpu_sampler
 from pytest_mxperf.machine import nvml as N
 
 GIB = 2 ** 30
@@ -168,7 +169,7 @@ def test_absent_when_pynvml_is_not_importable(monkeypatch):
     nv = N.load()
     assert not nv.available
     assert nv.reason == "nvidia-ml-py not installed"
-    assert nv.static_facts() == [] and nv.volatile_facts() == [] and nv.visible_gpus({}) == []
+    assert nv.static_facts() == [] and nv.volatile_facts() == [] and cuda_devices.visible_gpus(nv, {}) == []
     assert nv.device_count() == 0
 
 
@@ -283,7 +284,7 @@ def test_real_pynvml_error_classes_raised_by_a_device_are_handled():
 # --------------------------------------------------------------------------- gpu:N -> NVML device
 
 def visible(spec, env):
-    return N.load(F.module(spec)).visible_gpus(env)
+    return cuda_devices.visible_gpus(N.load(F.module(spec)), env)
 
 
 def test_all_visible_in_pci_bus_order_even_when_nvml_order_differs():
@@ -338,27 +339,27 @@ def test_without_pci_bus_id_order_indices_are_uncertain():
 def test_worker_gpu_env_fills_order_and_jit_cache(tmp_path, monkeypatch):
     monkeypatch.setenv("MXPERF_CACHE_DIR", str(tmp_path))
     base = {"PATH": "/usr/bin", "OMP_NUM_THREADS": "2"}
-    env = N.worker_gpu_env(base)
+    env = cuda_devices.worker_gpu_env(base)
     assert env["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID"
     assert env["CUDA_CACHE_PATH"] == str(tmp_path / "cuda-jit")
     assert (tmp_path / "cuda-jit").is_dir()
     assert int(env["CUDA_CACHE_MAXSIZE"]) == 2 * GIB
     assert env["OMP_NUM_THREADS"] == "2" and base == {"PATH": "/usr/bin", "OMP_NUM_THREADS": "2"}
-    assert {k: v["set_by"] for k, v in N.gpu_env_sources(base).items()} == {
+    assert {k: v["set_by"] for k, v in cuda_devices.gpu_env_sources(base).items()} == {
         "CUDA_DEVICE_ORDER": "suite", "CUDA_CACHE_PATH": "suite", "CUDA_CACHE_MAXSIZE": "suite"}
-    assert N.device_order_note(base) is None
+    assert cuda_devices.device_order_note(base) is None
 
 
 def test_worker_gpu_env_keeps_the_users_values(tmp_path):
     base = {"CUDA_DEVICE_ORDER": "FASTEST_FIRST", "CUDA_CACHE_PATH": str(tmp_path / "mine"),
             "CUDA_CACHE_MAXSIZE": "1073741824", "CUDA_CACHE_DISABLE": "1"}
-    env = N.worker_gpu_env(base, cache_path=str(tmp_path / "suite"))
+    env = cuda_devices.worker_gpu_env(base, cache_path=str(tmp_path / "suite"))
     assert env == base
-    sources = N.gpu_env_sources(base, cache_path=str(tmp_path / "suite"))
+    sources = cuda_devices.gpu_env_sources(base, cache_path=str(tmp_path / "suite"))
     assert {k: v["set_by"] for k, v in sources.items()} == {
         "CUDA_DEVICE_ORDER": "user", "CUDA_CACHE_PATH": "user", "CUDA_CACHE_MAXSIZE": "user",
         "CUDA_CACHE_DISABLE": "user"}
-    note = N.device_order_note(base)
+    note = cuda_devices.device_order_note(base)
     assert "CUDA_DEVICE_ORDER=FASTEST_FIRST" in note and "\n" not in note
 
 
@@ -409,7 +410,7 @@ def scripted_box():
 def test_sampler_summary_follows_the_scripted_state():
     fake = scripted_box()
     nv = N.load(fake)
-    sampler = N.Sampler(nv, indices=[0], interval=0.001).start()
+    sampler = gpu_sampler.Sampler(nv, indices=[0], interval=0.001).start()
     # drive by sample count: wait until 6 samples were read (a hang guard, not a threshold)
     assert fake.wait_reads("nvmlDeviceGetUtilizationRates", 0, 6, timeout=120)
     sampler.stop()
@@ -447,7 +448,7 @@ def test_sampler_survives_failing_samples_and_stops():
             raise KeyboardInterrupt  # not even this escapes the thread
         return real(indices)
     nv.volatile_facts = flaky
-    sampler = N.Sampler(nv, indices=[0], interval=0.001).start()
+    sampler = gpu_sampler.Sampler(nv, indices=[0], interval=0.001).start()
     assert fake.wait_reads("nvmlDeviceGetUtilizationRates", 0, 4, timeout=120)
     sampler.stop()
     assert sampler.stopped_cleanly
@@ -457,7 +458,7 @@ def test_sampler_survives_failing_samples_and_stops():
 
 
 def test_sampler_sample_once_without_a_thread():
-    sampler = N.Sampler(N.load(scripted_box()), indices=[0, 1])
+    sampler = gpu_sampler.Sampler(N.load(scripted_box()), indices=[0, 1])
     for _ in range(3):
         sampler.sample_once()
     s0, s1 = sampler.summary()
@@ -467,6 +468,6 @@ def test_sampler_sample_once_without_a_thread():
 
 def test_sampler_without_nvml_does_nothing(monkeypatch):
     monkeypatch.setitem(sys.modules, "pynvml", None)
-    with N.Sampler(N.load()) as sampler:
+    with gpu_sampler.Sampler(N.load()) as sampler:
         pass
     assert sampler.summary() == [] and sampler.stopped_cleanly is None

@@ -19,7 +19,7 @@ import subprocess
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from pytest_mxperf.machine import nvml, topology
+from pytest_mxperf.machine import cuda_devices, nvml, topology
 
 NVIDIA_SMI_QUERY = "index,name,uuid,pci.bus_id,memory.total,driver_version"
 #: asked first; nvidia-smi of drivers before R510 does not know the field
@@ -156,8 +156,8 @@ def gpu_info() -> List[Dict[str, Any]]:
 def visible_gpus(env: Optional[Mapping[str, str]] = None,
                  facts: Optional[Sequence[Mapping[str, Any]]] = None) -> List[Dict[str, Any]]:
     """Which GPU is ``gpu:N`` in a worker started from ``env`` (default os.environ): the
-    suite's worker CUDA variables laid over it (``nvml.worker_gpu_env``), then
-    ``nvml.map_visible``; each entry also carries the GPU's compute capability and
+    suite's worker CUDA variables laid over it (``cuda_devices.worker_gpu_env``), then
+    ``cuda_devices.map_visible``; each entry also carries the GPU's compute capability and
     memory."""
     facts = gpu_info() if facts is None else list(facts)
     base = dict(os.environ if env is None else env)
@@ -165,7 +165,7 @@ def visible_gpus(env: Optional[Mapping[str, str]] = None,
     order.setdefault("CUDA_DEVICE_ORDER", "PCI_BUS_ID")  # what worker_gpu_env gives a worker
     by_index = {g.get("index"): g for g in facts}
     out = []
-    for v in nvml.map_visible(facts, order):
+    for v in cuda_devices.map_visible(facts, order):
         g = by_index.get(v["nvml_index"]) or {}
         out.append(dict(v, compute_capability=g.get("compute_capability"),
                         memory_total_bytes=g.get("memory_total_bytes")))

@@ -21,11 +21,12 @@ What it reads:
   *kind* of hardware.
 * ``volatile_facts()``: memory in use, current clocks, utilisation, temperature, power draw
   and clock throttle reasons. Noise evidence only: never part of a machine id nor of an
-  environment diff (``VOLATILE_KEYS``). ``Sampler`` reads them in a background thread while
-  a worker runs.
-* ``visible_gpus(env)``: which NVML device is MXNet's ``gpu:N`` in a worker started with
-  ``env`` (``CUDA_VISIBLE_DEVICES``, ``CUDA_DEVICE_ORDER``).
-* ``worker_gpu_env(base_env)``: the CUDA variables the suite gives its workers.
+  environment diff (``VOLATILE_KEYS``). ``gpu_sampler.Sampler`` reads them in a background
+  thread while a worker runs.
+
+Which NVML device is MXNet's ``gpu:N`` in a worker, and the CUDA variables the suite gives
+its workers, are ``cuda_devices.py``'s; sampling the volatile facts while a worker runs is
+``gpu_sampler.py``'s.
 
 A field NVML does not support on a GPU (``NVMLError_NotSupported``: power on some boards,
 NVLink on PCIe cards, ...) is ``None``; any other NVML error on a field is ``None`` too and
@@ -38,7 +39,6 @@ The tests read a stand-in ``pynvml`` module that speaks the same API
 from __future__ import annotations
 
 import json
-import os
 import re
 import threading
 from collections import Counter
@@ -122,8 +122,6 @@ NVML_CLOCK_MEM = 2
 NVML_TEMPERATURE_GPU = 0
 NVML_NVLINK_MAX_LINKS = 18  # older pynvml had 6 or 12; newer has 36: the module's value wins
 
-CUDA_CACHE_MAXSIZE_BYTES = 2 * 2 ** 30
-
 
 # --------------------------------------------------------------------------- small helpers
 
@@ -181,21 +179,13 @@ def normalize_bus_id(bus_id: Any) -> Optional[str]:
     return f"{int(domain or '0', 16):08X}:{int(bus, 16):02X}:{int(dev, 16):02X}.{fn}"
 
 
-def _bus_key(bus_id: Optional[str]) -> Tuple:
-    norm = normalize_bus_id(bus_id) or ""
-    m = re.fullmatch(r"([0-9A-F]{8}):([0-9A-F]{2}):([0-9A-F]{2})\.([0-7])", norm)
-    if not m:
-        return (1, norm)
-    return (0,) + tuple(int(x, 16) for x in m.groups())
-
-
 def _text(value: Any) -> Any:
     if isinstance(value, bytes):
         return value.decode("utf-8", "replace")
     return value
 
 
-def _error_text(exc: BaseException) -> str:
+def error_text(exc: BaseException) -> str:
     try:
         text = str(exc)
     except Exception:  # pragma: no cover - a broken __str__
@@ -282,7 +272,7 @@ class NVML:
             return fn(*args)
         except Exception as exc:  # NVMLError and its subclasses, AttributeError of an old pynvml
             if not _is_not_supported(exc):
-                errors[key] = _error_text(exc)
+                errors[key] = error_text(exc)
             return None
 
     def _call(self, names: Sequence[str], *args) -> Tuple[Any, Optional[BaseException]]:
@@ -313,7 +303,7 @@ class NVML:
         driver = _text(self._field(sys_errors, "driver_version", nv.nvmlSystemGetDriverVersion))
         raw_cuda, err = self._call(("nvmlSystemGetCudaDriverVersion", "nvmlSystemGetCudaDriverVersion_v2"))
         if err is not None and not _is_not_supported(err):
-            sys_errors["cuda_driver_version"] = _error_text(err)
+            sys_errors["cuda_driver_version"] = error_text(err)
         cuda = decode_cuda_version(raw_cuda)
         clock_sm = self._const("NVML_CLOCK_SM", NVML_CLOCK_SM)
         clock_mem = self._const("NVML_CLOCK_MEM", NVML_CLOCK_MEM)
@@ -326,7 +316,7 @@ class NVML:
                 h = self._handle(i)
             except Exception as exc:  # e.g. NVMLError_NoPermission, GpuIsLost
                 gpus.append({"index": i, "name": None, "uuid": None, "pci_bus_id": None,
-                             "field_errors": {"handle": _error_text(exc)}, "topology": []})
+                             "field_errors": {"handle": error_text(exc)}, "topology": []})
                 handles.append(None)
                 continue
             handles.append(h)
@@ -335,7 +325,7 @@ class NVML:
             cc = self._field(errors, "compute_capability", nv.nvmlDeviceGetCudaComputeCapability, h)
             power, perr = self._call(("nvmlDeviceGetEnforcedPowerLimit", "nvmlDeviceGetPowerManagementLimit"), h)
             if perr is not None and not _is_not_supported(perr):
-                errors["power_limit_w"] = _error_text(perr)
+                errors["power_limit_w"] = error_text(perr)
             uuid = _text(self._field(errors, "uuid", nv.nvmlDeviceGetUUID, h))
             with self._lock:
                 self._uuids[i] = uuid
@@ -429,7 +419,7 @@ class NVML:
             try:
                 h = self._handle(i)
             except Exception as exc:
-                rec["field_errors"] = {"handle": _error_text(exc)}
+                rec["field_errors"] = {"handle": error_text(exc)}
                 out.append(rec)
                 continue
             rec["uuid"] = self._uuid(i)
@@ -439,7 +429,7 @@ class NVML:
             mask, merr = self._call(("nvmlDeviceGetCurrentClocksEventReasons",
                                      "nvmlDeviceGetCurrentClocksThrottleReasons"), h)
             if merr is not None and not _is_not_supported(merr):
-                errors["throttle_reasons"] = _error_text(merr)
+                errors["throttle_reasons"] = error_text(merr)
             rec.update({
                 "memory_free_bytes": int(mem.free) if mem is not None else None,
                 "memory_used_bytes": int(mem.used) if mem is not None else None,
@@ -457,11 +447,6 @@ class NVML:
             out.append(rec)
         return out
 
-    # -- which GPU is gpu:N
-    def visible_gpus(self, env: Optional[Mapping[str, str]] = None) -> List[Dict[str, Any]]:
-        """``map_visible(self.static_facts(), env)`` (``env`` defaults to os.environ)."""
-        return map_visible(self.static_facts(), os.environ if env is None else env)
-
 
 # --------------------------------------------------------------------------- loading
 
@@ -476,120 +461,13 @@ def load(module: Any = None, env: Optional[Mapping[str, str]] = None) -> NVML:
         except ImportError:
             return NVML(None, NOT_INSTALLED, "absent")
         except Exception as exc:  # noqa: BLE001 - a broken install
-            return NVML(None, f"nvidia-ml-py could not be imported: {_error_text(exc)}", "absent")
+            return NVML(None, f"nvidia-ml-py could not be imported: {error_text(exc)}", "absent")
         source = "pynvml"
     try:
         module.nvmlInit()
     except Exception as exc:
-        return NVML(None, f"NVML: {_error_text(exc)}", "absent")
+        return NVML(None, f"NVML: {error_text(exc)}", "absent")
     return NVML(module, None, source)
-
-
-# --------------------------------------------------------------------------- gpu:N -> NVML
-
-def map_visible(static_facts: Sequence[Mapping[str, Any]], env: Mapping[str, str]) -> List[Dict[str, Any]]:
-    """Which NVML GPU is MXNet's ``gpu:N`` in a process started with ``env``.
-
-    MXNet's ``gpu(N)`` is CUDA device N. CUDA enumerates the GPUs in ``CUDA_DEVICE_ORDER``
-    (``PCI_BUS_ID``: ascending PCI bus id; unset or ``FASTEST_FIRST``: CUDA's own speed
-    heuristic, which can differ from NVML's order) and then applies
-    ``CUDA_VISIBLE_DEVICES``: unset = all; an empty string = none; else a comma list of
-    indices into that enumeration or of GPU UUIDs (``GPU-...``, any unique prefix), kept in
-    the order given. The list ends at the first entry that is invalid (an index out of
-    range, an unknown or ambiguous UUID, anything else, e.g. a ``MIG-`` instance, which is
-    not mapped here) or repeats an earlier device.
-
-    The suite's workers get ``CUDA_DEVICE_ORDER=PCI_BUS_ID`` (``worker_gpu_env``). Without
-    it this function still assumes PCI bus order for indices and says so: each entry's
-    ``order_certain`` is False unless the order is PCI_BUS_ID, the entries were all UUIDs,
-    or only one GPU is visible. NVML's own index order is not used: NVML does not promise
-    it is the PCI order.
-
-    Returns one dict per visible GPU: ``mxnet_ctx`` ("gpu:0"), ``cuda_index``,
-    ``nvml_index``, ``uuid``, ``name``, ``pci_bus_id``, ``order`` and ``order_certain``.
-    """
-    order = (env.get("CUDA_DEVICE_ORDER") or "FASTEST_FIRST").strip().upper()
-    pci_order = order == "PCI_BUS_ID"
-    enumerated = sorted(static_facts, key=lambda g: (_bus_key(g.get("pci_bus_id")), g.get("index", 0)))
-    cvd = env.get("CUDA_VISIBLE_DEVICES")
-    chosen: List[Mapping[str, Any]] = []
-    by_uuid_only = cvd is not None
-    if cvd is None:
-        chosen = list(enumerated)
-    else:
-        for entry in cvd.split(","):
-            token = entry.strip()
-            device = None
-            if re.fullmatch(r"\d+", token):
-                k = int(token)
-                device = enumerated[k] if k < len(enumerated) else None
-                by_uuid_only = False
-            elif token.upper().startswith("GPU-"):
-                hits = [g for g in enumerated if str(g.get("uuid") or "").lower().startswith(token.lower())]
-                device = hits[0] if len(hits) == 1 else None
-            if device is None or any(device is c for c in chosen):
-                break
-            chosen.append(device)
-    certain = pci_order or by_uuid_only or len(chosen) <= 1
-    return [{"mxnet_ctx": f"gpu:{n}", "cuda_index": n, "nvml_index": g.get("index"), "uuid": g.get("uuid"),
-             "name": g.get("name"), "pci_bus_id": g.get("pci_bus_id"), "order": order, "order_certain": certain}
-            for n, g in enumerate(chosen)]
-
-
-# --------------------------------------------------------------------------- worker env
-
-def gpu_env_sources(base_env: Mapping[str, str], cache_path: Optional[str] = None) -> Dict[str, Dict[str, str]]:
-    """The CUDA variables a GPU worker gets: {name: {"value": ..., "set_by": "user"|"suite"}}.
-
-    * ``CUDA_DEVICE_ORDER=PCI_BUS_ID`` so that ``gpu:N`` is the N-th visible GPU in PCI
-      order, the order ``map_visible`` reads from NVML. A value the user set is kept (and
-      reported as theirs);
-    * ``CUDA_CACHE_PATH``: a persistent CUDA JIT cache under the suite's cache dir
-      (``spawn.cache_dir("cuda-jit")``), and ``CUDA_CACHE_MAXSIZE`` of 2 GiB, so that PTX
-      compiled by the driver in one worker (MXNet's runtime-compiled fused operators,
-      cuDNN / cuBLAS PTX on a GPU newer than their SASS) serves the next instead of
-      being compiled again inside its first timed batches. A user's values are kept; a
-      user's ``CUDA_CACHE_DISABLE`` is passed on untouched (and then nothing is cached).
-    """
-    out: Dict[str, Dict[str, str]] = {}
-
-    def put(name: str, default: Callable[[], str]) -> None:
-        if base_env.get(name) not in (None, ""):
-            out[name] = {"value": base_env[name], "set_by": "user"}
-        else:
-            out[name] = {"value": default(), "set_by": "suite"}
-
-    def default_cache() -> str:
-        if cache_path is not None:
-            return str(cache_path)
-        from pytest_mxperf.proc import spawn
-        return str(spawn.cache_dir("cuda-jit"))
-
-    put("CUDA_DEVICE_ORDER", lambda: "PCI_BUS_ID")
-    put("CUDA_CACHE_PATH", default_cache)
-    put("CUDA_CACHE_MAXSIZE", lambda: str(CUDA_CACHE_MAXSIZE_BYTES))
-    if base_env.get("CUDA_CACHE_DISABLE") not in (None, ""):
-        out["CUDA_CACHE_DISABLE"] = {"value": base_env["CUDA_CACHE_DISABLE"], "set_by": "user"}
-    return out
-
-
-def worker_gpu_env(base_env: Mapping[str, str], cache_path: Optional[str] = None) -> Dict[str, str]:
-    """A copy of ``base_env`` with the CUDA variables of ``gpu_env_sources`` filled in
-    (a variable the user set is kept as it is)."""
-    env = dict(base_env)
-    for name, choice in gpu_env_sources(base_env, cache_path).items():
-        env[name] = choice["value"]
-    return env
-
-
-def device_order_note(base_env: Mapping[str, str]) -> Optional[str]:
-    """One line when the user's CUDA_DEVICE_ORDER makes ``gpu:N`` differ from NVML's PCI
-    order, else None."""
-    value = (base_env.get("CUDA_DEVICE_ORDER") or "").strip()
-    if value and value.upper() != "PCI_BUS_ID":
-        return (f"CUDA_DEVICE_ORDER={value} (set by you) is kept: gpu:N is CUDA's N-th device in that order, "
-                "which may not be the N-th GPU by PCI bus id that NVML facts are matched with")
-    return None
 
 
 # --------------------------------------------------------------------------- fingerprint
@@ -617,108 +495,3 @@ def fingerprint_part(static_facts: Sequence[Mapping[str, Any]]) -> List[Dict[str
                         "links": dict(sorted(links.items()))})
     groups = Counter(json.dumps(p, sort_keys=True) for p in per_gpu)
     return [dict(json.loads(key), count=n) for key, n in sorted(groups.items())]
-
-
-# --------------------------------------------------------------------------- sampler
-
-class Sampler:
-    """Samples ``volatile_facts`` of the NVML ``indices`` (default: all GPUs) every
-    ``interval`` seconds in a background thread, between ``start()`` and ``stop()``.
-
-    The first sample is taken as soon as the thread starts. The thread never raises: a
-    failed sample is counted (``errors``, ``last_error``) and sampling goes on. ``stop()``
-    joins the thread. Without NVML it does nothing and ``summary()`` is [].
-    """
-
-    def __init__(self, nvml: NVML, indices: Optional[Iterable[int]] = None, interval: float = 0.2,
-                 join_timeout: float = 30.0):
-        self.nvml = nvml
-        self.indices = list(indices) if indices is not None else None
-        self.interval = float(interval)
-        self.join_timeout = join_timeout
-        self.errors = 0
-        self.last_error: Optional[str] = None
-        self.stopped_cleanly: Optional[bool] = None
-        self._samples: Dict[int, List[Dict[str, Any]]] = {}
-        self._lock = threading.Lock()
-        self._stop = threading.Event()
-        self._thread: Optional[threading.Thread] = None
-
-    def start(self) -> "Sampler":
-        if self._thread is not None:
-            raise RuntimeError("Sampler already started")
-        if not self.nvml.available:
-            return self
-        self._thread = threading.Thread(target=self._run, name="mxperf-nvml-sampler", daemon=True)
-        self._thread.start()
-        return self
-
-    def stop(self) -> "Sampler":
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(self.join_timeout)
-            self.stopped_cleanly = not self._thread.is_alive()
-        return self
-
-    def __enter__(self) -> "Sampler":
-        return self.start()
-
-    def __exit__(self, *exc) -> None:
-        self.stop()
-
-    def _run(self) -> None:
-        while True:
-            self.sample_once()
-            if self._stop.wait(self.interval):
-                return
-
-    def sample_once(self) -> None:
-        """Take one sample now (what the thread does every ``interval``); never raises."""
-        try:
-            facts = self.nvml.volatile_facts(self.indices)
-        except BaseException as exc:  # noqa: B902 - nothing may escape the thread
-            with self._lock:
-                self.errors += 1
-                self.last_error = _error_text(exc)
-            return
-        with self._lock:
-            for rec in facts:
-                self._samples.setdefault(rec["index"], []).append(rec)
-
-    @property
-    def n_samples(self) -> int:
-        with self._lock:
-            return max((len(v) for v in self._samples.values()), default=0)
-
-    def samples(self) -> Dict[int, List[Dict[str, Any]]]:
-        with self._lock:
-            return {k: list(v) for k, v in self._samples.items()}
-
-    def summary(self) -> List[Dict[str, Any]]:
-        """Per GPU: samples, mean/max GPU and memory utilisation, max memory used, min/max
-        SM clock, max temperature and power draw, the throttle reasons seen (and those of
-        them in ``SLOWDOWN_REASONS``), plus the sampler's failed samples."""
-        out = []
-        for index, recs in sorted(self.samples().items()):
-            def vals(key: str) -> List[float]:
-                return [r[key] for r in recs if r.get(key) is not None]
-
-            def mean(xs: List[float]) -> Optional[float]:
-                return round(sum(xs) / len(xs), 2) if xs else None
-
-            util, mutil, used = vals("gpu_util_pct"), vals("mem_util_pct"), vals("memory_used_bytes")
-            sm, temp, power = vals("sm_clock_mhz"), vals("temperature_c"), vals("power_draw_w")
-            seen = sorted({name for r in recs for name in r.get("throttle_reasons") or ()})
-            out.append({
-                "index": index, "uuid": next((r.get("uuid") for r in recs if r.get("uuid")), None),
-                "samples": len(recs),
-                "gpu_util_mean_pct": mean(util), "gpu_util_max_pct": max(util, default=None),
-                "mem_util_mean_pct": mean(mutil), "mem_util_max_pct": max(mutil, default=None),
-                "memory_used_max_bytes": max(used, default=None),
-                "sm_clock_min_mhz": min(sm, default=None), "sm_clock_max_mhz": max(sm, default=None),
-                "temperature_max_c": max(temp, default=None), "power_draw_max_w": max(power, default=None),
-                "throttle_reasons_seen": seen,
-                "slowdown_reasons_seen": [r for r in seen if r in SLOWDOWN_REASONS],
-                "sample_errors": self.errors,
-            })
-        return out

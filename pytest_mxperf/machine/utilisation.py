@@ -8,8 +8,8 @@ the very run it watches.
 * CPU: ``psutil.Process(pid).cpu_percent`` of the worker (all its threads, OpenMP's
   included) every ``INTERVAL`` seconds, as CPUs busy (1.0 = one CPU);
 * GPU: where the worker's contexts are GPUs, NVML's utilisation, memory, clocks and
-  throttle reasons of those GPUs (``nvml.Sampler``; ``gpu:N`` is mapped to its NVML GPU as
-  the worker's CUDA sees it, ``nvml.map_visible``).
+  throttle reasons of those GPUs (``gpu_sampler.Sampler``; ``gpu:N`` is mapped to its NVML GPU as
+  the worker's CUDA sees it, ``cuda_devices.map_visible``).
 
 The summary goes into each process's result (``meta["utilisation"]``) and so into
 ``results.json``; ``labels`` turns it into the words of the report: a GPU cell whose GPUs
@@ -37,11 +37,11 @@ def gpu_indices(contexts: Sequence[str], env: Mapping[str, str], nvml_facade=Non
     wanted = [c for c in contexts if str(c).startswith("gpu:")]
     if not wanted:
         return []
-    from pytest_mxperf.machine import nvml
+    from pytest_mxperf.machine import cuda_devices, nvml
     facade = nvml_facade or nvml.load(env=env)
     if not facade.available:
         return []
-    visible = {g["mxnet_ctx"]: g.get("nvml_index") for g in facade.visible_gpus(env)}
+    visible = {g["mxnet_ctx"]: g.get("nvml_index") for g in cuda_devices.visible_gpus(facade, env)}
     return [visible[c] for c in wanted if visible.get(c) is not None]
 
 
@@ -57,9 +57,9 @@ class Sampler:
         self._thread: Optional[threading.Thread] = None
         self._gpu = None
         if gpus:
-            from pytest_mxperf.machine import nvml
+            from pytest_mxperf.machine import gpu_sampler, nvml
             facade = nvml_facade or nvml.load(env=env)
-            self._gpu = nvml.Sampler(facade, list(gpus), interval=interval)
+            self._gpu = gpu_sampler.Sampler(facade, list(gpus), interval=interval)
 
     def start(self) -> "Sampler":
         self._thread = threading.Thread(target=self._run, name="mxperf-cpu-sampler", daemon=True)

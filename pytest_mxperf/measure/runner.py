@@ -37,8 +37,8 @@ def build_env(workload: Workload, base: Optional[Mapping[str, str]] = None,
     if workload.device == "gpu":
         # CUDA_DEVICE_ORDER=PCI_BUS_ID (gpu:N is the GPU that NVML facts name) and a
         # persistent CUDA JIT cache; a value the user set is kept
-        from pytest_mxperf.machine import nvml
-        for name, choice in nvml.gpu_env_sources(env).items():
+        from pytest_mxperf.machine import cuda_devices
+        for name, choice in cuda_devices.gpu_env_sources(env).items():
             env[name] = choice["value"]
             if choice["set_by"] == "suite":
                 defaults[name] = choice["value"]
