@@ -12,7 +12,7 @@ import pytest
 
 from pytest_mxperf.proc import spawn
 from pytest_mxperf.measure import runner
-from pytest_mxperf.workers import pipeline
+from pytest_mxperf.workers import pipeline, synthetic_images
 
 CMD = [sys.executable, "-m", "pytest_mxperf.workers.pipeline"]
 SMALL = {"batch_size": 8, "data_shape": [3, 32, 32], "n_images": 32, "seconds": 0.3, "threads": 1}
@@ -21,7 +21,7 @@ SMALL = {"batch_size": 8, "data_shape": [3, 32, 32], "n_images": 32, "seconds": 
 READ_BACK = """
 import os, sys
 from pytest_mxperf.workers.protocol import import_mxnet, serve
-from pytest_mxperf.workers.pipeline import make_recordio
+from pytest_mxperf.workers.synthetic_images import make_recordio
 
 def run(spec):
     mx = import_mxnet()
@@ -63,7 +63,7 @@ def test_make_recordio_is_readable_by_image_record_iter_and_cached(tmp_path, cha
                      command=[sys.executable, "-c", READ_BACK])
     assert res["status"] == "ok", res["message"]
     assert res["count"] == 13 and res["keys"] == 13
-    assert res["labels"] == [float(i % pipeline.NUM_LABELS) for i in range(13)]
+    assert res["labels"] == [float(i % synthetic_images.NUM_LABELS) for i in range(13)]
     assert res["shape"] == [channels, 24, 20]
     assert res["cached"]
     stem = f"synthetic-n13-c{channels}-24x20-seed3"

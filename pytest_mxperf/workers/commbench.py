@@ -44,10 +44,10 @@ import time
 import warnings
 
 from pytest_mxperf.workers.protocol import (
-    missing_gpus,
     mx_contexts,
     serve,
     serve_rounds,
+    unavailable_kvstore,
 )
 from pytest_mxperf.zoo.count import prod
 
@@ -185,11 +185,9 @@ def run(spec):
     names = list(spec.get("contexts") or ["cpu:0"])
     kv_type = spec.get("kvstore") or ("device" if len(names) > 1 else "local")
     gpus = [n for n in names if n.startswith("gpu")]
-    missing = missing_gpus(names, mx.context.num_gpus)
-    if missing:
-        return {"status": "unavailable", "message": missing}
-    if kv_type == "nccl" and not gpus:
-        return {"status": "unavailable", "message": "the nccl kvstore needs GPU contexts"}
+    unavailable = unavailable_kvstore(names, kv_type, mx.context.num_gpus)
+    if unavailable:
+        return {"status": "unavailable", "message": unavailable}
     net = spec.get("network") or {"model": spec.get("model", "resnet50_v2")}
     batch = int(spec.get("batch_size", 32))
     rounds = int(spec.get("rounds", 10))

@@ -28,7 +28,7 @@ from __future__ import annotations
 import json
 import warnings
 
-from pytest_mxperf.workers.protocol import missing_gpus, mx_contexts, serve
+from pytest_mxperf.workers.protocol import mx_contexts, serve, unavailable_kvstore
 
 UPDATE_REL_TOL = 1e-4
 
@@ -74,12 +74,9 @@ def run(spec):
     lr = float(spec.get("learning_rate", 0.1))
     if len(names) < 2:
         return {"status": "error", "message": "needs at least two contexts to compare with one"}
-    gpus = [n for n in names if n.startswith("gpu")]
-    missing = missing_gpus(names, mx.context.num_gpus)
-    if missing:
-        return {"status": "unavailable", "message": missing}
-    if kvstore == "nccl" and not gpus:
-        return {"status": "unavailable", "message": "the nccl kvstore needs GPU contexts"}
+    unavailable = unavailable_kvstore(names, kvstore, mx.context.num_gpus)
+    if unavailable:
+        return {"status": "unavailable", "message": unavailable}
     mspec = zoo.get_model(model)
     sym = zoo.build_symbol(model)
     if any(op.get("op") == "BatchNorm" for op in json.loads(sym.tojson())["nodes"]):

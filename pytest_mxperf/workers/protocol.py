@@ -153,6 +153,17 @@ def missing_gpus(names, num_gpus):
     return None
 
 
+def unavailable_kvstore(names, kvstore, num_gpus):
+    """The one-line reason a kvstore worker cannot run ``names`` with ``kvstore`` here (GPUs
+    this machine lacks, or the nccl kvstore without GPU contexts), or None."""
+    missing = missing_gpus(names, num_gpus)
+    if missing:
+        return missing
+    if kvstore == "nccl" and not any(str(n).startswith("gpu") for n in names):
+        return "the nccl kvstore needs GPU contexts"
+    return None
+
+
 class TimedSteps:
     """A measuring cell: ``step()`` is one batch (set by the subclass, with ``self.mx``);
     ``timed(n)`` runs n steps between two full synchronisations (MXNet is asynchronous:
