@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from pytest_mxperf.measure import runner
-from pytest_mxperf import topology  # noqa: E402
+from pytest_mxperf.machine import topology  # noqa: E402
 from pytest_mxperf.model.workload import Workload  # noqa: E402
 
 

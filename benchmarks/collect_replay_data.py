@@ -23,7 +23,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
-from pytest_mxperf import runner  # noqa: E402
+from pytest_mxperf.measure import runner  # noqa: E402
 from pytest_mxperf.machine.fingerprint import machine_fingerprint  # noqa: E402
 from pytest_mxperf.model.workload import Workload  # noqa: E402
 

@@ -52,7 +52,6 @@ import json
 import math
 import sys
 import time
-from collections import Counter
 from pathlib import Path
 from typing import Dict, List, Sequence
 

@@ -35,7 +35,7 @@ sys.path.insert(0, str(ROOT))
 
 from pytest_mxperf.proc import spawn
 from pytest_mxperf.measure import runner
-from pytest_mxperf import topology  # noqa: E402
+from pytest_mxperf.machine import topology  # noqa: E402
 from pytest_mxperf.machine.state import LoadMeter  # noqa: E402
 from pytest_mxperf.model.workload import Workload  # noqa: E402
 

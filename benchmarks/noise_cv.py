@@ -18,7 +18,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from pytest_mxperf import runner  # noqa: E402
+from pytest_mxperf.measure import runner  # noqa: E402
 from pytest_mxperf.model.measurement import CellMeasurement  # noqa: E402
 from pytest_mxperf.model.workload import Workload  # noqa: E402
 

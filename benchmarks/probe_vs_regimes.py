@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from pytest_mxperf.judge import machine_states as L  # noqa: E402
 from pytest_mxperf.machine import state as M  # noqa: E402
-from pytest_mxperf import runner  # noqa: E402
+from pytest_mxperf.measure import runner  # noqa: E402
 from pytest_mxperf.model.workload import Workload  # noqa: E402
 
 

@@ -10,8 +10,7 @@ import sys
 
 import psutil
 import pytest
-from pytest_mxperf.judge import verdict, verdict_duet
-from pytest_mxperf.model import stats
+from pytest_mxperf.judge import verdict_duet
 
 CELLS = """
 import pytest
