@@ -117,3 +117,23 @@ def test_a_step_where_nothing_changed_says_so():
     hist = [_row(i, 100.0 + (i % 3)) for i in range(5)] + [_row(i, 80.0 + (i % 3)) for i in range(5, 10)]
     (ch,) = C.cell_changes(hist)
     assert ch["session"] == "s5" and ch["changed"][0].startswith("nothing the store records")
+
+
+def test_two_machines_taking_turns_are_two_histories_and_a_step_names_its_machine():
+    # a fleet of two kinds of runner: one at about 100, the other at about 30, taking turns;
+    # the slow machine's figure drops by a fifth from its sixth session on
+    hist = []
+    for i in range(20):
+        fast = i % 2 == 0
+        level = 100.0 if fast else (30.0 if i < 11 else 24.0)
+        hist.append(_row(i, level * (1 + 0.004 * (i % 3)), machine_id="fast-box" if fast else "slow-box"))
+    changes = C.cell_changes(hist)
+    assert len(changes) == 1, changes      # not one step at every change of runner
+    (ch,) = changes
+    assert ch["machine_id"] == "slow-box" and ch["session"] == "s11"
+    assert ch["ratio"] == pytest.approx(0.8, rel=0.02)
+    # the same sessions of one machine alone give the same step
+    (alone,) = C.cell_changes([h for h in hist if h["machine_id"] == "slow-box"])
+    assert alone["session"] == "s11" and alone["index"] == 5
+    # and the fast machine alone has none
+    assert C.cell_changes([h for h in hist if h["machine_id"] == "fast-box"]) == []

@@ -245,6 +245,24 @@ def test_publish_writes_pages_that_need_no_network(tmp_path):
         assert "http://" not in text.replace("http://www.w3.org/2000/svg", "") and "https://" not in text
 
 
+def test_a_cell_page_of_two_machines_draws_a_line_each_and_finds_steps_per_machine(tmp_path):
+    where = str(tmp_path / "h.sqlite")
+    with open_store(where) as s:
+        for i in range(16):  # two runners taking turns; the slow one steps down at its fifth session
+            slow = i % 2 == 1
+            value = (30.0 if i < 9 else 24.0) if slow else 100.0
+            s.append(doc(f"s{i}", 1000.0 + 3600 * i, value * (1 + 0.004 * (i % 3)),
+                         machine="slow-box" if slow else "fast-box"))
+        files = pages.publish(s, tmp_path / "out")
+    cell = files[1].read_text()
+    assert cell.count("<polyline") == 2 and "machines:" in cell and "slow-box" in cell and "fast-box" in cell
+    assert cell.count("stroke='#b00'") == 1 and "step x0.798 on slow-box" in cell
+    index = (tmp_path / "out" / "index.html").read_text()
+    assert "on slow-box" in index
+    r = _cli("--store", where, "changes")
+    assert r.returncode == 0 and "slow-box" in r.stdout and "s9" in r.stdout and "1 change point(s)" in r.stdout
+
+
 def _cli(*args):
     return subprocess.run([sys.executable, "-m", "pytest_mxperf.history", *args], capture_output=True, text=True)
 

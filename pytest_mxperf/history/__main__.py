@@ -76,7 +76,8 @@ def main(argv: Optional[List[str]] = None) -> int:
                 for key in keys:
                     for ch in changepoints.cell_changes(store.history(key)):
                         n += 1
-                        print(f"{key}  {pages._date(ch['started'])}  {ch['session']}  x{ch['ratio']:.3f} "
+                        print(f"{key}  {ch['machine_id']}  {pages.date_text(ch['started'])}  {ch['session']}  "
+                              f"x{ch['ratio']:.3f} "
                               f"({ch['before']:.4g} -> {ch['after']:.4g}, p={ch['p_value']:.2g}): "
                               + "; ".join(ch["changed"]))
                 print(f"{n} change point(s) in {len(keys)} cell(s)")

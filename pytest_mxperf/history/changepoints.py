@@ -1,7 +1,8 @@
 """Change points of a cell's history: where its level stepped, and what changed there.
 
-A history is one figure per session, oldest first: the *fast end* of the session's
-processes (``ingest.FAST_END``), because on these shared VMs noise only slows a process
+A history is one figure per session and machine, oldest first (the figures of two machines
+are no level: each machine's sessions are segmented on their own): the *fast end* of the
+session's processes (``ingest.FAST_END``), because on these shared VMs noise only slows a process
 down and a whole session can land in a slow spell. The method is binary segmentation in the
 spirit of E-Divisive means as Hunter / Apache Otava use it (Daly et al., ICPE 2020): in a
 segment, the split that maximises Welch's t statistic between the log figures on its two
@@ -17,8 +18,8 @@ sides is a candidate; it is a step when
 Accepted splits are searched again on both sides. Before that, a session far below the sessions around it (``spell_sessions``) is left out:
 it fell whole into a slow spell of the machine, which slows and passes. A step is attributed
 to the first session
-after it, with what changed there against the session before (``what_changed``): the MXNet
-version, build features, Python, the machine, the environment. A step where nothing
+after it, with what changed there against the machine's session before (``what_changed``):
+the MXNet version, build features, Python, the environment. A step where nothing
 changed is said to be so: the machine's own speed, or a cause the store does not see.
 
 Pure (numpy, scipy); no database.
@@ -28,6 +29,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import warnings
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 import numpy as np
@@ -74,7 +76,10 @@ def _welch(a: np.ndarray, b: np.ndarray) -> tuple:
     differ for certain when their levels do."""
     if np.ptp(a) < 1e-9 and np.ptp(b) < 1e-9:
         return (math.inf, 0.0) if abs(a.mean() - b.mean()) > 1e-9 else (0.0, 1.0)
-    with np.errstate(all="ignore"):
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        # nearly equal figures: scipy warns of precision loss, and the t statistic is
+        # still the right one to rank by (a spread of 1e-9 was handled above)
+        warnings.simplefilter("ignore", RuntimeWarning)
         t, p = sps.ttest_ind(a, b, equal_var=False)
     return (abs(float(t)), float(p)) if math.isfinite(t) and math.isfinite(p) else (0.0, 1.0)
 
@@ -151,17 +156,25 @@ def what_changed(before: Mapping[str, Any], after: Mapping[str, Any]) -> List[st
 
 
 def cell_changes(history: Sequence[Mapping[str, Any]], **kw) -> List[Dict[str, Any]]:
-    """The steps of one cell's history (``HistoryStore.history``), each with its session,
-    date, levels, ratio and what changed; sessions without a figure are skipped."""
-    measured = [h for h in history if h.get("fast_end") and h["fast_end"] > 0]
-    if len(measured) < 2:
-        return []
-    steps = find_steps([h["fast_end"] for h in measured], **kw)
+    """The steps of one cell's history (``HistoryStore.history``), each with its machine,
+    session, date, levels, ratio and what changed, oldest first. The history is segmented per
+    machine: two machines' figures are no level (a fleet's runners of several kinds take turns
+    in time), and a step on one machine is found among that machine's sessions alone.
+    Sessions without a figure are skipped."""
+    by_machine: Dict[Any, List[Mapping[str, Any]]] = {}
+    for h in history:
+        if h.get("fast_end") and h["fast_end"] > 0:
+            by_machine.setdefault(h.get("machine_id"), []).append(h)
     out = []
-    for s in steps:
-        first, prev = measured[s.index], measured[s.index - 1]
-        changed = what_changed(prev, first)
-        out.append({"session": first["session"], "started": first["started"], "index": s.index,
-                    "before": s.before, "after": s.after, "ratio": s.ratio, "p_value": s.p_value,
-                    "changed": changed or ["nothing the store records (the machine's speed, or an unrecorded cause)"]})
-    return out
+    for machine_id, measured in by_machine.items():
+        if len(measured) < 2:
+            continue
+        for s in find_steps([h["fast_end"] for h in measured], **kw):
+            first, prev = measured[s.index], measured[s.index - 1]
+            changed = what_changed(prev, first)
+            out.append({"machine_id": machine_id, "session": first["session"], "started": first["started"],
+                        "index": s.index, "before": s.before, "after": s.after, "ratio": s.ratio,
+                        "p_value": s.p_value,
+                        "changed": changed or ["nothing the store records (the machine's speed, or an unrecorded "
+                                               "cause)"]})
+    return sorted(out, key=lambda c: (c["started"], str(c["machine_id"])))

@@ -19,6 +19,8 @@ from typing import Any, Dict, List, Mapping, Sequence
 
 from pytest_mxperf.history import changepoints
 
+#: one dash pattern per machine (its line through its sessions), in the order of machine ids
+DASHES = ["", "6,3", "2,3", "10,3,2,3", "1,6"]
 PALETTE = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf", "#7f7f7f"]
 MARKERS = {"regression": "#d62728", "improvement": "#2ca02c", "unresolved": "#ff7f0e"}
 W, H, PAD_L, PAD_R, PAD_T, PAD_B = 900, 360, 70, 20, 20, 50
@@ -35,7 +37,7 @@ def slug(key: str) -> str:
     return f"{base}-{hashlib.sha256(key.encode()).hexdigest()[:8]}"
 
 
-def _date(t: float) -> str:
+def date_text(t: float) -> str:
     return _dt.datetime.fromtimestamp(t, _dt.timezone.utc).strftime("%Y-%m-%d %H:%M")
 
 
@@ -69,7 +71,7 @@ def _svg(cell: Mapping[str, Any], hist: Sequence[Mapping[str, Any]], steps: Sequ
     short = t1 - t0 < 2 * 86400  # within two days: the hours tell the sessions apart
     for k in range(4):
         t = t0 + (t1 - t0) * k / 3
-        label = _date(t)[11:] if short and k else _date(t) if short else _date(t)[:10]
+        label = date_text(t)[11:] if short and k else date_text(t) if short else date_text(t)[:10]
         anchor = "start" if k == 0 else "end" if k == 3 else "middle"
         out.append(f"<text x='{x(t):.1f}' y='{H - PAD_B + 16}' text-anchor='{anchor}'>{label}</text>")
     out.append(f"<text x='{PAD_L}' y='{H - 8}'>{html.escape(cell['unit'])} (fast end of each session's processes; "
@@ -82,15 +84,18 @@ def _svg(cell: Mapping[str, Any], hist: Sequence[Mapping[str, Any]], steps: Sequ
     for s in steps:
         xs = x(s["started"])
         out.append(f"<line x1='{xs:.1f}' x2='{xs:.1f}' y1='{PAD_T}' y2='{H - PAD_B}' stroke='#b00' "
-                   f"stroke-dasharray='3,3'><title>step x{s['ratio']:.3f}: {html.escape('; '.join(s['changed']))}"
-                   f"</title></line>")
-    for mid in sorted({h["machine_id"] for h in pts}):
+                   f"stroke-dasharray='3,3'><title>step x{s['ratio']:.3f} on {html.escape(str(s['machine_id']))}: "
+                   f"{html.escape('; '.join(s['changed']))}</title></line>")
+    machines = machine_dashes(pts)
+    for mid, dash in machines.items():
         mine = [h for h in pts if h["machine_id"] == mid]
         path = " ".join(f"{x(h['started']):.1f},{y(h['fast_end']):.1f}" for h in mine)
-        out.append(f"<polyline points='{path}' fill='none' stroke='#bbb'><title>{html.escape(mid)}</title></polyline>")
+        dashed = f" stroke-dasharray='{dash}'" if dash else ""
+        out.append(f"<polyline points='{path}' fill='none' stroke='#999'{dashed}><title>{html.escape(mid)}</title>"
+                   "</polyline>")
         for h in mine:
             color = colors.get(h.get("mxnet_version") or "?", "#333")
-            tip = (f"{_date(h['started'])} UTC\nmachine {h['machine_id']}\nMXNet {h.get('mxnet_version')}\n"
+            tip = (f"{date_text(h['started'])} UTC\nmachine {h['machine_id']}\nMXNet {h.get('mxnet_version')}\n"
                    f"fast end {h['fast_end']:.4g}, median {h.get('median') or float('nan'):.4g} "
                    f"({h.get('processes')} processes)\nsession {h['session']}"
                    + (f"\nverdict {h['verdict']}" + (f" {100 * h['change']:+.1f}%" if h.get('change') is not None else "")
@@ -101,6 +106,27 @@ def _svg(cell: Mapping[str, Any], hist: Sequence[Mapping[str, Any]], steps: Sequ
                        f"<title>{html.escape(tip)}</title></circle>")
     out.append("</svg>")
     return "".join(out)
+
+
+def machine_dashes(points: Sequence[Mapping[str, Any]]) -> Dict[str, str]:
+    """Each machine's dash pattern (its line through its sessions), by machine id."""
+    ids = sorted({str(h["machine_id"]) for h in points})
+    return {mid: DASHES[i % len(DASHES)] for i, mid in enumerate(ids)}
+
+
+def _machine_legend(hist: Sequence[Mapping[str, Any]]) -> str:
+    """The machines of a cell page, each with its line's dash pattern (only when there are
+    several: one machine's page needs no key)."""
+    dashes = machine_dashes([h for h in hist if h.get("fast_end")])
+    if len(dashes) < 2:
+        return ""
+    items = []
+    for mid, dash in dashes.items():
+        dashed = f" stroke-dasharray='{dash}'" if dash else ""
+        items.append(f"<span><svg width='34' height='10'><line x1='0' x2='34' y1='5' y2='5' stroke='#777' "
+                     f"stroke-width='2'{dashed}/></svg> {html.escape(mid)}</span>")
+    items = "".join(items)
+    return f"<p class='legend'>machines: {items}</p>"
 
 
 def publish(store, out_dir) -> List[Path]:
@@ -119,17 +145,20 @@ def publish(store, out_dir) -> List[Path]:
         latest = measured[-1] if measured else None
         name = slug(cell["key"])
         step_rows = "".join(
-            f"<tr><td>{_date(s['started'])}</td><td>{html.escape(s['session'])}</td>"
+            f"<tr><td>{date_text(s['started'])}</td><td>{html.escape(str(s['machine_id']))}</td>"
+            f"<td>{html.escape(s['session'])}</td>"
             f"<td class='{'down' if (s['ratio'] < 1) == cell['higher_is_better'] else 'up'}'>x{s['ratio']:.3f}</td>"
             f"<td>{s['before']:.4g} -> {s['after']:.4g}</td><td>{html.escape('; '.join(s['changed']))}</td></tr>"
             for s in steps)
         body = (f"<p><a href='../index.html'>all cells</a></p><h1>{html.escape(cell['key'])}</h1>{legend}"
+                + _machine_legend(hist)
                 + _svg(cell, hist, steps, colors)
-                + "<h2>Steps</h2>" + (f"<table><tr><th>first session</th><th>id</th><th>change</th><th>level</th>"
+                + "<h2>Steps</h2>" + (f"<table><tr><th>first session</th><th>machine</th><th>id</th><th>change</th><th>level</th>"
                                       f"<th>what changed</th></tr>{step_rows}</table>" if steps
                                       else "<p class='muted'>none found</p>")
                 + f"<p class='muted'>{len(hist)} session(s), {len(measured)} measured; rings: verdicts "
-                  "(red regression, green improvement, orange unresolved); dashed red lines: steps.</p>")
+                  "(red regression, green improvement, orange unresolved); dashed red lines: steps, found "
+                  "among each machine's own sessions.</p>")
         path = out / "cells" / f"{name}.html"
         path.write_text(_page(cell["key"], body))
         files.append(path)
@@ -140,10 +169,11 @@ def publish(store, out_dir) -> List[Path]:
             f"<td>{html.escape(latest['mxnet_version'] or '?') if latest else '-'}</td><td>{len(measured)}</td>"
             f"<td>{len(steps)}</td>"
             + (f"<td class='{'down' if (last['ratio'] < 1) == cell['higher_is_better'] else 'up'}'>x{last['ratio']:.3f} "
-               f"{_date(last['started'])[:10]}: {html.escape('; '.join(last['changed']))}</td>" if last else "<td>-</td>")
+               f"{date_text(last['started'])[:10]} on {html.escape(str(last['machine_id']))}: "
+               f"{html.escape('; '.join(last['changed']))}</td>" if last else "<td>-</td>")
             + "</tr>")
     index = (f"<h1>pytest-mxperf history</h1><p class='muted'>{len(store.session_ids())} session(s), "
-             f"{len(rows)} cell(s); written {_date(time.time())} UTC</p>"
+             f"{len(rows)} cell(s); written {date_text(time.time())} UTC</p>"
              "<table><tr><th>cell</th><th>latest</th><th>MXNet</th><th>sessions</th><th>steps</th>"
              f"<th>latest change</th></tr>{''.join(rows)}</table>")
     (out / "index.html").write_text(_page("pytest-mxperf history", index))
