@@ -34,7 +34,7 @@ import os
 import select
 import time
 from pathlib import Path
-from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Callable, Dict, Mapping, Optional, Sequence, Tuple
 
 from pytest_mxperf.measure import runner
 from pytest_mxperf.model.measurement import RunResult
