@@ -189,7 +189,7 @@ def baseline_requirement(session: PerfSession) -> str:
     from pytest_mxperf.store.baselines import BaselineError
     machine_id = session.machine["id"]
     where = session.store.path(machine_id)
-    if not session.baseline_doc:
+    if session.baseline is None:
         raise pytest.UsageError(f"--perf-reference baseline: machine {machine_id} has no baseline ({where}): "
                                 "record one with --perf-update-baselines, or give --perf-reference REQ")
     try:

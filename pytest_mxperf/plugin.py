@@ -76,7 +76,7 @@ def pytest_configure(config):
     try:
         # A corrupt or newer-schema baseline is refused now, before anything is measured,
         # and never overwritten.
-        session.baseline_doc = session.store.load(session.machine["id"])
+        session.baseline = session.store.load(session.machine["id"])
     except BaselineError as exc:
         raise pytest.UsageError(str(exc)) from None
     if options.reference == command_line.REFERENCE_BASELINE:

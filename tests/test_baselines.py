@@ -35,6 +35,11 @@ def cell(model="resnet50_v2", batch=8, medians=(10.0, 10.5, 9.5), mode="score", 
     return CellMeasurement(w, runs)
 
 
+def load(machine_id, directory):
+    """The machine's Baseline in ``directory`` (None when it has no file)."""
+    return baseline_store.BaselineStore(directory).load(machine_id)
+
+
 def one_line(exc):
     msg = str(exc)
     assert msg and "\n" not in msg
@@ -59,21 +64,21 @@ def test_update_writes_readable_sorted_file(tmp_path):
               "first_batch_seconds", "software"):
         assert rec[k] is not None, k
     assert rec["rounds"]["n"] == 9
-    assert B.baseline_values(B.load("m-1", tmp_path), c.workload.key()) == pytest.approx(c.process_medians)
-    assert B.load("other", tmp_path) is None
+    assert load("m-1", tmp_path).values(c.workload.key()) == pytest.approx(c.process_medians)
+    assert load("other", tmp_path) is None
 
 
 def test_history_keeps_last_few(tmp_path):
     for i in range(8):
         baseline_store.update("m", [cell(medians=(10.0 + i,))], {}, {}, baselines_dir=tmp_path, history=5)
-    hist = B.load("m", tmp_path)["cells"][cell().workload.key()]["history"]
+    hist = load("m", tmp_path).recordings(cell().workload.key())
     assert [h["median"] for h in hist] == [13.0, 14.0, 15.0, 16.0, 17.0]
 
 
 def test_failed_cells_are_not_recorded(tmp_path):
     c = cell(medians=(), fail=2)
     baseline_store.update("m", [c, cell("alexnet")], {}, {}, baselines_dir=tmp_path)
-    assert list(B.load("m", tmp_path)["cells"]) == [cell("alexnet").workload.key()]
+    assert load("m", tmp_path).keys() == [cell("alexnet").workload.key()]
 
 
 def test_bad_machine_id_rejected(tmp_path):
@@ -94,11 +99,11 @@ def test_merge_never_loses_an_entry(tmp_path, batches):
     for n, models in enumerate(batches):
         baseline_store.update("m", [cell(m, medians=(float(n + 1),)) for m in models], {}, {}, baselines_dir=d, history=3)
         seen |= {Workload(m, batch_size=8).key() for m in models}
-        doc = B.load("m", d)
-        assert set(doc["cells"]) == seen
-    for key, entry in doc["cells"].items():
+        baseline = load("m", d)
+        assert set(baseline.keys()) == seen
+    for key in baseline.keys():
         expected = sum(1 for models in batches if key in {Workload(m, batch_size=8).key() for m in models})
-        assert len(entry["history"]) == min(3, expected)
+        assert len(baseline.recordings(key)) == min(3, expected)
 
 
 # ----------------------------------------------------------------------------- interrupted writes
@@ -152,19 +157,20 @@ def test_interrupted_write_leaves_previous_file_intact(tmp_path, fault, models):
             baseline_store.update("m", [cell(m, medians=(99.0,)) for m in models], {}, {}, baselines_dir=d)
     assert path.read_bytes() == before
     assert [p.name for p in d.iterdir() if p.name.endswith(".tmp")] == []  # temp file cleaned up
-    B.load_path(path)
+    B.Baseline.load(path)
 
 
 WRITER = textwrap.dedent("""
     import sys, json
     from pathlib import Path
-    from pytest_mxperf.store import baseline_store as B
+    from pytest_mxperf.model.jsonio import atomic_write_text
+    from pytest_mxperf.store.baselines import Baseline
     path = Path(sys.argv[1])
-    texts = [B._dumps(json.loads(Path(p).read_text())) for p in sys.argv[2:4]]
+    texts = [Baseline.from_doc(json.loads(Path(p).read_text())).dumps() for p in sys.argv[2:4]]
     print("ready", flush=True)
     i = 0
     while True:
-        B.atomic_write_text(path, texts[i % 2])
+        atomic_write_text(path, texts[i % 2])
         i += 1
 """)
 
@@ -179,7 +185,7 @@ def test_sigkill_during_writes_leaves_old_or_new_content(tmp_path):
     (tmp_path / "a.src").write_text(json.dumps(a))
     (tmp_path / "b.src").write_text(json.dumps(b))
     target = tmp_path / "m.json"
-    baseline_store.atomic_write_text(target, baseline_store._dumps(a))
+    J.atomic_write_text(target, B.Baseline.from_doc(a).dumps())
     assert target.stat().st_size > 500_000
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     mid_write_kills = 0
@@ -194,7 +200,7 @@ def test_sigkill_during_writes_leaves_old_or_new_content(tmp_path):
             proc.wait()
             proc.stdout.close()
         assert proc.returncode == -signal.SIGKILL
-        doc = B.load_path(target)
+        doc = B.Baseline.load(target).to_doc()
         assert doc in (a, b)
         leftovers = list(tmp_path.glob(".m.json.*.tmp"))  # a temp file left = killed mid-write
         for p in leftovers:
@@ -227,9 +233,9 @@ def test_two_processes_updating_at_once_both_end_up_in_the_file(tmp_path):
              for model in ("alexnet", "lenet")]
     for p in procs:
         assert p.wait(timeout=300) == 0
-    doc = B.load("shared", tmp_path)
+    baseline = load("shared", tmp_path)
     expected = {Workload(m, batch_size=i + 1).key() for m in ("alexnet", "lenet") for i in range(n)}
-    assert set(doc["cells"]) == expected
+    assert set(baseline.keys()) == expected
 
 
 # ----------------------------------------------------------------------------- unusable files
@@ -258,13 +264,29 @@ def test_unusable_file_raises_one_line_and_is_never_overwritten(tmp_path, make):
     path, word = make(tmp_path)
     before = path.read_bytes() if path.is_file() else None
     with pytest.raises(B.BaselineError) as ei:
-        B.load("m", tmp_path)
+        load("m", tmp_path)
     msg = one_line(ei.value)
     assert word in msg and str(path) in msg
     with pytest.raises(B.BaselineError):
         baseline_store.update("m", [cell("alexnet")], {}, {}, baselines_dir=tmp_path)
     if before is not None:
         assert path.read_bytes() == before
+
+
+def test_a_document_in_memory_is_checked_like_a_file():
+    with pytest.raises(B.BaselineError) as ei:
+        B.Baseline.from_doc({"schema": B.SCHEMA_VERSION + 1, "cells": {}})
+    assert "newer" in one_line(ei.value)
+    with pytest.raises(B.BaselineError) as ei:
+        B.Baseline.from_doc({"schema": B.SCHEMA_VERSION, "cells": {"k": {"history": [{"process_medians": ["x"]}]}}})
+    assert "non-numeric process_medians" in one_line(ei.value)
+    doc = {"schema": B.SCHEMA_VERSION, "cells": {}}
+    baseline = B.Baseline.from_doc(doc)
+    baseline.add_recordings({cell().workload.key(): baseline_store.summarize_cell(cell())},
+                            {cell().workload.key(): cell().workload.to_dict()})
+    assert doc == {"schema": B.SCHEMA_VERSION, "cells": {}}  # copied, not changed
+    assert baseline.values(cell().workload.key()) == pytest.approx(cell().process_medians)
+    assert baseline.resolution(cell().workload.key()).provisional
 
 
 json_values = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=5),
@@ -274,12 +296,12 @@ json_values = st.recursive(st.none() | st.booleans() | st.integers() | st.floats
 
 def _check_loader(path):
     try:
-        doc = B.load_path(path)
+        baseline = B.Baseline.load(path)
     except B.BaselineError as exc:
         one_line(exc)
         return
-    for key in doc.get("cells", {}):
-        B.baseline_values(doc, key)  # and a loaded doc is usable
+    for key in baseline.keys():
+        baseline.values(key)  # and a loaded baseline is usable
 
 
 @settings(deadline=None, max_examples=200, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -309,15 +331,14 @@ def test_promote_records_a_results_file(tmp_path):
     res = tmp_path / "report" / "results.json"
     c1, c2 = cell(), cell("lenet", 64, mode="train", medians=(5000.0, 5100.0))
     bad = cell("alexnet", medians=(), fail=1)
-    R.dump_results(res, [R.make_record(c1, outcome="passed"), c2, bad],
-                   {"id": "ci-box", "hardware": {"cpu_model": "Y"}},
-                   {"date": "2026-11-22T00:00:00+00:00", "software": {"mxnet_version": "1.9.1"}})
+    R.Results([R.make_record(c1, outcome="passed"), c2, bad], {"id": "ci-box", "hardware": {"cpu_model": "Y"}},
+              {"date": "2026-11-22T00:00:00+00:00", "software": {"mxnet_version": "1.9.1"}}).dump(res)
     baseline_store.update("ci-box", [cell("vgg16")], {}, {}, baselines_dir=tmp_path / "bl")
     out = baseline_store.promote(res, baselines_dir=tmp_path / "bl")
     assert out["machine_id"] == "ci-box" and out["skipped"] == [bad.workload.key()]
-    doc = B.load("ci-box", tmp_path / "bl")
-    assert set(doc["cells"]) == {c1.workload.key(), c2.workload.key(), cell("vgg16").workload.key()}
-    rec = doc["cells"][c2.workload.key()]["history"][-1]
+    baseline = load("ci-box", tmp_path / "bl")
+    assert set(baseline.keys()) == {c1.workload.key(), c2.workload.key(), cell("vgg16").workload.key()}
+    rec = baseline.recordings(c2.workload.key())[-1]
     assert rec["process_medians"] == pytest.approx([5000.0, 5100.0])
     assert rec["date"] == "2026-11-22T00:00:00+00:00" and rec["source"].startswith("promoted")
     out = baseline_store.promote(res, baselines_dir=tmp_path / "bl", machine_id="other-box")
@@ -325,9 +346,9 @@ def test_promote_records_a_results_file(tmp_path):
 
 
 def test_promote_uses_session_start_stamp(tmp_path):
-    res = R.dump_results(tmp_path / "results.json", [cell()], {"id": "box"}, {"started": 1795000000.0})
+    res = R.Results([cell()], {"id": "box"}, {"started": 1795000000.0}).dump(tmp_path / "results.json")
     baseline_store.promote(res, baselines_dir=tmp_path)
-    rec = B.load("box", tmp_path)["cells"][cell().workload.key()]["history"][-1]
+    rec = load("box", tmp_path).recordings(cell().workload.key())[-1]
     assert rec["date"].startswith("2026-11-18")
 
 
@@ -337,16 +358,19 @@ def test_the_committed_baseline_loads_unchanged_and_keeps_its_keys():
 
     from pytest_mxperf.judge import verdict as V
     path = next((Path(__file__).resolve().parent.parent / "baselines").glob("intel-*.json"))
-    doc = B.load_path(path)
+    baseline = B.Baseline.load(path)
     key = Workload("resnet50_v2", batch_size=8).key()
     assert key == "score/resnet50_v2/b8/cpu:0/float32/threads=auto"
-    assert key in doc["cells"]
+    assert key in baseline.keys()
     train_key = Workload("alexnet", mode="train", batch_size=8).key()
-    assert train_key in doc["cells"], sorted(doc["cells"])[:5]
-    values = B.baseline_values(doc, key)
+    assert train_key in baseline.keys(), sorted(baseline.keys())[:5]
+    values = baseline.values(key)
     assert len(values) == 5 and all(v > 0 for v in values)
     # its peak memory (recorded as one number then) is the baseline of the memory figure
-    (rss,) = B.baseline_values(doc, key, "peak_rss_mib")
+    (rss,) = baseline.values(key, "peak_rss_mib")
     assert rss > 100
     assert V.judge([v * 0.7 for v in values] * 2, values, confirmed=True).kind == "regression"
-    assert B.session_medians(doc, key) and B.baseline_states(doc, key) == [None] * 5
+    assert baseline.session_medians(key) and baseline.states(key) == [None] * 5
+    # what it holds is what it writes back: the document round trip changes nothing
+    assert B.Baseline.from_doc(baseline.to_doc()).dumps() == baseline.dumps()
+    assert json.loads(baseline.dumps()) == json.loads(path.read_text())

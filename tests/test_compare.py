@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_mxperf.store import baselines as B
 from pytest_mxperf.cli import compare as C
+from pytest_mxperf.store.baseline_store import BaselineStore
 from pytest_mxperf.store import results as R
 from pytest_mxperf.model.measurement import CellMeasurement, RunResult
 from pytest_mxperf.model.workload import Workload
@@ -23,8 +23,12 @@ def cell(model, medians, env=None, version="1.9.1", batch=8):
 
 
 def write(path, cells, machine_id="box"):
-    return R.dump_results(path, [R.make_record(c) for c in cells], {"id": machine_id, "hardware": {}},
-                          {"software": {"mxnet_version": "1.9.1"}})
+    return R.Results([R.make_record(c) for c in cells], {"id": machine_id, "hardware": {}},
+                     {"software": {"mxnet_version": "1.9.1"}}).dump(path)
+
+
+def load(machine_id, directory):
+    return BaselineStore(directory).load(machine_id)
 
 
 def cli(*args):
@@ -38,15 +42,18 @@ BASE = [30.0, 30.5, 29.5, 30.2, 29.8, 30.1]
 
 def test_results_round_trip(tmp_path):
     c = cell("alexnet", [100.0, 101.0])
-    p = R.dump_results(tmp_path / "r" / "results.json",
-                       [R.make_record(c, floor={"value": 50.0}, verdict={"kind": "unchanged"}, outcome="passed")],
-                       {"id": "box"}, {"date": "d"})
-    doc = R.load_results(p)
+    p = R.Results([R.make_record(c, floor={"value": 50.0}, verdict={"kind": "unchanged"}, outcome="passed")],
+                  {"id": "box"}, {"date": "d"}).dump(tmp_path / "r" / "results.json")
+    res = R.Results.load(p)
+    doc = res.doc
     assert doc["schema"] == R.SCHEMA_VERSION and doc["machine"]["id"] == "box"
     rec = doc["records"][0]
     assert rec["floor"] == {"value": 50.0} and rec["outcome"] == "passed" and rec["verdict"]["kind"] == "unchanged"
-    [back] = R.record_cells(doc)
+    [back] = res.cells()
     assert back.process_medians == pytest.approx(c.process_medians)
+    assert res.machine_id == "box" and res.date == "d" and res.by_key() == {c.workload.key(): rec}
+    # the old names history/__main__.py uses give the same document
+    assert R.load_results(p) == doc and R.markdown_summary(doc) == res.markdown_summary()
 
 
 @pytest.mark.parametrize("content,word", [(b'{"schema": 1, "records": [', "not valid JSON"),
@@ -58,7 +65,7 @@ def test_load_results_errors_are_one_line(tmp_path, content, word):
     p = tmp_path / "results.json"
     p.write_bytes(content)
     with pytest.raises(R.ResultsError) as ei:
-        R.load_results(p)
+        R.Results.load(p)
     assert word in str(ei.value) and str(p) in str(ei.value) and "\n" not in str(ei.value)
 
 
@@ -90,11 +97,11 @@ def test_compare_cli_bad_input_exit_2(tmp_path):
         assert out.stdout == "" and len(out.stderr.strip().splitlines()) == 1
 
 
-def test_compare_docs_same_statistics_as_verdict(tmp_path):
+def test_compare_results_same_statistics_as_verdict(tmp_path):
     from pytest_mxperf.judge import verdict as V
-    old = R.load_results(write(tmp_path / "o.json", [cell("resnet50_v2", BASE)]))
-    new = R.load_results(write(tmp_path / "n.json", [cell("resnet50_v2", [x * 0.9 for x in BASE])]))
-    [(k, v)] = C.compare_docs(old, new).items()
+    old = R.Results.load(write(tmp_path / "o.json", [cell("resnet50_v2", BASE)]))
+    new = R.Results.load(write(tmp_path / "n.json", [cell("resnet50_v2", [x * 0.9 for x in BASE])]))
+    [(k, v)] = C.compare_results(old, new).items()
     direct = V.judge([x * 0.9 for x in BASE], BASE, confirmed=True)  # offline: nothing to re-measure
     assert (v.kind, v.change, v.p_value) == (direct.kind, pytest.approx(direct.change), pytest.approx(direct.p_value))
 
@@ -104,7 +111,7 @@ def test_promote_cli(tmp_path):
     out = cli("promote", res, "--baselines-dir", tmp_path / "bl")
     assert out.returncode == 0, out.stderr
     assert "promoted 1 cell" in out.stdout
-    assert B.baseline_values(B.load("ci-1", tmp_path / "bl"), Workload("resnet50_v2", batch_size=8).key())
+    assert load("ci-1", tmp_path / "bl").values(Workload("resnet50_v2", batch_size=8).key())
     out = cli("promote", res, "--baselines-dir", tmp_path / "bl", "--machine", "Bad/Name")
     assert out.returncode == 2 and "\n" not in out.stderr.strip()
     (tmp_path / "bl" / "ci-1.json").write_text('{"schema": 1, "cells": ')
@@ -119,11 +126,11 @@ def test_promote_keeps_the_operator_profiles_of_a_profiled_run(tmp_path):
     profile = {"status": "ok", "batches": 5, "trace_path": "/tmp/t.json", "meta": {"mxnet_version": "1.9.1"},
                "operators": [{"name": "_sg_mkldnn_conv", "calls": 5, "total_ms": 500.0, "ms_per_batch": 100.0,
                               "share": 0.9}]}
-    res = R.dump_results(tmp_path / "results.json", [R.make_record(cell("resnet50_v2", BASE))],
-                         {"id": "ci-1", "hardware": {}},
-                         {"software": {"mxnet_version": "1.9.1"}, "profiles": {key: profile}})
+    res = R.Results([R.make_record(cell("resnet50_v2", BASE))], {"id": "ci-1", "hardware": {}},
+                    {"software": {"mxnet_version": "1.9.1"}, "profiles": {key: profile}})
+    res = res.dump(tmp_path / "results.json")
     assert cli("promote", res, "--baselines-dir", tmp_path / "bl").returncode == 0
-    kept = B.baseline_profile(B.load("ci-1", tmp_path / "bl"), key)
+    kept = load("ci-1", tmp_path / "bl").profile(key)
     assert kept["operators"][0]["name"] == "_sg_mkldnn_conv" and kept["batches"] == 5
 
 

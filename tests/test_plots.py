@@ -8,7 +8,6 @@ from pytest_mxperf.model.measurement import CellMeasurement, RunResult
 from pytest_mxperf.model.workload import Workload
 from pytest_mxperf.output.plots import plot_throughput
 from pytest_mxperf.store import baseline_store
-from pytest_mxperf.store import baselines as B
 
 pytest.importorskip("matplotlib")
 
@@ -24,8 +23,8 @@ def test_one_png_per_model_and_mode(tmp_path):
     cells += [cell("alexnet", b, [30.0 * b, 31.0 * b]) for b in (1, 8)]
     cells += [cell("lenet", 64, [5000.0], mode="train")]
     baseline_store.update("m", cells[:3], {}, {}, baselines_dir=tmp_path / "bl")
-    doc = B.load("m", tmp_path / "bl")
-    paths = plot_throughput([c.to_dict() for c in cells], doc, tmp_path / "plots")
+    baseline = baseline_store.BaselineStore(tmp_path / "bl").load("m")
+    paths = plot_throughput([c.to_dict() for c in cells], baseline, tmp_path / "plots")
     names = sorted(p.name for p in paths)
     assert names == ["throughput-alexnet-score.png", "throughput-lenet-train.png", "throughput-resnet50_v2-score.png"]
     for p in paths:

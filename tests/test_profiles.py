@@ -221,21 +221,22 @@ def test_a_recorded_baseline_keeps_the_profile_and_gives_it_back(tmp_path):
     key = cell.workload.key()
     kept = kept_profiles.summary(worker_result([op("_sg_mkldnn_conv", 0.7, calls=20, total_ms=7.0, share=0.8)]))
     path = baseline_store.update("box", [cell], baselines_dir=tmp_path, profiles={key: kept})
-    doc = baselines.load("box", tmp_path)
-    assert doc["cells"][key]["history"][-1]["profile"]["operators"][0]["name"] == "_sg_mkldnn_conv"
-    got = baselines.baseline_profile(doc, key)
+    store = baseline_store.BaselineStore(tmp_path)
+    baseline = store.load("box")
+    assert baseline.recordings(key)[-1]["profile"]["operators"][0]["name"] == "_sg_mkldnn_conv"
+    got = baseline.profile(key)
     assert got["operators"] == kept["operators"] and got["date"]
     # a later recording without a profile (pool "add") still compares with the kept one;
     # a "replace" recording without one starts a comparison set that has none
     baseline_store.update("box", [cell], baselines_dir=tmp_path, pool="add")
-    assert baselines.baseline_profile(baselines.load("box", tmp_path), key)["operators"] == kept["operators"]
+    assert store.load("box").profile(key)["operators"] == kept["operators"]
     baseline_store.update("box", [cell], baselines_dir=tmp_path)
-    assert baselines.baseline_profile(baselines.load("box", tmp_path), key) is None
+    assert store.load("box").profile(key) is None
     doc = json.loads(path.read_text())
     doc["cells"][key]["history"][-1]["profile"] = "not an object"
     path.write_text(json.dumps(doc))
     with pytest.raises(baselines.BaselineError, match="profile that is not an object"):
-        baselines.load("box", tmp_path)
+        store.load("box")
 
 
 def test_the_failure_message_sets_the_profile_beside_the_baselines():

@@ -36,6 +36,7 @@ from pytest_mxperf.model.options import PerfOptions
 from pytest_mxperf.model.workload import Workload
 from pytest_mxperf.outcome import finish as gate
 from pytest_mxperf.store import baseline_store
+from pytest_mxperf.store.baselines import Baseline
 
 DATA_DIR = Path(__file__).resolve().parent.parent / "benchmarks" / "data"
 QUIET = sorted(DATA_DIR.glob("replay-*-quiet.json"))
@@ -94,7 +95,7 @@ def simulate(base_pools, cur_pools, scale, rng, resamples=RESAMPLES):
             cell = remeasure(2)
             records.append(CellRecord("replay", cell, remeasure=remeasure))
         s = PerfSession(PerfOptions(machine_probe=False))
-        s.records, s.baseline_doc, s.machine = records, doc, {"id": "replay"}
+        s.records, s.baseline, s.machine = records, Baseline.from_doc(doc), {"id": "replay"}
         with no_profile_worker():  # a replayed session has no worker to profile
             out = gate.finish_session(s)
         kinds = {k: v.kind for k, v in out.verdicts.items() if "#" not in k}

@@ -12,7 +12,7 @@ confirmation path included) on synthetic lognormal per-process figures. The mach
 
 The baseline is recorded the way baselines/README.md says (one ``--perf-update-baselines``
 session, then ``=add`` sessions at other times, 5 processes each) through
-``baseline_store.merge_recordings``, which states each cell's resolution; a current session runs
+``Baseline.add_recordings``, which states each cell's resolution; a current session runs
 2 processes per cell and the gate re-measures its suspects from the same session.
 
 What is asserted:
@@ -82,8 +82,8 @@ class Machine:
 
 
 def record(machine, sessions):
-    """A baseline document as --perf-update-baselines then (sessions - 1) x =add write it."""
-    doc = {"schema": baselines.SCHEMA_VERSION, "machine_id": "sim", "cells": {}}
+    """A baseline as --perf-update-baselines then (sessions - 1) x =add write it."""
+    baseline = baselines.Baseline.new("sim")
     for s in range(sessions):
         centres = machine.session()
         recs, wls = {}, {}
@@ -92,8 +92,8 @@ def record(machine, sessions):
             recs[w.key()] = baseline_store.summarize_cell(cell, pool="replace" if s == 0 else "add",
                                                      requirement="mxnet==1.9.1")
             wls[w.key()] = w.to_dict()
-        baseline_store.merge_recordings(doc, recs, wls)
-    return doc
+        baseline.add_recordings(recs, wls)
+    return baseline
 
 
 def run_session(machine, doc, effects=None, fail_on=None):
@@ -109,7 +109,7 @@ def run_session(machine, doc, effects=None, fail_on=None):
         records.append(CellRecord("sim", remeasure(2), remeasure=remeasure))
     options = PerfOptions(machine_probe=False, **({"fail_on": parse_fail_on(fail_on)} if fail_on else {}))
     s = PerfSession(options)
-    s.records, s.baseline_doc, s.machine = records, doc, {"id": "sim"}
+    s.records, s.baseline, s.machine = records, doc, {"id": "sim"}
     with no_profile_worker():  # a simulated session has no worker to profile
         return gate.finish_session(s)
 
@@ -289,16 +289,16 @@ def test_a_recording_states_its_resolution_and_install(tmp_path):
     store = baseline_store.BaselineStore(tmp_path)
     store.update("m", [_cell("lenet", [100.0, 101.0, 99.0, 100.5, 99.5])], requirement="mxnet==1.9.1")
     key = _cell("lenet", [1.0]).workload.key()
-    doc = store.load("m")
-    rec = doc["cells"][key]["history"][-1]
-    assert rec["mxnet_requirement"] == doc["mxnet_requirement"] == "mxnet==1.9.1"
+    baseline = store.load("m")
+    rec = baseline.recordings(key)[-1]
+    assert rec["mxnet_requirement"] == baseline.mxnet_requirement == "mxnet==1.9.1"
     assert rec["resolution"]["throughput"]["provisional"] is True
     assert store.resolution("m", key).provisional
     assert store.recorded_requirement("m") == "mxnet==1.9.1"
     store.update("m", [_cell("lenet", [92.0, 93.0, 91.0, 92.5, 91.5])], pool="add", requirement="mxnet==1.9.1")
     res = store.resolution("m", key)
     assert res.basis == "sessions" and res.sessions == 2 and res.df == 1
-    assert store.load("m")["cells"][key]["history"][-1]["resolution"]["throughput"]["sessions"] == 2
+    assert store.load("m").recordings(key)[-1]["resolution"]["throughput"]["sessions"] == 2
     # a new comparison set starts over, provisional again
     store.update("m", [_cell("lenet", [100.0, 101.0, 99.0, 100.5, 99.5])], requirement="mxnet==1.9.1")
     assert store.resolution("m", key).provisional
@@ -334,8 +334,8 @@ def test_a_file_recorded_before_resolutions_loads_and_gets_the_same_resolution(t
     # the committed baseline (recorded before all this) loads, provisional
     from pathlib import Path
     committed = next((Path(__file__).resolve().parent.parent / "baselines").glob("intel-*.json"))
-    old = baselines.load_path(committed)
-    summ = baselines.resolution_summary(old)
+    old = baselines.Baseline.load(committed)
+    summ = old.resolution_summary()
     assert summ["cells"] > 30 and summ["provisional"] == summ["cells"]
     # a newer schema is still refused in one line
     doc["schema"] = baselines.SCHEMA_VERSION + 1

@@ -25,7 +25,7 @@ from pytest_mxperf.model.measurement import (
     metric_key,
     split_metric_key,
 )
-from pytest_mxperf.store.results import ResultsError, load_results, records_by_key
+from pytest_mxperf.store.results import Results, ResultsError
 
 
 def _spread_pct(rec: Dict[str, Any]) -> str:
@@ -56,11 +56,11 @@ def _cell(rec: Optional[Dict[str, Any]]):
     return CellMeasurement.from_dict(rec) if rec else None
 
 
-def compare_docs(old: Dict[str, Any], new: Dict[str, Any], *, min_effect: float = thresholds.MIN_EFFECT,
-                 q: float = thresholds.FDR_Q) -> Dict[str, V.Verdict]:
+def compare_results(old: Results, new: Results, *, min_effect: float = thresholds.MIN_EFFECT,
+                    q: float = thresholds.FDR_Q) -> Dict[str, V.Verdict]:
     """Verdicts for every judged figure of every cell in ``new`` against the same cell in
     ``old`` (key = cell key, ``#metric`` for figures besides the primary one)."""
-    olds, news = records_by_key(old), records_by_key(new)
+    olds, news = old.by_key(), new.by_key()
     comparisons = {}
     for k, rec in news.items():
         cur, base = _cell(rec), _cell(olds.get(k))
@@ -81,8 +81,8 @@ def compare_docs(old: Dict[str, Any], new: Dict[str, Any], *, min_effect: float 
     return out
 
 
-def comparison_table(old: Dict[str, Any], new: Dict[str, Any], verdicts: Dict[str, V.Verdict]) -> str:
-    olds, news = records_by_key(old), records_by_key(new)
+def comparison_table(old: Results, new: Results, verdicts: Dict[str, V.Verdict]) -> str:
+    olds, news = old.by_key(), new.by_key()
     rows = [("figure", "unit", "old", "new", "change", "p", "verdict")]
     for k, v in verdicts.items():
         cell_key, metric = split_metric_key(k)
@@ -132,8 +132,8 @@ def _compare(argv: List[str]) -> int:
     ap.add_argument("--min-effect", type=float, default=thresholds.MIN_EFFECT)
     ap.add_argument("--fdr", type=float, default=thresholds.FDR_Q, help="Benjamini-Hochberg rate")
     args = ap.parse_args(argv)
-    old, new = load_results(args.old), load_results(args.new)
-    verdicts = compare_docs(old, new, min_effect=args.min_effect, q=args.fdr)
+    old, new = Results.load(args.old), Results.load(args.new)
+    verdicts = compare_results(old, new, min_effect=args.min_effect, q=args.fdr)
     print(comparison_table(old, new, verdicts))
     return 1 if any(v.failed for v in verdicts.values()) else 0
 

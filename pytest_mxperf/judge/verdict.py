@@ -8,7 +8,7 @@ are in ``stats.py``; this module only decides.
 Baseline mode, rule ``processes`` (throughput, latency, kvstore seconds, cluster
 samples/s, seconds to accuracy). Each figure has a **resolution** (``Resolution``): the
 smallest change of it this machine can tell from its own drift between sessions, stated by
-the baseline (``baselines.cell_resolution``). When the baseline pools k >= 2 recorded
+the baseline (``Baseline.resolution``). When the baseline pools k >= 2 recorded
 sessions (``--perf-update-baselines=add``) it comes from the spread of the figure's session
 medians (sample SD s of their logs, k - 1 degrees of freedom): a new session's median falls
 below the baseline by more than ``t(k-1, 0.975) x s x sqrt(1 + 1/k)`` (in logs) by drift

@@ -28,6 +28,7 @@ from pytest_mxperf.model.options import PerfOptions
 from pytest_mxperf.model.workload import Workload
 from pytest_mxperf.proc import worker
 from pytest_mxperf.store.baseline_store import BaselineStore
+from pytest_mxperf.store.baselines import Baseline
 
 #: a probe younger than this is reused as the next process's "before" probe
 PROBE_REUSE_SECONDS = 2.0
@@ -84,7 +85,7 @@ class PerfSession:
         self.session_id = uuid.uuid4().hex  # the session's id in results.json and the history store
         self.machine: Dict[str, Any] = {"id": "unknown"}
         self.store = BaselineStore(options.baselines_dir)
-        self.baseline_doc: Optional[Dict[str, Any]] = None
+        self.baseline: Optional[Baseline] = None  # this machine's, loaded when the session starts
         self.end_messages: List[str] = []  # what the end of the session said (``ended``)
         self.deselected_slow = 0
         self.outcome = None  # the end of the session's outcome (``ended``)

@@ -44,7 +44,8 @@ from pytest_mxperf.outcome.session_files import (
     results_document,
     write_report,
 )
-from pytest_mxperf.store import baseline_store, baselines, kept_profiles
+from pytest_mxperf.store import baseline_store, kept_profiles
+from pytest_mxperf.store.baselines import BaselineError
 
 # ----------------------------------------------------------------------------- the session
 
@@ -90,7 +91,7 @@ def end_session(session: PerfSession) -> str:
 
 def finish_session(session: PerfSession) -> GateOutcome:
     options = session.options
-    doc = session.baseline_doc
+    baseline = session.baseline
     machine = session.machine
     out = GateOutcome(messages=[])
     if options.reference:
@@ -98,10 +99,10 @@ def finish_session(session: PerfSession) -> GateOutcome:
     cells = session_cells(session)
     if not cells:
         return out
-    reference = label_machine_states(cells, None if options.reference else doc)
+    reference = label_machine_states(cells, None if options.reference else baseline)
     if options.reference:
         out.verdicts = judge_ab(session, cells, out)
-    elif doc is None:
+    elif baseline is None:
         path = session.store.path(machine["id"])
         if options.update_baselines:
             out.messages.append(f"mxperf: no baseline existed for this machine ({machine['id']}); "
@@ -115,7 +116,7 @@ def finish_session(session: PerfSession) -> GateOutcome:
                 out.failed = True
                 out.messages.append("mxperf: failing the session: no baseline (--perf-fail-on no-baseline)")
     else:
-        out.verdicts = judge_baseline(session, cells, doc, reference, out)
+        out.verdicts = judge_baseline(session, cells, baseline, reference, out)
     _advise(cells, out)
     profile_lines = _profile(session, cells, out)
     _say_verdicts(out, session, profile_lines)
@@ -207,9 +208,9 @@ def _profile(session: PerfSession, cells: Dict[str, CellRecord], out: GateOutcom
             reference = run(key, options.reference, rec.cell.reference or rec.cell.ok_runs, "reference")
             lines += profiles.failure_lines(key, failing[key], current, reference, side="reference")
         else:
-            doc = session.baseline_doc
-            base = baselines.baseline_profile(doc, key)
-            missing = ("this machine has no baseline" if doc is None else
+            baseline = session.baseline
+            base = baseline.profile(key) if baseline is not None else None
+            missing = ("this machine has no baseline" if baseline is None else
                        "the baseline has no operator profile for this cell (recorded before profiles were kept: "
                        "re-record with --perf-update-baselines)")
             lines += profiles.failure_lines(key, failing[key], current, base, side="baseline", missing=missing)
@@ -298,10 +299,10 @@ def _record(session: PerfSession, cells: Dict[str, CellRecord], out: GateOutcome
 def _resolution_lines(session: PerfSession, keys: Sequence[str], requirement: Optional[str]) -> List[str]:
     """What the recording says about this machine's resolution, and the install it measured."""
     try:
-        doc = session.store.load(session.machine["id"])
-    except baselines.BaselineError:
+        baseline = session.store.load(session.machine["id"])
+    except BaselineError:
         return []
-    summ = baselines.resolution_summary(doc, keys)
+    summ = baseline.resolution_summary(keys) if baseline is not None else {"cells": 0}
     lines = []
     if summ["cells"]:
         spread = (f"median {100 * summ['median']:.1f}%, largest {100 * summ['largest']:.1f}% "

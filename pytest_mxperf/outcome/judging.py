@@ -20,7 +20,8 @@ from pytest_mxperf.judge import (
 from pytest_mxperf.judge import verdict as vd
 from pytest_mxperf.measure.session import CellRecord, PerfSession
 from pytest_mxperf.model.measurement import cell_of, metric_key
-from pytest_mxperf.store import baseline_store, baselines
+from pytest_mxperf.store import baseline_store
+from pytest_mxperf.store.baselines import Baseline, BaselineError
 
 
 @dataclasses.dataclass
@@ -80,17 +81,15 @@ def _all_runs(cells: Dict[str, CellRecord]):
         yield from rec.cell.reference or []
 
 
-def label_machine_states(cells: Dict[str, CellRecord], doc: Optional[Dict[str, Any]]) -> Optional[Dict[str, float]]:
-    """Label every process quiet / slowed / unknown against one reference; returns it."""
+def label_machine_states(cells: Dict[str, CellRecord], baseline: Optional[Baseline]) -> Optional[Dict[str, float]]:
+    """Label every process quiet / slowed / unknown against one reference (from this
+    session's probes and the ones ``baseline`` recorded); returns it."""
     probes = []
     for run in _all_runs(cells):
         ms = run.machine_state
         probes += [p for p in (ms.get("probe_before"), ms.get("probe_after")) if p]
-    for entry in ((doc or {}).get("cells") or {}).values():
-        for rec in entry.get("history") or []:
-            for ms in rec.get("process_probes") or []:
-                if isinstance(ms, dict):
-                    probes += [p for p in (ms.get("probe_before"), ms.get("probe_after")) if p]
+    for ms in baseline.process_probes() if baseline is not None else ():
+        probes += [p for p in (ms.get("probe_before"), ms.get("probe_after")) if p]
     if not probes:
         return None
     reference = machine_states.reference_from(probes)
@@ -106,31 +105,10 @@ def _reasons(runs) -> List[str]:
     return [r.machine_state.get("reason") for r in runs if r.state in (machine_states.SLOWED, machine_states.SPELL)]
 
 
-def _baseline_states(doc, key: str, reference) -> Optional[List[Optional[str]]]:
-    """The baseline's labels, relabelled against this session's reference when its probes
-    were recorded, else as recorded."""
-    out: List[Optional[str]] = []
-    for rec in baselines.comparison_set(doc, key):
-        n = len(rec["process_medians"])
-        probes = rec.get("process_probes")
-        states = rec.get("process_states")
-        if reference and isinstance(probes, list) and len(probes) == n:
-            for ms in probes:
-                if isinstance(ms, dict):
-                    out.append(machine_states.label(ms.get("probe_before"), ms.get("probe_after"),
-                                                   ms.get("load"), reference).state)
-                else:
-                    out.append(None)
-        elif isinstance(states, list) and len(states) == n:
-            out.extend(states)
-        else:
-            out.extend([None] * n)
-    return out
-
-
 # ----------------------------------------------------------------------------- baseline mode
 
-def comparisons(cells: Dict[str, CellRecord], doc, reference, confirmed: set) -> Dict[str, vd.Comparison]:
+def comparisons(cells: Dict[str, CellRecord], baseline: Baseline, reference, confirmed: set
+                ) -> Dict[str, vd.Comparison]:
     out = {}
     for key, rec in cells.items():
         cell = rec.cell
@@ -145,21 +123,24 @@ def comparisons(cells: Dict[str, CellRecord], doc, reference, confirmed: set) ->
             # or provisional); not the whole history, whose sessions may straddle a change
             out[metric_key(key, m.name, mode)] = vd.Comparison(
                 metric=m, current=[r.value(m.name) for r in ok],
-                baseline=baselines.baseline_values(doc, key, None if primary else m.name) or [],
+                baseline=baseline.values(key, None if primary else m.name) or [],
                 current_states=machine_states.states(ok),
-                baseline_states=_baseline_states(doc, key, reference) if primary else None,
+                # the baseline's labels, relabelled against this session's reference when its
+                # probes were recorded, else as recorded
+                baseline_states=(baseline.states(key, reference) or []) if primary else None,
                 session_medians=(),
                 screened=screened, confirmed=key in confirmed, state_reasons=_reasons(ok),
                 spell_depth=machine_states.spell_depth(ok, reference),
-                resolution=(baselines.cell_resolution(doc, key, None if primary else m.name)
+                resolution=(baseline.resolution(key, None if primary else m.name)
                             if m.rule == "processes" else None))
     return out
 
 
-def judge_baseline(session: PerfSession, cells, doc, reference, out: GateOutcome) -> Dict[str, vd.Verdict]:
+def judge_baseline(session: PerfSession, cells, baseline: Baseline, reference, out: GateOutcome
+                   ) -> Dict[str, vd.Verdict]:
     options = session.options
     confirmed: set = set()
-    verdicts = vd.judge_session(comparisons(cells, doc, reference, confirmed), min_effect=options.min_effect)
+    verdicts = vd.judge_session(comparisons(cells, baseline, reference, confirmed), min_effect=options.min_effect)
     if not options.smoke and not options.update_baselines:
         # Re-measure suspects; judging again can make another cell a suspect (BH across
         # cells), so repeat until none is left. After that, nothing stays "suspect": a
@@ -174,14 +155,14 @@ def judge_baseline(session: PerfSession, cells, doc, reference, out: GateOutcome
                 if missing > 0 and rec.remeasure is not None:
                     rec.cell.runs.extend(rec.remeasure(missing).runs)
                 confirmed.add(key)
-            reference = label_machine_states(cells, doc) or reference
-            verdicts = vd.judge_session(comparisons(cells, doc, reference, confirmed),
+            reference = label_machine_states(cells, baseline) or reference
+            verdicts = vd.judge_session(comparisons(cells, baseline, reference, confirmed),
                                         min_effect=options.min_effect)
         out.confirmed = len(confirmed)
     software = software_facts(r for rec in cells.values() for r in rec.cell.ok_runs)
     for key, rec in cells.items():
         v = verdicts.get(key)
-        base = baselines.latest_recording(doc, key)
+        base = baseline.latest(key)
         if v is None or base is None:
             continue
         summary = baseline_store.summarize_cell(rec.cell)
@@ -194,25 +175,26 @@ def judge_baseline(session: PerfSession, cells, doc, reference, out: GateOutcome
         note = context_diff.startup_note(summary, base)
         if note:
             v.notes.append(note)
-        trend = baselines.session_medians(doc, key)
+        trend = baseline.session_medians(key)
         if len(trend) >= 2:
             v.notes.append("trend over recorded sessions: " + " ".join(f"{x:.4g}" for x in trend)
                            + f" -> {rec.cell.median_or_none:.4g} now")
-    _resolution_headline(session, verdicts, doc, out)
+    _resolution_headline(session, verdicts, baseline, out)
     return verdicts
 
 
-def _reference_hint(session: PerfSession, doc, keys: Sequence[str]) -> str:
+def _reference_hint(session: PerfSession, baseline: Baseline, keys: Sequence[str]) -> str:
     """How to settle what the baseline cannot: an A/B run against the install it recorded."""
     try:
-        req = baselines.recorded_requirement(doc, keys)
-    except baselines.BaselineError:
+        req = baseline.recorded_requirement(keys)
+    except BaselineError:
         req = None
     against = f" ({req}, the install the baseline was recorded with)" if req else ""
     return f"use A/B: --perf-reference baseline{against}, or --perf-reference REQ for another install"
 
 
-def _resolution_headline(session: PerfSession, verdicts: Dict[str, vd.Verdict], doc, out: GateOutcome) -> None:
+def _resolution_headline(session: PerfSession, verdicts: Dict[str, vd.Verdict], baseline: Baseline,
+                         out: GateOutcome) -> None:
     """First in the summary: slowdowns the baseline cannot decide (below this machine's
     resolution; beyond it but not significant across the session), whether the resolution
     is provisional, and the failure policy for them (``--perf-fail-on`` below-resolution,
@@ -235,14 +217,14 @@ def _resolution_headline(session: PerfSession, verdicts: Dict[str, vd.Verdict], 
         widest = max((v.resolution or {}).get("value") or 0.0 for v in below.values())
         lines.append(f"mxperf: BELOW RESOLUTION: {len(below)} slowdown(s) below this machine's resolution of up to "
                      f"{100 * widest:.1f}%: the baseline cannot tell them from the machine's drift between "
-                     f"sessions; {_reference_hint(session, doc, undecided)}"
+                     f"sessions; {_reference_hint(session, baseline, undecided)}"
                      + ("" if "below-resolution" in options.fail_on
                         else " (not failing; --perf-fail-on +below-resolution fails on them)"))
         lines += [item(k, v) for k, v in below.items()]
     if unclear:
         lines.append(f"mxperf: UNCLEAR: {len(unclear)} slowdown(s) beyond the resolution but not significant across "
                      f"the session's {tested} tested figure(s) (false discovery rate {thresholds.FDR_Q}); re-run, or "
-                     f"{_reference_hint(session, doc, undecided)}"
+                     f"{_reference_hint(session, baseline, undecided)}"
                      + ("" if "unclear" in options.fail_on else " (not failing; --perf-fail-on +unclear fails on them)"))
         lines += [item(k, v) for k, v in unclear.items()]
     judged = [v for v in verdicts.values() if v.resolution]

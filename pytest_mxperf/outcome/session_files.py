@@ -74,11 +74,11 @@ def provisional_verdicts(session: PerfSession) -> Dict[str, vd.Verdict]:
     options = session.options
     if options.reference:
         return judge_ab_once(cells, set(), options.min_effect)
-    doc = session.baseline_doc
-    if doc is None or not cells:
+    baseline = session.baseline
+    if baseline is None or not cells:
         return {}
-    reference = label_machine_states(cells, doc)
-    return vd.judge_session(comparisons(cells, doc, reference, set()), min_effect=options.min_effect)
+    reference = label_machine_states(cells, baseline)
+    return vd.judge_session(comparisons(cells, baseline, reference, set()), min_effect=options.min_effect)
 
 
 def results_document(session: PerfSession, out: GateOutcome, final: bool = True) -> Dict[str, Any]:
@@ -114,17 +114,16 @@ def write_report(session: PerfSession, out: GateOutcome, final: bool = True,
     """results.json and summary.md (and, when ``final``, the plots) into --perf-report DIR."""
     from pytest_mxperf.model.jsonio import atomic_write_text
     from pytest_mxperf.output import plots
-    from pytest_mxperf.store import results
+    from pytest_mxperf.store.results import Results
     out_dir = Path(session.options.report_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    doc = doc or results_document(session, out, final)
-    records = doc["records"]
-    files = [str(results.dump_results(out_dir / "results.json", doc["records"], doc["machine"], doc["session"]))]
+    results = Results.from_doc(doc or results_document(session, out, final))
+    files = [str(results.dump(out_dir / "results.json"))]
     summary = out_dir / "summary.md"
-    atomic_write_text(summary, "\n".join(results.markdown_summary(doc, final=final)) + "\n")
+    atomic_write_text(summary, "\n".join(results.markdown_summary(final=final)) + "\n")
     files.append(str(summary))
     if final:
-        files += [str(p) for p in plots.plot_throughput(records, session.baseline_doc, out_dir)]
+        files += [str(p) for p in plots.plot_throughput(results.records, session.baseline, out_dir)]
     return files
 
 

@@ -11,9 +11,12 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 from pathlib import Path
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from pytest_mxperf.model.measurement import CellMeasurement
+
+if TYPE_CHECKING:
+    from pytest_mxperf.store.baselines import Baseline
 
 PLOTTED_MODES = ("score", "train")
 
@@ -45,14 +48,14 @@ def _safe(name: str) -> str:
 
 
 def plot_throughput(records: Sequence[Union[CellMeasurement, Mapping[str, Any]]],
-                    baseline_cells: Optional[Mapping[str, Any]], out_dir: Union[str, Path],
+                    baseline: Optional["Baseline"], out_dir: Union[str, Path],
                     tables=None) -> List[Path]:
     """Write ``<out_dir>/throughput-<model>-<mode>.png`` per (model, mode) measured; return the paths.
 
     Only score and train cells with a median are plotted (other modes measure other units).
 
     ``records``: results records (``CellMeasurement.to_dict()`` dicts) or CellMeasurements.
-    ``baseline_cells``: a loaded baseline document or its ``"cells"`` mapping (may be None).
+    ``baseline``: the machine's ``Baseline`` (may be None).
     """
     import matplotlib
     matplotlib.use("Agg")
@@ -61,9 +64,6 @@ def plot_throughput(records: Sequence[Union[CellMeasurement, Mapping[str, Any]]]
 
     from pytest_mxperf.judge.floors import documented_curves
 
-    if baseline_cells and "cells" in baseline_cells and "schema" in baseline_cells:
-        baseline_cells = baseline_cells["cells"]
-    baseline_cells = baseline_cells or {}
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
 
@@ -75,9 +75,9 @@ def plot_throughput(records: Sequence[Union[CellMeasurement, Mapping[str, Any]]]
                 and isinstance(r.get("median"), (int, float)):
             ours[(w["model"], w.get("mode", "score"))].append((w, r.get("median"), r.get("spread")))
     base: Dict[Tuple[str, str], list] = defaultdict(list)
-    for key, entry in baseline_cells.items():
-        w = (entry or {}).get("workload") or {}
-        hist = [h for h in (entry or {}).get("history") or [] if h.get("median") is not None]
+    for key in baseline.keys() if baseline is not None else ():
+        w = baseline.workload(key)
+        hist = [h for h in baseline.recordings(key) if h.get("median") is not None]
         if "model" in w and "batch_size" in w and hist:
             base[(w["model"], w.get("mode", "score"))].append((w, hist[-1]["median"], hist[-1].get("spread")))
 

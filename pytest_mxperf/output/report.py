@@ -221,7 +221,7 @@ def session_lines(session, outcome) -> List[str]:
                 software = (f"mxnet {run.meta['mxnet_version']}, python {run.meta.get('python')}, "
                             f"OpenMP threads {(run.meta.get('threads') or {}).get('openmp')}")
             env = run.env or env
-    doc = session.baseline_doc
+    baseline = session.baseline
     sides = []
     if session.options.reference and outcome:
         for side, facts in outcome.sides.items():
@@ -230,8 +230,8 @@ def session_lines(session, outcome) -> List[str]:
                          + (f"; {recorded}, the install this machine's baseline was recorded with" if recorded else "")
                          + f"); features: {','.join(facts.get('features') or []) or '?'}")
     context = {"hardware": hardware.summary(), "software": software, "machine_id": session.machine.get("id"),
-               "baseline": (f"{session.store.path(session.machine['id'])} ({len(doc.get('cells') or {})} cells)"
-                            if doc else None),
+               "baseline": (f"{session.store.path(session.machine['id'])} ({len(baseline.keys())} cells)"
+                            if baseline is not None else None),
                "sides": sides,
                "env": ", ".join(f"{k}={v}" for k, v in sorted(env.items())) or "(none recorded)",
                "headline": list(outcome.headline) if outcome else [],

@@ -1,13 +1,11 @@
 """Writing a machine's baseline: a session's cells summarised into recordings
-(summarize_cell), merged into the file under a file lock and written atomically
-(update, promote from a results.json); BaselineStore ties reading
-(baselines.py: the file format and what a loaded baseline holds) and writing to one
-directory."""
+(summarize_cell), added to the file's ``Baseline`` under a file lock and written atomically
+(write_recordings: update, promote from a results.json); BaselineStore ties reading
+(baselines.py: ``Baseline``, the file format and what a loaded baseline holds) and writing
+to one directory."""
 
 from __future__ import annotations
 
-import datetime as _dt
-import json
 import statistics
 from pathlib import Path
 from typing import Any, Dict, Iterable, Mapping, Optional, Sequence
@@ -15,20 +13,16 @@ from typing import Any, Dict, Iterable, Mapping, Optional, Sequence
 from pytest_mxperf.model.jsonio import atomic_write_text
 from pytest_mxperf.model.measurement import CellMeasurement
 from pytest_mxperf.model.stats import quantile
+from pytest_mxperf.judge import resolution
 from pytest_mxperf.store.baselines import (
     HISTORY,
     LOCK_TIMEOUT,
-    SCHEMA_VERSION,
+    Baseline,
     BaselineError,
     PathLike,
-    annotate_resolution,
     baseline_path,
-    cell_resolution,
     default_dir,
-    load,
-    load_path,
     now_iso,
-    recorded_requirement,
 )
 
 
@@ -95,52 +89,28 @@ def summarize_cell(cell: CellMeasurement, software: Optional[Mapping[str, Any]] 
     return rec
 
 
-def _dumps(doc: Mapping[str, Any]) -> str:
-    return json.dumps(doc, indent=1, sort_keys=True, allow_nan=False) + "\n"
-
-
 def _lock(path: Path):
     from filelock import FileLock
     return FileLock(str(path) + ".lock", timeout=LOCK_TIMEOUT)
-
-
-def merge_recordings(doc: Dict[str, Any], recordings: Mapping[str, Mapping[str, Any]],
-                     workloads: Mapping[str, Mapping[str, Any]], history: int = HISTORY) -> Dict[str, Any]:
-    """Append each recording to its cell's history (keeping the newest ``history``) and state
-    the resolution of the comparison set it closes (``resolution``); other cells untouched."""
-    cells = doc.setdefault("cells", {})
-    for key, rec in recordings.items():
-        entry = cells.setdefault(key, {"workload": dict(workloads.get(key, {})), "history": []})
-        if workloads.get(key):
-            entry["workload"] = dict(workloads[key])
-        entry.setdefault("history", []).append(dict(rec))
-        if history > 0:
-            entry["history"] = entry["history"][-history:]
-        annotate_resolution(doc, key)
-    return doc
 
 
 def write_recordings(machine_id: str, recordings: Mapping[str, Mapping[str, Any]],
                      workloads: Mapping[str, Mapping[str, Any]], machine: Optional[Mapping[str, Any]] = None,
                      baselines_dir: Optional[PathLike] = None, history: int = HISTORY,
                      requirement: Optional[str] = None) -> Path:
-    """Merge prepared recordings into ``<dir>/<machine_id>.json`` under the lock, atomically."""
+    """Add prepared recordings to ``<dir>/<machine_id>.json`` under the lock, atomically:
+    the file is read (``Baseline.load``), changed (``add_recordings``, ``stamp``) and
+    written (``dumps``) while the lock is held."""
     path = baseline_path(machine_id, baselines_dir)
     path.parent.mkdir(parents=True, exist_ok=True)
     with _lock(path):
         if path.exists() or path.is_symlink():
-            doc = load_path(path)  # refuses (BaselineError) to touch a corrupt / newer file
+            baseline = Baseline.load(path)  # refuses (BaselineError) to touch a corrupt / newer file
         else:
-            doc = {"schema": SCHEMA_VERSION, "machine_id": machine_id, "cells": {}}
-        merge_recordings(doc, recordings, workloads, history)
-        doc["schema"] = SCHEMA_VERSION
-        doc["machine_id"] = machine_id
-        if machine:
-            doc["machine"] = dict(machine.get("hardware", machine)) if isinstance(machine, Mapping) else machine
-        if requirement:
-            doc["mxnet_requirement"] = requirement
-        doc["updated"] = now_iso()
-        atomic_write_text(path, _dumps(doc))
+            baseline = Baseline.new(machine_id, path)
+        baseline.add_recordings(recordings, workloads, history)
+        baseline.stamp(machine_id, machine, requirement)
+        atomic_write_text(path, baseline.dumps())
     return path
 
 
@@ -181,23 +151,16 @@ def promote(results_json_path: PathLike, *, baselines_dir: Optional[PathLike] = 
     Returns {"path", "machine_id", "promoted": [keys], "skipped": [keys]}.
     Raises BaselineError (bad baseline file) or results.ResultsError (bad results file).
     """
-    from pytest_mxperf.store import results as _results
-    doc = _results.load_results(results_json_path)
-    machine = doc.get("machine") or {}
-    mid = machine_id or machine.get("id")
+    from pytest_mxperf.store.kept_profiles import kept_summaries
+    from pytest_mxperf.store.results import Results
+    res = Results.load(results_json_path)
+    mid = machine_id or res.machine_id
     if not mid:
         raise BaselineError(f"results file {results_json_path} names no machine id; pass --machine NAME")
-    software = (doc.get("session") or {}).get("software")
-    session = doc.get("session") or {}
-    date = session.get("date") or session.get("started")
-    if isinstance(date, (int, float)) and not isinstance(date, bool):  # a time.time() stamp
-        date = _dt.datetime.fromtimestamp(date, _dt.timezone.utc).isoformat(timespec="seconds")
-    elif not isinstance(date, str):
-        date = None
-    from pytest_mxperf.store.kept_profiles import kept_summaries
-    kept = kept_summaries(session.get("profiles") or {})  # a --perf-profile run's, per cell key
+    software, date = res.software, res.date
+    kept = kept_summaries(res.profiles)  # a --perf-profile run's, per cell key
     recs, wls, skipped = {}, {}, []
-    for cell in _results.record_cells(doc):
+    for cell in res.cells():
         key = cell.workload.key()
         if not cell.ok_runs:
             skipped.append(key)
@@ -206,7 +169,7 @@ def promote(results_json_path: PathLike, *, baselines_dir: Optional[PathLike] = 
         if key in kept:
             recs[key]["profile"] = kept[key]
         wls[key] = cell.workload.to_dict()
-    path = write_recordings(mid, recs, wls, machine, baselines_dir, history)
+    path = write_recordings(mid, recs, wls, res.machine, baselines_dir, history)
     return {"path": path, "machine_id": mid, "promoted": sorted(recs), "skipped": sorted(skipped)}
 
 
@@ -219,8 +182,13 @@ class BaselineStore:
     def path(self, machine_id: str) -> Path:
         return baseline_path(machine_id, self.directory)
 
-    def load(self, machine_id: str) -> Optional[Dict[str, Any]]:
-        return load(machine_id, self.directory)
+    def load(self, machine_id: str) -> Optional[Baseline]:
+        """The machine's baseline, or None when there is no file yet; BaselineError (one
+        line) for a file that cannot be used."""
+        path = self.path(machine_id)
+        if not path.exists() and not path.is_symlink():
+            return None
+        return Baseline.load(path)
 
     def update(self, machine_id: str, cells: Sequence[CellMeasurement], **kw) -> Path:
         return update(machine_id, cells, baselines_dir=self.directory, **kw)
@@ -234,9 +202,10 @@ class BaselineStore:
         against); None when there is no baseline file or it was recorded before requirements
         were stored. Raises BaselineError (one line) for an unusable file, or cells recorded
         with different installs."""
-        doc = self.load(machine_id)
-        return recorded_requirement(doc, keys, self.path(machine_id)) if doc else None
+        baseline = self.load(machine_id)
+        return baseline.recorded_requirement(keys) if baseline is not None else None
 
-    def resolution(self, machine_id: str, key: str, metric: Optional[str] = None) -> Optional["resolution.Resolution"]:
+    def resolution(self, machine_id: str, key: str, metric: Optional[str] = None) -> Optional[resolution.Resolution]:
         """The resolution this machine's baseline states for a figure of cell ``key``."""
-        return cell_resolution(self.load(machine_id), key, metric)
+        baseline = self.load(machine_id)
+        return baseline.resolution(key, metric) if baseline is not None else None

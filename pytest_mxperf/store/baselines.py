@@ -1,4 +1,7 @@
-"""The baseline store: one human-readable JSON file per machine fingerprint.
+"""A machine's baseline file, one human-readable JSON file per machine fingerprint, and
+``Baseline``, the class that owns its format: loading (checked, migrated, refused in one
+line), what it holds (per cell key: the values, states, trend, resolution, profile and
+install of the recordings a run is compared with) and its document written back.
 
 ``<baselines dir>/<machine id>.json``::
 
@@ -35,30 +38,32 @@ is recorded over the comparison set it closes: from the spread of the recorded s
 medians when it pools several (``add``), else provisional, from the spread of its processes
 (``"provisional": true``: how far the machine drifts between sessions is unknown). Files
 recorded before resolutions were stored get theirs computed the same way when read
-(``cell_resolution``). Each recording also carries ``mxnet_requirement`` (e.g.
+(``Baseline.resolution``). Each recording also carries ``mxnet_requirement`` (e.g.
 ``"mxnet==1.9.1"``: the MXNet distribution installed for the interpreter that measured it),
 and the file the newest one, so that an A/B run can be made against exactly that install
-(``recorded_requirement``). Keys are sorted and indented so that a change reads well in
+(``Baseline.recorded_requirement``). Keys are sorted and indented so that a change reads well in
 ``git diff``.
 
-Writes are atomic (temporary file in the same directory, fsync, ``os.replace``) and
-serialised with ``filelock.FileLock("<file>.lock")``; ``update`` merges (cells not
-measured keep their history). A file that is corrupt, of an unknown or newer schema, or
+Writes (``baseline_store.py``: read, ``Baseline.add_recordings``, ``Baseline.dumps``) are
+atomic (temporary file in the same directory, fsync, ``os.replace``) and serialised with
+``filelock.FileLock("<file>.lock")``; ``update`` merges (cells not measured keep their
+history). A file that is corrupt, of an unknown or newer schema, or
 unreadable raises ``BaselineError`` with a one-line message naming the file and what to do,
 and is never overwritten (``update`` refuses too).
 """
 
 from __future__ import annotations
 
+import copy
 import datetime as _dt
 import json
 import math
 import os
 import statistics
 from pathlib import Path
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Union
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Union
 
-from pytest_mxperf.judge import resolution
+from pytest_mxperf.judge import machine_states, resolution
 from pytest_mxperf.model.measurement import METRICS
 
 SCHEMA_VERSION = 1
@@ -91,17 +96,33 @@ def now_iso() -> str:
     return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
 
 
-# ----------------------------------------------------------------------------- loading
+# ----------------------------------------------------------------------------- the format
+
+#: schema n -> the function that turns a document of schema n into one of schema n + 1,
+#: applied on loading before the document is checked. None yet: schema 1 is the first, and
+#: the older forms of schema 1 (recordings without ``figures``, ``metric``, ``resolution``,
+#: ``mxnet_requirement``, ``process_states`` or ``process_probes``) are read as they are by
+#: ``Baseline``'s accessors; nothing is rewritten.
+MIGRATIONS: Dict[int, Callable[[Dict[str, Any]], Dict[str, Any]]] = {}
+
 
 def _num_or_none(x) -> bool:
     return x is None or (isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x))
 
 
-def _validate(doc: Any, path: Path) -> Dict[str, Any]:
-    fix = "restore it from version control (git checkout -- FILE) or delete it and re-record with --perf-update-baselines"
+def _where(path: Optional[PathLike]) -> str:
+    return f"baseline file {path}" if path is not None else "baseline document"
+
+
+def _checked(doc: Any, path: Optional[PathLike]) -> Dict[str, Any]:
+    """The document of a schema this code reads, migrated to SCHEMA_VERSION and checked;
+    BaselineError (one line) otherwise."""
+    where = _where(path)
+    fix = (f"restore it from version control (git checkout -- {path}) or delete it and re-record with "
+           "--perf-update-baselines" if path is not None else "re-record it with --perf-update-baselines")
 
     def bad(what: str) -> BaselineError:
-        return BaselineError(f"baseline file {path} is malformed ({what}); {fix.replace('FILE', str(path))}")
+        return BaselineError(f"{where} is malformed ({what}); {fix}")
 
     if not isinstance(doc, dict):
         raise bad("top level is not an object")
@@ -109,11 +130,14 @@ def _validate(doc: Any, path: Path) -> Dict[str, Any]:
     if not isinstance(schema, int) or isinstance(schema, bool):
         raise bad("no integer 'schema' field")
     if schema > SCHEMA_VERSION:
-        raise BaselineError(f"baseline file {path} has schema {schema}, newer than this pytest-mxperf "
+        raise BaselineError(f"{where} has schema {schema}, newer than this pytest-mxperf "
                             f"understands ({SCHEMA_VERSION}); upgrade pytest-mxperf or use another --perf-baselines-dir")
     if schema < 1:
-        raise BaselineError(f"baseline file {path} has unknown schema {schema}; delete it and re-record "
+        raise BaselineError(f"{where} has unknown schema {schema}; delete it and re-record "
                             "with --perf-update-baselines")
+    while schema < SCHEMA_VERSION:
+        doc = dict(MIGRATIONS[schema](doc), schema=schema + 1)
+        schema += 1
     cells = doc.get("cells", {})
     if not isinstance(cells, dict):
         raise bad("'cells' is not an object")
@@ -155,62 +179,6 @@ def _validate(doc: Any, path: Path) -> Dict[str, Any]:
     return doc
 
 
-def load_path(path: PathLike) -> Dict[str, Any]:
-    """Load and validate one baseline file. Raises BaselineError (one line) for any problem."""
-    path = Path(path)
-    try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        raise BaselineError(f"baseline file {path} does not exist; record one with --perf-update-baselines") from None
-    except OSError as exc:
-        raise BaselineError(f"cannot read baseline file {path} ({exc.strerror or exc.__class__.__name__}); "
-                            "check that it is a readable file") from None
-    try:
-        doc = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
-        detail = str(exc).splitlines()[0][:120] if str(exc) else exc.__class__.__name__
-        raise BaselineError(f"baseline file {path} is corrupt (not valid JSON: {detail}); restore it from version "
-                            f"control (git checkout -- {path}) or delete it and re-record with --perf-update-baselines"
-                            ) from None
-    try:
-        return _validate(doc, path)
-    except RecursionError:
-        raise BaselineError(f"baseline file {path} is malformed (nested too deeply); delete it and re-record") from None
-
-
-def load(machine_id: str, baselines_dir: Optional[PathLike] = None) -> Optional[Dict[str, Any]]:
-    """The baseline document for ``machine_id``, or None when there is no file yet."""
-    path = baseline_path(machine_id, baselines_dir)
-    if not path.exists() and not path.is_symlink():
-        return None
-    return load_path(path)
-
-
-def latest_recording(doc: Optional[Mapping[str, Any]], key: str) -> Optional[Dict[str, Any]]:
-    """The newest recording of cell ``key`` that has per-process medians, or None."""
-    recs = comparison_set(doc, key)
-    return recs[-1] if recs else None
-
-
-def _history(doc: Optional[Mapping[str, Any]], key: str) -> List[Dict[str, Any]]:
-    if not doc:
-        return []
-    entry = (doc.get("cells") or {}).get(key) or {}
-    return [r for r in entry.get("history") or [] if r.get("process_medians")]
-
-
-def comparison_set(doc: Optional[Mapping[str, Any]], key: str) -> List[Dict[str, Any]]:
-    """The recordings a run of ``key`` is compared with: the newest one, and the ones before
-    it back to the last that started a pool (``pool`` "replace" or unset)."""
-    hist = _history(doc, key)
-    out: List[Dict[str, Any]] = []
-    for rec in reversed(hist):
-        out.insert(0, rec)
-        if rec.get("pool") != "add":
-            break
-    return out
-
-
 def _rec_values(rec: Mapping[str, Any], metric: Optional[str]) -> List[float]:
     """One recording's per-process values of ``metric`` (None = the cell's primary figure).
     A recording made before ``figures`` existed gives its peak memory as one value."""
@@ -224,73 +192,8 @@ def _rec_values(rec: Mapping[str, Any], metric: Optional[str]) -> List[float]:
     return []
 
 
-def baseline_values(doc: Optional[Mapping[str, Any]], key: str, metric: Optional[str] = None
-                    ) -> Optional[List[float]]:
-    """Per-process values of ``metric`` (default: the primary figure) over the comparison set."""
-    out = [v for rec in comparison_set(doc, key) for v in _rec_values(rec, metric)]
-    return out or None
-
-
-def baseline_states(doc: Optional[Mapping[str, Any]], key: str) -> Optional[List[Optional[str]]]:
-    """Machine-state labels aligned with ``baseline_values(doc, key)`` (None where unknown)."""
-    recs = comparison_set(doc, key)
-    if not recs:
-        return None
-    out: List[Optional[str]] = []
-    for rec in recs:
-        st = rec.get("process_states")
-        n = len(rec["process_medians"])
-        out.extend(st if isinstance(st, list) and len(st) == n else [None] * n)
-    return out
-
-
-def session_medians(doc: Optional[Mapping[str, Any]], key: str, metric: Optional[str] = None) -> List[float]:
-    """The cell's median in each recorded session (oldest first): its trend."""
-    return [statistics.median(v) for v in (_rec_values(r, metric) for r in _history(doc, key)) if v]
-
-
-# ----------------------------------------------------------------------------- resolution
-
-def comparison_sessions(doc: Optional[Mapping[str, Any]], key: str, metric: Optional[str] = None
-                        ) -> List[List[float]]:
-    """Per recording of the comparison set (oldest first), the per-process values of
-    ``metric`` (default: the primary figure) of the processes not labelled "slowed" when
-    they were recorded."""
-    out = []
-    for rec in comparison_set(doc, key):
-        values = _rec_values(rec, metric)
-        states = rec.get("process_states")
-        if isinstance(states, list) and len(states) == len(values):
-            values = [v for v, st in zip(values, states) if st != "slowed"]
-        out.append(values)
-    return out
-
-
-def compute_resolution(doc: Optional[Mapping[str, Any]], key: str, metric: Optional[str] = None
-                       ) -> Optional["resolution.Resolution"]:
-    """The resolution of a figure from the recordings it is compared with (see
-    ``verdict.Resolution``); None when they hold fewer than two processes."""
-    return resolution.resolution_of(comparison_sessions(doc, key, metric))
-
-
 def _primary(rec: Mapping[str, Any]) -> str:
     return rec.get("metric") or "throughput"
-
-
-def cell_resolution(doc: Optional[Mapping[str, Any]], key: str, metric: Optional[str] = None
-                    ) -> Optional["resolution.Resolution"]:
-    """The resolution the baseline states for a figure of cell ``key`` (default: its primary
-    figure): stored with the newest recording of its comparison set, or, for a file recorded
-    before resolutions were stored (or one whose entry is unusable), computed the same way
-    from its recordings."""
-    recs = comparison_set(doc, key)
-    if not recs:
-        return None
-    newest = recs[-1]
-    name = metric or _primary(newest)
-    stored = (newest.get("resolution") or {}).get(name) if isinstance(newest.get("resolution"), dict) else None
-    return resolution.Resolution.from_dict(stored) or compute_resolution(doc, key, None if name == _primary(newest)
-                                                                  else name)
 
 
 def _judged_by_processes(rec: Mapping[str, Any]) -> List[str]:
@@ -298,85 +201,296 @@ def _judged_by_processes(rec: Mapping[str, Any]) -> List[str]:
     return [n for n in dict.fromkeys(names) if n in METRICS and METRICS[n].rule == "processes"]
 
 
-def annotate_resolution(doc: Dict[str, Any], key: str) -> None:
-    """Store the resolution of every figure of cell ``key`` judged by the processes rule
-    with its newest recording (over the comparison set that recording closes)."""
-    hist = ((doc.get("cells") or {}).get(key) or {}).get("history") or []
-    if not hist or not hist[-1].get("process_medians"):
-        return
-    newest = hist[-1]
-    out = {}
-    for name in _judged_by_processes(newest):
-        res = compute_resolution(doc, key, None if name == _primary(newest) else name)
-        if res is not None:
-            out[name] = res.to_dict(METRICS[name].higher_is_better)
-    newest["resolution"] = out
+class Baseline:
+    """One machine's baseline file: the only code that knows its document's layout.
 
+    Made by ``load`` (a file: checked, migrated, refused in one line), ``from_doc`` (a
+    document in memory, checked the same way) or ``new``; read through the accessors below,
+    which take a cell key (and a figure: ``metric``, default the cell's primary one); changed
+    by ``add_recordings`` and ``stamp``; written back through ``to_doc`` / ``dumps``
+    (``baseline_store.write_recordings`` does that under the file's lock). A recording (one
+    session of one cell: ``baseline_store.summarize_cell``) is returned as its dict.
+    """
 
-def resolution_summary(doc: Optional[Mapping[str, Any]], keys: Optional[Iterable[str]] = None
-                       ) -> Dict[str, Any]:
-    """What the baseline says about this machine's resolution, over the primary figures of
-    ``keys`` (default: every cell): {"cells", "provisional" (cells whose resolution rests on
-    one session), "sessions" (most pooled sessions of a cell), "median", "largest" (fraction),
-    "largest_key"}."""
-    doc = doc or {}
-    keys = list(keys) if keys is not None else sorted((doc.get("cells") or {}))
-    values, provisional, sessions, largest = [], 0, 0, (None, -1.0)
-    for key in keys:
-        recs = comparison_set(doc, key)
-        res = cell_resolution(doc, key)
-        if res is None or not recs:
-            continue
-        metric = METRICS.get(_primary(recs[-1]))
-        frac = res.fraction(metric.higher_is_better if metric else True)
-        values.append(frac)
-        provisional += res.provisional
-        sessions = max(sessions, res.sessions)
-        if frac > largest[1]:
-            largest = (key, frac)
-    return {"cells": len(values), "provisional": provisional, "sessions": sessions,
-            "median": statistics.median(values) if values else None,
-            "largest": largest[1] if values else None, "largest_key": largest[0]}
+    def __init__(self, doc: Dict[str, Any], path: Optional[PathLike] = None):
+        """``doc``: a checked document of SCHEMA_VERSION (use ``load``, ``from_doc`` or ``new``)."""
+        self._doc = doc
+        self.path: Optional[Path] = Path(path) if path is not None else None
 
+    # -- making one
 
-# ----------------------------------------------------------------------------- the recorded install
+    @classmethod
+    def new(cls, machine_id: str, path: Optional[PathLike] = None) -> "Baseline":
+        """An empty baseline for ``machine_id`` (what its first recording starts from)."""
+        return cls({"schema": SCHEMA_VERSION, "machine_id": machine_id, "cells": {}}, path)
 
-def recorded_requirements(doc: Optional[Mapping[str, Any]], keys: Optional[Iterable[str]] = None
-                          ) -> Dict[str, List[str]]:
-    """requirement (e.g. "mxnet==1.9.1") -> the cells (of ``keys``, default all) whose
-    comparison sets were recorded with it. Recordings made before requirements were stored
-    say nothing and are left out."""
-    doc = doc or {}
-    keys = list(keys) if keys is not None else sorted((doc.get("cells") or {}))
-    out: Dict[str, List[str]] = {}
-    for key in keys:
-        for req in dict.fromkeys(r.get("mxnet_requirement") for r in comparison_set(doc, key)):
-            if isinstance(req, str) and req:
-                out.setdefault(req, []).append(key)
-    return out
+    @classmethod
+    def from_doc(cls, doc: Any, path: Optional[PathLike] = None) -> "Baseline":
+        """A baseline from a document in memory (copied), checked and migrated like a file."""
+        try:
+            return cls(_checked(copy.deepcopy(doc), path), path)
+        except RecursionError:
+            raise BaselineError(f"{_where(path)} is malformed (nested too deeply); delete it and re-record") from None
 
+    @classmethod
+    def load(cls, path: PathLike) -> "Baseline":
+        """Load, migrate and check one baseline file. Raises BaselineError (one line) for any problem."""
+        path = Path(path)
+        try:
+            raw = path.read_bytes()
+        except FileNotFoundError:
+            raise BaselineError(f"baseline file {path} does not exist; record one with "
+                                "--perf-update-baselines") from None
+        except OSError as exc:
+            raise BaselineError(f"cannot read baseline file {path} ({exc.strerror or exc.__class__.__name__}); "
+                                "check that it is a readable file") from None
+        try:
+            doc = json.loads(raw.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+            detail = str(exc).splitlines()[0][:120] if str(exc) else exc.__class__.__name__
+            raise BaselineError(f"baseline file {path} is corrupt (not valid JSON: {detail}); restore it from "
+                                f"version control (git checkout -- {path}) or delete it and re-record with "
+                                "--perf-update-baselines") from None
+        try:
+            return cls(_checked(doc, path), path)
+        except RecursionError:
+            raise BaselineError(f"baseline file {path} is malformed (nested too deeply); delete it and "
+                                "re-record") from None
 
-def recorded_requirement(doc: Optional[Mapping[str, Any]], keys: Optional[Iterable[str]] = None,
-                         path: Any = None) -> Optional[str]:
-    """The MXNet requirement the baseline of ``keys`` (default: every cell) was measured
-    with, e.g. "mxnet==1.9.1", for an A/B run against exactly that install; None when it
-    was recorded before requirements were stored. Raises BaselineError (one line) when the
-    cells were recorded with different installs."""
-    reqs = recorded_requirements(doc, keys)
-    if len(reqs) > 1:
-        parts = ", ".join(f"{r} ({len(k)} cell(s), e.g. {k[0]})" for r, k in sorted(reqs.items()))
-        raise BaselineError(f"baseline {path or (doc or {}).get('machine_id') or ''} was recorded with more than "
-                            f"one MXNet install: {parts}; select cells of one, or re-record them")
-    return next(iter(reqs), None)
+    # -- writing it back
 
+    def to_doc(self) -> Dict[str, Any]:
+        """The document (a copy), as the file holds it."""
+        return copy.deepcopy(self._doc)
 
-def baseline_profile(doc: Optional[Mapping[str, Any]], key: str) -> Optional[Dict[str, Any]]:
-    """The newest operator profile (``kept_profiles.summary``) kept with the recordings a run of
-    ``key`` is compared with, or None."""
-    for rec in reversed(comparison_set(doc, key)):
-        prof = rec.get("profile")
-        if isinstance(prof, dict) and isinstance(prof.get("operators"), list):
-            return dict(prof, date=rec.get("date"))
-    return None
+    def dumps(self) -> str:
+        """The file's text: keys sorted and indented, so that a change reads well in ``git diff``."""
+        return json.dumps(self._doc, indent=1, sort_keys=True, allow_nan=False) + "\n"
 
+    def add_recordings(self, recordings: Mapping[str, Mapping[str, Any]], workloads: Mapping[str, Mapping[str, Any]],
+                       history: int = HISTORY) -> None:
+        """Append each recording to its cell's history (keeping the newest ``history``) and
+        state the resolution of the comparison set it closes (``resolution``); other cells
+        untouched."""
+        cells = self._doc.setdefault("cells", {})
+        for key, rec in recordings.items():
+            entry = cells.setdefault(key, {"workload": dict(workloads.get(key, {})), "history": []})
+            if workloads.get(key):
+                entry["workload"] = dict(workloads[key])
+            entry.setdefault("history", []).append(dict(rec))
+            if history > 0:
+                entry["history"] = entry["history"][-history:]
+            self._annotate_resolution(key)
 
+    def stamp(self, machine_id: str, machine: Any = None, requirement: Optional[str] = None) -> None:
+        """The file's own facts after a recording: schema, machine id, the fingerprint's
+        ``hardware`` part, the MXNet requirement it was measured with, the date."""
+        doc = self._doc
+        doc["schema"] = SCHEMA_VERSION
+        doc["machine_id"] = machine_id
+        if machine:
+            doc["machine"] = dict(machine.get("hardware", machine)) if isinstance(machine, Mapping) else machine
+        if requirement:
+            doc["mxnet_requirement"] = requirement
+        doc["updated"] = now_iso()
+
+    def _annotate_resolution(self, key: str) -> None:
+        """Store the resolution of every figure of cell ``key`` judged by the processes rule
+        with its newest recording (over the comparison set that recording closes)."""
+        hist = self.recordings(key)
+        if not hist or not hist[-1].get("process_medians"):
+            return
+        newest = hist[-1]
+        out = {}
+        for name in _judged_by_processes(newest):
+            res = self.computed_resolution(key, None if name == _primary(newest) else name)
+            if res is not None:
+                out[name] = res.to_dict(METRICS[name].higher_is_better)
+        newest["resolution"] = out
+
+    # -- the file's own facts
+
+    @property
+    def machine_id(self) -> Optional[str]:
+        return self._doc.get("machine_id")
+
+    @property
+    def machine(self) -> Dict[str, Any]:
+        """The fingerprint's ``hardware`` part of the last recording."""
+        return dict(self._doc.get("machine") or {})
+
+    @property
+    def mxnet_requirement(self) -> Optional[str]:
+        """The MXNet requirement of the newest recording, as the file states it."""
+        return self._doc.get("mxnet_requirement")
+
+    @property
+    def updated(self) -> Optional[str]:
+        return self._doc.get("updated")
+
+    # -- its cells
+
+    def _cells(self) -> Mapping[str, Any]:
+        return self._doc.get("cells") or {}
+
+    def keys(self) -> List[str]:
+        """The keys of the cells it holds, in file order."""
+        return list(self._cells())
+
+    def workload(self, key: str) -> Dict[str, Any]:
+        """Cell ``key``'s workload (``Workload.to_dict()``), {} when unknown."""
+        return dict((self._cells().get(key) or {}).get("workload") or {})
+
+    def recordings(self, key: str) -> List[Dict[str, Any]]:
+        """Every recording of cell ``key``, oldest first (at most HISTORY are kept)."""
+        return list((self._cells().get(key) or {}).get("history") or [])
+
+    def _measured(self, key: str) -> List[Dict[str, Any]]:
+        return [r for r in self.recordings(key) if r.get("process_medians")]
+
+    def comparison_set(self, key: str) -> List[Dict[str, Any]]:
+        """The recordings a run of ``key`` is compared with: the newest one, and the ones before
+        it back to the last that started a pool (``pool`` "replace" or unset)."""
+        out: List[Dict[str, Any]] = []
+        for rec in reversed(self._measured(key)):
+            out.insert(0, rec)
+            if rec.get("pool") != "add":
+                break
+        return out
+
+    def latest(self, key: str) -> Optional[Dict[str, Any]]:
+        """The newest recording of cell ``key`` that has per-process medians, or None."""
+        recs = self.comparison_set(key)
+        return recs[-1] if recs else None
+
+    def values(self, key: str, metric: Optional[str] = None) -> Optional[List[float]]:
+        """Per-process values of ``metric`` (default: the primary figure) over the comparison set."""
+        out = [v for rec in self.comparison_set(key) for v in _rec_values(rec, metric)]
+        return out or None
+
+    def states(self, key: str, reference: Optional[Mapping[str, Any]] = None) -> Optional[List[Optional[str]]]:
+        """Machine-state labels aligned with ``values(key)`` (None where unknown): as recorded,
+        or, given a session's probe ``reference`` (``machine_states.reference_from``),
+        relabelled against it where the recording kept its processes' probes. None when the
+        cell has no comparison set."""
+        recs = self.comparison_set(key)
+        if not recs:
+            return None
+        out: List[Optional[str]] = []
+        for rec in recs:
+            n = len(rec["process_medians"])
+            probes = rec.get("process_probes")
+            states = rec.get("process_states")
+            if reference and isinstance(probes, list) and len(probes) == n:
+                out.extend(machine_states.label(ms.get("probe_before"), ms.get("probe_after"), ms.get("load"),
+                                                reference).state if isinstance(ms, dict) else None for ms in probes)
+            elif isinstance(states, list) and len(states) == n:
+                out.extend(states)
+            else:
+                out.extend([None] * n)
+        return out
+
+    def process_probes(self) -> Iterator[Dict[str, Any]]:
+        """Every recorded process's probe record (``probe_before``, ``probe_after``, ``load``),
+        over all cells and recordings: what a session's machine-state reference includes."""
+        for key in self.keys():
+            for rec in self.recordings(key):
+                for ms in rec.get("process_probes") or []:
+                    if isinstance(ms, dict):
+                        yield ms
+
+    def session_medians(self, key: str, metric: Optional[str] = None) -> List[float]:
+        """The cell's median in each recorded session (oldest first): its trend."""
+        return [statistics.median(v) for v in (_rec_values(r, metric) for r in self._measured(key)) if v]
+
+    def profile(self, key: str) -> Optional[Dict[str, Any]]:
+        """The newest operator profile (``kept_profiles.summary``, with its recording's
+        ``date``) kept with the recordings a run of ``key`` is compared with, or None."""
+        for rec in reversed(self.comparison_set(key)):
+            prof = rec.get("profile")
+            if isinstance(prof, dict) and isinstance(prof.get("operators"), list):
+                return dict(prof, date=rec.get("date"))
+        return None
+
+    # -- resolution
+
+    def comparison_sessions(self, key: str, metric: Optional[str] = None) -> List[List[float]]:
+        """Per recording of the comparison set (oldest first), the per-process values of
+        ``metric`` (default: the primary figure) of the processes not labelled "slowed" when
+        they were recorded."""
+        out = []
+        for rec in self.comparison_set(key):
+            values = _rec_values(rec, metric)
+            states = rec.get("process_states")
+            if isinstance(states, list) and len(states) == len(values):
+                values = [v for v, st in zip(values, states) if st != "slowed"]
+            out.append(values)
+        return out
+
+    def computed_resolution(self, key: str, metric: Optional[str] = None) -> Optional["resolution.Resolution"]:
+        """The resolution of a figure computed from the recordings it is compared with (see
+        ``verdict.Resolution``); None when they hold fewer than two processes."""
+        return resolution.resolution_of(self.comparison_sessions(key, metric))
+
+    def resolution(self, key: str, metric: Optional[str] = None) -> Optional["resolution.Resolution"]:
+        """The resolution the baseline states for a figure of cell ``key`` (default: its primary
+        figure): stored with the newest recording of its comparison set, or, for a file recorded
+        before resolutions were stored (or one whose entry is unusable), computed the same way
+        from its recordings."""
+        recs = self.comparison_set(key)
+        if not recs:
+            return None
+        newest = recs[-1]
+        name = metric or _primary(newest)
+        stored = (newest.get("resolution") or {}).get(name) if isinstance(newest.get("resolution"), dict) else None
+        return resolution.Resolution.from_dict(stored) or self.computed_resolution(
+            key, None if name == _primary(newest) else name)
+
+    def resolution_summary(self, keys: Optional[Iterable[str]] = None) -> Dict[str, Any]:
+        """What the baseline says about this machine's resolution, over the primary figures of
+        ``keys`` (default: every cell): {"cells", "provisional" (cells whose resolution rests on
+        one session), "sessions" (most pooled sessions of a cell), "median", "largest" (fraction),
+        "largest_key"}."""
+        keys = list(keys) if keys is not None else sorted(self._cells())
+        values, provisional, sessions, largest = [], 0, 0, (None, -1.0)
+        for key in keys:
+            recs = self.comparison_set(key)
+            res = self.resolution(key)
+            if res is None or not recs:
+                continue
+            metric = METRICS.get(_primary(recs[-1]))
+            frac = res.fraction(metric.higher_is_better if metric else True)
+            values.append(frac)
+            provisional += res.provisional
+            sessions = max(sessions, res.sessions)
+            if frac > largest[1]:
+                largest = (key, frac)
+        return {"cells": len(values), "provisional": provisional, "sessions": sessions,
+                "median": statistics.median(values) if values else None,
+                "largest": largest[1] if values else None, "largest_key": largest[0]}
+
+    # -- the recorded install
+
+    def recorded_requirements(self, keys: Optional[Iterable[str]] = None) -> Dict[str, List[str]]:
+        """requirement (e.g. "mxnet==1.9.1") -> the cells (of ``keys``, default all) whose
+        comparison sets were recorded with it. Recordings made before requirements were stored
+        say nothing and are left out."""
+        keys = list(keys) if keys is not None else sorted(self._cells())
+        out: Dict[str, List[str]] = {}
+        for key in keys:
+            for req in dict.fromkeys(r.get("mxnet_requirement") for r in self.comparison_set(key)):
+                if isinstance(req, str) and req:
+                    out.setdefault(req, []).append(key)
+        return out
+
+    def recorded_requirement(self, keys: Optional[Iterable[str]] = None) -> Optional[str]:
+        """The MXNet requirement the baseline of ``keys`` (default: every cell) was measured
+        with, e.g. "mxnet==1.9.1", for an A/B run against exactly that install; None when it
+        was recorded before requirements were stored. Raises BaselineError (one line) when the
+        cells were recorded with different installs."""
+        reqs = self.recorded_requirements(keys)
+        if len(reqs) > 1:
+            parts = ", ".join(f"{r} ({len(k)} cell(s), e.g. {k[0]})" for r, k in sorted(reqs.items()))
+            raise BaselineError(f"baseline {self.path or self.machine_id or ''} was recorded with more than "
+                                f"one MXNet install: {parts}; select cells of one, or re-record them")
+        return next(iter(reqs), None)

@@ -1,4 +1,5 @@
-"""The session result JSON (``--perf-report DIR`` writes ``DIR/results.json``).
+"""The session result JSON (``--perf-report DIR`` writes ``DIR/results.json``), and
+``Results``, the class that owns its format.
 
 ::
 
@@ -8,22 +9,30 @@
      "records": [ CellMeasurement.to_dict() + optional "floor" (dict), "verdict" (dict),
                   "outcome" (str) ]}
 
-``load_results`` validates it and raises ``ResultsError`` with a one-line message naming the
-file; ``record_cells`` turns records back into ``CellMeasurement``s.
+``Results.load`` checks (and migrates) a file and raises ``ResultsError`` with a one-line
+message naming it; ``Results.dump`` writes one atomically; ``Results.cells`` turns the
+records back into ``CellMeasurement``s; ``Results.markdown_summary`` is the session as a CI
+job summary. Where a plain document is the interface (the ``pytest_mxperf_update_results``
+hook, the history store's ``append``), ``Results.from_doc(doc)`` and ``Results.doc`` cross it.
 """
 
 from __future__ import annotations
 
+import datetime as _dt
 import json
 import math
 from pathlib import Path
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Union
 
 from pytest_mxperf.model.jsonio import atomic_write_text
 from pytest_mxperf.model.measurement import CellMeasurement
 
 SCHEMA_VERSION = 1
 KIND = "pytest-mxperf-results"
+
+#: schema n -> the function that turns a document of schema n into one of schema n + 1,
+#: applied on loading before the document is checked (none yet: schema 1 is the first)
+MIGRATIONS: Dict[int, Callable[[Dict[str, Any]], Dict[str, Any]]] = {}
 
 
 class ResultsError(ValueError):
@@ -54,67 +63,140 @@ def make_record(cell: Union[CellMeasurement, Mapping[str, Any]], *, floor: Optio
     return rec
 
 
-def dump_results(path: Union[str, Path], records: Sequence[Union[CellMeasurement, Mapping[str, Any]]],
-                 machine: Optional[Mapping[str, Any]], session: Optional[Mapping[str, Any]] = None) -> Path:
-    """Write the session's results atomically; ``records`` are dicts (see make_record) or CellMeasurements."""
-    path = Path(path)
-    doc = {
-        "schema": SCHEMA_VERSION,
-        "kind": KIND,
-        "machine": dict(machine or {}),
-        "session": dict(session or {}),
-        "records": [make_record(r) for r in records],
-    }
-    atomic_write_text(path, json.dumps(_jsonable(doc), indent=1, sort_keys=True, default=str) + "\n")
-    return path
+class Results:
+    """One session's results (results.json): the machine, the session's facts, and a record
+    per cell (``make_record``). Made from records (``Results(records, machine, session)``),
+    from a document (``from_doc``) or from a file (``load``); written with ``dump``."""
+
+    def __init__(self, records: Iterable[Union[CellMeasurement, Mapping[str, Any]]] = (),
+                 machine: Optional[Mapping[str, Any]] = None, session: Optional[Mapping[str, Any]] = None):
+        self.doc: Dict[str, Any] = {"schema": SCHEMA_VERSION, "kind": KIND, "machine": dict(machine or {}),
+                                    "session": dict(session or {}), "records": [make_record(r) for r in records]}
+
+    @classmethod
+    def from_doc(cls, doc: Dict[str, Any]) -> "Results":
+        """The results of a document in memory (not copied: ``doc`` is what ``.doc`` gives back),
+        e.g. the one the ``pytest_mxperf_update_results`` hook was given."""
+        out = cls.__new__(cls)
+        out.doc = doc
+        return out
+
+    @classmethod
+    def load(cls, path: Union[str, Path]) -> "Results":
+        """Load, migrate and check a results file; ResultsError (one line) for any problem."""
+        path = Path(path)
+        try:
+            raw = path.read_bytes()
+        except OSError as exc:
+            raise ResultsError(f"cannot read results file {path} ({exc.strerror or exc.__class__.__name__})") from None
+        try:
+            doc = json.loads(raw.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+            detail = (str(exc).splitlines() or [exc.__class__.__name__])[0][:120]
+            raise ResultsError(f"results file {path} is not valid JSON ({detail})") from None
+        if not isinstance(doc, dict) or not isinstance(doc.get("schema"), int) or isinstance(doc.get("schema"), bool):
+            raise ResultsError(f"results file {path} is not a pytest-mxperf results file (no integer 'schema')")
+        if doc["schema"] > SCHEMA_VERSION:
+            raise ResultsError(f"results file {path} has schema {doc['schema']}, newer than this pytest-mxperf "
+                               f"understands ({SCHEMA_VERSION}); upgrade pytest-mxperf")
+        if doc["schema"] < 1:
+            raise ResultsError(f"results file {path} has unknown schema {doc['schema']}")
+        while doc["schema"] < SCHEMA_VERSION:
+            doc = dict(MIGRATIONS[doc["schema"]](doc), schema=doc["schema"] + 1)
+        recs = doc.get("records")
+        if not isinstance(recs, list) or not all(isinstance(r, dict) for r in recs):
+            raise ResultsError(f"results file {path} has no list of record objects")
+        for field in ("machine", "session"):
+            if not isinstance(doc.get(field) or {}, dict):
+                raise ResultsError(f"results file {path} has a '{field}' that is not an object")
+        try:
+            for r in recs:
+                CellMeasurement.from_dict(r)
+        except Exception as exc:  # any malformed record
+            raise ResultsError(f"results file {path} has a malformed record ({exc.__class__.__name__}: "
+                               f"{(str(exc).splitlines() or [''])[0][:100]})") from None
+        return cls.from_doc(doc)
+
+    def dump(self, path: Union[str, Path]) -> Path:
+        """Write the results atomically to ``path`` (non-finite numbers as null); returns it."""
+        path = Path(path)
+        doc = {
+            "schema": SCHEMA_VERSION,
+            "kind": KIND,
+            "machine": dict(self.machine),
+            "session": dict(self.session),
+            "records": [make_record(r) for r in self.records],
+        }
+        atomic_write_text(path, json.dumps(_jsonable(doc), indent=1, sort_keys=True, default=str) + "\n")
+        return path
+
+    # -- what it holds
+
+    @property
+    def machine(self) -> Dict[str, Any]:
+        """The machine's fingerprint ({} when the document has none)."""
+        return self.doc.get("machine") or {}
+
+    @property
+    def machine_id(self) -> Optional[str]:
+        return self.machine.get("id")
+
+    @property
+    def session(self) -> Dict[str, Any]:
+        """The session's facts: id, software, options, verdicts, headline, profiles, ..."""
+        return self.doc.get("session") or {}
+
+    @property
+    def software(self) -> Optional[Dict[str, Any]]:
+        """What the workers ran with (mxnet_version, features, python, ...)."""
+        return self.session.get("software")
+
+    @property
+    def profiles(self) -> Dict[str, Any]:
+        """The operator profiles of the session (a --perf-profile run's), per cell key."""
+        return self.session.get("profiles") or {}
+
+    @property
+    def date(self) -> Optional[str]:
+        """When the session ran, as an ISO date (its ``date``, else its ``started`` stamp)."""
+        date = self.session.get("date") or self.session.get("started")
+        if isinstance(date, (int, float)) and not isinstance(date, bool):  # a time.time() stamp
+            return _dt.datetime.fromtimestamp(date, _dt.timezone.utc).isoformat(timespec="seconds")
+        return date if isinstance(date, str) else None
+
+    @property
+    def records(self) -> List[Dict[str, Any]]:
+        """The records (``make_record``), in file order."""
+        return self.doc.get("records") or []
+
+    def cells(self) -> List[CellMeasurement]:
+        """The CellMeasurements of the records, in file order."""
+        return [CellMeasurement.from_dict(r) for r in self.records]
+
+    def by_key(self) -> Dict[str, Dict[str, Any]]:
+        """key -> record (the last one wins when a key repeats)."""
+        out = {}
+        for r in self.records:
+            key = r.get("key") or CellMeasurement.from_dict(r).workload.key()
+            out[key] = r
+        return out
+
+    def markdown_summary(self, *, final: bool = True) -> List[str]:
+        """The session as markdown for a CI job summary or a pull-request comment: failures first
+        (regressions, unresolved slowdowns, cells below their floor, cells that did not measure),
+        then the other changes, then how many figures were unchanged."""
+        return _markdown_summary(self.session, self.records, final)
 
 
 def load_results(path: Union[str, Path]) -> Dict[str, Any]:
-    """Load and validate a results file; ResultsError (one line) for any problem."""
-    path = Path(path)
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise ResultsError(f"cannot read results file {path} ({exc.strerror or exc.__class__.__name__})") from None
-    try:
-        doc = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
-        detail = (str(exc).splitlines() or [exc.__class__.__name__])[0][:120]
-        raise ResultsError(f"results file {path} is not valid JSON ({detail})") from None
-    if not isinstance(doc, dict) or not isinstance(doc.get("schema"), int) or isinstance(doc.get("schema"), bool):
-        raise ResultsError(f"results file {path} is not a pytest-mxperf results file (no integer 'schema')")
-    if doc["schema"] > SCHEMA_VERSION:
-        raise ResultsError(f"results file {path} has schema {doc['schema']}, newer than this pytest-mxperf "
-                           f"understands ({SCHEMA_VERSION}); upgrade pytest-mxperf")
-    if doc["schema"] < 1:
-        raise ResultsError(f"results file {path} has unknown schema {doc['schema']}")
-    recs = doc.get("records")
-    if not isinstance(recs, list) or not all(isinstance(r, dict) for r in recs):
-        raise ResultsError(f"results file {path} has no list of record objects")
-    for field in ("machine", "session"):
-        if not isinstance(doc.get(field) or {}, dict):
-            raise ResultsError(f"results file {path} has a '{field}' that is not an object")
-    try:
-        for r in recs:
-            CellMeasurement.from_dict(r)
-    except Exception as exc:  # any malformed record
-        raise ResultsError(f"results file {path} has a malformed record ({exc.__class__.__name__}: "
-                           f"{(str(exc).splitlines() or [''])[0][:100]})") from None
-    return doc
+    """``Results.load(path).doc``: the checked document (for ``history/__main__.py``, whose
+    history store appends documents)."""
+    return Results.load(path).doc
 
 
-def record_cells(doc: Mapping[str, Any]) -> List[CellMeasurement]:
-    """The CellMeasurements of a loaded results document, in file order."""
-    return [CellMeasurement.from_dict(r) for r in doc.get("records", [])]
-
-
-def records_by_key(doc: Mapping[str, Any]) -> Dict[str, Dict[str, Any]]:
-    """key -> record (the last one wins when a key repeats)."""
-    out = {}
-    for r in doc.get("records", []):
-        key = r.get("key") or CellMeasurement.from_dict(r).workload.key()
-        out[key] = r
-    return out
+def markdown_summary(doc: Dict[str, Any], *, final: bool = True) -> List[str]:
+    """``Results.from_doc(doc).markdown_summary(final=final)`` (for ``history/__main__.py``)."""
+    return Results.from_doc(doc).markdown_summary(final=final)
 
 
 #: verdict kinds that fail a session by default, then the ones worth a line, in that order
@@ -130,11 +212,7 @@ def _num(x: Optional[float]) -> str:
     return "-" if x is None else f"{x:.4g}"
 
 
-def markdown_summary(doc: Mapping[str, Any], *, final: bool = True) -> List[str]:
-    """A session as markdown for a CI job summary or a pull-request comment: failures first
-    (regressions, unresolved slowdowns, cells below their floor, cells that did not measure),
-    then the other changes, then how many figures were unchanged."""
-    session = doc.get("session") or {}
+def _markdown_summary(session: Mapping[str, Any], records: List[Mapping[str, Any]], final: bool) -> List[str]:
     verdicts: Mapping[str, Mapping[str, Any]] = session.get("verdicts") or {}
     ab = session.get("ab") or {}
     mode = "A/B" if ab else "baseline"
@@ -158,7 +236,7 @@ def markdown_summary(doc: Mapping[str, Any], *, final: bool = True) -> List[str]
             notable.append(row)
         elif kind == "unchanged":
             unchanged += 1
-    for rec in doc.get("records") or []:
+    for rec in records:
         floor = rec.get("floor") or {}
         if rec.get("status") != "ok":
             failing.append([f"`{rec.get('key')}`", "", "-", "-", "-", "-",
@@ -174,7 +252,7 @@ def markdown_summary(doc: Mapping[str, Any], *, final: bool = True) -> List[str]
         lines += ["", f"### Failing ({len(failing)})", ""] + table(failing)
     if notable:
         lines += ["", f"### Changes ({len(notable)})", ""] + table(notable)
-    lines += ["", f"{unchanged} figure(s) unchanged ({mode} mode); {len(doc.get('records') or [])} cell(s) measured."]
+    lines += ["", f"{unchanged} figure(s) unchanged ({mode} mode); {len(records)} cell(s) measured."]
     if session.get("not_reached"):
         lines.append(f"{len(session['not_reached'])} measuring test(s) not reached before the deadline.")
     return lines
