@@ -56,10 +56,11 @@ def test_a_deadline_runs_tests_by_priority_breadth_first(pytester, make_stub_pyt
 
 def test_tests_past_the_deadline_are_not_reached_and_fail_unless_allowed(pytester, make_stub_python):
     pytester.makepyfile(test_grid=GRID)
-    # each cell sleeps 1.5 s in each of its 2 processes: a 20-s deadline (17 s for measuring)
-    # has room for the first tests, not for all seven (at least 21 s)
-    stub = dict(sleep_models={m: 1.5 for m in ("lenet", "mlp", "alexnet", "resnet50_v2")})
-    r = pytester.runpytest_subprocess(*_args(pytester, make_stub_python, "--perf-deadline", "20s", **stub))
+    # each cell sleeps 1 s in each of its 2 processes: a 16-s deadline (13.6 s for measuring)
+    # has room for the first test (the plan expects 11 s of a test before one ran) and the
+    # next few, not for all seven (at least 14 s)
+    stub = dict(sleep_models={m: 1.0 for m in ("lenet", "mlp", "alexnet", "resnet50_v2")})
+    r = pytester.runpytest_subprocess(*_args(pytester, make_stub_python, "--perf-deadline", "16s", **stub))
     out = r.stdout.str()
     assert r.ret == pytest.ExitCode.TESTS_FAILED, out
     assert "not reached before --perf-deadline" in out
@@ -69,7 +70,7 @@ def test_tests_past_the_deadline_are_not_reached_and_fail_unless_allowed(pyteste
     assert reached and "test_grid.py::test_first[" in reached[0], reached
     assert len(doc["session"]["not_reached"]) == 7 - len(reached) > 0
     assert doc["session"]["complete"] is True
-    r = pytester.runpytest_subprocess(*_args(pytester, make_stub_python, "--perf-deadline", "20s",
+    r = pytester.runpytest_subprocess(*_args(pytester, make_stub_python, "--perf-deadline", "16s",
                                              "--perf-fail-on=-not-reached", **stub))
     assert r.ret == 0, r.stdout.str()
     assert "not reached before --perf-deadline" in r.stdout.str()

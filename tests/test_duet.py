@@ -11,6 +11,11 @@ from pytest_mxperf.model.workload import Workload
 
 W = Workload(model="lenet", mode="score", batch_size=4)
 
+#: a waiting side's CPU use, in CPUs, below which it idles. LeNet b4's waiting sides measured
+#: 0.03-0.07 here and once 0.116 on a CI machine; made to spin (OMP_WAIT_POLICY=active), 0.99
+#: and 1.00. The bound tells the two apart with room for a VM's noise.
+IDLE_SHARE = 0.3
+
 
 def _children():
     return [p for p in psutil.Process().children(recursive=True) if p.is_running()]
@@ -53,14 +58,14 @@ def test_a_side_that_hangs_in_a_round_times_out_and_leaves_no_process(make_stub_
 def test_a_real_duet_pair_of_one_install_measures_both_sides_and_the_waiting_side_idles():
     """Real MXNet on both sides (this interpreter twice): both measure, and the side that
     waits on its pipe uses (almost) no CPU while its partner runs: OpenMP threads do not
-    spin between rounds."""
+    spin between rounds (IDLE_SHARE)."""
     c, r = duet.run_pair(W, candidate=None, reference=None, seed=0, time_budget=0.5)
     assert c.ok and r.ok, (c.message, r.message, c.stderr_tail[-3:])
     assert len(c.round_seconds) == len(r.round_seconds) == duet.rounds_for(0.5, c.meta["duet"]["sizing_round_seconds"])
     assert c.meta["mxnet_version"] == r.meta["mxnet_version"]
     for side in (c, r):
         share = side.meta["duet"]["waiting_cpu_share"]
-        assert share is not None and share < 0.1, (side.meta["duet"], side.meta.get("threads"))
+        assert share is not None and share < IDLE_SHARE, (side.meta["duet"], side.meta.get("threads"))
     assert not _children()
 
 
@@ -197,7 +202,7 @@ def test_a_real_kvstore_duet_pair_measures_both_sides_and_the_waiting_side_idles
         assert side.meta["result"]["error"] < 1e-5  # pulled == the sum of the pushed gradients
         assert side.value("comm_seconds") > 0 and side.batches_per_round == side.meta["duet"]["batches_per_round"]
         share = side.meta["duet"]["waiting_cpu_share"]
-        assert share is not None and share < 0.1, side.meta["duet"]
+        assert share is not None and share < IDLE_SHARE, side.meta["duet"]
     assert not _children()
 
 
@@ -229,7 +234,7 @@ def test_a_real_input_pipeline_duet_pair_measures_both_sides_and_the_waiting_sid
             assert 0 < res["load_share"] < 1
             assert res["loader_bound"] == (res["samples_per_s"] < res["synthetic_samples_per_s"])
         share = side.meta["duet"]["waiting_cpu_share"]
-        assert share is not None and share < 0.1, side.meta["duet"]
+        assert share is not None and share < IDLE_SHARE, side.meta["duet"]
     assert not _children()
 
 
