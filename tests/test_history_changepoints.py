@@ -90,6 +90,26 @@ def test_steps_are_inside_the_history_and_keep_the_minimum_size(values):
         assert abs(s.ratio - 1.0) > C.MIN_EFFECT - 1e-9
 
 
+#: AlexNet b2's fast ends in the real history of benchmarks/results/history-2026-11-24.txt
+#: (second run): three sessions of MXNet 1.6.0 (no MKLDNN), three of 1.8.0.post0, four of 1.9.1
+REAL_ALEXNET = [16.74, 14.95, 16.89, 48.95, 51.43, 50.6, 54.13, 53.46, 53.45, 51.26]
+
+
+def test_a_threefold_step_with_three_sessions_before_it_is_found_and_stays_found():
+    """Welch's test on three noisy sessions against seven has about two degrees of freedom:
+    p = 0.00034 x 5 splits, over the level. The sides lie apart by x2.9, beyond any speed
+    regime, so it is a step; and it stays one as sessions are added after it (before this
+    rule it was found with 6 to 9 sessions in the history, then lost with 10)."""
+    for n in range(6, len(REAL_ALEXNET) + 1):
+        (step,) = C.find_steps(REAL_ALEXNET[:n])
+        assert step.index == 3 and step.ratio > 2.9, (n, step)
+    assert step.apart and step.p_value > C.ALPHA
+    # the same history with the later levels at x2 (apart, but not by APART_RATIO): the t
+    # test alone decides, and three noisy sessions are not enough for it
+    halved = REAL_ALEXNET[:3] + [v / 1.5 for v in REAL_ALEXNET[3:]]
+    assert C.find_steps(halved) == []
+
+
 def test_bad_histories_are_refused():
     for bad in ([1.0, float("nan")], [0.0, 1.0], [-1.0]):
         with pytest.raises(ValueError):

@@ -78,7 +78,8 @@ def main(argv: Optional[List[str]] = None) -> int:
                         n += 1
                         print(f"{key}  {ch['machine_id']}  {pages.date_text(ch['started'])}  {ch['session']}  "
                               f"x{ch['ratio']:.3f} "
-                              f"({ch['before']:.4g} -> {ch['after']:.4g}, p={ch['p_value']:.2g}): "
+                              f"({ch['before']:.4g} -> {ch['after']:.4g}, p={ch['p_value']:.2g}"
+                              f"{'; its sides lie apart' if ch.get('apart') else ''}): "
                               + "; ".join(ch["changed"]))
                 print(f"{n} change point(s) in {len(keys)} cell(s)")
                 return 0
