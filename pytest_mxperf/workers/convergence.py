@@ -49,9 +49,6 @@ def load_digits(path=DATA):
 def run(spec):
     import numpy as np
 
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        import mxnet as mx
     from pytest_mxperf import zoo
 
     model = spec.get("model", "lenet")
@@ -60,17 +57,22 @@ def run(spec):
     seed = int(spec.get("seed", 0))
     target = float(spec.get("target_accuracy", DEFAULT_TARGET))
     max_epochs = int(spec.get("max_epochs", 30))
-    missing = missing_gpus(names, mx.context.num_gpus)
-    if missing:
-        return {"status": "unavailable", "message": missing}
-    ctxs = mx_contexts(mx, names)
-    total = b * len(ctxs)
+    total = b * len(names)
+    # what the spec alone decides, before MXNet's import (2-3 s)
     mspec = zoo.get_model(model)
     if tuple(mspec.input_shape) != (1, 28, 28):
         return {"status": "error", "message": f"{model} does not take 1x28x28 input"}
     xtr, ytr, xva, yva = load_digits(spec.get("data") or DATA)
     if total > len(xtr):
         return {"status": "error", "message": f"total batch {total} exceeds the {len(xtr)} training samples"}
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        import mxnet as mx
+    missing = missing_gpus(names, mx.context.num_gpus)
+    if missing:
+        return {"status": "unavailable", "message": missing}
+    ctxs = mx_contexts(mx, names)
 
     mx.random.seed(seed)
     np.random.seed(seed)

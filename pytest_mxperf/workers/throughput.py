@@ -123,6 +123,9 @@ def measure(spec: dict) -> dict:
     warmup_seconds = float(spec.get("warmup_seconds", 1.0))
     smoke = bool(spec.get("smoke", False))
 
+    if not w.get("source"):  # an unknown zoo name fails here, before MXNet's import (2-3 s)
+        from pytest_mxperf import zoo
+        zoo.get_model(w["model"])
     rss_before = resident_bytes()
     t_start = time.perf_counter()
     mx = import_mxnet()
