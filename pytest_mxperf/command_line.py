@@ -193,7 +193,7 @@ def baseline_requirement(session: PerfSession) -> str:
         raise pytest.UsageError(f"--perf-reference baseline: machine {machine_id} has no baseline ({where}): "
                                 "record one with --perf-update-baselines, or give --perf-reference REQ")
     try:
-        requirement = session.store.recorded_requirement(machine_id)
+        requirement = session.baseline.recorded_requirement()
     except BaselineError as exc:
         raise pytest.UsageError(f"--perf-reference baseline: {exc}") from None
     if not requirement:
