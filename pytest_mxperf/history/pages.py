@@ -90,9 +90,8 @@ def _svg(cell: Mapping[str, Any], hist: Sequence[Mapping[str, Any]], steps: Sequ
     for mid, dash in machines.items():
         mine = [h for h in pts if h["machine_id"] == mid]
         path = " ".join(f"{x(h['started']):.1f},{y(h['fast_end']):.1f}" for h in mine)
-        dashed = f" stroke-dasharray='{dash}'" if dash else ""
-        out.append(f"<polyline points='{path}' fill='none' stroke='#999'{dashed}><title>{html.escape(mid)}</title>"
-                   "</polyline>")
+        out.append(f"<polyline points='{path}' fill='none' stroke='#999'{_dash_attr(dash)}><title>{html.escape(mid)}"
+                   "</title></polyline>")
         for h in mine:
             color = colors.get(h.get("mxnet_version") or "?", "#333")
             tip = (f"{date_text(h['started'])} UTC\nmachine {h['machine_id']}\nMXNet {h.get('mxnet_version')}\n"
@@ -114,6 +113,11 @@ def machine_dashes(points: Sequence[Mapping[str, Any]]) -> Dict[str, str]:
     return {mid: DASHES[i % len(DASHES)] for i, mid in enumerate(ids)}
 
 
+def _dash_attr(dash: str) -> str:
+    """The SVG attribute of a machine's dash pattern ("" for the solid line)."""
+    return f" stroke-dasharray='{dash}'" if dash else ""
+
+
 def _machine_legend(hist: Sequence[Mapping[str, Any]]) -> str:
     """The machines of a cell page, each with its line's dash pattern (only when there are
     several: one machine's page needs no key)."""
@@ -122,9 +126,8 @@ def _machine_legend(hist: Sequence[Mapping[str, Any]]) -> str:
         return ""
     items = []
     for mid, dash in dashes.items():
-        dashed = f" stroke-dasharray='{dash}'" if dash else ""
         items.append(f"<span><svg width='34' height='10'><line x1='0' x2='34' y1='5' y2='5' stroke='#777' "
-                     f"stroke-width='2'{dashed}/></svg> {html.escape(mid)}</span>")
+                     f"stroke-width='2'{_dash_attr(dash)}/></svg> {html.escape(mid)}</span>")
     items = "".join(items)
     return f"<p class='legend'>machines: {items}</p>"
 

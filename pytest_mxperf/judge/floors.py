@@ -305,7 +305,7 @@ def documented_curves(
 
 
 def judge_floor(cell: CellMeasurement, floor: Floor, states: Optional[Sequence[Optional[str]]] = None
-                ) -> (str, str):
+                ) -> Tuple[str, str]:
     """(outcome, one-line message) of a cell against its floor: passed, failed or skipped.
 
     ``states``: the machine-state label of each successful process; the floor is held to

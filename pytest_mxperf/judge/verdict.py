@@ -48,7 +48,7 @@ is controlled per session, not per figure (tests/test_resolution.py simulates it
 
 **Busy machine vs slower MXNet.** Processes that ran while other processes took the CPUs
 ("slowed": the load of other processes and steal, measured while the worker ran, see
-``machine_state.py``) are left out on both sides before the statistics: a neighbour cannot
+``machine/state.py``) are left out on both sides before the statistics: a neighbour cannot
 make a regression. Processes whose MXNet-independent calibration probes (before and after)
 ran slow ("slow-spell": the shared VM itself was slow) stay in, since a spell often begins
 or ends inside a process; but a slowdown whose current processes ran mostly in a slow spell,

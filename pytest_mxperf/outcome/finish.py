@@ -14,7 +14,7 @@ Steps 1-3 are ``judging.py``'s.
    up to ``CONFIRM_PROCESSES`` processes in baseline mode, a second stage of as many pairs
    again in A/B mode. Whatever is still unclear is ``unresolved``.
 4. A failing cell (regression, unresolved, below its floor) is profiled once more, untimed,
-   under ``mx.profiler`` (``profiles.py``, ``workers/profile.py``): its top operators are
+   under ``mx.profiler`` (``measure/profiling.py``, ``workers/profile.py``): its top operators are
    shown beside the baseline's profile, or in A/B mode beside the reference interpreter's.
    ``--perf-profile`` profiles every cell; recording a baseline keeps each cell's profile.
 5. The failure policy (``options.fail_on``) decides the exit status; the baseline is

@@ -22,18 +22,18 @@ A recording (one session) holds the per-process values of the cell's primary fig
 ``process_medians`` (the unit of replication, what verdicts use; its ``metric`` and
 ``unit`` say what they are), the per-process values of its other figures in ``figures``
 (e.g. peak memory, latency p50), each process's machine-state label and calibration probe
-(``process_states``, ``process_probes``: see machine_state.py), their median and
+(``process_states``, ``process_probes``: see machine/state.py and judge/machine_states.py), their median and
 between-process spread, a summary of all per-round samples, the date, MXNet version and
 software facts, the recorded environment and thread pools, peak memory, and bind +
 first-batch seconds, and the cell's small operator profile (``profile``: the top operators of
-one untimed ``mx.profiler`` run, see profiles.py) that a later failure is shown beside. ``pool`` is how it is compared: ``replace`` (the default) starts a new
+one untimed ``mx.profiler`` run, see store/kept_profiles.py) that a later failure is shown beside. ``pool`` is how it is compared: ``replace`` (the default) starts a new
 comparison set; ``add`` (``--perf-update-baselines=add``) pools its processes with the
 recordings since the last ``replace``, so a baseline can span sessions (and a VM's speed
 regimes). The medians of all recorded sessions give the cell's trend in the report.
 
 What the baseline states about itself (additions to schema 1, which older readers ignore):
 each recording carries ``resolution``, per judged figure (``{"throughput": {...}}``) the
-smallest change this machine can resolve for it (``verdict.Resolution``), computed when it
+smallest change this machine can resolve for it (``resolution.Resolution``), computed when it
 is recorded over the comparison set it closes: from the spread of the recorded sessions'
 medians when it pools several (``add``), else provisional, from the spread of its processes
 (``"provisional": true``: how far the machine drifts between sessions is unknown). Files
@@ -429,7 +429,7 @@ class Baseline:
 
     def computed_resolution(self, key: str, metric: Optional[str] = None) -> Optional["resolution.Resolution"]:
         """The resolution of a figure computed from the recordings it is compared with (see
-        ``verdict.Resolution``); None when they hold fewer than two processes."""
+        ``resolution.Resolution``); None when they hold fewer than two processes."""
         return resolution.resolution_of(self.comparison_sessions(key, metric))
 
     def resolution(self, key: str, metric: Optional[str] = None) -> Optional["resolution.Resolution"]:
