@@ -157,3 +157,70 @@ def test_two_machines_taking_turns_are_two_histories_and_a_step_names_its_machin
     assert alone["session"] == "s11" and alone["index"] == 5
     # and the fast machine alone has none
     assert C.cell_changes([h for h in hist if h["machine_id"] == "fast-box"]) == []
+
+
+#: a steady history (ms or img/s alike): ten sessions within 2% of each other
+STEADY = [10.0, 10.1, 9.95, 10.05, 10.0, 10.1, 9.9, 10.05, 10.0, 10.1]
+
+
+def test_a_slow_spell_lies_above_its_neighbours_where_lower_is_better():
+    """Latency: a session 1.8x above its neighbours fell into a slow spell and is screened;
+    one 1.8x below is a fast session and is kept (and the other way round for throughput)."""
+    above = STEADY[:4] + [10.0 * 1.8] + STEADY[5:]
+    below = STEADY[:4] + [10.0 / 1.8] + STEADY[5:]
+    spell_at_4 = [i == 4 for i in range(len(STEADY))]
+    none = [False] * len(STEADY)
+    assert C.spell_sessions(above, higher_is_better=False) == spell_at_4
+    assert C.spell_sessions(below, higher_is_better=False) == none
+    assert C.spell_sessions(below, higher_is_better=True) == spell_at_4
+    assert C.spell_sessions(above, higher_is_better=True) == none
+    assert C.spell_sessions(below) == spell_at_4          # the default is throughput's direction
+    # short histories (no full window) follow the same rule
+    assert C.spell_sessions([10.0, 18.0, 10.1], higher_is_better=False) == [False, True, False]
+    assert C.spell_sessions([10.0, 18.0, 10.1], higher_is_better=True) == [False, False, False]
+    # pure: the input is left as it was
+    assert above == STEADY[:4] + [18.0] + STEADY[5:]
+
+
+def _stepped(before, after, spells, factor):
+    """Ten sessions at ``before`` then ten at ``after`` (0.5% jitter), the sessions ``spells``
+    multiplied by ``factor`` (a slow spell: x1.8 for a latency, /1.8 for a throughput)."""
+    h = [(before if i < 10 else after) * (1 + 0.005 * (i % 3)) for i in range(20)]
+    return [v * factor if i in spells else v for i, v in enumerate(h)]
+
+
+@pytest.mark.parametrize("higher_is_better, before, after, spell", [
+    (False, 10.0, 12.5, 1.8),       # latency ms: worse by x1.25, slow spells above
+    (True, 100.0, 80.0, 1 / 1.8),   # throughput img/s: worse by x0.8, slow spells below
+])
+def test_a_real_step_is_found_past_slow_spells_in_both_directions(higher_is_better, before, after, spell):
+    h = _stepped(before, after, {3, 7, 14}, spell)
+    screened = C.spell_sessions(h, higher_is_better=higher_is_better)
+    assert [i for i, s in enumerate(screened) if s] == [3, 7, 14]
+    (step,) = C.find_steps(h, higher_is_better=higher_is_better)
+    assert step.index == 10 and step.ratio == pytest.approx(after / before, rel=0.02)
+    assert step.worse and step.higher_is_better is higher_is_better
+    # read in the wrong direction, the three spells stay in the segmentation, and Welch's
+    # test on the sides they widen finds no step
+    wrong = C.spell_sessions(h, higher_is_better=not higher_is_better)
+    assert not (wrong[3] or wrong[7] or wrong[14])
+    assert C.find_steps(h, higher_is_better=not higher_is_better) == []
+
+
+@pytest.mark.parametrize("higher_is_better", [False, True])
+def test_one_slow_session_is_no_step_in_either_direction(higher_is_better):
+    slow = 1.8 if not higher_is_better else 1 / 1.8
+    h = [v * slow if i == 4 else v for i, v in enumerate(STEADY)]
+    assert C.find_steps(h, higher_is_better=higher_is_better) == []
+
+
+def test_a_step_says_whether_it_is_worse_by_the_cells_direction():
+    up = [_row(i, 10.0 + (i % 3) * 0.05) for i in range(5)] + [_row(i, 13.0 + (i % 3) * 0.05) for i in range(5, 10)]
+    (latency,) = C.cell_changes(up, higher_is_better=False)
+    assert latency["session"] == "s5" and latency["ratio"] > 1 and latency["worse"] is True
+    (throughput,) = C.cell_changes(up, higher_is_better=True)
+    assert throughput["session"] == "s5" and throughput["worse"] is False
+    down = [dict(r, fast_end=100.0 / r["fast_end"]) for r in up]
+    (latency_down,) = C.cell_changes(down, higher_is_better=False)
+    assert latency_down["ratio"] < 1 and latency_down["worse"] is False
+    assert C.cell_changes(down)[0]["worse"] is True     # throughput, the default

@@ -284,6 +284,36 @@ def test_the_command_line_imports_lists_changes_and_says_errors_in_one_line(tmp_
     assert r.returncode == 0 and "## pytest-mxperf" in r.stdout
 
 
+def latency_doc(sid, started, ms, machine="box"):
+    """A results document of one latency cell (ms, lower is better), three processes."""
+    w = Workload("lenet", batch_size=8, mode="latency")
+    runs = [RunResult(w, "ok", figures={"latency_p99_ms": ms * f}, meta={"mxnet_version": "1.9.1"})
+            for f in (0.99, 1.0, 1.01)]
+    return {"schema": results.SCHEMA_VERSION, "kind": results.KIND, "machine": {"id": machine},
+            "session": {"id": sid, "started": started, "software": {"mxnet_version": "1.9.1"}, "complete": True},
+            "records": [results.make_record(CellMeasurement(w, runs))]}
+
+
+def test_a_latency_cell_screens_its_slow_spells_above_and_calls_a_rise_worse(tmp_path):
+    """Lower is better: the sessions at x1.8 fell into slow spells (no step at them), the
+    level rising by a quarter from s6 on is one step, worse, in ``changes`` and on the pages."""
+    where = str(tmp_path / "h.sqlite")
+    with open_store(where) as s:
+        for i in range(12):
+            ms = (10.0 if i < 6 else 12.5) * (1 + 0.004 * (i % 3)) * (1.8 if i in (2, 9) else 1.0)
+            s.append(latency_doc(f"s{i}", 1000.0 + 3600 * i, ms))
+        (cell,) = s.cells()
+        assert cell["unit"] == "ms" and cell["higher_is_better"] is False
+        files = pages.publish(s, tmp_path / "out")
+    r = _cli("--store", where, "changes")
+    assert r.returncode == 0 and "1 change point(s)" in r.stdout, r.stdout + r.stderr
+    (line,) = [ln for ln in r.stdout.splitlines() if ln.startswith("latency/")]
+    assert "  s6  " in line and " worse (" in line and "x1.2" in line
+    page = files[1].read_text()
+    assert "<td class='down'>x1.2" in page and " worse</td>" in page and ", worse: " in page
+    assert "<td class='down'>x1.2" in (tmp_path / "out" / "index.html").read_text()
+
+
 CELLS = """
 import pytest
 

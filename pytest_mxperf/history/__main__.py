@@ -71,13 +71,16 @@ def main(argv: Optional[List[str]] = None) -> int:
                       f"{bad} unusable")
                 return 0 if added or skipped else 2
             if args.cmd == "changes":
-                keys = [args.cell] if args.cell else [c["key"] for c in store.cells()]
+                # each cell's direction (its Metric's, kept in the store): which sessions are
+                # slow spells, and whether a step is worse or better
+                higher = {c["key"]: c["higher_is_better"] for c in store.cells()}
+                keys = [args.cell] if args.cell else list(higher)
                 n = 0
                 for key in keys:
-                    for ch in changepoints.cell_changes(store.history(key)):
+                    for ch in changepoints.cell_changes(store.history(key), higher_is_better=higher.get(key, True)):
                         n += 1
                         print(f"{key}  {ch['machine_id']}  {pages.date_text(ch['started'])}  {ch['session']}  "
-                              f"x{ch['ratio']:.3f} "
+                              f"x{ch['ratio']:.3f} {'worse' if ch['worse'] else 'better'} "
                               f"({ch['before']:.4g} -> {ch['after']:.4g}, p={ch['p_value']:.2g}"
                               f"{'; its sides lie apart' if ch.get('apart') else ''}): "
                               + "; ".join(ch["changed"]))

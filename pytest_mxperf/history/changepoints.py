@@ -22,10 +22,15 @@ degrees of freedom: a threefold step (MXNet 1.6.0 without MKLDNN, three sessions
 1.8.0) was found while the history held 6 to 9 sessions and lost at 10, its p times the
 splits tried 0.0017 against 0.001.
 
-Accepted splits are searched again on both sides. Before that, a session far below the sessions around it (``spell_sessions``) is left out:
-it fell whole into a slow spell of the machine, which slows and passes. A step is attributed
-to the first session
-after it, with what changed there against the machine's session before (``what_changed``):
+Accepted splits are searched again on both sides. Before that, a session far on the slow side
+of the sessions around it (``spell_sessions``) is left out: it fell whole into a slow spell of
+the machine, which slows and passes. The slow side is the figure's direction: *below* its
+neighbours where higher is better (throughput), *above* them where lower is better (latency,
+seconds, memory); a session on the fast side is kept, whatever its distance. Every function
+here that decides on a figure takes ``higher_is_better`` (the cell's ``Metric``, as the store
+keeps it in its ``cells`` table); a step says whether it made the figure ``worse``. A step is
+attributed to the first session after it, with what changed there against the machine's
+session before (``what_changed``):
 the MXNet version, build features, Python, the environment. A step where nothing
 changed is said to be so: the machine's own speed, or a cause the store does not see.
 
@@ -48,8 +53,9 @@ MIN_EFFECT = options.MIN_EFFECT
 ALPHA = 0.001
 MIN_SIZE = 3
 #: a session whose figure is below SPELL_DEPTH x the median of the SPELL_WINDOW sessions
-#: around it fell whole into a slow spell of the machine: it is shown, and left out of the
-#: segmentation (a spell slows; it never speeds up, and it does not last)
+#: around it (above that median / SPELL_DEPTH for a figure where lower is better) fell whole
+#: into a slow spell of the machine: it is shown, and left out of the segmentation (a spell
+#: slows; it never speeds up, and it does not last)
 SPELL_DEPTH = 0.85
 SPELL_WINDOW = 5
 #: the gap between two sides that are apart, beyond which a split is a step whatever its p:
@@ -65,22 +71,36 @@ class Step:
     after: float      # ... and after
     p_value: float    # Bonferroni-adjusted
     apart: bool = False  # a step because its sides lie apart by more than APART_RATIO
+    higher_is_better: bool = True  # the figure's direction (its Metric's)
 
     @property
     def ratio(self) -> float:
         return self.after / self.before
 
+    @property
+    def worse(self) -> bool:
+        """Whether the new level is worse: lower where higher is better, higher where lower is."""
+        return (self.after < self.before) == self.higher_is_better
 
-def spell_sessions(values: Sequence[float], window: int = SPELL_WINDOW, depth: float = SPELL_DEPTH) -> List[bool]:
-    """For each session, whether it fell whole into a slow spell (see SPELL_DEPTH)."""
+
+def spell_sessions(values: Sequence[float], window: int = SPELL_WINDOW, depth: float = SPELL_DEPTH, *,
+                   higher_is_better: bool = True) -> List[bool]:
+    """For each session, whether it fell whole into a slow spell (see SPELL_DEPTH): its figure
+    below ``depth`` x the median around it where higher is better, above that median / ``depth``
+    where lower is better (a slow spell raises a latency, a time, a memory figure). A session
+    on the fast side of its neighbours is never one."""
     v = np.asarray(values, dtype=float)
     half = window // 2
+
+    def slow(x: float, m: float) -> bool:
+        return bool(x < depth * m) if higher_is_better else bool(x * depth > m)
     if len(v) <= window:
-        return [bool(x < depth * float(np.median(v))) for x in v]
+        m = float(np.median(v))
+        return [slow(x, m) for x in v]
     inner = np.median(np.lib.stride_tricks.sliding_window_view(v, window), axis=1)  # centred, full windows
     medians = np.concatenate([[np.median(v[:i + half + 1]) for i in range(half)], inner,
                               [np.median(v[i - half:]) for i in range(len(v) - half, len(v))]])
-    return [bool(x < depth * m) for x, m in zip(v, medians)]
+    return [slow(x, m) for x, m in zip(v, medians)]
 
 
 def _welch(a: np.ndarray, b: np.ndarray) -> tuple:
@@ -120,7 +140,7 @@ def _best_split(x: np.ndarray, lo: int, hi: int, min_size: int) -> tuple:
 
 
 def _split(x: np.ndarray, lo: int, hi: int, min_effect: float, alpha: float, min_size: int, out: List[Step],
-           values: np.ndarray) -> None:
+           values: np.ndarray, higher_is_better: bool) -> None:
     if hi - lo < 2 * min_size:
         return
     t, p, tried = _best_split(x, lo, hi, min_size)
@@ -130,22 +150,25 @@ def _split(x: np.ndarray, lo: int, hi: int, min_effect: float, alpha: float, min
     gap = max(right.min() - left.max(), left.min() - right.max())  # > 0: the sides are apart, in log units
     apart = gap > math.log(APART_RATIO)
     if (p_adj < alpha or apart) and abs(math.log(after / before)) > math.log1p(min_effect):
-        out.append(Step(t, before, after, p_adj, apart=apart and not p_adj < alpha))
-        _split(x, lo, t, min_effect, alpha, min_size, out, values)
-        _split(x, t, hi, min_effect, alpha, min_size, out, values)
+        out.append(Step(t, before, after, p_adj, apart=apart and not p_adj < alpha,
+                        higher_is_better=higher_is_better))
+        _split(x, lo, t, min_effect, alpha, min_size, out, values, higher_is_better)
+        _split(x, t, hi, min_effect, alpha, min_size, out, values, higher_is_better)
 
 
 def find_steps(values: Sequence[Optional[float]], *, min_effect: float = MIN_EFFECT, alpha: float = ALPHA,
-               min_size: int = MIN_SIZE) -> List[Step]:
+               min_size: int = MIN_SIZE, higher_is_better: bool = True) -> List[Step]:
     """The steps of a history (indices into ``values``; sessions without a figure are left
-    out first, so give only the measured ones to keep indices aligned)."""
+    out first, so give only the measured ones to keep indices aligned). ``higher_is_better``
+    is the figure's direction: which sessions are slow spells (``spell_sessions``) and
+    which steps are ``worse``."""
     v = np.asarray([float(a) for a in values], dtype=float)
     if len(v) == 0 or not np.all(np.isfinite(v)) or np.any(v <= 0):
         raise ValueError("a history is positive finite figures")
-    kept = [i for i, spell in enumerate(spell_sessions(v)) if not spell]
+    kept = [i for i, spell in enumerate(spell_sessions(v, higher_is_better=higher_is_better)) if not spell]
     kv = v[kept]
     out: List[Step] = []
-    _split(np.log(kv), 0, len(kv), min_effect, alpha, min_size, out, kv)
+    _split(np.log(kv), 0, len(kv), min_effect, alpha, min_size, out, kv, higher_is_better)
     return sorted((dataclasses.replace(s, index=kept[s.index]) for s in out), key=lambda s: s.index)
 
 
@@ -170,9 +193,12 @@ def what_changed(before: Mapping[str, Any], after: Mapping[str, Any]) -> List[st
     return out
 
 
-def cell_changes(history: Sequence[Mapping[str, Any]], **kw) -> List[Dict[str, Any]]:
+def cell_changes(history: Sequence[Mapping[str, Any]], *, higher_is_better: bool = True,
+                 **kw) -> List[Dict[str, Any]]:
     """The steps of one cell's history (``HistoryStore.history``), each with its machine,
-    session, date, levels, ratio and what changed, oldest first. The history is segmented per
+    session, date, levels, ratio, whether it is ``worse`` and what changed, oldest first.
+    ``higher_is_better`` is the cell's direction (``HistoryStore.cells()``: its Metric's);
+    the default, True, is right for throughput cells only. The history is segmented per
     machine: two machines' figures are no level (a fleet's runners of several kinds take turns
     in time), and a step on one machine is found among that machine's sessions alone.
     Sessions without a figure are skipped."""
@@ -184,12 +210,12 @@ def cell_changes(history: Sequence[Mapping[str, Any]], **kw) -> List[Dict[str, A
     for machine_id, measured in by_machine.items():
         if len(measured) < 2:
             continue
-        for s in find_steps([h["fast_end"] for h in measured], **kw):
+        for s in find_steps([h["fast_end"] for h in measured], higher_is_better=higher_is_better, **kw):
             first, prev = measured[s.index], measured[s.index - 1]
             changed = what_changed(prev, first)
             out.append({"machine_id": machine_id, "session": first["session"], "started": first["started"],
                         "index": s.index, "before": s.before, "after": s.after, "ratio": s.ratio,
-                        "p_value": s.p_value, "apart": s.apart,
+                        "p_value": s.p_value, "apart": s.apart, "worse": s.worse,
                         "changed": changed or ["nothing the store records (the machine's speed, or an unrecorded "
                                                "cause)"]})
     return sorted(out, key=lambda c: (c["started"], str(c["machine_id"])))

@@ -84,7 +84,8 @@ def _svg(cell: Mapping[str, Any], hist: Sequence[Mapping[str, Any]], steps: Sequ
     for s in steps:
         xs = x(s["started"])
         out.append(f"<line x1='{xs:.1f}' x2='{xs:.1f}' y1='{PAD_T}' y2='{H - PAD_B}' stroke='#b00' "
-                   f"stroke-dasharray='3,3'><title>step x{s['ratio']:.3f} on {html.escape(str(s['machine_id']))}: "
+                   f"stroke-dasharray='3,3'><title>step x{s['ratio']:.3f} on {html.escape(str(s['machine_id']))}, "
+                   f"{_word(s)}: "
                    f"{html.escape('; '.join(s['changed']))}</title></line>")
     machines = machine_dashes(pts)
     for mid, dash in machines.items():
@@ -105,6 +106,16 @@ def _svg(cell: Mapping[str, Any], hist: Sequence[Mapping[str, Any]], steps: Sequ
                        f"<title>{html.escape(tip)}</title></circle>")
     out.append("</svg>")
     return "".join(out)
+
+
+def _word(step: Mapping[str, Any]) -> str:
+    """A step's direction in a word, from the cell's direction (``cell_changes``' ``worse``)."""
+    return "worse" if step["worse"] else "better"
+
+
+def _tone(step: Mapping[str, Any]) -> str:
+    """The CSS class of a step's ratio: red where it made the figure worse, green where better."""
+    return "down" if step["worse"] else "up"
 
 
 def machine_dashes(points: Sequence[Mapping[str, Any]]) -> Dict[str, str]:
@@ -143,14 +154,14 @@ def publish(store, out_dir) -> List[Path]:
     rows, files = [], []
     for cell in store.cells():
         hist = store.history(cell["key"])
-        steps = changepoints.cell_changes(hist)
+        steps = changepoints.cell_changes(hist, higher_is_better=cell["higher_is_better"])
         measured = [h for h in hist if h.get("fast_end")]
         latest = measured[-1] if measured else None
         name = slug(cell["key"])
         step_rows = "".join(
             f"<tr><td>{date_text(s['started'])}</td><td>{html.escape(str(s['machine_id']))}</td>"
             f"<td>{html.escape(s['session'])}</td>"
-            f"<td class='{'down' if (s['ratio'] < 1) == cell['higher_is_better'] else 'up'}'>x{s['ratio']:.3f}</td>"
+            f"<td class='{_tone(s)}'>x{s['ratio']:.3f} {_word(s)}</td>"
             f"<td>{s['before']:.4g} -> {s['after']:.4g}</td><td>{html.escape('; '.join(s['changed']))}</td></tr>"
             for s in steps)
         body = (f"<p><a href='../index.html'>all cells</a></p><h1>{html.escape(cell['key'])}</h1>{legend}"
@@ -171,7 +182,7 @@ def publish(store, out_dir) -> List[Path]:
             f"<td>{format(latest['fast_end'], '.4g') if latest else '-'} {html.escape(cell['unit'])}</td>"
             f"<td>{html.escape(latest['mxnet_version'] or '?') if latest else '-'}</td><td>{len(measured)}</td>"
             f"<td>{len(steps)}</td>"
-            + (f"<td class='{'down' if (last['ratio'] < 1) == cell['higher_is_better'] else 'up'}'>x{last['ratio']:.3f} "
+            + (f"<td class='{_tone(last)}'>x{last['ratio']:.3f} {_word(last)} "
                f"{date_text(last['started'])[:10]} on {html.escape(str(last['machine_id']))}: "
                f"{html.escape('; '.join(last['changed']))}</td>" if last else "<td>-</td>")
             + "</tr>")
