@@ -269,7 +269,7 @@ def pytest_benchmark_update_machine_info(config, machine_info):
 
 def pytest_benchmark_update_json(config, benchmarks, output_json):
     s = _session(config)
-    output_json["mxperf"] = {"cells": [r.to_dict() for r in s.records]}
+    output_json["mxperf"] = {"cells": [r.to_dict() for r in s.cells().values()]}
 
 
 def pytest_collection_finish(session):

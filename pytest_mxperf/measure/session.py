@@ -17,7 +17,7 @@ import dataclasses
 import os
 import time
 import uuid
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from pytest_mxperf import zoo
 from pytest_mxperf.judge import floors
@@ -46,10 +46,17 @@ class CellRecord:
     outcome: str = "measured"  # passed / failed / skipped / measured
     note: str = ""
     remeasure: Optional[Callable[[int], CellMeasurement]] = dataclasses.field(default=None, repr=False)
+    #: every test whose processes this record holds (a merged cell: ``merge_records``)
+    nodeids: Tuple[str, ...] = ()
+
+    @property
+    def key(self) -> str:
+        return self.cell.workload.key()
 
     def to_dict(self, verdicts: Optional[Mapping[str, Any]] = None) -> Dict[str, Any]:
         d = self.cell.to_dict()
         d["nodeid"] = self.nodeid
+        d["nodeids"] = list(self.nodeids or (self.nodeid,))
         d["floor"] = dataclasses.asdict(self.floor) if self.floor else None
         d["outcome"] = self.outcome
         d["note"] = self.note
@@ -59,6 +66,44 @@ class CellRecord:
                              if k == key or k.startswith(key + "#")}
             d["verdict"] = d["verdicts"].get(key)
         return d
+
+
+#: what a merged cell's test outcome is when its tests disagree: the first of these found
+_OUTCOME_ORDER = ("failed", "passed", "skipped", "measured")
+
+
+def merge_records(records: Sequence[CellRecord]) -> Dict[str, CellRecord]:
+    """The session's cells by key, each once: a cell that several tests measured (and the
+    confirmation processes the end of the session added) is one new record holding every
+    process of those records once, in the order they ran. Pure: the records and their
+    measurements are left as they are, so any number of calls give the same cells."""
+    groups: Dict[str, List[CellRecord]] = {}
+    for r in records:
+        groups.setdefault(r.key, []).append(r)
+    out: Dict[str, CellRecord] = {}
+    for key, recs in groups.items():
+        first = recs[0]
+        if len(recs) == 1 and not first.nodeids:
+            out[key] = dataclasses.replace(first, nodeids=(first.nodeid,),
+                                           cell=dataclasses.replace(first.cell, runs=list(first.cell.runs),
+                                                                    reference=_copied(first.cell.reference)))
+            continue
+        runs = [run for r in recs for run in r.cell.runs]
+        paired = [r for r in recs if r.cell.reference is not None]
+        reference = [run for r in paired for run in r.cell.reference] if paired else None
+        outcomes = [r.outcome for r in recs]
+        outcome = next((o for o in _OUTCOME_ORDER if o in outcomes), first.outcome)
+        notes = list(dict.fromkeys(r.note for r in recs if r.note))
+        out[key] = CellRecord(
+            nodeid=first.nodeid, cell=CellMeasurement(first.cell.workload, runs, reference),
+            floor=next((r.floor for r in recs if r.floor is not None), None), outcome=outcome,
+            note="; ".join(notes), remeasure=next((r.remeasure for r in recs if r.remeasure), None),
+            nodeids=tuple(dict.fromkeys(n for r in recs for n in (r.nodeids or (r.nodeid,)))))
+    return out
+
+
+def _copied(runs: Optional[List[RunResult]]) -> Optional[List[RunResult]]:
+    return None if runs is None else list(runs)
 
 
 @dataclasses.dataclass
@@ -265,6 +310,25 @@ class PerfSession:
 
     def add(self, record: CellRecord) -> None:
         self.records.append(record)
+
+    def cells(self) -> Dict[str, CellRecord]:
+        """Every cell measured so far, once (``merge_records``): a new value on every call."""
+        return merge_records(self.records)
+
+    def measured_cells(self) -> Dict[str, CellRecord]:
+        """The cells with at least one process that measured: what the end of a session judges."""
+        return {k: r for k, r in self.cells().items() if r.cell.ok_runs}
+
+    def confirm(self, key: str, processes: int) -> Optional[CellMeasurement]:
+        """Measure cell ``key`` again in ``processes`` more processes (pairs in A/B mode),
+        through the worker kind that measured it (its record's ``remeasure``), and keep them as
+        a record of their own; None when the cell cannot be measured again."""
+        rec = self.cells().get(key)
+        if rec is None or rec.remeasure is None or processes <= 0:
+            return None
+        extra = rec.remeasure(processes)
+        self.add(CellRecord(rec.nodeid, extra, outcome="measured", note="", remeasure=rec.remeasure))
+        return extra
 
     def floor_for(self, cell: CellMeasurement) -> floors.Floor:
         w = cell.workload

@@ -17,7 +17,7 @@ from pytest_mxperf.judge import verdict as vd
 from pytest_mxperf.measure.session import CellRecord, PerfSession
 from pytest_mxperf.model import stats
 from pytest_mxperf.model.measurement import CellMeasurement, cell_of, metric_key
-from pytest_mxperf.outcome.judging import GateOutcome, label_machine_states
+from pytest_mxperf.outcome.judging import GateOutcome, label_machine_states, session_cells
 
 
 #: figures that are a rate of a duet's timed rounds (higher is better: score / train
@@ -129,14 +129,12 @@ def judge_ab(session: PerfSession, cells, out: GateOutcome) -> Dict[str, vd.Verd
         if wanted:
             session.say(second_stage_line(wanted, cells))
         for key in suspects:
-            rec = cells[key]
-            if rec.remeasure is not None:
-                extra = rec.remeasure(wanted[key])
-                rec.cell.runs.extend(extra.runs)
-                rec.cell.reference.extend(extra.reference or [])
+            if key in wanted:
+                session.confirm(key, wanted[key])
             final.add(key)
         if final:
             out.confirmed = len(final)
+            cells = session_cells(session)
             label_machine_states(cells, None)
             verdicts = judge()
         # a cell that became unclear only in the second judgement (BH across cells) gets no

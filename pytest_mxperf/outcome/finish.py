@@ -117,6 +117,7 @@ def finish_session(session: PerfSession) -> GateOutcome:
                 out.messages.append("mxperf: failing the session: no baseline (--perf-fail-on no-baseline)")
     else:
         out.verdicts = judge_baseline(session, cells, baseline, reference, out)
+    cells = session_cells(session)  # with the processes that confirmed suspects
     _advise(cells, out)
     profile_lines = _profile(session, cells, out)
     _say_verdicts(out, session, profile_lines)

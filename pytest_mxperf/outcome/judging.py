@@ -58,19 +58,10 @@ def software_facts(cell_runs) -> Dict[str, Any]:
 
 
 def session_cells(session: PerfSession) -> Dict[str, CellRecord]:
-    """Measured cells by key; a cell measured by two tests is judged once, on all its processes."""
-    out: Dict[str, CellRecord] = {}
-    for r in session.records:
-        if not r.cell.ok_runs:
-            continue
-        key = r.cell.workload.key()
-        if key in out and out[key].cell is not r.cell:
-            out[key].cell.runs.extend(r.cell.runs)
-            if r.cell.reference and out[key].cell.reference is not None:
-                out[key].cell.reference.extend(r.cell.reference)
-        else:
-            out.setdefault(key, r)
-    return out
+    """Measured cells by key (``PerfSession.measured_cells``): a cell measured by two tests is
+    judged once, on each of its processes once. A new value on every call; nothing measured
+    is changed."""
+    return session.measured_cells()
 
 
 # ----------------------------------------------------------------------------- machine state
@@ -150,11 +141,9 @@ def judge_baseline(session: PerfSession, cells, baseline: Baseline, reference, o
             if not suspects:
                 break
             for key in sorted(suspects):
-                rec = cells[key]
-                missing = thresholds.CONFIRM_PROCESSES - len(rec.cell.ok_runs)
-                if missing > 0 and rec.remeasure is not None:
-                    rec.cell.runs.extend(rec.remeasure(missing).runs)
+                session.confirm(key, thresholds.CONFIRM_PROCESSES - len(cells[key].cell.ok_runs))
                 confirmed.add(key)
+            cells = session_cells(session)
             reference = label_machine_states(cells, baseline) or reference
             verdicts = vd.judge_session(comparisons(cells, baseline, reference, confirmed),
                                         min_effect=options.min_effect)

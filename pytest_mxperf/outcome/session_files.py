@@ -33,11 +33,12 @@ def record_history(where: str, doc: Dict[str, Any]) -> List[str]:
             store.append(doc)
             sid = doc["session"]["id"]
             lines = [f"mxperf: session {sid[:12]} kept in the history store {describe(where)}"]
+            direction = {c["key"]: c["higher_is_better"] for c in store.cells()}
             for key in dict.fromkeys(rec["key"] for rec in doc["records"]):
                 # this machine's history: a step is found among one machine's sessions
                 hist = [h for h in store.history(key) if h.get("fast_end")
                         and h["machine_id"] == doc["machine"]["id"]]
-                for ch in changepoints.cell_changes(hist):
+                for ch in changepoints.cell_changes(hist, higher_is_better=direction.get(key, True)):
                     # a step needs MIN_SIZE sessions after it: it is said by the sessions that
                     # make it sure, naming the session it began in
                     ago = len(hist) - ch["index"] - 1
@@ -86,8 +87,9 @@ def results_document(session: PerfSession, out: GateOutcome, final: bool = True)
     the session's facts and verdicts, and every cell's record with its processes."""
     from pytest_mxperf.history import provenance
     options = session.options
-    records = [r.to_dict(out.verdicts) for r in session.records]
-    meta = {"id": session.session_id, "software": software_facts(r for rec in session.records for r in rec.cell.ok_runs),
+    cells = list(session.cells().values())  # each cell once, with each of its processes once
+    records = [r.to_dict(out.verdicts) for r in cells]
+    meta = {"id": session.session_id, "software": software_facts(r for rec in cells for r in rec.cell.ok_runs),
             "git_commit": provenance.git_commit(), "ci_run": provenance.ci_run(),
             "fleet_id": options.fleet_id, "shard": f"{options.shard[0]}/{options.shard[1]}" if options.shard else None,
             "complete": final, "not_reached": list(session.not_reached),

@@ -215,7 +215,8 @@ def session_lines(session, outcome) -> List[str]:
     """The terminal summary of a PerfSession after the gate ran."""
     from pytest_mxperf.machine import hardware
     software, env = "", {}
-    for r in session.records:
+    cells = list(session.cells().values())  # each cell once, with each of its processes once
+    for r in cells:
         for run in r.cell.runs:
             if run.mxnet_version and not software:
                 software = (f"mxnet {run.meta['mxnet_version']}, python {run.meta.get('python')}, "
@@ -236,7 +237,7 @@ def session_lines(session, outcome) -> List[str]:
                "env": ", ".join(f"{k}={v}" for k, v in sorted(env.items())) or "(none recorded)",
                "headline": list(outcome.headline) if outcome else [],
                "messages": [m for m in session.end_messages if not (outcome and m in outcome.headline)]}
-    lines = summary_lines(session.records, session.findings, context, outcome.verdicts if outcome else {})
+    lines = summary_lines(cells, session.findings, context, outcome.verdicts if outcome else {})
     if session.deselected_slow:
         lines.append(f"mxperf: {session.deselected_slow} slow cells deselected (--perf-slow runs them)")
     return lines
