@@ -141,3 +141,18 @@ def test_modules_do_not_import_mxnet():
     out = subprocess.run([sys.executable, "-c", code], env=dict(os.environ, PYTHONPATH=str(ROOT)),
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
+
+
+def test_a_cell_this_machine_cannot_run_is_not_listed_as_failing():
+    """An unsupported cell (float16 on a CPU: its test skips) is named apart, never under
+    "Failing"; a cell that crashed is failing."""
+    doc = {"schema": 1, "machine": {"id": "box"}, "session": {"verdicts": {}},
+           "records": [{"key": "score/lenet/b8/cpu:0/float16/threads=auto", "status": "unsupported",
+                        "message": "float16 on CPU: no kernel"},
+                       {"key": "score/mlp/b8/cpu:0/float32/threads=auto", "status": "crash",
+                        "message": "worker died"}]}
+    text = "\n".join(R.markdown_summary(doc))
+    failing = text.split("### Failing")[1].split("figure(s) unchanged")[0]
+    assert "mlp" in failing and "float16" not in failing
+    assert "1 cell(s) not measurable here (skipped, not failing): `score/lenet/b8/cpu:0/float16/threads=auto`" in text
+    assert "0 cell(s) measured" in text

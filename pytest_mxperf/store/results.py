@@ -202,6 +202,8 @@ def markdown_summary(doc: Dict[str, Any], *, final: bool = True) -> List[str]:
 #: verdict kinds that fail a session by default, then the ones worth a line, in that order
 _FAILING = ("regression", "unresolved")
 _NOTABLE = ("suspect", "below-resolution", "unclear", "improvement")
+#: record statuses of a cell this machine or build cannot run (its test skips): not a failure
+_NOT_HERE = ("unsupported", "unavailable")
 
 
 def _pct(change: Optional[float]) -> str:
@@ -236,9 +238,12 @@ def _markdown_summary(session: Mapping[str, Any], records: List[Mapping[str, Any
             notable.append(row)
         elif kind == "unchanged":
             unchanged += 1
+    not_here = []
     for rec in records:
         floor = rec.get("floor") or {}
-        if rec.get("status") != "ok":
+        if rec.get("status") in _NOT_HERE:  # a skipped test: this machine or build cannot run the cell
+            not_here.append(f"`{rec.get('key')}` ({rec.get('status')})")
+        elif rec.get("status") != "ok":
             failing.append([f"`{rec.get('key')}`", "", "-", "-", "-", "-",
                             f"**{rec.get('status')}**: {str(rec.get('message') or '').splitlines()[0][:120] if rec.get('message') else ''}"])
         elif rec.get("outcome") == "failed" and floor.get("value") is not None:
@@ -252,7 +257,10 @@ def _markdown_summary(session: Mapping[str, Any], records: List[Mapping[str, Any
         lines += ["", f"### Failing ({len(failing)})", ""] + table(failing)
     if notable:
         lines += ["", f"### Changes ({len(notable)})", ""] + table(notable)
-    lines += ["", f"{unchanged} figure(s) unchanged ({mode} mode); {len(records)} cell(s) measured."]
+    measured = sum(rec.get("status") == "ok" for rec in records)
+    lines += ["", f"{unchanged} figure(s) unchanged ({mode} mode); {measured} cell(s) measured."]
+    if not_here:
+        lines.append(f"{len(not_here)} cell(s) not measurable here (skipped, not failing): {', '.join(not_here)}")
     if session.get("not_reached"):
         lines.append(f"{len(session['not_reached'])} measuring test(s) not reached before the deadline.")
     return lines
