@@ -5,7 +5,7 @@ after the other can land in different regimes. A duet (Bulej et al., "Duet Bench
 Improving Measurement Accuracy in the Cloud", ICPE 2020) cancels that: both workers import
 MXNet, bind and warm up once, then the parent alternates short timed rounds between them,
 A,B,B,A,A,B,B,A,..., exactly one of them running at any moment while the other blocks on
-its control pipe (``workers/protocol.serve_rounds``). A slow spell longer than a round
+its control pipe (``workers/protocol.serve_duet``). A slow spell longer than a round
 slows both sides of the round pair alike, so the ratio of their times cancels it.
 
 ``run_pair`` runs one such pair and returns a RunResult per side: each carries the timed
@@ -14,13 +14,14 @@ other) and ``meta["duet"]``: which side ran first, the round size, and how much 
 waiting side used while its partner ran (evidence that it really waited).
 
 Worker kinds that can be resident (``RESIDENT_MODULES``: each builds its cell once, warms
-up untimed and serves rounds through ``protocol.serve_rounds`` when its spec has
+up untimed and serves rounds through ``protocol.serve_duet`` when its spec has
 ``control``) run as duets in A/B mode: the throughput worker (score, train, latency, your
-own network), ``commbench`` (kvstore: a unit of a round is one synchronised push+pull of
-every key) and ``pipeline`` (io: a unit is one epoch of the loader alone, or one fed
-training step). A kind that cannot be resident keeps fresh process pairs: a distributed
-cell (one process is a whole ps-lite cluster launch) and time to accuracy (one process is
-one whole training run to the target).
+own network; a latency cell's round synchronises each of its batches, so that its p50 / p99
+are single batches' latencies, as in a process, not round totals), ``commbench`` (kvstore:
+a unit of a round is one synchronised push+pull of every key) and ``pipeline`` (io: a unit
+is one epoch of the loader alone, or one fed training step). A kind that cannot be
+resident keeps fresh process pairs: a distributed cell (one process is a whole ps-lite
+cluster launch) and time to accuracy (one process is one whole training run to the target).
 
 The process pair is the unit of replication: the gate turns each pair into one estimate
 (``stats.duet_pair_log_ratio``) and judges the pairs (``verdict_duet``).
@@ -55,7 +56,7 @@ SIZING_TRIES = 4
 #: shown-only parts measures them first, alone: its partner waits or has exited)
 FINISH_TIMEOUT = 60.0
 
-#: the worker modules that serve duet rounds (``workers/protocol.serve_rounds``) when their
+#: the worker modules that serve duet rounds (``workers/protocol.serve_duet``) when their
 #: spec has ``control``. Declared here, not read from the module: the parent never imports a
 #: worker kind it is given (a user's worker module may import MXNet at its top).
 RESIDENT_MODULES = frozenset({

@@ -178,6 +178,21 @@ class TimedSteps:
         self.mx.nd.waitall()
         return time.perf_counter() - t0
 
+    def timed_each(self, n):
+        """n steps, each one between two ``mx.nd.waitall()`` (as ``timed(1)`` n times, with no
+        gap between them): (the n steps' seconds, each step's seconds). A latency cell's duet
+        round: each step is one synchronised batch, the latency a batch-1 request sees."""
+        self.mx.nd.waitall()
+        t0 = t_prev = time.perf_counter()
+        each = []
+        for _ in range(n):
+            self.step()
+            self.mx.nd.waitall()
+            t = time.perf_counter()
+            each.append(t - t_prev)
+            t_prev = t
+        return t_prev - t0, each
+
 
 class ModuleSteps(TimedSteps):
     """A bound ``mx.mod.Module`` (``self.mod``) stepped on one batch (``self.batch``):
@@ -190,16 +205,38 @@ class ModuleSteps(TimedSteps):
             self.mod.update()
 
 
-def serve_rounds(cell, control, ready):
+class DuetRounds:
+    """What a resident worker's side of a duet measured (``serve_duet``): its timed rounds
+    only, never the settling and sizing rounds nor its partner's turns.
+
+    ``seconds``: each timed round's seconds, in the order they ran; ``batches``: batches
+    (units) per timed round, the same for all; ``batch_seconds``: with ``each_batch``, every
+    timed batch's own seconds (each between two ``mx.nd.waitall()``), else []; ``wall_seconds``
+    and ``cpu_seconds``: this process's wall and CPU time inside its timed rounds (their
+    ratio is the CPUs the cell used, as over a process's rounds)."""
+
+    def __init__(self):
+        self.seconds, self.batches, self.batch_seconds = [], None, []
+        self.wall_seconds = self.cpu_seconds = 0.0
+
+
+def _process_cpu_seconds():
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
+def serve_duet(cell, control, ready, *, each_batch=False):
     """A resident worker's side of a duet (the parent: ``pytest_mxperf.measure.duet``).
 
     ``control`` is [read_fd, write_fd] of two pipes to the parent, which speaks JSON lines:
     the worker says ``{"op": "ready", **ready}`` once warmed up, then answers each
     ``{"op": "round", "batches": k, "timed": bool}`` with ``{"op": "done", "seconds": t}``
     after running ``cell.timed(k)`` (k steps between two ``mx.nd.waitall()``), until
-    ``{"op": "finish"}``. Between rounds it blocks on the pipe and computes nothing, so
-    its partner runs alone. Returns (the timed rounds' seconds, their batches per round);
-    every timed round has the same number of batches."""
+    ``{"op": "finish"}``. With ``each_batch`` (a latency cell) a round is
+    ``cell.timed_each(k)`` instead: k steps each between two ``mx.nd.waitall()``, the
+    round's seconds their sum, and each timed step's seconds are kept. Between rounds it
+    blocks on the pipe and computes nothing, so its partner runs alone. Returns a
+    ``DuetRounds`` of the timed rounds; every timed round has the same number of batches."""
     rd = os.fdopen(int(control[0]), "r", buffering=1)
     wr = os.fdopen(int(control[1]), "w", buffering=1)
 
@@ -208,22 +245,39 @@ def serve_rounds(cell, control, ready):
         wr.flush()
 
     send(dict(ready, op="ready"))
-    seconds, batches = [], None
+    out = DuetRounds()
     for line in rd:
         cmd = json.loads(line)
         if cmd.get("op") == "finish":
-            return seconds, batches or 1
+            out.batches = out.batches or 1
+            return out
         if cmd.get("op") != "round":
             raise ValueError(f"unknown duet command {cmd!r}")
         k = int(cmd["batches"])
-        t = cell.timed(k)
-        if cmd.get("timed", True):
-            if batches not in (None, k):
-                raise ValueError(f"timed rounds of {batches} and of {k} batches in one duet")
-            batches = k
-            seconds.append(t)
+        timed = cmd.get("timed", True)
+        if timed and out.batches not in (None, k):
+            raise ValueError(f"timed rounds of {out.batches} and of {k} batches in one duet")
+        cpu0, wall0 = _process_cpu_seconds(), time.perf_counter()
+        if each_batch:
+            t, each = cell.timed_each(k)
+        else:
+            t, each = cell.timed(k), None
+        if timed:
+            out.wall_seconds += time.perf_counter() - wall0
+            out.cpu_seconds += _process_cpu_seconds() - cpu0
+            out.batches = k
+            out.seconds.append(t)
+            if each is not None:
+                out.batch_seconds.extend(each)
         send({"op": "done", "seconds": t})
     raise RuntimeError("the duet's parent closed the control channel")
+
+
+def serve_rounds(cell, control, ready):
+    """``serve_duet`` (each round ``cell.timed(k)``) as (the timed rounds' seconds, their
+    batches per round): what the kvstore and input-pipeline workers take."""
+    served = serve_duet(cell, control, ready)
+    return served.seconds, served.batches
 
 
 def _loaded_library(fragment: str):

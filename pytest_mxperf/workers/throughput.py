@@ -15,6 +15,14 @@ synchronisation made explicit):
   ``waitall(); t0; k x step; waitall(); t1``. Throughput is computed from the median time
   per batch; the per-round images/s are the samples.
 
+A latency cell (batch 1) times single batches, each between two ``waitall()``; its p50 /
+p99 are over those batches. In a duet (A/B, the spec has ``control``) the parent sizes each
+round to about 0.15 s of batches: a latency cell's round then runs its k batches each
+synchronised (``protocol.TimedSteps.timed_each``), the round's seconds are their sum (what
+the duet pairs), and p50 / p99 are over every batch of the timed rounds: the same quantity
+as in a process (``latency_figures``). CPU utilisation and ``timed_seconds`` are the timed
+rounds' in both modes, never the partner's turns.
+
 bfloat16 and int8 CPU cells bind the float32 network, convert it (``precision.py``: AMP /
 oneDNN quantization, timed apart as ``convert_seconds``) and bind the result; the rounds
 are the same. A dtype the CPU or build cannot run (float16 on CPU, bfloat16 below AVX-512,
@@ -36,7 +44,7 @@ from pytest_mxperf.workers.protocol import (  # memory figures
     resident_bytes,
     runtime_info,
     serve,
-    serve_rounds,
+    serve_duet,
     thread_pools,
 )
 
@@ -194,25 +202,29 @@ def measure(spec: dict) -> dict:
         rounds = int(budget // max(k * per_batch, 1e-6))
         rounds = max(min_rounds, min(max_rounds, rounds))
 
-    cpu0, wall0 = _cpu_seconds(), time.perf_counter()
     if spec.get("control"):
-        # a duet (A/B): the parent decides the rounds and alternates them with its partner
-        round_seconds, k = serve_rounds(cell, spec["control"], {"per_batch": per_batch})
+        # a duet (A/B): the parent decides the rounds and alternates them with its partner.
+        # A latency cell's round synchronises each of its k batches, whose seconds are its
+        # latencies, as the single batches of a process; CPU and wall time are the timed
+        # rounds', never the settling or sizing rounds nor the partner's turns.
+        served = serve_duet(cell, spec["control"], {"per_batch": per_batch}, each_batch=latency)
+        round_seconds, k = served.seconds, served.batches
+        batch_seconds = served.batch_seconds
+        cpu, wall = served.cpu_seconds, served.wall_seconds
     else:
+        cpu0, wall0 = _cpu_seconds(), time.perf_counter()
         round_seconds = [cell.timed(k) for _ in range(rounds)]
-    wall = time.perf_counter() - wall0
-    meta["cpu_utilization"] = (_cpu_seconds() - cpu0) / wall if wall > 0 else None
+        batch_seconds = round_seconds  # a latency cell's rounds are single batches (k = 1)
+        wall = time.perf_counter() - wall0
+        cpu = _cpu_seconds() - cpu0
+    meta["cpu_utilization"] = cpu / wall if wall > 0 else None
     meta["threads"] = thread_pools()
     # the whole process's peak resident set (Linux: KiB), judged by the rule "growth"
     meta["peak_rss_bytes"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     meta["loaded_companions"] = loaded_companions()
     meta["total_batch"] = cell.total_batch
     meta["timed_seconds"] = wall
-    figures = {}
-    if latency and not smoke:
-        ms = sorted(1000.0 * t for t in round_seconds)
-        figures["latency_p50_ms"] = _percentile(ms, 0.50)
-        figures["latency_p99_ms"] = _percentile(ms, 0.99)
+    figures = latency_figures(batch_seconds) if latency and not smoke else {}
     gpu_mem = _gpu_memory_used_mib(mx, w["contexts"])
     if gpu_mem is not None:
         figures["gpu_memory_mib"] = gpu_mem
@@ -268,6 +280,15 @@ def _unsupported_at_first_batch(w, exc):
     if not any(m in line.lower() for m in _NO_KERNEL_MARKERS):
         return None
     return f"{w['dtype']} has no kernel here (first synchronisation): {line}"
+
+
+def latency_figures(batch_seconds):
+    """p50 and p99 (ms) of single synchronised batches' seconds (a process's rounds of one
+    batch, or every batch of a duet's timed rounds): the latency a batch-1 request sees."""
+    if not batch_seconds:
+        return {}
+    ms = sorted(1000.0 * t for t in batch_seconds)
+    return {"latency_p50_ms": _percentile(ms, 0.50), "latency_p99_ms": _percentile(ms, 0.99)}
 
 
 def _percentile(sorted_values, q):
