@@ -16,7 +16,6 @@ from pytest_mxperf.proc import wheel_variants
 from pytest_mxperf.proc import distributions
 from pytest_mxperf.proc.distributions import InstallError
 
-MX16 = "/work/venvs/mx-1.6.0/bin/python"
 # the MXNet of this interpreter: 1.9.1 (the cpu extra) unless a tox mxNNN env says otherwise
 EXPECTED_MXNET = os.environ.get("MXPERF_TEST_MXNET", "1.9.1")
 
@@ -90,9 +89,24 @@ def test_another_interpreter_is_asked_in_a_subprocess():
     assert distributions.installed_mxnet_distributions(sys.executable) == distributions.installed_mxnet_distributions()
 
 
-@pytest.mark.skipif(not os.path.exists(MX16), reason=f"no MXNet 1.6.0 venv at {MX16}")
-def test_the_mxnet_160_venv_is_read_without_importing_anything():
-    assert distributions.installed_mxnet_distributions(MX16) == [("mxnet", "1.6.0")]
+def test_another_venvs_mxnet_is_read_without_importing_it(tmp_path, monkeypatch):
+    """A venv of its own (built here, no pip, nothing downloaded) whose site-packages hold
+    MXNet 1.6.0's metadata beside an ``mxnet`` package that refuses to be imported: its
+    interpreter lists the release from the metadata alone."""
+    venv = tmp_path / "mx160"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, capture_output=True,
+                   timeout=300)
+    py = installs.venv_python(venv)
+    site = Path(subprocess.run([str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                               check=True, capture_output=True, text=True, timeout=60).stdout.strip())
+    assert str(site).startswith(str(venv) + os.sep), site
+    _fake_dist(site, "mxnet", "1.6.0")
+    (site / "mxnet").mkdir()
+    (site / "mxnet" / "__init__.py").write_text("raise ImportError('mxnet was imported')\n")
+    monkeypatch.delenv("PYTHONPATH", raising=False)
+    imported = subprocess.run([str(py), "-c", "import mxnet"], capture_output=True, text=True, timeout=60)
+    assert imported.returncode != 0 and "mxnet was imported" in imported.stderr  # an import would have failed
+    assert distributions.installed_mxnet_distributions(str(py)) == [("mxnet", "1.6.0")]
 
 
 def _fake_dist(site: Path, name: str, version: str) -> None:
