@@ -1,4 +1,4 @@
-"""Change points on histories built from the recorded regime-switching traces (shared data):
+"""Change points on histories built from the recorded regime-switching traces (tests/data):
 none in A/A histories, planted steps found where they were planted, steps attributed to
 what changed."""
 
@@ -13,9 +13,8 @@ from hypothesis import strategies as st
 from pytest_mxperf.history import changepoints as C
 from pytest_mxperf.history.ingest import fast_end
 
-DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "vm-regimes-amd-epyc-2vcpu.json"
-if not DATA.exists():  # the traces ship with the repository's test data too
-    DATA = Path(__file__).resolve().parent / "data" / "vm-regimes-amd-epyc-2vcpu.json"
+#: the traces as the repository ships them (the same file on every machine)
+DATA = Path(__file__).resolve().parent / "data" / "vm-regimes-amd-epyc-2vcpu.json"
 
 
 def _processes():
