@@ -6,6 +6,8 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
+import fake_nvml as F
+
 USER_TEST = """
 import pytest
 
@@ -57,11 +59,15 @@ def test_measuring_fixture_records_junit_properties_and_benchmark_json(pytester)
     assert "mxperf" in bench["machine_info"]
 
 
-def test_gpu_selection_without_gpu_skips_with_reason_and_policy_can_fail(pytester):
+def test_gpu_selection_without_gpu_skips_with_reason_and_policy_can_fail(pytester, monkeypatch):
+    # a machine without GPUs on any machine, a GPU box included: the workers' MXNet sees none
+    # (CUDA_VISIBLE_DEVICES="") and neither does NVML (a stand-in whose driver is not loaded)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    F.use_in_subprocesses(monkeypatch, F.write({"init_error": "DRIVER_NOT_LOADED", "devices": []},
+                                               pytester.path / "nvml.json"))
     pytester.makepyfile(test_user=USER_TEST)
     result = _run(pytester, "-m", "gpu", "-rs")
-    if "no GPU here" not in result.stdout.str():  # pragma: no cover - a machine with a GPU
-        pytest.skip("this machine has a GPU")
+    assert "no GPU here" in result.stdout.str(), result.stdout.str() + result.stderr.str()
     result.assert_outcomes(skipped=1, deselected=1)
     assert "mx.context.num_gpus() is 0" in result.stdout.str()
     assert "nothing was measured" in result.stdout.str()
