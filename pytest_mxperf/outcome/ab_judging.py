@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import math
 import statistics
-from typing import Dict, Optional
+import time
+from typing import Dict, Optional, Tuple
 
 from pytest_mxperf.judge import ab_pairs, machine_states, verdict_duet
+from pytest_mxperf.judge.thresholds import FDR_Q
 from pytest_mxperf.judge import verdict as vd
 from pytest_mxperf.measure.session import CellRecord, PerfSession
 from pytest_mxperf.model import stats
@@ -71,10 +73,22 @@ def _ab_inputs(cells: Dict[str, CellRecord], final: set):
     return pairings, comparisons, duets
 
 
+def family_q(pairings, duets, q: float = FDR_Q) -> Tuple[float, float]:
+    """The session's one false-failure budget ``q`` shared by the two families of A/B
+    figures, process pairs and duet pairs, in proportion to their figures (each family runs
+    BH at its share): a session fails falsely in at most about q whatever its mix and number
+    of figures."""
+    n_p, n_d = len(pairings), len(duets)
+    if not (n_p and n_d):
+        return q, q  # one family (or none) has the whole budget
+    return q * n_p / (n_p + n_d), q * n_d / (n_p + n_d)
+
+
 def judge_ab_once(cells: Dict[str, CellRecord], final: set, min_effect: float) -> Dict[str, vd.Verdict]:
     pairings, comparisons, duets = _ab_inputs(cells, final)
-    v = ab_pairs.judge_ab(pairings, min_effect=min_effect)
-    v.update(verdict_duet.judge_duet(duets, min_effect=min_effect))
+    q_pairs, q_duets = family_q(pairings, duets)
+    v = ab_pairs.judge_ab(pairings, min_effect=min_effect, q=q_pairs)
+    v.update(verdict_duet.judge_duet(duets, min_effect=min_effect, q=q_duets))
     for mk, d in duets.items():  # each side's figure (median over its processes), shown beside the ratio
         cell = cells[cell_of(mk)].cell
         v[mk].current_median, v[mk].baseline_median = cell.figure(d.metric.name), cell.reference_figure(d.metric.name)
@@ -102,6 +116,27 @@ def second_stage_line(wanted: Dict[str, int], cells: Dict[str, CellRecord]) -> s
             f"({each}); expected about {duration_text(seconds)} more")
 
 
+def within_deadline(session: PerfSession, wanted: Dict[str, int], cells: Dict[str, CellRecord]
+                    ) -> Tuple[Dict[str, int], str]:
+    """The second stage's pairs cut, cell by cell in proportion, to what the rest of
+    ``--perf-deadline`` holds (less the share kept for the end of the session); and what was
+    cut, said beside the plan. A cell left with fewer pairs than it wanted is judged on what
+    it has: a slowdown it cannot confirm is unresolved, never passed."""
+    deadline = session.options.deadline
+    if deadline is None or not wanted:
+        return wanted, ""
+    left = deadline * (1.0 - session.DEADLINE_RESERVE) - (time.time() - session.started)
+    cost = {k: n * (pair_seconds(cells[k].cell) or 0.0) for k, n in wanted.items()}
+    total = sum(cost.values())
+    if total <= max(left, 0.0):
+        return wanted, ""
+    share = max(left, 0.0) / total
+    cut = {k: int(n * share) for k, n in wanted.items()}
+    return ({k: n for k, n in cut.items() if n > 0},
+            f"; cut to {sum(cut.values())} of {sum(wanted.values())} pair(s) by --perf-deadline "
+            f"({max(left, 0.0):.0f} s left for measuring)")
+
+
 def judge_ab(session: PerfSession, cells, out: GateOutcome) -> Dict[str, vd.Verdict]:
     options = session.options
     final: set = set()
@@ -109,25 +144,31 @@ def judge_ab(session: PerfSession, cells, out: GateOutcome) -> Dict[str, vd.Verd
     def judge():
         return judge_ab_once(cells, final, options.min_effect)
 
-    # duet cells: the first stage's log ratios of each cell's primary figure, and their spread
-    # pooled over the session (a cell's 3 pairs can show far less than the machine's by chance)
-    first = {k: [duet_log_ratio(c, r, rec.cell.primary) for c, r in rec.cell.pairs()]
-             for k, rec in cells.items() if _is_duet(rec.cell)}
-    spread = verdict_duet.session_spread(first.values())
+    # duet figures: the first stage's log ratios of every judged figure of every duet cell;
+    # the primary figures' spread pooled over the session (a cell's 3 pairs can show far less
+    # than the machine's by chance)
+    pairings, _, duets = _ab_inputs(cells, final)
+    _, q_duets = family_q(pairings, duets)
+    first = {mk: list(d.pair_log_ratios) for mk, d in duets.items()}
+    spread = verdict_duet.session_spread(first[k] for k in cells if k in first)
 
     def second_stage_pairs(key: str) -> int:
-        if key not in first:
+        figures = [mk for mk in first if cell_of(mk) == key]
+        if not figures:
             return session.ab_pairs
-        # as many more pairs as make the interval at q / cells narrower than the minimum effect
-        return verdict_duet.pairs_needed(len(first), first[key], spread=spread,
-                                         min_effect=options.min_effect) - len(first[key])
+        # as many more pairs as make the interval of each of the cell's figures, at the
+        # strictest BH level of the session's duet figures, narrower than the minimum effect
+        return max(verdict_duet.pairs_needed(len(first), first[mk], spread=spread, q=q_duets,
+                                             min_effect=options.min_effect) - len(first[mk])
+                   for mk in figures)
 
     verdicts = judge()
     if not options.smoke:
         suspects = sorted({cell_of(k) for k, v in verdicts.items() if v.kind == "suspect"})
         wanted = {k: second_stage_pairs(k) for k in suspects if cells[k].remeasure is not None}
-        if wanted:
-            session.say(second_stage_line(wanted, cells))
+        wanted, cut = within_deadline(session, wanted, cells)
+        if wanted or cut:
+            session.say(second_stage_line(wanted, cells) + cut)
         for key in suspects:
             if key in wanted:
                 session.confirm(key, wanted[key])
