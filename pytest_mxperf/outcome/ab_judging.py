@@ -132,6 +132,12 @@ def within_deadline(session: PerfSession, wanted: Dict[str, int], cells: Dict[st
         return wanted, ""
     share = max(left, 0.0) / total
     cut = {k: int(n * share) for k, n in wanted.items()}
+    spare = max(left, 0.0) - sum(cut[k] * cost[k] / wanted[k] for k in wanted)
+    for k in sorted(wanted, key=lambda k: cut[k] / wanted[k]):  # what flooring left, to the least served
+        each = cost[k] / wanted[k]
+        if cut[k] < wanted[k] and each <= spare:
+            cut[k] += 1
+            spare -= each
     return ({k: n for k, n in cut.items() if n > 0},
             f"; cut to {sum(cut.values())} of {sum(wanted.values())} pair(s) by --perf-deadline "
             f"({max(left, 0.0):.0f} s left for measuring)")

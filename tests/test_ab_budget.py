@@ -1,0 +1,80 @@
+"""A/B mode's one error budget per session and the deadline of its second stage, on the
+product's functions (outcome/ab_judging.py, judge/ab_pairs.py)."""
+
+import math
+import time
+
+import pytest
+
+from pytest_mxperf.judge import ab_pairs
+from pytest_mxperf.judge.thresholds import FDR_Q
+from pytest_mxperf.measure.session import CellRecord, PerfSession
+from pytest_mxperf.model.measurement import METRICS, CellMeasurement, RunResult
+from pytest_mxperf.model.options import PerfOptions
+from pytest_mxperf.model.workload import Workload
+from pytest_mxperf.outcome import ab_judging
+
+
+def test_the_two_families_share_one_budget_in_proportion():
+    assert ab_judging.family_q({"a": 1}, {}) == (FDR_Q, FDR_Q)
+    assert ab_judging.family_q({}, {"b": 1, "c": 1}) == (FDR_Q, FDR_Q)
+    qp, qd = ab_judging.family_q({"a": 1}, {"b": 1, "c": 1, "d": 1})
+    assert qp == pytest.approx(FDR_Q / 4) and qd == pytest.approx(3 * FDR_Q / 4)
+    assert qp + qd == pytest.approx(FDR_Q)
+
+
+def _pairing(ratios):
+    """Process pairs whose fast ends are equal but whose pairs show ``ratios``."""
+    ref = [100.0 + i for i in range(len(ratios))]
+    cand = [r * x for r, x in zip(ref, ratios)]
+    cand[ref.index(max(ref))] = max(ref)  # the fast ends agree
+    return ab_pairs.Pairing(METRICS["throughput"], cand, ref, final=True)
+
+
+def test_the_pairs_guard_is_adjusted_across_the_session():
+    """Eight pairs all 8% slower but one: alone, the pairs' signed-rank test fails the cell
+    (unresolved); among 40 unchanged figures its p is adjusted across the session and the
+    cell passes on its fast ends, as the 40 do."""
+    slow = _pairing([0.92] * 7 + [1.0])
+    alone = ab_pairs.judge_ab({"slow": slow})
+    assert alone["slow"].kind == "unresolved"
+    flat = {f"c{i}": ab_pairs.Pairing(METRICS["throughput"], [100.0 + (j % 3) for j in range(8)],
+                                      [100.0 + ((j + i) % 3) for j in range(8)], final=True) for i in range(40)}
+    among = ab_pairs.judge_ab(dict(flat, slow=slow))
+    p = alone["slow"].p_value
+    assert p is not None and math.isfinite(p)
+    assert among["slow"].kind == "unchanged"
+    assert all(v.kind == "unchanged" for k, v in among.items() if k != "slow")
+
+
+def _cell(wall):
+    w = Workload("lenet", mode="score", batch_size=8)
+    runs = [RunResult(w, "ok", batches_per_round=1, round_seconds=[0.08], wall_seconds=wall, meta={})
+            for _ in range(3)]
+    return CellRecord("t", CellMeasurement(w, runs, list(runs)))
+
+
+def test_the_second_stage_is_cut_to_what_the_deadline_leaves():
+    s = PerfSession(PerfOptions(machine_probe=False, deadline=100.0))
+    s.started = time.time() - 50.0  # 85 s are for measuring: about 35 s are left
+    cells = {"a": _cell(10.0), "b": _cell(10.0)}
+    wanted, said = ab_judging.within_deadline(s, {"a": 4, "b": 2}, cells)  # 60 s wanted
+    assert sum(wanted.values()) * 10.0 <= 35.0
+    assert wanted == {"a": 2, "b": 1}
+    assert "cut to 3 of 6 pair(s) by --perf-deadline" in said
+
+
+def test_a_second_stage_that_fits_or_has_no_deadline_is_left_whole():
+    cells = {"a": _cell(10.0)}
+    s = PerfSession(PerfOptions(machine_probe=False, deadline=1000.0))
+    assert ab_judging.within_deadline(s, {"a": 4}, cells) == ({"a": 4}, "")
+    s = PerfSession(PerfOptions(machine_probe=False))
+    s.started = time.time() - 10 ** 6
+    assert ab_judging.within_deadline(s, {"a": 4}, cells) == ({"a": 4}, "")
+
+
+def test_past_the_deadline_the_second_stage_adds_nothing():
+    s = PerfSession(PerfOptions(machine_probe=False, deadline=60.0))
+    s.started = time.time() - 120.0
+    wanted, said = ab_judging.within_deadline(s, {"a": 4}, {"a": _cell(10.0)})
+    assert wanted == {} and "cut to 0 of 4" in said
