@@ -2,7 +2,7 @@
 
 A history is one figure per session and machine, oldest first (the figures of two machines
 are no level: each machine's sessions are segmented on their own): the *fast end* of the
-session's processes (``ingest.FAST_END``), because on these shared VMs noise only slows a process
+session's processes (``judge/thresholds.FAST_END``), because on these shared VMs noise only slows a process
 down and a whole session can land in a slow spell. The method is binary segmentation in the
 spirit of E-Divisive means as Hunter / Apache Otava use it (Daly et al., ICPE 2020): in a
 segment, the split that maximises Welch's t statistic between the log figures on its two

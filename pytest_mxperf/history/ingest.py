@@ -20,10 +20,10 @@ import math
 import time
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
+from pytest_mxperf.judge.thresholds import FAST_END
 from pytest_mxperf.model.measurement import METRICS, cell_of
 from pytest_mxperf.model.stats import quantile
 
-FAST_END = 0.75
 
 
 class IngestError(ValueError):

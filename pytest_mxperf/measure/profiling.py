@@ -31,6 +31,7 @@ import re
 from pathlib import Path
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence
 
+from pytest_mxperf.model.options import TIMEOUT_S
 from pytest_mxperf.store.kept_profiles import ms_per_batch
 from pytest_mxperf.workers.profile import (  # noqa: F401
     OTHER,
@@ -219,7 +220,7 @@ def brief_line(key: str, current: Mapping[str, Any], top: int = 3) -> str:
 # ----------------------------------------------------------------------------- running it
 
 def run_profile(workload, trace: Path, *, python: Optional[str] = None, environ: Optional[Mapping[str, str]] = None,
-                recorded_env: Optional[Mapping[str, str]] = None, timeout: float = 600.0,
+                recorded_env: Optional[Mapping[str, str]] = None, timeout: float = TIMEOUT_S,
                 memory_limit: Optional[int] = -1, seed: int = 0, **spec) -> Dict[str, Any]:
     """One profile worker on ``workload`` (a Workload) under ``python``; its result, or a
     ``status``/``message`` dict when it failed. ``recorded_env``: the variables the cell's

@@ -10,6 +10,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
 
 from pytest_mxperf.machine import topology
 from pytest_mxperf.model import user_network
+from pytest_mxperf.model.options import TIME_BUDGET_S
 from pytest_mxperf.model.measurement import RunResult
 from pytest_mxperf.model.workload import Workload
 from pytest_mxperf.proc import spawn, worker
@@ -105,7 +106,7 @@ def run_result(out: ProcessOutcome, workload: Workload, env: Optional[Mapping[st
                      wall_seconds=out.wall_seconds)
 
 
-def make_spec(workload: Workload, *, time_budget: float = 3.0, smoke: bool = False,
+def make_spec(workload: Workload, *, time_budget: float = TIME_BUDGET_S, smoke: bool = False,
               memory_limit: Optional[int] = None, seed: int = 0, **options) -> Dict:
     spec = {"workload": workload.to_dict(), "time_budget": time_budget, "smoke": smoke,
             "memory_limit": memory_limit, "seed": seed}
@@ -113,7 +114,7 @@ def make_spec(workload: Workload, *, time_budget: float = 3.0, smoke: bool = Fal
     return spec
 
 
-def run_workload(workload: Workload, *, time_budget: float = 3.0, smoke: bool = False,
+def run_workload(workload: Workload, *, time_budget: float = TIME_BUDGET_S, smoke: bool = False,
                  timeout: float = DEFAULT_TIMEOUT, memory_limit: Optional[int] = -1,
                  env: Optional[Mapping[str, str]] = None, extra_env: Optional[Mapping[str, str]] = None,
                  python: Optional[str] = None, command: Optional[Sequence[str]] = None,
@@ -135,7 +136,7 @@ def run_workload(workload: Workload, *, time_budget: float = 3.0, smoke: bool = 
 
 def describe_user_network(ref: user_network.ModelRef, inputs: Sequence[user_network.InputSpec], *,
                           python: Optional[str] = None, env: Optional[Mapping[str, str]] = None,
-                          timeout: float = 300.0) -> Dict[str, Any]:
+                          timeout: float = DEFAULT_TIMEOUT) -> Dict[str, Any]:
     """{"digest", "kind", "ends_in_loss", "num_params"}: for a symbol file read here; for a
     callable (the parent never imports MXNet) from a worker that builds it."""
     if ref.kind == "symbol-file":
