@@ -19,7 +19,7 @@ from pytest_mxperf.judge import verdict as vd
 from pytest_mxperf.measure.session import CellRecord, PerfSession
 from pytest_mxperf.model import stats
 from pytest_mxperf.model.measurement import CellMeasurement, cell_of, metric_key
-from pytest_mxperf.outcome.judging import GateOutcome, label_machine_states, session_cells
+from pytest_mxperf.outcome.judging import Judged, label_machine_states
 
 
 #: figures that are a rate of a duet's timed rounds (higher is better: score / train
@@ -143,9 +143,15 @@ def within_deadline(session: PerfSession, wanted: Dict[str, int], cells: Dict[st
             f"({max(left, 0.0):.0f} s left for measuring)")
 
 
-def judge_ab(session: PerfSession, cells, out: GateOutcome) -> Dict[str, vd.Verdict]:
+def judge_ab(session: PerfSession) -> Judged:
+    """A/B mode: judge the session's cells against the reference's pairs; suspects get a
+    second stage of pairs, measured through the session (``PerfSession.confirm``) after it
+    says what they will cost, and the cells are judged again as they then are."""
     options = session.options
     final: set = set()
+    confirmed = 0
+    cells = session.measured_cells()
+    label_machine_states(cells, None)
 
     def judge():
         return judge_ab_once(cells, final, options.min_effect)
@@ -180,8 +186,8 @@ def judge_ab(session: PerfSession, cells, out: GateOutcome) -> Dict[str, vd.Verd
                 session.confirm(key, wanted[key])
             final.add(key)
         if final:
-            out.confirmed = len(final)
-            cells = session_cells(session)
+            confirmed = len(final)
+            cells = session.measured_cells()
             label_machine_states(cells, None)
             verdicts = judge()
         # a cell that became unclear only in the second judgement (BH across cells) gets no
@@ -190,4 +196,4 @@ def judge_ab(session: PerfSession, cells, out: GateOutcome) -> Dict[str, vd.Verd
         if late:
             final |= late
             verdicts = judge()
-    return verdicts
+    return Judged(verdicts, confirmed)

@@ -23,19 +23,21 @@ Steps 1-3 are ``judging.py``'s.
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from pytest_mxperf.judge import thresholds
+from pytest_mxperf.judge import verdict as vd
 from pytest_mxperf.measure import profiling as profiles
 from pytest_mxperf.measure.session import CellRecord, PerfSession
 from pytest_mxperf.model.measurement import cell_of
 from pytest_mxperf.outcome.ab_judging import judge_ab
 from pytest_mxperf.outcome.judging import (
     GateOutcome,
+    Judged,
     judge_baseline,
     label_machine_states,
-    session_cells,
     software_facts,
 )
 from pytest_mxperf.outcome.session_files import (
@@ -90,47 +92,63 @@ def end_session(session: PerfSession) -> str:
 
 
 def finish_session(session: PerfSession) -> GateOutcome:
+    """The end of a session as one pipeline, each stage taking the previous one's output:
+    measured cells -> judged (suspects measured again on the way) -> what it means (advice,
+    profiles of failing cells, the failure policy) -> recorded -> written (results.json,
+    summary.md, plots, history)."""
     options = session.options
-    baseline = session.baseline
-    machine = session.machine
-    out = GateOutcome(messages=[])
-    if options.reference:
-        out.sides = ab_sides(session)
-    cells = session_cells(session)
-    if not cells:
-        return out
-    reference = label_machine_states(cells, None if options.reference else baseline)
-    if options.reference:
-        out.verdicts = judge_ab(session, cells, out)
-    elif baseline is None:
-        path = session.store.path(machine["id"])
-        if options.update_baselines:
-            out.messages.append(f"mxperf: no baseline existed for this machine ({machine['id']}); "
-                                f"this run records the first one")
-        else:
-            out.messages.append(
-                f"mxperf: no baseline for this machine ({machine['id']}): nothing was compared with a "
-                f"previous measurement; record one with --perf-update-baselines (writes {path}), or "
-                "compare two MXNet installs with --perf-reference")
-            if "no-baseline" in options.fail_on:
-                out.failed = True
-                out.messages.append("mxperf: failing the session: no baseline (--perf-fail-on no-baseline)")
-    else:
-        out.verdicts = judge_baseline(session, cells, baseline, reference, out)
-    cells = session_cells(session)  # with the processes that confirmed suspects
-    _advise(cells, out)
-    profile_lines = _profile(session, cells, out)
-    _say_verdicts(out, session, profile_lines)
+    sides = ab_sides(session) if options.reference else {}
+    if not session.measured_cells():
+        return GateOutcome(messages=[], sides=sides)
+    # measured -> judged
+    judged, said = _judged(session)
+    cells = session.measured_cells()  # as judged: with the processes that confirmed suspects
+    # judged -> what it means
+    advice_lines, advice_notes = advise(cells, judged.verdicts)
+    verdicts = {k: (dataclasses.replace(v, notes=list(v.notes) + advice_notes[k]) if advice_notes.get(k) else v)
+                for k, v in judged.verdicts.items()}
+    profiles, profile_lines = _profile(session, cells, verdicts)
+    verdict_lines, failed = verdict_messages(options, session.machine, verdicts, judged.confirmed, profile_lines)
+    messages = list(judged.headline) + said + advice_lines + verdict_lines
+    # -> recorded
+    baseline_path = None
     if options.update_baselines:
-        _record(session, cells, out)
+        baseline_path, lines = _record(session, cells, profiles)
+        messages += lines
+    out = GateOutcome(messages=messages, verdicts=verdicts, failed=judged.failed or failed,
+                      confirmed=judged.confirmed, baseline_path=baseline_path, profiles=profiles,
+                      headline=list(judged.headline), sides=sides)
+    # -> written
     doc = results_document(session, out) if (options.report_dir or options.history) else None
     if options.report_dir:
-        out.report_files = write_report(session, out, doc=doc)
-        out.messages.append(f"mxperf: report written to {options.report_dir} "
-                            f"({', '.join(Path(p).name for p in out.report_files)})")
+        files = write_report(session, out, doc=doc)
+        out = dataclasses.replace(out, report_files=files, messages=out.messages + [
+            f"mxperf: report written to {options.report_dir} ({', '.join(Path(p).name for p in files)})"])
     if options.history and not options.smoke:
-        out.messages.extend(record_history(options.history, doc))
+        out = dataclasses.replace(out, messages=out.messages + record_history(options.history, doc))
     return out
+
+
+def _judged(session: PerfSession) -> Tuple[Judged, List[str]]:
+    """The judging stage for the session's mode, and what it says when there is nothing to
+    judge against (no baseline for this machine)."""
+    options, baseline, machine = session.options, session.baseline, session.machine
+    if options.reference:
+        return judge_ab(session), []
+    if baseline is not None:
+        return judge_baseline(session, baseline), []
+    label_machine_states(session.measured_cells(), None)  # the report shows each process's state
+    path = session.store.path(machine["id"])
+    if options.update_baselines:
+        return Judged({}), [f"mxperf: no baseline existed for this machine ({machine['id']}); "
+                            f"this run records the first one"]
+    said = [f"mxperf: no baseline for this machine ({machine['id']}): nothing was compared with a "
+            f"previous measurement; record one with --perf-update-baselines (writes {path}), or "
+            "compare two MXNet installs with --perf-reference"]
+    fails = "no-baseline" in options.fail_on
+    if fails:
+        said.append("mxperf: failing the session: no baseline (--perf-fail-on no-baseline)")
+    return Judged({}, failed=fails), said
 
 
 def advice_for(cell) -> List:
@@ -145,27 +163,28 @@ def advice_for(cell) -> List:
                           advisor.openmp_runtime(m.get("threads")))
 
 
-def _advise(cells: Dict[str, CellRecord], out: GateOutcome) -> None:
-    """Advice once per session (which cells it concerns), and on each failing verdict."""
+def advise(cells: Dict[str, CellRecord], verdicts: Dict[str, vd.Verdict]) -> Tuple[List[str], Dict[str, List[str]]]:
+    """Advice once per session (which cells it concerns), and on each failing verdict: the
+    session's lines, and per failing figure the notes to add to its verdict."""
     from pytest_mxperf.machine import advisor
     seen: Dict[str, List[str]] = {}
     lines: Dict[str, str] = {}
+    notes: Dict[str, List[str]] = {}
     for key, rec in cells.items():
         adv = advice_for(rec.cell)
         for a in adv:
             seen.setdefault(a.code, []).append(key)
             lines[a.code] = advisor.format_advice([a])[0]
-        failing = [v for k, v in out.verdicts.items() if cell_of(k) == key and v.failed]
-        for v in failing:
-            v.notes.extend(f"advice: {line}" for line in advisor.format_advice(adv))
-    for code, keys in seen.items():
-        out.messages.append(f"mxperf: advice ({len(keys)} cell(s)): {lines[code]}")
+        for k, v in verdicts.items():
+            if cell_of(k) == key and v.failed:
+                notes[k] = [f"advice: {line}" for line in advisor.format_advice(adv)]
+    return [f"mxperf: advice ({len(keys)} cell(s)): {lines[code]}" for code, keys in seen.items()], notes
 
 
-def _failing_cells(cells: Dict[str, CellRecord], out: GateOutcome) -> Dict[str, str]:
+def _failing_cells(cells: Dict[str, CellRecord], verdicts: Dict[str, vd.Verdict]) -> Dict[str, str]:
     """Cell key -> why it fails: a failing verdict of any of its figures, or its floor."""
     failing: Dict[str, str] = {}
-    for k, v in out.verdicts.items():
+    for k, v in verdicts.items():
         key = cell_of(k)
         if v.failed and key in cells:
             failing.setdefault(key, v.kind if key == k else f"{v.kind} of {k.partition('#')[2]}")
@@ -179,16 +198,19 @@ def _recorded_env(runs) -> Optional[Dict[str, str]]:
     return next((r.env for r in runs if r.env is not None), None)
 
 
-def _profile(session: PerfSession, cells: Dict[str, CellRecord], out: GateOutcome) -> List[str]:
+def _profile(session: PerfSession, cells: Dict[str, CellRecord], verdicts: Dict[str, vd.Verdict]
+             ) -> Tuple[Dict[str, Dict[str, Any]], List[str]]:
     """Profile the failing cells (every cell with --perf-profile, every recorded cell with
-    --perf-update-baselines) in one more, untimed worker each; the lines to show."""
+    --perf-update-baselines) in one more, untimed worker each: the profiles by cell key, and
+    the lines to show."""
     options = session.options
-    failing = _failing_cells(cells, out)
+    failing = _failing_cells(cells, verdicts)
     wanted = [k for k in cells if k in failing or options.profile or options.update_baselines]
     if not wanted:
-        return []
+        return {}, []
     directory = profiles.trace_dir(options.report_dir, session.started)
     lines: List[str] = []
+    kept: Dict[str, Dict[str, Any]] = {}
 
     def run(key: str, python, runs, side=""):
         return profiles.run_profile(cells[key].cell.workload, profiles.trace_path(directory, key, side), python=python,
@@ -202,7 +224,7 @@ def _profile(session: PerfSession, cells: Dict[str, CellRecord], out: GateOutcom
             if key in failing:
                 lines.append(f"mxperf: profile of {key} ({failing[key]}): {why}")
             continue
-        current = out.profiles[key] = run(key, options.python, rec.cell.ok_runs)
+        current = kept[key] = run(key, options.python, rec.cell.ok_runs)
         if key not in failing:
             lines.append(profiles.brief_line(key, current))
         elif options.reference:
@@ -215,48 +237,56 @@ def _profile(session: PerfSession, cells: Dict[str, CellRecord], out: GateOutcom
                        "the baseline has no operator profile for this cell (recorded before profiles were kept: "
                        "re-record with --perf-update-baselines)")
             lines += profiles.failure_lines(key, failing[key], current, base, side="baseline", missing=missing)
-    return lines
+    return kept, lines
 
 
-def _say_verdicts(out: GateOutcome, session: PerfSession, profile_lines: Sequence[str] = ()) -> None:
-    options = session.options
+def verdict_messages(options, machine: Dict[str, Any], verdicts: Dict[str, vd.Verdict], confirmed: int,
+                     profile_lines: Sequence[str] = ()) -> Tuple[List[str], bool]:
+    """What the verdicts say (each change, its notes, the profiles), then the failure
+    policy's lines: the lines, and whether the session fails on its verdicts."""
+    messages: List[str] = []
+    failed = False
     against = (f"reference {options.reference}" if options.reference
-               else f"baseline {session.machine.get('id')}")
-    for key, v in out.verdicts.items():
+               else f"baseline {machine.get('id')}")
+    for key, v in verdicts.items():
         if v.kind in ("regression", "improvement", "suspect", "unresolved", "not-gated"):
             line = f"mxperf: {v.kind.upper()} {key}: {v.reason}"
             if v.env_diff:
                 line += "; changed: " + ", ".join(v.env_diff)
-            out.messages.append(line)
+            messages.append(line)
         for note in v.notes:
-            out.messages.append(f"mxperf: note {key}: {note}")
-    out.messages.extend(profile_lines)
-    if out.confirmed:
+            messages.append(f"mxperf: note {key}: {note}")
+    messages.extend(profile_lines)
+    if confirmed:
         what = "pairs" if options.reference else "processes"
-        out.messages.append(f"mxperf: {out.confirmed} unclear cell(s) re-measured with more {what} before judging")
-    if out.count("improvement"):
-        out.messages.append("mxperf: improvements found; consider --perf-update-baselines")
-    regressions, unresolved = out.count("regression"), out.count("unresolved")
+        messages.append(f"mxperf: {confirmed} unclear cell(s) re-measured with more {what} before judging")
+
+    def count(kind: str) -> int:
+        return sum(v.kind == kind for v in verdicts.values())
+    if count("improvement"):
+        messages.append("mxperf: improvements found; consider --perf-update-baselines")
+    regressions, unresolved = count("regression"), count("unresolved")
     if regressions and "regression" in options.fail_on:
-        out.failed = True
-        out.messages.append(f"mxperf: failing the session: {regressions} confirmed regression(s) against "
-                            f"{against} (minimum effect {100 * options.min_effect:.0f}%, false discovery rate "
-                            f"{thresholds.FDR_Q})")
+        failed = True
+        messages.append(f"mxperf: failing the session: {regressions} confirmed regression(s) against "
+                        f"{against} (minimum effect {100 * options.min_effect:.0f}%, false discovery rate "
+                        f"{thresholds.FDR_Q})")
     if unresolved and "unresolved" in options.fail_on:
-        out.failed = True
-        busy = sum(v.busy for v in out.verdicts.values() if v.kind == "unresolved")
-        out.messages.append(f"mxperf: failing the session: {unresolved} slowdown(s) could not be confirmed or "
-                            f"ruled out ({busy} on a busy machine): re-run; --perf-fail-on=-unresolved to "
-                            "report them without failing")
+        failed = True
+        busy = sum(v.busy for v in verdicts.values() if v.kind == "unresolved")
+        messages.append(f"mxperf: failing the session: {unresolved} slowdown(s) could not be confirmed or "
+                        f"ruled out ({busy} on a busy machine): re-run; --perf-fail-on=-unresolved to "
+                        "report them without failing")
         if busy and not options.reference:
             # seen here: a 2-vCPU VM whose slow spells last minutes left every unchanged
             # session's AlexNet cell unresolved against a baseline recorded in one fast spell
-            out.messages.append("mxperf: on a machine that switches speed for minutes at a time, record the "
-                                "baseline over several sessions (--perf-update-baselines=add) so it spans its "
-                                "spells, or gate an upgrade with an A/B run (--perf-reference), which needs no "
-                                "baseline")
-    if options.smoke and out.count("suspect"):
-        out.messages.append("mxperf: --perf-smoke: suspects are not re-measured and do not fail the session")
+            messages.append("mxperf: on a machine that switches speed for minutes at a time, record the "
+                            "baseline over several sessions (--perf-update-baselines=add) so it spans its "
+                            "spells, or gate an upgrade with an A/B run (--perf-reference), which needs no "
+                            "baseline")
+    if options.smoke and count("suspect"):
+        messages.append("mxperf: --perf-smoke: suspects are not re-measured and do not fail the session")
+    return messages, failed
 
 
 def _recorded_requirement(python: Optional[str]) -> Optional[str]:
@@ -270,31 +300,34 @@ def _recorded_requirement(python: Optional[str]) -> Optional[str]:
         return None
 
 
-def _record(session: PerfSession, cells: Dict[str, CellRecord], out: GateOutcome) -> None:
+def _record(session: PerfSession, cells: Dict[str, CellRecord], profiled: Dict[str, Dict[str, Any]]
+            ) -> Tuple[str, List[str]]:
+    """Record the cells into this machine's baseline: its path, and the lines to say."""
     machine = session.machine
     software = software_facts(r for rec in cells.values() for r in rec.cell.ok_runs)
-    kept = kept_profiles.kept_summaries(out.profiles)
+    kept = kept_profiles.kept_summaries(profiled)
+    messages: List[str] = []
     requirement = _recorded_requirement(session.options.python)
     path = session.store.update(machine["id"], [rec.cell for rec in cells.values()], machine=machine,
                                 software=software, pool=session.options.baseline_pool, profiles=kept,
                                 requirement=requirement)
-    out.baseline_path = str(path)
     runs = [r for rec in cells.values() for r in rec.cell.ok_runs]
     slowed = sum(r.state == "slowed" for r in runs)
-    out.messages.append(f"mxperf: recorded {len(cells)} cell(s) into {path} "
-                        f"({session.options.baseline_pool}: "
-                        + ("a new comparison set" if session.options.baseline_pool == "replace"
-                           else "pooled with the recordings since the last replace") + ")")
+    messages.append(f"mxperf: recorded {len(cells)} cell(s) into {path} "
+                    f"({session.options.baseline_pool}: "
+                    + ("a new comparison set" if session.options.baseline_pool == "replace"
+                       else "pooled with the recordings since the last replace") + ")")
     if slowed:
-        out.messages.append(f"mxperf: warning: {slowed} of {len(runs)} recorded processes ran on a slowed machine "
-                            "(they are labelled and left out of comparisons; re-record on a quiet machine "
-                            "for a tighter baseline)")
+        messages.append(f"mxperf: warning: {slowed} of {len(runs)} recorded processes ran on a slowed machine "
+                        "(they are labelled and left out of comparisons; re-record on a quiet machine "
+                        "for a tighter baseline)")
     few = [k for k, rec in cells.items() if len(rec.cell.ok_runs) < thresholds.MIN_BASELINE_PROCESSES]
     if few:
-        out.messages.append(f"mxperf: {len(few)} cell(s) recorded with fewer than {thresholds.MIN_BASELINE_PROCESSES} "
-                            "processes will be shown, not gated: " + ", ".join(few[:5])
-                            + (" ..." if len(few) > 5 else ""))
-    out.messages += _resolution_lines(session, list(cells), requirement)
+        messages.append(f"mxperf: {len(few)} cell(s) recorded with fewer than {thresholds.MIN_BASELINE_PROCESSES} "
+                        "processes will be shown, not gated: " + ", ".join(few[:5])
+                        + (" ..." if len(few) > 5 else ""))
+    messages += _resolution_lines(session, list(cells), requirement)
+    return str(path), messages
 
 
 def _resolution_lines(session: PerfSession, keys: Sequence[str], requirement: Optional[str]) -> List[str]:

@@ -1,5 +1,5 @@
 """Judge a session's cells in baseline mode, and what both modes share: the session's cells
-(``session_cells``), the machine's state labelled around every process, and the outcome
+(``PerfSession.measured_cells``), the machine's state labelled around every process, and the outcome
 record (``GateOutcome``). Every figure is judged against the machine's baseline, and
 suspects are confirmed by measuring them again through the cell's own worker kind
 (``CellRecord.remeasure``, up to ``CONFIRM_PROCESSES`` processes). Whatever is still
@@ -10,7 +10,7 @@ unclear is ``unresolved``. The rules themselves are ``judge/``'s; A/B mode is
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from pytest_mxperf.judge import (
     context_diff,
@@ -55,13 +55,6 @@ def software_facts(cell_runs) -> Dict[str, Any]:
                     out[k] = m[k]
             return out
     return {}
-
-
-def session_cells(session: PerfSession) -> Dict[str, CellRecord]:
-    """Measured cells by key (``PerfSession.measured_cells``): a cell measured by two tests is
-    judged once, on each of its processes once. A new value on every call; nothing measured
-    is changed."""
-    return session.measured_cells()
 
 
 # ----------------------------------------------------------------------------- machine state
@@ -127,11 +120,36 @@ def comparisons(cells: Dict[str, CellRecord], baseline: Baseline, reference, con
     return out
 
 
-def judge_baseline(session: PerfSession, cells, baseline: Baseline, reference, out: GateOutcome
-                   ) -> Dict[str, vd.Verdict]:
+@dataclasses.dataclass(frozen=True)
+class Judged:
+    """What the judging stage returns: every judged figure's verdict, how many cells were
+    confirmed by measuring them again, what the summary says first (baseline mode: the
+    slowdowns the baseline cannot decide, the provisional resolution) and whether that
+    headline fails the session by the failure policy."""
+
+    verdicts: Dict[str, vd.Verdict]
+    confirmed: int = 0
+    headline: Tuple[str, ...] = ()
+    failed: bool = False
+
+
+def judge_baseline_once(cells: Dict[str, CellRecord], baseline: Baseline, reference, confirmed: set,
+                        min_effect: float) -> Dict[str, vd.Verdict]:
+    """Every judged figure of ``cells`` against ``baseline``: a pure function of its arguments
+    (the interim report and the end of the session call it alike)."""
+    return vd.judge_session(comparisons(cells, baseline, reference, confirmed), min_effect=min_effect)
+
+
+def judge_baseline(session: PerfSession, baseline: Baseline) -> Judged:
+    """Baseline mode: judge the session's cells; suspects are measured again through the
+    session (``PerfSession.confirm``, up to ``CONFIRM_PROCESSES`` processes) and the cells
+    judged again, as they then are; then what the verdicts need beside them (what changed
+    around each figure, its trend) and the headline."""
     options = session.options
+    cells = session.measured_cells()
+    reference = label_machine_states(cells, baseline)
     confirmed: set = set()
-    verdicts = vd.judge_session(comparisons(cells, baseline, reference, confirmed), min_effect=options.min_effect)
+    verdicts = judge_baseline_once(cells, baseline, reference, confirmed, options.min_effect)
     if not options.smoke and not options.update_baselines:
         # Re-measure suspects; judging again can make another cell a suspect (BH across
         # cells), so repeat until none is left. After that, nothing stays "suspect": a
@@ -143,36 +161,46 @@ def judge_baseline(session: PerfSession, cells, baseline: Baseline, reference, o
             for key in sorted(suspects):
                 session.confirm(key, thresholds.CONFIRM_PROCESSES - len(cells[key].cell.ok_runs))
                 confirmed.add(key)
-            cells = session_cells(session)
+            cells = session.measured_cells()
             reference = label_machine_states(cells, baseline) or reference
-            verdicts = vd.judge_session(comparisons(cells, baseline, reference, confirmed),
-                                        min_effect=options.min_effect)
-        out.confirmed = len(confirmed)
+            verdicts = judge_baseline_once(cells, baseline, reference, confirmed, options.min_effect)
+    verdicts = with_context(verdicts, cells, baseline)
+    headline, failed = resolution_headline(options, verdicts, baseline)
+    return Judged(verdicts, len(confirmed), tuple(headline), failed)
+
+
+def with_context(verdicts: Dict[str, vd.Verdict], cells: Dict[str, CellRecord], baseline: Baseline
+                 ) -> Dict[str, vd.Verdict]:
+    """The verdicts of the cells' primary figures, each a new value with what changed around
+    it since the baseline (environment, versions), its start-up note and its trend over the
+    recorded sessions."""
     software = software_facts(r for rec in cells.values() for r in rec.cell.ok_runs)
+    out = dict(verdicts)
     for key, rec in cells.items():
         v = verdicts.get(key)
         base = baseline.latest(key)
         if v is None or base is None:
             continue
         summary = baseline_store.summarize_cell(rec.cell)
-        v.env_diff = context_diff.env_diff(summary.get("env"), base.get("env"))
+        env_diff = context_diff.env_diff(summary.get("env"), base.get("env"))
         cur_soft = dict(software)
         base_soft = dict(base.get("software") or {})
         base_soft.setdefault("mxnet_version", base.get("mxnet_version"))
         shared = (set(cur_soft) & set(base_soft)) | {"mxnet_version"}  # facts one side lacks are no change
-        v.env_diff += context_diff.version_diff({k: cur_soft.get(k) for k in shared}, {k: base_soft.get(k) for k in shared})
+        env_diff += context_diff.version_diff({k: cur_soft.get(k) for k in shared}, {k: base_soft.get(k) for k in shared})
+        notes = list(v.notes)
         note = context_diff.startup_note(summary, base)
         if note:
-            v.notes.append(note)
+            notes.append(note)
         trend = baseline.session_medians(key)
         if len(trend) >= 2:
-            v.notes.append("trend over recorded sessions: " + " ".join(f"{x:.4g}" for x in trend)
-                           + f" -> {rec.cell.median_or_none:.4g} now")
-    _resolution_headline(session, verdicts, baseline, out)
-    return verdicts
+            notes.append("trend over recorded sessions: " + " ".join(f"{x:.4g}" for x in trend)
+                         + f" -> {rec.cell.median_or_none:.4g} now")
+        out[key] = dataclasses.replace(v, env_diff=list(v.env_diff) + env_diff, notes=notes)
+    return out
 
 
-def _reference_hint(session: PerfSession, baseline: Baseline, keys: Sequence[str]) -> str:
+def _reference_hint(baseline: Baseline, keys: Sequence[str]) -> str:
     """How to settle what the baseline cannot: an A/B run against the install it recorded."""
     try:
         req = baseline.recorded_requirement(keys)
@@ -182,13 +210,12 @@ def _reference_hint(session: PerfSession, baseline: Baseline, keys: Sequence[str
     return f"use A/B: --perf-reference baseline{against}, or --perf-reference REQ for another install"
 
 
-def _resolution_headline(session: PerfSession, verdicts: Dict[str, vd.Verdict], baseline: Baseline,
-                         out: GateOutcome) -> None:
+def resolution_headline(options, verdicts: Dict[str, vd.Verdict], baseline: Baseline) -> Tuple[List[str], bool]:
     """First in the summary: slowdowns the baseline cannot decide (below this machine's
     resolution; beyond it but not significant across the session), whether the resolution
     is provisional, and the failure policy for them (``--perf-fail-on`` below-resolution,
-    unclear)."""
-    options = session.options
+    unclear): the lines, and whether they fail the session."""
+    failed = False
     lines: List[str] = []
     below = {k: v for k, v in verdicts.items() if v.kind == "below-resolution"}
     unclear = {k: v for k, v in verdicts.items() if v.kind == "unclear"}
@@ -206,14 +233,14 @@ def _resolution_headline(session: PerfSession, verdicts: Dict[str, vd.Verdict], 
         widest = max((v.resolution or {}).get("value") or 0.0 for v in below.values())
         lines.append(f"mxperf: BELOW RESOLUTION: {len(below)} slowdown(s) below this machine's resolution of up to "
                      f"{100 * widest:.1f}%: the baseline cannot tell them from the machine's drift between "
-                     f"sessions; {_reference_hint(session, baseline, undecided)}"
+                     f"sessions; {_reference_hint(baseline, undecided)}"
                      + ("" if "below-resolution" in options.fail_on
                         else " (not failing; --perf-fail-on +below-resolution fails on them)"))
         lines += [item(k, v) for k, v in below.items()]
     if unclear:
         lines.append(f"mxperf: UNCLEAR: {len(unclear)} slowdown(s) beyond the resolution but not significant across "
                      f"the session's {tested} tested figure(s) (false discovery rate {thresholds.FDR_Q}); re-run, or "
-                     f"{_reference_hint(session, baseline, undecided)}"
+                     f"{_reference_hint(baseline, undecided)}"
                      + ("" if "unclear" in options.fail_on else " (not failing; --perf-fail-on +unclear fails on them)"))
         lines += [item(k, v) for k, v in unclear.items()]
     judged = [v for v in verdicts.values() if v.resolution]
@@ -227,7 +254,6 @@ def _resolution_headline(session: PerfSession, verdicts: Dict[str, vd.Verdict], 
                              ("unclear", "unclear", "unclear across the session")):
         n = sum(v.kind == kind for v in verdicts.values())
         if n and name in options.fail_on:
-            out.failed = True
+            failed = True
             lines.append(f"mxperf: failing the session: {n} slowdown(s) {what} (--perf-fail-on {name})")
-    out.headline = lines
-    out.messages[:0] = lines
+    return lines, failed

@@ -17,7 +17,6 @@ from pytest_mxperf.outcome.judging import (
     GateOutcome,
     comparisons,
     label_machine_states,
-    session_cells,
     software_facts,
 )
 
@@ -71,7 +70,7 @@ def provisional_verdicts(session: PerfSession) -> Dict[str, vd.Verdict]:
     """The verdicts of the cells measured so far, judged as they stand: no re-measuring, no
     profiles (a suspect stays a suspect). A/B: against the reference's pairs; baseline mode:
     against the baseline; none without either."""
-    cells = session_cells(session)
+    cells = session.measured_cells()
     options = session.options
     if options.reference:
         return judge_ab_once(cells, set(), options.min_effect)
