@@ -9,7 +9,7 @@ from typing import Optional
 
 import pytest
 
-from pytest_mxperf.measure.session import PerfSession
+from pytest_mxperf.store.baselines import Baseline
 from pytest_mxperf.model import options as opts
 
 #: ``--perf-reference baseline``: the A/B reference is the install this machine's baseline
@@ -182,18 +182,17 @@ def check_mxnet_distributions(python) -> None:
             raise pytest.UsageError(str(exc)) from None
 
 
-def baseline_requirement(session: PerfSession) -> str:
-    """``--perf-reference baseline``: the MXNet requirement this machine's baseline was
-    recorded with (e.g. "mxnet==1.9.1"); a one-line usage error when there is no baseline,
-    it predates stored requirements, or its cells were recorded with different installs."""
+def baseline_requirement(machine_id: str, baseline: Optional[Baseline], where: str) -> str:
+    """``--perf-reference baseline``: the MXNet requirement this machine's baseline (at
+    ``where``) was recorded with (e.g. "mxnet==1.9.1"); a one-line usage error when there is
+    no baseline, it predates stored requirements, or its cells were recorded with different
+    installs."""
     from pytest_mxperf.store.baselines import BaselineError
-    machine_id = session.machine["id"]
-    where = session.store.path(machine_id)
-    if session.baseline is None:
+    if baseline is None:
         raise pytest.UsageError(f"--perf-reference baseline: machine {machine_id} has no baseline ({where}): "
                                 "record one with --perf-update-baselines, or give --perf-reference REQ")
     try:
-        requirement = session.baseline.recorded_requirement()
+        requirement = baseline.recorded_requirement()
     except BaselineError as exc:
         raise pytest.UsageError(f"--perf-reference baseline: {exc}") from None
     if not requirement:

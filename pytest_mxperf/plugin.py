@@ -69,21 +69,21 @@ def pytest_configure(config):
         given_machine_state=lambda part: config.hook.pytest_mxperf_machine_state(config=config, part=part))
     config._mxperf_session = session
     try:
-        session.machine = fingerprint.machine_fingerprint(options.machine)
+        machine = fingerprint.machine_fingerprint(options.machine)
     except ValueError as exc:
         raise pytest.UsageError(f"--perf-machine: {exc}") from None
-    config.hook.pytest_mxperf_update_machine_info(config=config, machine_info=session.machine)
+    config.hook.pytest_mxperf_update_machine_info(config=config, machine_info=machine)
     try:
         # A corrupt or newer-schema baseline is refused now, before anything is measured,
         # and never overwritten.
-        session.baseline = session.store.load(session.machine["id"])
+        baseline = session.store.load(machine["id"])
     except BaselineError as exc:
         raise pytest.UsageError(str(exc)) from None
+    requirement = None
     if options.reference == command_line.REFERENCE_BASELINE:
-        requirement = command_line.baseline_requirement(session)
-        session.reference_requirement = requirement
-        session.options = options = dataclasses.replace(
-            options, reference=command_line.reference_python(requirement, options.python))
+        requirement = command_line.baseline_requirement(machine["id"], baseline, str(session.store.path(machine["id"])))
+        options = dataclasses.replace(options, reference=command_line.reference_python(requirement, options.python))
+    session.begin(machine, baseline, options, requirement)
     if options.ctx_explicit:
         # An explicit GPU list that this machine cannot satisfy is a usage error, said
         # before anything is measured; with no GPU at all, GPU tests skip instead.
@@ -176,7 +176,7 @@ def pytest_collection_modifyitems(session, config, items):
         if drop:
             config.hook.pytest_deselected(items=drop)
             items[:] = keep
-            _session(config).deselected_slow = len(drop)
+            _session(config).deselected(len(drop))
     if options.shard:
         from pytest_mxperf.history.fleet import shard_of
         k, n = options.shard
@@ -233,7 +233,7 @@ def mxperf(request, record_property, mxperf_session):
     node = request.node
     late = mxperf_session.past_deadline()
     if late:
-        mxperf_session.not_reached.append(node.nodeid)
+        mxperf_session.test_not_reached(node.nodeid)
         pytest.skip(late)
 
     seen = []
@@ -252,7 +252,7 @@ def mxperf(request, record_property, mxperf_session):
     yield Measurer(mxperf_session, node.nodeid, record_property=record_property, on_cell=on_cell,
                    skip=pytest.skip, fail=lambda msg: pytest.fail(msg, pytrace=False))
     if seen:
-        mxperf_session.test_seconds.append(time.monotonic() - started)
+        mxperf_session.test_took(time.monotonic() - started)
 
 
 @pytest.fixture
@@ -289,13 +289,15 @@ def pytest_collection_finish(session):
     duet_tests = sum(1 for it in measuring if any(it.get_closest_marker(m) for m in DUET_MARKERS)
                      and not any(it.get_closest_marker(m) for m in PROCESS_PAIR_MARKERS))
     _refuse_cpu_mxnet_for_gpu_cells(session, s)
+    ab_pairs = s.ab_pairs
     if s.options.reference and not s.options.smoke and not session.config.getoption("--perf-processes"):
-        s.ab_pairs = stats.pairs_needed(tests, thresholds.FDR_Q)
+        # one cell among all of the session's can pass BH at its family's share of FDR_Q
+        # (outcome/ab_judging.family_q): q_family / n_family = FDR_Q / all cells
+        ab_pairs = stats.pairs_needed(tests, thresholds.FDR_Q)
     tr = session.config.pluginmanager.get_plugin("terminalreporter")
     if tr is not None:
-        tr.write_line(report.plan_line(tests, s.options, s.ab_pairs, s.duet_pairs, duet_tests))
-    s.planned_test_seconds = report.planned_test_seconds(s.options, s.duet_pairs, s.ab_pairs,
-                                                         duet=duet_tests == tests)
+        tr.write_line(report.plan_line(tests, s.options, ab_pairs, s.duet_pairs, duet_tests))
+    s.plan(ab_pairs, report.planned_test_seconds(s.options, s.duet_pairs, ab_pairs, duet=duet_tests == tests))
 
 
 def _refuse_cpu_mxnet_for_gpu_cells(session, s: PerfSession) -> None:

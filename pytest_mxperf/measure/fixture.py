@@ -25,7 +25,7 @@ from pytest_mxperf.measure.peak import (
     machine_peak,
     peak_target,
 )
-from pytest_mxperf.measure.session import CellRecord, Finding, PerfSession
+from pytest_mxperf.measure.session import CellRecord, CellRun, Finding, PerfSession
 from pytest_mxperf.model.measurement import (
     CellMeasurement,
     RunResult,
@@ -77,7 +77,7 @@ class Measurer:
         """Skip (raise Skip) when the contexts cannot run here, with the reason."""
         reason = self.session.gpu_unavailable_reason(contexts)
         if reason:
-            self.session.skipped_reasons.append(reason)
+            self.session.skipped(reason)
             self._skip(reason)
 
     def require_feature(self, feature: str, what: str) -> None:
@@ -87,7 +87,7 @@ class Measurer:
         if features is not None and feature not in features:
             reason = (f"{what} needs an MXNet build with {feature}; this one "
                       f"(mxnet {self.session.probe.get('mxnet_version')}) has none")
-            self.session.skipped_reasons.append(reason)
+            self.session.skipped(reason)
             self._skip(reason)
 
     def _record(self, cell: CellMeasurement, remeasure) -> CellMeasurement:
@@ -174,7 +174,7 @@ class Measurer:
                              f"OMP_NUM_THREADS={peak.get('omp_num_threads')}")
         elif why:
             notes.append(why)
-        self.session.findings.append(Finding(self.nodeid, f"hardware limit {w.key()}", figs, "; ".join(notes)))
+        self.session.show(Finding(self.nodeid, f"hardware limit {w.key()}", figs, "; ".join(notes)))
         for k, v in figs.items():
             self._record_property(f"mxperf_{k}", v)
 
@@ -250,6 +250,7 @@ class Measurer:
                                      env=env, rss_limit=rss_cap)
             return runner.run_result(out, workload, env, defaults, figures, python=python)
 
+        duet_pair = None
         if duet.resident(module):
             def duet_pair(candidate: Optional[str], reference: Optional[str], seed: int, candidate_first: bool):
                 # the spec as a process gets it; run_pair fills in the seed and the memory cap
@@ -258,11 +259,10 @@ class Measurer:
                                      timeout=timeout or o.timeout, warmup_timeout=o.warmup_timeout,
                                      memory_limit=o.memory_limit, env=self.session.environ, extra_env=extra_env,
                                      module=module, spec=dict(spec), figures=figures)
-            # A/B pairs of this worker kind run as a duet (session.run_processes)
-            run.duet = duet_pair  # type: ignore[attr-defined]
-
-        cell = self.session.run_processes(workload, run, processes)
-        return self._record(cell, lambda n: self.session.run_processes(workload, run, n))
+        # A/B pairs of a resident worker kind run as a duet (session.run_processes)
+        how = CellRun(run, duet_pair)
+        cell = self.session.run_processes(workload, how, processes)
+        return self._record(cell, lambda n: self.session.run_processes(workload, how, n))
 
     def _properties(self, cell: CellMeasurement) -> None:
         p = self._record_property
@@ -327,6 +327,6 @@ class Measurer:
     def report(self, name: str, figures: Dict[str, Any], note: str = "") -> None:
         """Show derived figures (an efficiency, a ratio) in the report and the JUnit XML;
         they are not judged (the figures they derive from are)."""
-        self.session.findings.append(Finding(self.nodeid, name, dict(figures), note))
+        self.session.show(Finding(self.nodeid, name, dict(figures), note))
         for k, v in figures.items():
             self._record_property(f"mxperf_{name}_{k}", v)

@@ -37,13 +37,10 @@ def machine_peak(session: PerfSession, context: str = "cpu:0", dtype: str = "flo
     """The peak GFLOP/s of ``context`` in ``dtype`` (a large FullyConnected and a 3x3
     Convolution through MXNet, best round: oneDNN on CPU, cuBLAS / cuDNN on a GPU),
     measured once per session in its own worker process, the first time a cell needs it,
-    and cached in ``session.peaks``.
+    and kept by the session (``PerfSession.peak``).
     ``{"status": "ok", "peak_gflops", "fc_gflops", "conv_gflops", "threads", "kernels"}``,
     or ``{"status": <failure>, "message", "peak_gflops": None}``."""
-    key = f"{context}/{dtype}"
-    if key not in session.peaks:
-        session.peaks[key] = measure_peak(session, context, dtype)
-    return session.peaks[key]
+    return session.peak(f"{context}/{dtype}", lambda: measure_peak(session, context, dtype))
 
 
 def measure_peak(session: PerfSession, context: str = "cpu:0", dtype: str = "float32") -> Dict[str, Any]:

@@ -34,6 +34,18 @@ from pytest_mxperf.store.baselines import Baseline
 PROBE_REUSE_SECONDS = 2.0
 
 RunFn = Callable[[Optional[str], int], RunResult]  # (python, seed) -> one process
+#: (candidate python, reference python, seed, candidate first) -> one duet pair's two sides
+DuetFn = Callable[[Optional[str], Optional[str], int, bool], Tuple[RunResult, RunResult]]
+
+
+@dataclasses.dataclass(frozen=True)
+class CellRun:
+    """How a cell's processes run: ``process`` runs one fresh worker process; ``duet``, for
+    worker kinds that can be resident (``duet.resident``), runs one A/B duet pair, which A/B
+    mode then uses instead of process pairs."""
+
+    process: RunFn
+    duet: Optional[DuetFn] = None
 
 
 @dataclasses.dataclass
@@ -259,14 +271,16 @@ class PerfSession:
         return out
 
     # -- measuring ------------------------------------------------------------------------
-    def run_processes(self, workload: Workload, run: RunFn, processes: Optional[int] = None) -> CellMeasurement:
-        """``processes`` fresh processes of ``run`` (pairs with the reference in A/B mode)."""
+    def run_processes(self, workload: Workload, how: CellRun, processes: Optional[int] = None) -> CellMeasurement:
+        """``processes`` fresh processes of ``how`` (pairs with the reference in A/B mode:
+        duet pairs when ``how`` has a duet, else process pairs)."""
         n = processes or self.options.processes
         runs: List[RunResult] = []
+        run = how.process
         if self.options.reference:
             ref: List[RunResult] = []
             cand_py, ref_py = self.options.python, self.options.reference
-            duet_pair = getattr(run, "duet", None)
+            duet_pair = how.duet
             for i in range(processes or (self.duet_pairs if duet_pair is not None else self.ab_pairs)):
                 if duet_pair is not None:  # resident workers taking turns (duet.py): the pair is one unit
                     c, r = duet_pair(cand_py, ref_py, i, bool(i % 2))
@@ -286,7 +300,7 @@ class PerfSession:
                 break  # a crash, OOM or timeout will not go away by repeating it
         return CellMeasurement(workload, runs)
 
-    def throughput_run(self, workload: Workload, extra_env: Optional[Mapping[str, str]] = None) -> RunFn:
+    def throughput_run(self, workload: Workload, extra_env: Optional[Mapping[str, str]] = None) -> CellRun:
         o = self.options
 
         def run(python: Optional[str], seed: int) -> RunResult:
@@ -300,8 +314,7 @@ class PerfSession:
                                  timeout=o.timeout, warmup_timeout=o.warmup_timeout, memory_limit=o.memory_limit,
                                  env=self.environ, extra_env=extra_env)
         # A/B pairs of this worker kind run as a duet (resident workers alternating rounds)
-        run.duet = duet_pair  # type: ignore[attr-defined]
-        return run
+        return CellRun(run, duet_pair)
 
     def measure(self, workload: Workload, processes: Optional[int] = None,
                 extra_env: Optional[Mapping[str, str]] = None) -> CellMeasurement:
@@ -310,6 +323,47 @@ class PerfSession:
 
     def add(self, record: CellRecord) -> None:
         self.records.append(record)
+
+    # -- what the session is told while it runs (the plugin and the fixture) -----------------
+    def begin(self, machine: Dict[str, Any], baseline: Optional[Baseline], options: Optional[PerfOptions] = None,
+              reference_requirement: Optional[str] = None) -> None:
+        """The session's machine, its baseline, and the options as settled once the baseline is
+        known (``--perf-reference baseline`` becomes the install it was recorded with)."""
+        self.machine = machine
+        self.baseline = baseline
+        if options is not None:
+            self.options = options
+        self.reference_requirement = reference_requirement
+
+    def plan(self, ab_pairs: int, planned_test_seconds: Optional[float]) -> None:
+        """The pairs a process-pair cell gets in A/B mode and the plan's estimate of one test."""
+        self.ab_pairs = ab_pairs
+        self.planned_test_seconds = planned_test_seconds
+
+    def deselected(self, slow: int) -> None:
+        self.deselected_slow = slow
+
+    def test_not_reached(self, nodeid: str) -> None:
+        """A measuring test the deadline left unstarted."""
+        self.not_reached.append(nodeid)
+
+    def test_took(self, seconds: float) -> None:
+        self.test_seconds.append(seconds)
+
+    def skipped(self, reason: str) -> None:
+        """Why a measuring test could not run here (no GPU, a build without a feature)."""
+        self.skipped_reasons.append(reason)
+
+    def show(self, finding: "Finding") -> None:
+        """A figure shown, not judged."""
+        self.findings.append(finding)
+
+    def peak(self, key: str, measure: Callable[[], Dict[str, Any]]) -> Dict[str, Any]:
+        """The machine's peak for ``key`` ("context/dtype"), measured by ``measure`` the first
+        time it is asked for and kept for the session."""
+        if key not in self.peaks:
+            self.peaks[key] = measure()
+        return self.peaks[key]
 
     def cells(self) -> Dict[str, CellRecord]:
         """Every cell measured so far, once (``merge_records``): a new value on every call."""
