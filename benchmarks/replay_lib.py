@@ -1,0 +1,548 @@
+"""Replay recorded processes through the product's own end of a session, to measure its
+error rates: how often a session of N unchanged cells fails, and how often one changed cell
+among them is caught.
+
+Nothing here judges. A simulated session is a ``PerfSession`` whose ``records`` are
+``CellRecord``s built from recorded processes, with a ``remeasure`` callback that draws
+more recorded processes (or pairs) of the same cell; each cell is held to its floor by the
+``mxperf`` fixture's own ``Measurer.check_floor``; then the real
+``outcome.finish.finish_session`` labels the machine's state, judges, runs the second
+stage / confirmation through ``remeasure``, and applies the failure policy at its defaults.
+What is counted:
+
+* **failed**: the session would exit 1: ``GateOutcome.failed`` (a regression or an
+  unresolved slowdown, as ``finish._say_verdicts`` decides from ``options.fail_on``) or a
+  cell whose floor check failed (``fixture.Fail``: a failed test). The failing kinds are
+  kept apart (regression, unresolved, floor).
+* **caught**: the changed cell failed (its primary figure's verdict is failing, or its
+  floor check failed).
+
+Recorded processes stand in for workers in three places, nothing else: ``remeasure`` (more
+processes of the same recording), ``ReplaySession.probe_mxnet`` and ``hardware`` (what the
+recording says the interpreter and machine were, instead of probing this one: a replay is
+the same on any machine), and the operator profile of a failing cell
+(``no_profile_worker``, as tests/stand_ins.py: a replayed session has no worker to profile).
+
+Corpora (``load_*``): ``benchmarks/data/aa-corpus-*.json`` (``collect_aa_corpus.py``: A/A
+duet pairs and fresh processes, this VM), the 12 A/A process pairs of the regime file
+(``benchmarks/data/vm-regimes-amd-epyc-2vcpu.json``, also ``../shared/data/``) and the
+baseline re-runs ``benchmarks/data/replay-*.json``.
+
+How a session is built from a corpus (``ab_session``, ``baseline_session``):
+
+* N simulated cells; cell i draws from the recorded cell ``pools[(offset + i) % P]``
+  (``offset`` random per session), so every recorded cell serves N / P simulated ones; a
+  replica gets its own key (``threads=<1000 + j>``, a label: no worker runs; the floor
+  depends on model, batch and machine, which stay the recorded ones).
+* cell 0 is the changed cell: its candidate's round times are divided by ``effect`` (and
+  its judged rate figures multiplied by it), so its throughput is exactly x effect in
+  every process; the others are unchanged.
+* A/B: pairs stay pairs (a candidate run is judged against the reference run recorded with
+  it). The first stage draws ``session.duet_pairs`` duet pairs (process pairs:
+  ``stats.pairs_needed(N, FDR_Q)``, as the plugin sets ``ab_pairs``); each cell draws its
+  pairs from a fresh shuffle of its pool, without replacement until the pool is used up,
+  then from a new shuffle (a second stage may ask for more pairs than were recorded); a
+  drawn pair's sides change places with probability 1/2 (A/A: both sides are the same
+  install, so the labels are exchangeable; without this a cell of a few recorded pairs
+  would replay their chance mean as if it were a change).
+* baseline mode: a recorded cell's fresh processes are in time order; a session picks a
+  window of ``RECORDING_PROCESSES`` consecutive processes as the current session (fewer
+  when the cell has fewer than twice that; the same place in time for every cell: a slow
+  spell of the machine moves them all), and the processes before and after it, in time
+  order, cut into recordings of ``RECORDING_PROCESSES`` each, are the baseline: the first
+  recorded as ``--perf-update-baselines``, the others as ``=add``
+  (``baseline_store.summarize_cell``, ``Baseline.add_recordings``, which keeps the newest
+  ``HISTORY`` and states each cell's resolution: provisional when there is one recording).
+  The current session draws its processes from its window (shuffled; re-drawn when the
+  confirmation asks for more than the window holds).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import math
+import os
+import random
+import time
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from unittest import mock
+
+from pytest_mxperf.judge import thresholds
+from pytest_mxperf.machine.hardware import HardwareInfo
+from pytest_mxperf.measure import profiling
+from pytest_mxperf.measure.fixture import Fail, Measurer, Skip
+from pytest_mxperf.measure.session import PerfSession
+from pytest_mxperf.model import options as opts
+from pytest_mxperf.model import stats
+from pytest_mxperf.model.measurement import METRICS, CellMeasurement, RunResult
+from pytest_mxperf.model.options import PerfOptions
+from pytest_mxperf.model.workload import Workload
+from pytest_mxperf.outcome import finish
+from pytest_mxperf.store import baseline_store
+from pytest_mxperf.store.baselines import Baseline
+
+ROOT = Path(__file__).resolve().parent.parent
+DATA_DIR = ROOT / "benchmarks" / "data"
+SHARED_DATA_DIR = ROOT.parent / "shared" / "data"
+REGIMES = "vm-regimes-amd-epyc-2vcpu.json"
+#: the reference interpreter an A/B replay names (no process runs it)
+REFERENCE = "/replayed/reference/bin/python"
+RECORDING_PROCESSES = opts.RECORDING_PROCESSES
+EFFECTS = (1.0, 0.95, 0.90, 0.80)
+SIZES = (6, 24, 64)
+
+
+# ----------------------------------------------------------------------------- corpora
+
+@dataclasses.dataclass
+class Pool:
+    """One recorded cell: its duet or process pairs (candidate doc, reference doc) and its
+    fresh processes in time order, as plain run documents (``collect_aa_corpus.run_doc``)."""
+
+    workload: Workload
+    pairs: List[Tuple[Dict[str, Any], Dict[str, Any]]]
+    fresh: List[Dict[str, Any]]
+    meta_common: Dict[str, Any]
+    dropped: int = 0      # recorded pairs / processes left out: a side did not measure
+
+    @property
+    def key(self) -> str:
+        return self.workload.key()
+
+    @property
+    def duet(self) -> bool:
+        return bool(self.pairs) and all("duet" in c.get("meta", {}) for c, _ in self.pairs)
+
+
+@dataclasses.dataclass
+class Corpus:
+    name: str
+    machine_id: str
+    cpu_model: str
+    vcpus: int
+    pools: List[Pool]
+    source: str
+    mxnet_version: Optional[str] = "1.9.1"
+    features: Optional[List[str]] = None
+    note: str = ""
+
+    def with_pairs(self) -> "Corpus":
+        return dataclasses.replace(self, pools=[p for p in self.pools if p.pairs])
+
+    def with_fresh(self, at_least: int) -> "Corpus":
+        return dataclasses.replace(self, pools=[p for p in self.pools if len(p.fresh) >= at_least])
+
+    def describe(self) -> str:
+        cells = ", ".join(f"{p.workload.model} b{p.workload.batch_size} ({len(p.pairs)} pairs, "
+                          f"{len(p.fresh)} processes)" for p in self.pools)
+        return f"{self.name} [{self.machine_id}, {self.cpu_model}, {self.vcpus} vCPUs]: {cells}"
+
+
+def _shown(path: Path) -> str:
+    """A data file's path as the table names it: from the repository's top, else relative."""
+    path = Path(path).resolve()
+    try:
+        return str(path.relative_to(ROOT))
+    except ValueError:
+        return os.path.relpath(path, ROOT)
+
+
+def _ok(doc: Dict[str, Any]) -> bool:
+    return doc.get("status") == "ok" and bool(doc.get("round_seconds") or doc.get("figures"))
+
+
+def load_aa_corpus(path) -> Corpus:
+    """A corpus written by ``benchmarks/collect_aa_corpus.py``."""
+    path = Path(path)
+    d = json.loads(path.read_text())
+    pools = []
+    for key, c in d["cells"].items():
+        w = Workload.from_dict(c["workload"])
+        pairs = [(p["candidate"], p["reference"]) for p in c["pairs"]]
+        fresh = [f["run"] for f in sorted(c["fresh"], key=lambda f: f["t"])]
+        ok_pairs = [(a, b) for a, b in pairs if _ok(a) and _ok(b)]
+        ok_fresh = [f for f in fresh if _ok(f)]
+        pools.append(Pool(w, ok_pairs, ok_fresh, c.get("meta_common") or {},
+                          dropped=len(pairs) - len(ok_pairs) + len(fresh) - len(ok_fresh)))
+    m = d["machine"]
+    return Corpus(path.stem, m["id"], m.get("cpu_model") or "unknown CPU", int(m.get("logical_cpus") or 2), pools,
+                  _shown(path), d.get("mxnet_version"),
+                  d.get("features"), d.get("note", ""))
+
+
+def _one_round(w: Workload, img_s: float) -> Dict[str, Any]:
+    """A run document whose one timed round gives exactly this process's figure (img/s):
+    what a recording that kept only per-process figures can replay."""
+    return {"status": "ok", "batches_per_round": 1, "round_seconds": [w.total_batch / img_s], "figures": {},
+            "meta": {}}
+
+
+def load_regime_pairs(path=None) -> Corpus:
+    """The 12 back-to-back A/A pairs of fresh processes (AlexNet b8, order alternated) of the
+    regime file: A/B process pairs (no duet: ``judge/ab_pairs.py``'s rule), and their 24
+    processes in the order they ran as fresh processes. No process was slowed by another
+    (the file says so), and none was probed: they carry no machine state."""
+    path = Path(path) if path else _regimes_path()
+    d = json.loads(path.read_text())
+    aa = d["aa_pairs_alexnet_b8"]
+    w = Workload("alexnet", batch_size=8)
+    pairs = [(_one_round(w, a), _one_round(w, b)) for a, b in zip(aa["A"], aa["B"])]
+    # pair i ran A then B when i is even, B then A when odd ("order alternated per pair")
+    fresh = [doc for i, (a, b) in enumerate(pairs) for doc in ((a, b) if i % 2 == 0 else (b, a))]
+    return Corpus(f"{path.stem} (12 A/A process pairs)", "amd-epyc-2vcpu", "AMD EPYC", 2,
+                  [Pool(w, pairs, fresh, {"env": {"OMP_NUM_THREADS": "2"}})], _shown(path), note=d.get("what", ""))
+
+
+def _regimes_path() -> Path:
+    for p in (DATA_DIR / REGIMES, SHARED_DATA_DIR / REGIMES):
+        if p.exists():
+            return p
+    raise FileNotFoundError(REGIMES)
+
+
+def load_replay_reruns(*paths) -> Corpus:
+    """Baseline re-runs (``collect_replay_data.py``) of one machine: per cell, fresh
+    processes in the order they ran (the files by their date, then ``round``), each kept
+    as its median only. Recorded before the machine-state probe existed: they carry no
+    machine state (the judge sees every process)."""
+    docs = sorted((json.loads(Path(p).read_text()) for p in paths), key=lambda d: d["date"])
+    pools: Dict[str, Pool] = {}
+    for d in docs:
+        for key, c in d["cells"].items():
+            w = Workload.from_dict(c["workload"])
+            procs = sorted(c["processes"], key=lambda p: p.get("round", 0))
+            ok = [p for p in procs if p.get("status") == "ok" and p.get("median")]
+            pool = pools.setdefault(key, Pool(w, [], [], {"env": d.get("env") or {}}))
+            pool.fresh += [_one_round(w, p["median"]) for p in ok]
+            pool.dropped += len(procs) - len(ok)
+    m = docs[0]["machine"]
+    hw = m.get("hardware", {})
+    return Corpus(" + ".join(Path(p).stem for p in paths), m["id"], hw.get("cpu_model") or "unknown CPU",
+                  int(hw.get("logical_cpus") or 2), list(pools.values()), ", ".join(_shown(Path(p)) for p in paths),
+                  docs[0].get("mxnet_version"), note=docs[0].get("note", ""))
+
+
+def replay_reruns() -> List[Corpus]:
+    """The baseline re-runs in benchmarks/data: per machine, all its files as one timeline
+    (a baseline pooled from several recordings), and each file that is too short for that
+    on its own (one recording: a provisional resolution)."""
+    by_machine: Dict[str, List[Path]] = {}
+    for p in sorted(DATA_DIR.glob("replay-*.json")):
+        by_machine.setdefault(json.loads(p.read_text())["machine"]["id"], []).append(p)
+    out = []
+    for paths in by_machine.values():
+        out.append(load_replay_reruns(*paths))
+        if len(paths) > 1:
+            out += [c for c in (load_replay_reruns(p) for p in paths)
+                    if all(len(pool.fresh) < 3 * RECORDING_PROCESSES for pool in c.pools)]
+    return out
+
+
+def baseline_corpora() -> List[Corpus]:
+    """Every corpus baseline mode can replay (cells with at least ``MIN_FRESH`` fresh
+    processes): this VM's A/A corpora, the baseline re-runs, the regime file's processes."""
+    out = []
+    for c in aa_corpora() + replay_reruns() + [load_regime_pairs()]:
+        usable = c.with_fresh(MIN_FRESH)
+        if usable.pools:
+            out.append(usable)
+    return out
+
+
+def aa_corpora() -> List[Corpus]:
+    return [load_aa_corpus(p) for p in sorted(DATA_DIR.glob("aa-corpus-*.json"))]
+
+
+# ----------------------------------------------------------------------------- runs
+
+def make_run(w: Workload, doc: Dict[str, Any], common: Dict[str, Any], effect: float = 1.0) -> RunResult:
+    """A RunResult from a recorded run document, its throughput x ``effect``: round times
+    divided by it, figures judged by the processes rule moved by it in their better
+    direction (derived figures, shown only, and memory as recorded)."""
+    meta = dict(common)
+    meta.update(doc.get("meta") or {})
+    if isinstance(meta.get("machine_state"), dict):   # the judge labels it in place; nothing else is written
+        meta["machine_state"] = dict(meta["machine_state"])
+    figures = {}
+    for k, v in (doc.get("figures") or {}).items():
+        m = METRICS.get(k)
+        if m is not None and m.rule == "processes" and effect != 1.0:
+            v = v * effect if m.higher_is_better else v / effect
+        figures[k] = v
+    return RunResult(w, doc["status"], message=doc.get("message", ""),
+                     batches_per_round=int(doc.get("batches_per_round") or 0),
+                     round_seconds=[s / effect for s in doc.get("round_seconds") or []],
+                     figures=figures, meta=meta, wall_seconds=float(doc.get("wall_seconds") or 0.0))
+
+
+class Drawer:
+    """Indices of a pool, drawn without replacement from a shuffle; a new shuffle when it
+    is used up."""
+
+    def __init__(self, indices: Sequence[int], rng: random.Random):
+        self.indices, self.rng, self.left = list(indices), rng, []
+
+    def __call__(self) -> int:
+        if not self.left:
+            self.left = self.indices[:]
+            self.rng.shuffle(self.left)
+        return self.left.pop()
+
+
+def replica(w: Workload, j: int) -> Workload:
+    """The j-th simulated cell drawn from one recorded cell: its own key, nothing else."""
+    return w if j == 0 else dataclasses.replace(w, threads=str(1000 + j))
+
+
+# ----------------------------------------------------------------------------- the session
+
+class ReplaySession(PerfSession):
+    """A PerfSession whose interpreters and machine are the recording's (no MXNet probe
+    worker starts, and the floors are this corpus's machine's, on any machine)."""
+
+    def __init__(self, options: PerfOptions, corpus: Corpus):
+        super().__init__(options, environ={})
+        self.corpus = corpus
+        self.machine = {"id": corpus.machine_id}
+
+    def probe_mxnet(self, python: Optional[str] = None) -> Dict[str, Any]:
+        return {"status": "ok", "mxnet_version": self.corpus.mxnet_version, "features": self.corpus.features,
+                "num_gpus": 0}
+
+    @property
+    def hardware(self) -> HardwareInfo:
+        return HardwareInfo(cpu_model=self.corpus.cpu_model, vcpus=self.corpus.vcpus)
+
+
+@contextlib.contextmanager
+def no_profile_worker():
+    """The profile of a failing cell: "unavailable" (no worker), as tests/stand_ins.py does."""
+    def unavailable(*args, **kwargs):
+        return {"status": "unavailable", "message": "replayed session: no worker to profile", "operators": []}
+    with mock.patch.object(profiling, "run_profile", unavailable):
+        yield
+
+
+@dataclasses.dataclass
+class SessionResult:
+    failed: bool
+    kinds: Tuple[str, ...]              # what failed the session: regression, unresolved, floor
+    changed_kind: Optional[str]         # the changed cell's verdict (primary figure), "floor" if its floor failed
+    caught: bool                        # the changed cell failed
+    cell_kinds: List[str] = dataclasses.field(default_factory=list)  # every cell's, in order (cell 0 changed)
+    resolution: Optional[float] = None  # baseline mode: the resolution the baseline states for the changed cell
+    units: int = 0                      # pairs (A/B) or current processes (baseline) measured in all
+    second_stage: int = 0               # cells re-measured
+
+
+def run_session(corpus: Corpus, measures: Sequence[Callable[[int], CellMeasurement]], *, ab: bool,
+                duet: Sequence[bool] = (), baseline: Optional[Baseline] = None) -> SessionResult:
+    """One session through the product's end of a session. ``measures[i](n)`` gives n more
+    pairs (``ab``) or processes of cell i (cell 0 is the changed one): it is the cell's
+    first stage (``duet[i]``: ``session.duet_pairs`` duet pairs, else ``session.ab_pairs``
+    process pairs, as the plugin sets them; baseline mode: ``options.processes``) and its
+    ``remeasure``. Each cell is recorded and held to its floor as the fixture does
+    (``Measurer._record``, ``Measurer.check_floor``); the session's probes are kept as
+    ``PerfSession._bracketed`` keeps them; then ``finish.finish_session``."""
+    options = PerfOptions(reference=REFERENCE) if ab else PerfOptions()
+    session = ReplaySession(options, corpus)
+    session.baseline = baseline
+    if ab:
+        session.ab_pairs = stats.pairs_needed(len(measures), thresholds.FDR_Q)   # plugin.py sets it so
+    measurer = Measurer(session, "replay")
+    floor_failed: Dict[str, bool] = {}
+    keys = []
+    for i, measure in enumerate(measures):
+        def remeasure(n: int, measure=measure) -> CellMeasurement:
+            cell = measure(n)
+            for r in list(cell.runs) + list(cell.reference or []):
+                ms = r.machine_state
+                session.probes += [p for p in (ms.get("probe_before"), ms.get("probe_after")) if p]
+            return cell
+
+        n_first = ((session.duet_pairs if (duet[i] if i < len(duet) else True) else session.ab_pairs) if ab
+                   else options.processes)
+        first = remeasure(n_first)
+        key = first.workload.key()
+        keys.append(key)
+        measurer._record(first, remeasure)
+        try:
+            measurer.check_floor(first)
+            floor_failed[key] = False
+        except Fail:
+            floor_failed[key] = True
+        except Skip:
+            floor_failed[key] = False
+    with no_profile_worker():
+        out = finish.finish_session(session)
+    kinds = {v.kind for v in out.verdicts.values() if v.failed and v.kind in options.fail_on}
+    if any(floor_failed.values()):
+        kinds.add("floor")
+
+    def kind(key: str) -> Optional[str]:
+        v = out.verdicts.get(key)
+        return "floor" if floor_failed.get(key) else (v.kind if v else None)
+
+    changed = keys[0]
+    v = out.verdicts.get(changed)
+    resolution = None
+    if baseline is not None:
+        res = baseline.resolution(changed)
+        resolution = res.fraction(True) if res is not None else None
+    return SessionResult(failed=bool(out.failed or any(floor_failed.values())), kinds=tuple(sorted(kinds)),
+                         changed_kind=kind(changed),
+                         caught=bool(floor_failed.get(changed)) or bool(v is not None and v.failed),
+                         cell_kinds=[kind(k) for k in keys], resolution=resolution,
+                         units=sum(len(r.cell.runs) for r in session.records), second_stage=out.confirmed)
+
+
+def ab_session(corpus: Corpus, n_cells: int, effect: float, rng: random.Random, swap: bool = True) -> SessionResult:
+    """One A/B session of ``n_cells`` cells drawn from the corpus's pairs (cell 0 x ``effect``).
+    ``swap``: each drawn A/A pair's two sides change places with probability 1/2 (the same
+    interpreter ran both, so which one is called the candidate is arbitrary): the replayed
+    unchanged cell is then unchanged on average whatever its few recorded pairs' mean, as an
+    A/A cell is, while each pair keeps its two processes and the rounds they ran side by
+    side."""
+    pools = [p for p in corpus.pools if p.pairs]
+    offset = rng.randrange(len(pools))
+    measures, duet = [], []
+    for i in range(n_cells):
+        pool = pools[(offset + i) % len(pools)]
+        w = replica(pool.workload, i // len(pools))
+        draw = Drawer(range(len(pool.pairs)), random.Random(rng.random()))
+
+        def measure(n: int, w=w, pool=pool, draw=draw, scale=effect if i == 0 else 1.0) -> CellMeasurement:
+            runs, refs = [], []
+            for _ in range(n):
+                c, r = pool.pairs[draw()]
+                if swap and draw.rng.random() < 0.5:
+                    c, r = r, c
+                runs.append(make_run(w, c, pool.meta_common, scale))
+                refs.append(make_run(w, r, pool.meta_common))
+            return CellMeasurement(w, runs, refs)
+
+        measures.append(measure)
+        duet.append(pool.duet)
+    return run_session(corpus, measures, ab=True, duet=duet)
+
+
+def baseline_plan(n: int, u: float, per: int = RECORDING_PROCESSES) -> Tuple[List[int], List[List[int]]]:
+    """(the current session's process indices, the baseline's recordings' indices) for a
+    pool of ``n`` processes in time order: the current window of ``per`` consecutive
+    processes (fewer when the pool holds less than two recordings' worth, never fewer than a
+    session's ``processes``) starts at ``u`` (in [0, 1)) of the way along; the processes
+    before and after it, in order, make recordings of ``per`` (a short remainder joins the
+    last one)."""
+    window = min(per, n - per)
+    if window < opts.PROCESSES:
+        raise ValueError(f"{n} processes are too few for a recording of {per} and a session of {opts.PROCESSES}")
+    start = min(n - window, int(u * (n - window + 1)))
+    current = list(range(start, start + window))
+    rest = [i for i in range(n) if i < start or i >= start + window]
+    k = len(rest) // per
+    recs = [rest[j * per:(j + 1) * per] for j in range(k)]
+    if recs and len(rest) > k * per:
+        recs[-1] += rest[k * per:]
+    return current, recs
+
+
+#: the fewest fresh processes of a recorded cell that baseline mode can replay
+MIN_FRESH = RECORDING_PROCESSES + opts.PROCESSES
+
+
+def baseline_session(corpus: Corpus, n_cells: int, effect: float, rng: random.Random) -> SessionResult:
+    """One baseline-mode session of ``n_cells`` cells (cell 0 x ``effect``) against a
+    baseline recorded from the same corpus at other times (``baseline_plan``)."""
+    pools = [p for p in corpus.pools if len(p.fresh) >= MIN_FRESH]
+    baseline = Baseline.new(corpus.machine_id)
+    requirement = f"mxnet=={corpus.mxnet_version}" if corpus.mxnet_version else None
+    offset = rng.randrange(len(pools))
+    u = rng.random()   # where in the recording's time this session ran: the same for every cell
+    measures = []
+    for i in range(n_cells):
+        pool = pools[(offset + i) % len(pools)]
+        w = replica(pool.workload, i // len(pools))
+        current, recordings = baseline_plan(len(pool.fresh), u)
+        for s, idx in enumerate(recordings):
+            cell = CellMeasurement(w, [make_run(w, pool.fresh[k], pool.meta_common) for k in idx])
+            rec = baseline_store.summarize_cell(cell, pool="replace" if s == 0 else "add", requirement=requirement)
+            baseline.add_recordings({w.key(): rec}, {w.key(): w.to_dict()})
+        draw = Drawer(current, random.Random(rng.random()))
+
+        def measure(n: int, w=w, pool=pool, draw=draw, scale=effect if i == 0 else 1.0) -> CellMeasurement:
+            return CellMeasurement(w, [make_run(w, pool.fresh[draw()], pool.meta_common, scale) for _ in range(n)])
+
+        measures.append(measure)
+    return run_session(corpus, measures, ab=False, baseline=baseline)
+
+
+# ----------------------------------------------------------------------------- rates
+
+@dataclasses.dataclass
+class Rates:
+    mode: str
+    corpus: str
+    n_cells: int
+    effect: float
+    sessions: int
+    failed: int
+    caught: int
+    kinds: Dict[str, int]               # sessions failed by each failing kind
+    changed_kinds: Dict[str, int]       # the changed cell's verdicts
+    beyond_resolution: int = 0          # baseline mode: sessions whose stated resolution < the change
+    caught_beyond: int = 0              # ... of which the changed cell was caught
+    units: float = 0.0                  # pairs / processes per cell, mean
+    seconds: float = 0.0
+
+    @property
+    def failed_rate(self) -> float:
+        return self.failed / self.sessions
+
+    @property
+    def caught_rate(self) -> float:
+        return self.caught / self.sessions
+
+    @property
+    def caught_beyond_rate(self) -> Optional[float]:
+        return self.caught_beyond / self.beyond_resolution if self.beyond_resolution else None
+
+
+def rates(mode: str, corpus: Corpus, n_cells: int, effect: float, sessions: int, seed: int) -> Rates:
+    """``sessions`` sessions of one mode ("ab" or "baseline"), N cells, one of them x effect."""
+    rng = random.Random(f"{seed}-{mode}-{corpus.name}-{n_cells}-{effect}")
+    one = ab_session if mode == "ab" else baseline_session
+    t0 = time.process_time()
+    r = Rates(mode, corpus.name, n_cells, effect, sessions, 0, 0, {}, {})
+    units = 0
+    for _ in range(sessions):
+        s = one(corpus, n_cells, effect, rng)
+        r.failed += s.failed
+        r.caught += s.caught
+        units += s.units
+        for k in s.kinds:
+            r.kinds[k] = r.kinds.get(k, 0) + 1
+        r.changed_kinds[s.changed_kind] = r.changed_kinds.get(s.changed_kind, 0) + 1
+        if s.resolution is not None and -math.log(effect) > -math.log1p(-s.resolution):
+            r.beyond_resolution += 1
+            r.caught_beyond += s.caught
+    r.units = units / (sessions * n_cells)
+    r.seconds = time.process_time() - t0
+    return r
+
+
+def format_row(r: Rates) -> str:
+    kinds = ", ".join(f"{k} {v}" for k, v in sorted(r.kinds.items())) or "-"
+    txt = (f"{r.mode:<8} N={r.n_cells:<3d} x{r.effect:.2f}  sessions {r.sessions:4d}  failed {100 * r.failed_rate:5.1f}%"
+           f" ({kinds})")
+    if r.effect != 1.0:
+        txt += f"  caught {100 * r.caught_rate:5.1f}%"
+        if r.mode == "baseline":
+            b = r.caught_beyond_rate
+            txt += (f"  beyond resolution {r.beyond_resolution}/{r.sessions}, caught there "
+                    + (f"{100 * b:5.1f}%" if b is not None else "  -  "))
+        changed = ", ".join(f"{k} {v}" for k, v in sorted(r.changed_kinds.items(), key=lambda kv: -kv[1]))
+        txt += f"  [changed cell: {changed}]"
+    return txt + f"  {'pairs' if r.mode == 'ab' else 'processes'}/cell {r.units:.1f}"
