@@ -18,7 +18,8 @@ order, before round r + 1 starts, so that the machine's slow spells hit all cell
 
 Every pair and process also records the 1-minute load average before and after, and its
 start time in seconds from the start of the run (``t``). The file is written atomically
-after every pair and process: ``benchmarks/data/aa-corpus-<machine id>.json``. It keeps what
+after every pair and process: ``benchmarks/data/aa-corpus-<machine id>.json`` (``--tag T``:
+``aa-corpus-<machine id>-T.json``, another recording of the same machine). It keeps what
 the judge reads of each RunResult (status, batches_per_round, round_seconds, figures,
 wall_seconds and the meta fields: duet, machine_state, peak_rss_bytes, mxnet_version); the
 meta every process of a cell shares (env, env_defaults_applied, threads) is kept once per
@@ -96,6 +97,7 @@ def main(argv=None) -> int:
     ap.add_argument("--minutes", type=float, default=22.0, help="no round starts that would end past this")
     ap.add_argument("--out-dir", type=Path, default=HERE / "data")
     ap.add_argument("--machine", default=None, help="override the machine id")
+    ap.add_argument("--tag", default=None, help="a second corpus of this machine: aa-corpus-<machine id>-<tag>.json")
     ap.add_argument("--cells", nargs="*", default=None,
                     help="model:batch pairs (score mode), e.g. alexnet:2 lenet:1 (default: the four of DEFAULT_CELLS)")
     args = ap.parse_args(argv)
@@ -103,7 +105,7 @@ def main(argv=None) -> int:
     cells = ([Workload(m, mode="score", batch_size=int(b)) for m, b in (c.split(":") for c in args.cells)]
              if args.cells else list(DEFAULT_CELLS))
     fp = machine_fingerprint(args.machine)
-    out = args.out_dir / f"aa-corpus-{fp['id']}.json"
+    out = args.out_dir / f"aa-corpus-{fp['id']}{'-' + args.tag if args.tag else ''}.json"
     ab = PerfSession(PerfOptions(reference=sys.executable))     # the A/B session's options, defaults
     fresh = PerfSession(PerfOptions())                          # baseline mode's, defaults
     data: Dict[str, Any] = {
