@@ -1,9 +1,10 @@
 """Duet A/B sessions simulated on the recorded speed regimes: false alarms and detections.
 
-How often does a session of N cells with equal installs fail (regression or unresolved)
-under ``verdict_duet.judge_duet`` and its two stages, whatever N? How often is a 10% and a
-24% slower candidate flagged? And the old rule (``ab_pairs.judge_ab`` on the medians of
-fresh processes, back to back) on the same machine model, for contrast.
+How often does a session of N cells with equal installs fail (regression, unresolved or
+floor) at the end of a session (the product's: duet pairs, ``verdict_duet``'s rule and its
+two stages), whatever N? How often is a 10% and a 24% slower candidate flagged? And the old
+rule (``ab_pairs.judge_ab`` on the medians of fresh processes, back to back, through the
+same end of a session) on the same machine model, for contrast.
 
 The machine model, from ``benchmarks/data/vm-regimes-amd-epyc-2vcpu.json`` (a shared
 2-vCPU AMD EPYC KVM that switches between speed regimes within seconds):
@@ -34,12 +35,17 @@ The machine model, from ``benchmarks/data/vm-regimes-amd-epyc-2vcpu.json`` (a sh
   processes the recorded A/A spread). A contrast only: judge_ab is slow at 20 cells, so
   that row has fewer sessions.
 
-A session: N cells; the candidate is slower (x0.90, x0.76) in the first cell only, the
-others are equal (the hard case for a correction across cells). Stage 1: ``pairs_needed``
-pairs per cell; every suspect gets ``pairs_needed(N, its stage-1 ratios, spread=the
-session's pooled spread)`` pairs in all and is final; a cell that turns suspect only in the second judgement is made final without
-more pairs (as gate.py does). Failed: a regression or unresolved anywhere; flagged: the
-slower cell is a regression or unresolved.
+A session: N cells, the candidate slower (x0.90, x0.76) in the first cell only, the others
+equal (the hard case for a correction across cells). Nothing here judges: each simulated
+cell's pairs become RunResults (a duet pair: both sides' round times, in the order they
+ran, and ``meta["duet"]``; an old-rule pair: two one-round fresh processes) with a
+``remeasure`` that simulates more pairs of the same cell, and the session goes through the
+product's end of a session (``replay_lib.run_session``: ``Measurer.check_floor``, then
+``outcome.finish.finish_session``, whose ``ab_judging.judge_ab`` runs the first stage, the
+second stage of the suspects and the final verdicts, at the default options). Failed: the
+session failed (a regression, an unresolved slowdown or a floor); flagged: the slower cell
+failed. The same judge on recorded pairs instead of this model:
+``benchmarks/replay_error_rates.py``.
 
     .venv/bin/python benchmarks/duet_false_alarms.py                # the full table (>= 500 sessions a row)
     .venv/bin/python benchmarks/duet_false_alarms.py --sessions 100 --cells 1 6 --no-old
@@ -59,11 +65,14 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from pytest_mxperf.judge import ab_pairs, thresholds
+import replay_lib  # noqa: E402
+
+from pytest_mxperf.judge import thresholds  # noqa: E402
 from pytest_mxperf.judge import verdict_duet as D  # noqa: E402
-from pytest_mxperf.model import stats as S  # noqa: E402
-from pytest_mxperf.model.measurement import METRICS  # noqa: E402
+from pytest_mxperf.model.measurement import CellMeasurement, RunResult  # noqa: E402
+from pytest_mxperf.model.workload import Workload  # noqa: E402
 
 DATA = ROOT / "benchmarks" / "data" / "vm-regimes-amd-epyc-2vcpu.json"
 OUT = ROOT / "benchmarks" / "results" / "duet-false-alarms-2026-11-23.txt"
@@ -79,7 +88,6 @@ AB_ROUNDS = 7            # old A/B: rounds of a process's timed part (~1 s)
 AB_STARTUP_S = 4.0       # old A/B: start-up before a process's timed part
 CHUNK = 20000            # duet pairs simulated at once (bounds the memory to ~100 MB)
 MEASURED_DUET = {"resnet50_v2_b2": [0.995, 1.003, 1.003, 1.018], "alexnet_b8": [1.010, 0.986, 0.978]}
-THROUGHPUT = METRICS["throughput"]
 
 
 def _data() -> dict:
@@ -207,94 +215,96 @@ def ab_process_pairs(rng: np.random.Generator, effects: np.ndarray, sigma_p: flo
 
 # ----------------------------------------------------------------------------- sessions
 
+#: the cell the traces were recorded on; its floor is the recording machine's (a 2-vCPU AMD EPYC)
+WORKLOAD = Workload("alexnet", batch_size=8)
+MACHINE = replay_lib.Corpus("regime model", "amd-epyc-2vcpu", "AMD EPYC", 2, [], str(DATA.relative_to(ROOT)))
+
+
 def _effects(n_cells: int, effect: float) -> np.ndarray:
     e = np.ones(n_cells)
     e[0] = effect
     return e
 
 
-def _tally(kinds: List[Dict[str, str]], effect: float, pairs: int) -> dict:
-    n = len(kinds)
-    failed = sum(any(k in thresholds.FAILING for k in s.values()) for s in kinds)
-    regression = sum(any(k == "regression" for k in s.values()) for s in kinds)
-    row = {"sessions": n, "failed": failed / n, "regression": regression / n,
-           "pairs_per_cell": pairs / (n * len(kinds[0]))}
+def duet_measurement(w: Workload, cand: np.ndarray, ref: np.ndarray) -> CellMeasurement:
+    """Simulated duet pairs of one cell as the duet gives them: each side's round times
+    (``cand``, ``ref``: one row a pair) in the order they ran, in seconds a batch of ``w``
+    (speed 1 is NOMINAL img/s), and ``meta["duet"]``."""
+    per_batch = w.total_batch / (NOMINAL * ROUND_S)
+    runs, refs = [], []
+    for i in range(len(cand)):
+        for side, times, out in (("candidate", cand[i], runs), ("reference", ref[i], refs)):
+            out.append(RunResult(w, "ok", batches_per_round=1, round_seconds=[float(t) * per_batch for t in times],
+                                 meta={"duet": {"pair": i, "side": side, "rounds": len(times),
+                                                "ran_first": (side == "candidate") == (i % 2 == 0)}},
+                                 wall_seconds=float(times.sum() * 2)))
+    return CellMeasurement(w, runs, refs)
+
+
+def duet_cell(rng: np.random.Generator, w: Workload, effect: float, sigma_p: float, n: int) -> CellMeasurement:
+    """n simulated duet pairs of one cell (``duet_measurement``)."""
+    _, cand, ref = duet_pair_ratios(rng, np.full(n, effect), sigma_p, seconds=True)
+    return duet_measurement(w, cand, ref)
+
+
+def process_pair_cell(rng: np.random.Generator, w: Workload, effect: float, sigma_p: float, n: int) -> CellMeasurement:
+    """n simulated pairs of fresh processes back to back (the old A/B): each process one
+    figure (img/s), kept as one round that gives exactly it; no ``meta["duet"]``."""
+    cand, ref = ab_process_pairs(rng, np.full(n, effect), sigma_p)
+
+    def run(v):
+        return RunResult(w, "ok", batches_per_round=1, round_seconds=[w.total_batch / float(v)])
+    return CellMeasurement(w, [run(v) for v in cand], [run(v) for v in ref])
+
+
+def _sessions(cell, n_cells: int, effect: float, sigma_p: float, sessions: int, rng: np.random.Generator,
+              duet: bool) -> List[replay_lib.SessionResult]:
+    out = []
+    eff = _effects(n_cells, effect)
+    n1 = D.STAGE1_PAIRS
+    first = None
+    if duet:   # every session's first stage simulated at once (a second stage, pair by pair call)
+        _, cand, ref = duet_pair_ratios(rng, np.tile(np.repeat(eff, n1), sessions), sigma_p, seconds=True)
+        first = (cand.reshape(sessions, n_cells, n1, -1), ref.reshape(sessions, n_cells, n1, -1))
+    for s in range(sessions):
+        measures = []
+        for c in range(n_cells):
+            w = replay_lib.replica(WORKLOAD, c)
+            pre = [(first[0][s, c], first[1][s, c])] if first is not None else []
+
+            def measure(n, w=w, e=eff[c], pre=pre):
+                if pre and len(pre[0][0]) == n:
+                    return duet_measurement(w, *pre.pop())
+                return cell(rng, w, e, sigma_p, n)
+            measures.append(measure)
+        out.append(replay_lib.run_session(MACHINE, measures, ab=True, duet=[duet] * n_cells))
+    return out
+
+
+def _tally(results: List[replay_lib.SessionResult], effect: float) -> dict:
+    n = len(results)
+    failing = set(thresholds.FAILING) | {"floor"}
+    row = {"sessions": n, "failed": sum(s.failed for s in results) / n,
+           "regression": sum("regression" in s.kinds for s in results) / n,
+           "pairs_per_cell": sum(s.units for s in results) / sum(len(s.cell_kinds) for s in results)}
     if effect != 1.0:
-        first = [s["c0"] for s in kinds]
-        row["flagged"] = sum(k in thresholds.FAILING for k in first) / n
-        row["flagged_regression"] = sum(k == "regression" for k in first) / n
-        row["others_failed"] = sum(any(k in thresholds.FAILING for c, k in s.items() if c != "c0") for s in kinds) / n
+        row["flagged"] = sum(s.caught for s in results) / n
+        row["flagged_regression"] = sum(s.changed_kind == "regression" for s in results) / n
+        row["others_failed"] = sum(any(k in failing for k in s.cell_kinds[1:]) for s in results) / n
     return row
 
 
 def duet_sessions(n_cells: int, effect: float, sigma_p: float, sessions: int, seed: int = SEED) -> dict:
-    """``sessions`` duet sessions of ``n_cells`` cells through judge_duet's two stages."""
+    """``sessions`` duet sessions of ``n_cells`` cells through the product's end of a session."""
     rng = np.random.default_rng([seed, n_cells, round(effect * 1000), round(sigma_p * 1e5), 1])
-    eff = _effects(n_cells, effect)
-    n1 = D.pairs_needed(n_cells)
-    stage1 = duet_pair_ratios(rng, np.tile(np.repeat(eff, n1), sessions), sigma_p)
-    ratios = [[list(stage1[(s * n_cells + c) * n1:(s * n_cells + c + 1) * n1]) for c in range(n_cells)]
-              for s in range(sessions)]
-
-    def judge(s, final):
-        return D.judge_duet({f"c{c}": D.DuetPairing(THROUGHPUT, ratios[s][c], final=c in final)
-                             for c in range(n_cells)})
-
-    first = [judge(s, set()) for s in range(sessions)]
-    spread = [D.session_spread(ratios[s]) for s in range(sessions)]
-    want = [(s, c, D.pairs_needed(n_cells, ratios[s][c], spread=spread[s]) - len(ratios[s][c]))
-            for s in range(sessions) for c in range(n_cells) if first[s][f"c{c}"].kind == "suspect"]
-    extra = duet_pair_ratios(rng, np.concatenate([np.full(k, eff[c]) for _, c, k in want] or [np.zeros(0)]),
-                             sigma_p) if want else np.zeros(0)
-    at = 0
-    finals = [set() for _ in range(sessions)]
-    for s, c, k in want:
-        ratios[s][c] += list(extra[at:at + k])
-        at += k
-        finals[s].add(c)
-    kinds = []
-    for s in range(sessions):
-        v = judge(s, finals[s]) if finals[s] else first[s]
-        late = {c for c in range(n_cells) if v[f"c{c}"].kind == "suspect"} - finals[s]
-        if late:
-            finals[s] |= late
-            v = judge(s, finals[s])
-        kinds.append({k: x.kind for k, x in v.items()})
-    pairs = sum(len(r) for sess in ratios for r in sess)
-    return _tally(kinds, effect, pairs)
+    return _tally(_sessions(duet_cell, n_cells, effect, sigma_p, sessions, rng, True), effect)
 
 
 def ab_sessions(n_cells: int, effect: float, sigma_p: float, sessions: int, seed: int = SEED) -> dict:
-    """The same sessions through the old rule: judge_ab on fresh-process pairs,
-    stats.pairs_needed pairs, then as many again for suspects."""
+    """The same sessions with the old A/B: fresh process pairs, ``ab_pairs.judge_ab`` through
+    the same end of a session (stats.pairs_needed pairs, as many again for suspects)."""
     rng = np.random.default_rng([seed, n_cells, round(effect * 1000), round(sigma_p * 1e5), 2])
-    eff = _effects(n_cells, effect)
-    n1 = S.pairs_needed(n_cells, thresholds.FDR_Q)
-    kinds, pairs = [], 0
-    for _ in range(sessions):
-        cand, ref = ab_process_pairs(rng, np.repeat(eff, n1), sigma_p)
-        sides = {c: (list(cand[c * n1:(c + 1) * n1]), list(ref[c * n1:(c + 1) * n1])) for c in range(n_cells)}
-        final: set = set()
-
-        def judge():
-            return ab_pairs.judge_ab({f"c{c}": ab_pairs.Pairing(THROUGHPUT, *sides[c], final=c in final) for c in range(n_cells)})
-
-        v = judge()
-        suspects = [c for c in range(n_cells) if v[f"c{c}"].kind == "suspect"]
-        if suspects:
-            c2, r2 = ab_process_pairs(rng, np.repeat(eff[suspects], n1), sigma_p)
-            for i, c in enumerate(suspects):
-                sides[c][0].extend(c2[i * n1:(i + 1) * n1])
-                sides[c][1].extend(r2[i * n1:(i + 1) * n1])
-            final |= set(suspects)
-            v = judge()
-        late = {c for c in range(n_cells) if v[f"c{c}"].kind == "suspect"} - final
-        if late:
-            final |= late
-            v = judge()
-        kinds.append({k: x.kind for k, x in v.items()})
-        pairs += sum(len(sides[c][0]) for c in range(n_cells))
-    return _tally(kinds, effect, pairs)
+    return _tally(_sessions(process_pair_cell, n_cells, effect, sigma_p, sessions, rng, False), effect)
 
 
 # ----------------------------------------------------------------------------- report
@@ -326,7 +336,7 @@ def main(argv=None) -> int:
     ap.add_argument("--sessions", type=int, default=500)
     ap.add_argument("--old-sessions", type=int, default=500)
     ap.add_argument("--old-sessions-20", type=int, default=100,
-                    help="old rule, sessions of 20 cells or more (judge_ab takes ~1.4 s a session there)")
+                    help="old rule, sessions of 20 cells or more (slow: the fast-end bounds of every cell)")
     ap.add_argument("--cells", type=int, nargs="+", default=[1, 6, 20, 50])
     ap.add_argument("--old-cells", type=int, nargs="+", default=[1, 6, 20])
     ap.add_argument("--effects", type=float, nargs="+", default=[1.0, 0.90, 0.76])
@@ -338,11 +348,11 @@ def main(argv=None) -> int:
     lines = [f"duet A/B sessions simulated on {DATA.name} (seed {SEED}); "
              f"{ROUNDS} rounds of {ROUND_S} s per side per pair, round noise {ROUND_SD}, "
              f"machine speed block-resampled in {BLOCK_SLOTS * SLOT:g}-s blocks from the 0.5-s traces",
-             f"rule: verdict_duet.judge_duet, stage 1 {D.pairs_needed(1)} pairs per cell, stage 2 for suspects "
-             f"pairs_needed(N, ratios, spread=session_spread) (margin {D.PRECISION_MARGIN}, at most "
-             f"{D.MAX_PAIRS}); min effect {thresholds.MIN_EFFECT:g}, q {thresholds.FDR_Q:g}",
-             "the slower candidate (x0.90, x0.76) in one cell of N, the others equal; failed: a regression or "
-             "unresolved anywhere; flagged: the slower cell a regression or unresolved; pairs/cell: all stages",
+             "judged by the product: each session through outcome.finish.finish_session (ab_judging.judge_ab: "
+             f"stage 1 {D.STAGE1_PAIRS} duet pairs a cell, the suspects' second stage, the final verdicts; default "
+             f"options: min effect {thresholds.MIN_EFFECT:g}, q {thresholds.FDR_Q:g}), floors by Measurer.check_floor",
+             "the slower candidate (x0.90, x0.76) in one cell of N, the others equal; failed: a regression, "
+             "unresolved or floor anywhere; flagged: the slower cell failed; pairs/cell: all stages",
              ""]
     lines += [calibration(), "(so the A/A spread within a regime is mostly the machine's own wander, which duet rounds "
               "cancel: sigma_p = that spread is a stress bound; the measured duet pairs say sigma_p ~ "
@@ -358,8 +368,8 @@ def main(argv=None) -> int:
                 print(lines[-1], flush=True)
         lines.append("")
     if not a.no_old:
-        lines.append(f"old rule (ab_pairs.judge_ab, fast ends of fresh ~1-s processes, stats.pairs_needed pairs + as "
-                     f"many again), per-process factor {settings[1][0]} (the machine model alone already gives "
+        lines.append(f"old rule (fresh ~1-s process pairs, judged by the same end of a session: ab_pairs.judge_ab, "
+                     f"stats.pairs_needed pairs + as many again), per-process factor {settings[1][0]} (the machine model alone already gives "
                      "these processes the recorded A/A spread):")
         for n in a.old_cells:
             for e in a.effects:

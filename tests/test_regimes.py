@@ -1,4 +1,4 @@
-"""The A/B verdict on recorded speed-regime data, not on simulated noise.
+"""The A/B verdict of process pairs on recorded speed-regime data, not on simulated noise.
 
 ``benchmarks/data/vm-regimes-amd-epyc-2vcpu.json`` holds 12 back-to-back A/A pairs of one
 cell (AlexNet b8, the same interpreter on both sides, order alternated) recorded on a
@@ -6,112 +6,139 @@ shared 2-vCPU VM that switches between two speed regimes at random: 146-173 and 
 img/s. None of those processes was slowed by another process, so the probe labels none of
 them "slowed" and the verdict sees all of them.
 
-Each simulated session draws its processes from those 24 recorded figures (a process's
-regime is random, as recorded), multiplies the candidate's by an effect, and goes through
-the gate's fixed two-stage rule: ``stats.pairs_needed`` pairs, then as many again for a
-cell still unclear, then a final verdict. What passes is "unchanged" or "improvement"; what
-fails is "regression" or "unresolved". The same sessions are judged by the median of the
-pair ratios (the exact signed-rank test and its Hodges-Lehmann interval) for comparison.
+Each simulated session is the product's end of a session (``benchmarks/replay_lib.py``:
+``outcome.finish.finish_session`` in A/B mode, the floor by ``Measurer.check_floor``) on
+pairs drawn from those 12 recorded pairs, kept as pairs (a pair's two processes ran back
+to back, in the same regime or not, as recorded); the candidate's figures are multiplied by
+an effect. These cells carry no duet rounds, so they are judged as process pairs
+(``judge/ab_pairs.py``'s fast-end rule), with ``stats.pairs_needed`` pairs and as many again
+for a suspect, as the session does. What passes is "unchanged" or "improvement"; what fails
+is "regression", "unresolved" (or the floor). The same sessions judged by the median of the
+pair ratios (the exact signed-rank test and its Hodges-Lehmann interval, put in place of
+``ab_pairs.judge_ab`` for the comparison only) show why the rule looks at the fast end.
 """
 
-import json
 import math
 import random
+import sys
 from collections import Counter
 from pathlib import Path
+from unittest import mock
 
 import pytest
 
-from pytest_mxperf.judge import ab_pairs, thresholds
+from pytest_mxperf.judge import thresholds
+from pytest_mxperf.judge.verdict_record import Verdict
 from pytest_mxperf.model import stats as S
-from pytest_mxperf.model.measurement import METRICS
+from pytest_mxperf.outcome import ab_judging
 
-DATA = Path(__file__).resolve().parent.parent / "benchmarks" / "data" / "vm-regimes-amd-epyc-2vcpu.json"
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+import replay_lib  # noqa: E402
+
 SESSIONS = 120
 SEED = 20261123
 
 
-def _pool():
-    aa = json.loads(DATA.read_text())["aa_pairs_alexnet_b8"]
-    return list(aa["A"]) + list(aa["B"])
+@pytest.fixture(scope="module")
+def corpus():
+    return replay_lib.load_regime_pairs()
 
 
-def _median_ratio_kind(cand, ref, final):
-    """The median-of-pair-ratios rule, for comparison: signed-rank p and HL interval."""
-    d = [math.log(c / r) for c, r in zip(cand, ref)]
-    p = S.signed_rank_p(d, "less")
-    hi = S.signed_rank_interval(d, thresholds.FDR_Q)[1]
-    est = S.hodges_lehmann(d)
-    if est < -math.log1p(thresholds.MIN_EFFECT):
-        if p <= thresholds.FDR_Q and hi < 0:
-            return "regression"
-        return "unresolved" if final else "suspect"
-    return "unchanged"
+def _pool(corpus):
+    (pool,) = corpus.pools
+    return [c["round_seconds"][0] for pair in pool.pairs for c in pair], pool.workload
 
 
-def _sessions(effect, judge):
-    rng = random.Random(f"{SEED}-{effect}")
-    pool = _pool()
-    n = S.pairs_needed(1, thresholds.FDR_Q)
-    kinds = Counter()
+def _sessions(corpus, effect, n_cells=1):
+    """Kinds of the changed cell over SESSIONS sessions of ``n_cells`` cells, and how many sessions failed."""
+    rng = random.Random(f"{SEED}-{effect}-{n_cells}")
+    kinds, failed = Counter(), 0
     for _ in range(SESSIONS):
-        cand = [rng.choice(pool) * effect for _ in range(n)]
-        ref = [rng.choice(pool) for _ in range(n)]
-        kind = judge(cand, ref, False)
-        if kind == "suspect":
-            cand += [rng.choice(pool) * effect for _ in range(n)]
-            ref += [rng.choice(pool) for _ in range(n)]
-            kind = judge(cand, ref, True)
-        kinds[kind] += 1
-    return kinds
+        s = replay_lib.ab_session(corpus, n_cells, effect, rng)
+        kinds[s.changed_kind] += 1
+        failed += s.failed
+    return kinds, failed
 
 
-def _fast_end_kind(cand, ref, final):
-    return ab_pairs.judge_ab({"c": ab_pairs.Pairing(METRICS["throughput"], cand, ref, final=final)})["c"].kind
+def _median_ratio_rule(cells, *, min_effect=thresholds.MIN_EFFECT, q=thresholds.FDR_Q):
+    """The median-of-pair-ratios rule, for comparison (not the product's): signed-rank p and
+    Hodges-Lehmann interval of the paired log ratios, per cell."""
+    out = {}
+    for key, p in cells.items():
+        d = [math.log(c / r) for c, r in zip(p.candidate, p.reference)]
+        pv = S.signed_rank_p(d, "less")
+        hi = S.signed_rank_interval(d, q)[1]
+        if S.hodges_lehmann(d) < -math.log1p(min_effect):
+            kind = "regression" if pv <= q and hi < 0 else ("unresolved" if p.final else "suspect")
+        else:
+            kind = "unchanged"
+        out[key] = Verdict(kind, "median pair ratio (comparison)", metric=p.metric.name, unit=p.metric.unit)
+    return out
 
 
 def _passed(kinds):
     return (kinds["unchanged"] + kinds["improvement"]) / SESSIONS
 
 
-def test_the_recorded_pairs_are_two_regimes():
-    pool = _pool()
+def test_the_recorded_pairs_are_two_regimes(corpus):
+    seconds, w = _pool(corpus)
+    pool = [w.total_batch / s for s in seconds]
     fast = [v for v in pool if v > 120]
     slow = [v for v in pool if v <= 120]
     assert len(fast) >= 8 and len(slow) >= 8
     assert max(slow) / min(fast) < 0.7  # the regimes do not overlap: not ordinary noise
 
 
-def test_equal_installs_rarely_fail_on_regime_switching_data():
-    kinds = _sessions(1.00, _fast_end_kind)
-    print(f"\nA/A on recorded regimes, fast end: {dict(kinds)}")
+def test_the_replayed_figures_are_the_recorded_ones(corpus):
+    (pool,) = corpus.pools
+    c, r = pool.pairs[0]
+    run = replay_lib.make_run(pool.workload, c, pool.meta_common, 0.9)
+    assert run.value("throughput") == pytest.approx(0.9 * pool.workload.total_batch / c["round_seconds"][0])
+    assert "duet" not in run.meta and not pool.duet   # judged as process pairs
+
+
+def test_equal_installs_rarely_fail_on_regime_switching_data(corpus):
+    kinds, failed = _sessions(corpus, 1.00)
+    print(f"\nA/A on recorded regimes, fast end, one cell: {dict(kinds)}, sessions failed {failed}/{SESSIONS}")
     assert kinds["regression"] / SESSIONS <= thresholds.FDR_Q
-    assert 1 - _passed(kinds) <= 2 * thresholds.FDR_Q
+    assert failed / SESSIONS <= 2 * thresholds.FDR_Q
 
 
 @pytest.mark.parametrize("effect, max_passed", [(0.76, 0.02), (0.90, 0.15)])
-def test_a_slower_candidate_rarely_passes_on_regime_switching_data(effect, max_passed):
-    kinds = _sessions(effect, _fast_end_kind)
+def test_a_slower_candidate_rarely_passes_on_regime_switching_data(corpus, effect, max_passed):
+    """A 24% slowdown is a confirmed regression; a 10% one rarely passes, but with the pairs
+    kept as recorded it is mostly left "unresolved" (it fails, asking for a re-run: seen 83
+    unresolved, 27 regressions, 10 passed of 120): the fast ends of 8 + 8 pairs drawn from 12
+    are often not significant where the pairs are."""
+    kinds, _ = _sessions(corpus, effect)
     print(f"\nx{effect} on recorded regimes, fast end: {dict(kinds)}")
     assert _passed(kinds) <= max_passed
-    assert kinds["regression"] > kinds["unresolved"]  # mostly decided, not left to a re-run
+    if effect <= 0.76:
+        assert kinds["regression"] == SESSIONS
 
 
-def test_the_fast_end_beats_the_median_pair_ratio_on_this_data():
+def test_the_fast_end_beats_the_median_pair_ratio_on_this_data(corpus):
     """The reason the A/B verdict looks at the fast end: on the same sessions the median of
-    the pair ratios both fails more equal sessions and lets more of a 24% slowdown pass."""
-    fast_aa, med_aa = _sessions(1.00, _fast_end_kind), _sessions(1.00, _median_ratio_kind)
-    fast_76, med_76 = _sessions(0.76, _fast_end_kind), _sessions(0.76, _median_ratio_kind)
-    print(f"\nmedian pair ratio: A/A {dict(med_aa)}, x0.76 {dict(med_76)}")
-    assert 1 - _passed(fast_aa) < 1 - _passed(med_aa)
+    the pair ratios lets more of a 24% slowdown pass (seen 4 of 120, the fast end none), and
+    fails no fewer equal sessions. (Drawn with the two sides independent, as this test once
+    did, the median rule also failed more equal sessions: 12% against 3%; with the recorded
+    pairs kept, a pair's two processes mostly ran in the same regime and neither rule fails
+    an equal session of one cell.)"""
+    fast_aa, fast_76 = _sessions(corpus, 1.00)[0], _sessions(corpus, 0.76)[0]
+    with mock.patch.object(ab_judging.ab_pairs, "judge_ab", _median_ratio_rule):
+        med_aa, med_76 = _sessions(corpus, 1.00)[0], _sessions(corpus, 0.76)[0]
+    print(f"\nmedian pair ratio: A/A {dict(med_aa)}, x0.76 {dict(med_76)}; fast end: A/A {dict(fast_aa)}, "
+          f"x0.76 {dict(fast_76)}")
+    assert 1 - _passed(fast_aa) <= 1 - _passed(med_aa)
     assert _passed(fast_76) < _passed(med_76)
 
 
-def test_fast_end_test_and_interval_agree():
+def test_fast_end_test_and_interval_agree(corpus):
     """The verdict is decided from the interval it shows: the upper end is below 0 exactly
     when the one-sided test rejects at that level (checked over random cases)."""
     rng = random.Random(7)
-    pool = _pool()
+    seconds, w = _pool(corpus)
+    pool = [w.total_batch / s for s in seconds]
     for _ in range(60):
         n = rng.randint(3, 10)
         effect = rng.uniform(0.7, 1.1)
