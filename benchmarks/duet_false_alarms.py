@@ -59,7 +59,7 @@ import math
 import sys
 import time
 from pathlib import Path
-from typing import Dict, List, Sequence
+from typing import List, Sequence
 
 import numpy as np
 
@@ -369,7 +369,8 @@ def main(argv=None) -> int:
         lines.append("")
     if not a.no_old:
         lines.append(f"old rule (fresh ~1-s process pairs, judged by the same end of a session: ab_pairs.judge_ab, "
-                     f"stats.pairs_needed pairs + as many again), per-process factor {settings[1][0]} (the machine model alone already gives "
+                     f"stats.pairs_needed pairs + as many again), per-process factor {settings[1][0]} "
+                     "(the machine model alone already gives "
                      "these processes the recorded A/A spread):")
         for n in a.old_cells:
             for e in a.effects:
