@@ -535,8 +535,8 @@ def rates(mode: str, corpus: Corpus, n_cells: int, effect: float, sessions: int,
 
 def format_row(r: Rates) -> str:
     kinds = ", ".join(f"{k} {v}" for k, v in sorted(r.kinds.items())) or "-"
-    txt = (f"{r.mode:<8} N={r.n_cells:<3d} x{r.effect:.2f}  sessions {r.sessions:4d}  failed {100 * r.failed_rate:5.1f}%"
-           f" ({kinds})")
+    txt = (f"{r.mode:<8} N={r.n_cells:<3d} x{r.effect:.2f}  sessions {r.sessions:4d}  "
+           f"failed {100 * r.failed_rate:5.1f}% ({kinds})")
     if r.effect != 1.0:
         txt += f"  caught {100 * r.caught_rate:5.1f}%"
         if r.mode == "baseline":
