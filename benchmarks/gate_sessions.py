@@ -89,6 +89,7 @@ def main(argv=None) -> int:
     ap.add_argument("--batches", default="2")
     ap.add_argument("--effect", action="append", default=None,
                     help="name:VAR=VALUE or name:neighbour (repeatable)")
+    ap.add_argument("--no-effects", action="store_true", help="unchanged sessions only (an A/A campaign)")
     ap.add_argument("--effects-every", type=int, default=1,
                     help="run the effects after the first only every K-th round")
     ap.add_argument("--lock", default=None, help="a file lock held during each session")
@@ -108,7 +109,7 @@ def main(argv=None) -> int:
     for i in range(args.rounds):
         t_round = time.time()
         todo = [("unchanged", None)] + [(n, e) for j, (n, e) in enumerate(effects)
-                                        if j == 0 or i % args.effects_every == 0]
+                                        if not args.no_effects and (j == 0 or i % args.effects_every == 0)]
         for label, effect in todo:
             r = session(out, f"r{i}-{label}", args, effect)
             r["label"] = label
