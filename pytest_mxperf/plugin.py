@@ -13,6 +13,7 @@ import time
 import pytest
 
 from pytest_mxperf import command_line
+from pytest_mxperf.measure import planning
 from pytest_mxperf.measure.fixture import Measurer
 from pytest_mxperf.measure.session import PerfSession
 from pytest_mxperf.model import options as opts
@@ -190,34 +191,19 @@ def pytest_collection_modifyitems(session, config, items):
 
 
 def by_priority(items):
-    """Measuring tests in the order a deadline should cut them: by ``mxperf_priority(N)``
-    (lower first; unmarked: DEFAULT_PRIORITY), then breadth first (the first cell of every
-    test function and model before the second of any), then collection order; other tests
-    keep their place at the front."""
-    seen = {}
-
-    def key(indexed):
-        i, it = indexed
-        if "mxperf" not in getattr(it, "fixturenames", ()):
-            return (-1, 0, i)
-        mark = it.get_closest_marker("mxperf_priority")
-        prio = int(mark.args[0]) if mark and mark.args else DEFAULT_PRIORITY
-        params = getattr(getattr(it, "callspec", None), "params", {})
-        group = (getattr(it, "originalname", it.name), str(params.get("model", "")))
-        seen[group] = seen.get(group, -1) + 1
-        return (prio, seen[group], i)
-    ranked = [key(x) for x in enumerate(items)]
-    return [it for _, it in sorted(zip(ranked, items), key=lambda x: x[0])]
+    """Measuring tests in the order a deadline should cut them (``planning.by_priority``)."""
+    return [items[i] for i in planning.by_priority([_planned(it) for it in items])]
 
 
-DEFAULT_PRIORITY = 100
-#: markers of cells that resident workers measure (duets in A/B mode: the throughput worker,
-#: kvstore push+pull under multi_device, the input pipeline), and of those whose worker kind
-#: cannot be resident (process pairs: a process is a whole ps-lite cluster launch), for the
-#: plan's estimate. Time to accuracy (also process pairs) has no marker of its own: its tests
-#: (``training``) are estimated as duets.
-DUET_MARKERS = ("scoring", "training", "latency", "multi_device", "io")
-PROCESS_PAIR_MARKERS = ("distributed",)
+def _planned(item) -> planning.Planned:
+    """What the plan needs of a collected test, read from pytest's item."""
+    mark = item.get_closest_marker("mxperf_priority")
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    return planning.Planned(
+        measuring="mxperf" in getattr(item, "fixturenames", ()),
+        priority=int(mark.args[0]) if mark and mark.args else None,
+        group=(getattr(item, "originalname", item.name), str(params.get("model", ""))),
+        markers=frozenset(m.name for m in item.iter_markers()))
 
 
 @pytest.fixture(scope="session")
@@ -278,22 +264,17 @@ def pytest_collection_finish(session):
     s = getattr(session.config, "_mxperf_session", None)
     if s is None:
         return
-    from pytest_mxperf.judge import thresholds
-    from pytest_mxperf.model import stats
     from pytest_mxperf.output import report
-    measuring = [it for it in session.items if "mxperf" in getattr(it, "fixturenames", ())]
-    tests = len(measuring)
+    planned = [_planned(it) for it in session.items]
+    tests = sum(p.measuring for p in planned)
     if not tests:
         return
     # in A/B mode, resident worker kinds run as duets; distributed cells as process pairs
-    duet_tests = sum(1 for it in measuring if any(it.get_closest_marker(m) for m in DUET_MARKERS)
-                     and not any(it.get_closest_marker(m) for m in PROCESS_PAIR_MARKERS))
+    duet_tests = planning.duet_tests(planned)
     _refuse_cpu_mxnet_for_gpu_cells(session, s)
     ab_pairs = s.ab_pairs
     if s.options.reference and not s.options.smoke and not session.config.getoption("--perf-processes"):
-        # one cell among all of the session's can pass BH at its family's share of FDR_Q
-        # (outcome/ab_judging.family_q): q_family / n_family = FDR_Q / all cells
-        ab_pairs = stats.pairs_needed(tests, thresholds.FDR_Q)
+        ab_pairs = planning.ab_pairs(tests)
     tr = session.config.pluginmanager.get_plugin("terminalreporter")
     if tr is not None:
         tr.write_line(report.plan_line(tests, s.options, ab_pairs, s.duet_pairs, duet_tests))

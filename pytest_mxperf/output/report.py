@@ -97,6 +97,12 @@ def cell_rows(records: Sequence[CellRecord], verdicts: Dict[str, Any]) -> List[L
             first = i == 0
             result = " / ".join(x for x in ((status if first else ""), vd.get("kind") or "") if x)
             why = reason(cell.message) if first and cell.status != "ok" else ""
+            failed = [r for r in cell.runs if not r.ok]
+            if first and cell.status == "ok" and failed:
+                # a merged cell some of whose tests did not measure (another test's attempt):
+                # its row says so and why
+                result += f"; {len(failed)} of {len(cell.runs)} process(es) {failed[0].status}"
+                why = reason(failed[0].message)
             rows.append([label, m.unit, _fmt(cell.figure(m.name)) if cell.ok_runs else "-",
                          _spread(rec) if first else "-", base, change,
                          doc if first else "", kind if first else "", floor if first else "",
