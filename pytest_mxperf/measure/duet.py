@@ -39,6 +39,7 @@ from typing import Callable, Dict, Mapping, Optional, Sequence, Tuple
 
 from pytest_mxperf.measure import runner
 from pytest_mxperf.model.measurement import RunResult
+from pytest_mxperf.model.options import TIME_BUDGET_S
 from pytest_mxperf.model.workload import Workload
 from pytest_mxperf.proc import spawn, worker
 
@@ -236,7 +237,7 @@ def _close(side: _Side, timeout: float, failed: bool) -> Tuple[Optional[str], Op
 
 
 def run_pair(workload: Workload, *, candidate: Optional[str], reference: Optional[str], seed: int = 0,
-             candidate_first: bool = True, time_budget: float = 1.5, smoke: bool = False,
+             candidate_first: bool = True, time_budget: float = TIME_BUDGET_S, smoke: bool = False,
              timeout: float = runner.DEFAULT_TIMEOUT, warmup_timeout: Optional[float] = None,
              memory_limit: Optional[int] = -1, env: Optional[Mapping[str, str]] = None,
              extra_env: Optional[Mapping[str, str]] = None, module: str = runner.WORKER_MODULE,
