@@ -37,6 +37,7 @@ from pytest_mxperf.judge.published_tables import (
     Table,
     default_tables,
 )
+from pytest_mxperf.judge.thresholds import MIN_EFFECT
 from pytest_mxperf.machine.hardware import HardwareInfo
 from pytest_mxperf.model.measurement import CellMeasurement
 
@@ -304,13 +305,15 @@ def documented_curves(
     return out
 
 
-def judge_floor(cell: CellMeasurement, floor: Floor, states: Optional[Sequence[Optional[str]]] = None
-                ) -> Tuple[str, str]:
+def judge_floor(cell: CellMeasurement, floor: Floor, states: Optional[Sequence[Optional[str]]] = None,
+                min_effect: float = MIN_EFFECT) -> Tuple[str, str]:
     """(outcome, one-line message) of a cell against its floor: passed, failed or skipped.
 
     ``states``: the machine-state label of each successful process; the floor is held to
     the processes that ran on a quiet machine when there are any (a neighbour must not fail
-    a floor), else to all of them, and the message says the machine was busy."""
+    a floor); when every process ran slowed, the floor is not judged (skipped, saying so).
+    In A/B mode a candidate under the floor fails only when it is also worse than its
+    reference by more than ``min_effect`` and the reference is above the floor."""
     median = cell.median_or_none
     busy = ""
     slow = ("slowed", "slow-spell")
@@ -341,6 +344,17 @@ def judge_floor(cell: CellMeasurement, floor: Floor, states: Optional[Sequence[O
             return "skipped", (f"{median:.2f} img/s and the reference's {ref:.2f} img/s are both below the "
                                f"{floor.kind} floor {floor.value:.2f} img/s: the machine ran slow, not the "
                                "candidate; not judged against the floor (the A/B verdict judges the candidate)")
+        if ref is not None and median >= ref * (1.0 - min_effect):
+            # A/B: the candidate is under the floor, but no further under its reference than the
+            # minimum effect: the noise of the machine around the floor, which the A/B verdict
+            # (on every pair) judges; a floor must not fail an unchanged candidate by chance
+            return "skipped", (f"{median:.2f} img/s is below the {floor.kind} floor {floor.value:.2f} img/s but "
+                               f"within {100 * min_effect:.0f}% of the reference's {ref:.2f} img/s: not judged "
+                               "against the floor (the A/B verdict judges the candidate)")
+        if busy:
+            # every process ran on a slowed machine: the floor cannot tell MXNet from the machine
+            return "skipped", (f"{median:.2f} img/s is below the {floor.kind} floor {floor.value:.2f} img/s"
+                               f"{busy}; not judged against the floor")
         return "failed", (f"{median:.2f} img/s is below the {floor.kind} floor {floor.value:.2f} img/s "
-                          f"({floor.reason}){busy}")
+                          f"({floor.reason})")
     return "passed", f"{median:.2f} img/s >= {floor.kind} floor {floor.value:.2f} img/s ({floor.table_id})"

@@ -284,7 +284,7 @@ class Measurer:
         """Hold the cell to its published-table floor: fails, skips, or returns the floor.
         Without ``floor`` in the failure policy a cell below its floor is reported only."""
         floor = self.session.floor_for(cell)
-        outcome, message = judge_floor(cell, floor, self.session.label_now(cell.ok_runs))
+        outcome, message = judge_floor(cell, floor, self.session.label_now(cell.ok_runs), self.options.min_effect)
         rec = next((r for r in reversed(self.records) if r.cell is cell), None)
         if rec is not None:
             rec.floor, rec.outcome, rec.note = floor, outcome, message
