@@ -78,3 +78,38 @@ def test_past_the_deadline_the_second_stage_adds_nothing():
     s.started = time.time() - 120.0
     wanted, said = ab_judging.within_deadline(s, {"a": 4}, {"a": _cell(10.0)})
     assert wanted == {} and "cut to 0 of 4" in said
+
+
+QUIET = {"probe": {"gemm_gflops": 200.0, "stream_gbps": 30.0, "seconds": 0.4},
+         "load": {"other_cpus": 0.02, "steal_frac": 0.0, "wall_s": 1.0}}
+
+
+def test_a_duet_pair_is_bracketed_by_the_machine_probe_on_both_sides():
+    from pytest_mxperf.measure.session import CellRun
+    w = Workload("lenet", mode="score", batch_size=8)
+    calls = []
+
+    def pair(cand, ref, seed, first):
+        calls.append(seed)
+        mk = [RunResult(w, "ok", batches_per_round=1, round_seconds=[0.08] * 6, meta={"duet": {}}) for _ in "cr"]
+        return mk[0], mk[1]
+    s = PerfSession(PerfOptions(reference="/ref/python"), given_machine_state=lambda part: QUIET[part])
+    cell = s.run_processes(w, CellRun(lambda py, seed: None, pair), 2)
+    assert calls == [0, 1] and len(cell.runs) == len(cell.reference) == 2
+    for c, r in cell.pairs():
+        assert c.machine_state["probe_before"] == QUIET["probe"] and c.machine_state["load"] == QUIET["load"]
+        assert r.machine_state == c.machine_state
+
+
+def test_an_unclear_duet_cell_whose_pairs_ran_beside_other_work_says_so():
+    w = Workload("lenet", mode="score", batch_size=8)
+
+    def side(seconds, state):
+        r = RunResult(w, "ok", batches_per_round=1, round_seconds=[seconds] * 6, meta={"duet": {}})
+        r.label_machine_state(state, "other processes took 1.2 CPUs")
+        return r
+    cand = [side(0.08 * f, "slowed") for f in (1.3, 0.95, 1.2)]
+    ref = [side(0.08, "slowed") for _ in range(3)]
+    rec = CellRecord("t", CellMeasurement(w, cand, ref))
+    v = ab_judging.judge_ab_once({w.key(): rec}, {w.key()}, 0.05)[w.key()]
+    assert v.kind == "unresolved" and v.busy and "3 of 3 pair(s) ran while other processes took the CPUs" in v.reason

@@ -258,6 +258,23 @@ class PerfSession:
         self.probes += [p for p in (before, after) if p]
         return r
 
+    def _bracketed_pair(self, pair: DuetFn, candidate: Optional[str], reference: Optional[str], seed: int,
+                        candidate_first: bool) -> Tuple[RunResult, RunResult]:
+        """One duet pair, with the machine's state measured right before and after it (both
+        sides ran inside the same window, so both carry the same state)."""
+        if not self.options.machine_probe:
+            return pair(candidate, reference, seed, candidate_first)
+        box: List[Tuple[RunResult, RunResult]] = []
+
+        def both(python: Optional[str], s: int) -> RunResult:
+            box.append(pair(candidate, reference, s, candidate_first))
+            return box[0][0]
+        c = self._bracketed(both, candidate, seed)
+        r = box[0][1]
+        ms = c.machine_state
+        r.record_machine_state(ms.get("probe_before"), ms.get("probe_after"), ms.get("load"))
+        return c, r
+
     def label_now(self, runs: Sequence[RunResult]) -> List[Optional[str]]:
         """Machine-state labels of ``runs`` against the session's probes so far (the gate
         relabels everything against one reference at the end of the session)."""
@@ -283,7 +300,7 @@ class PerfSession:
             duet_pair = how.duet
             for i in range(processes or (self.duet_pairs if duet_pair is not None else self.ab_pairs)):
                 if duet_pair is not None:  # resident workers taking turns (duet.py): the pair is one unit
-                    c, r = duet_pair(cand_py, ref_py, i, bool(i % 2))
+                    c, r = self._bracketed_pair(duet_pair, cand_py, ref_py, i, bool(i % 2))
                     runs.append(c)
                     ref.append(r)
                 else:

@@ -8,6 +8,7 @@ Whatever is still unclear is ``unresolved``. The rules are ``judge/ab_pairs.py``
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import statistics
 import time
@@ -92,6 +93,12 @@ def judge_ab_once(cells: Dict[str, CellRecord], final: set, min_effect: float) -
     for mk, d in duets.items():  # each side's figure (median over its processes), shown beside the ratio
         cell = cells[cell_of(mk)].cell
         v[mk].current_median, v[mk].baseline_median = cell.figure(d.metric.name), cell.reference_figure(d.metric.name)
+        slowed = sum(machine_states.SLOWED in (c.state, r.state) for c, r in cell.pairs())
+        if slowed and v[mk].kind in ("suspect", "unresolved"):
+            # rounds cancel a slow spell of the machine, not other work sharing its CPUs: say so
+            v[mk] = dataclasses.replace(v[mk], busy=True, reason=v[mk].reason + (
+                f" ({slowed} of {len(cell.pairs())} pair(s) ran while other processes took the CPUs: "
+                "re-run on a quiet machine)"))
     v.update(vd.judge_session(comparisons, min_effect=min_effect))
     return v
 
