@@ -388,8 +388,13 @@ def run_session(corpus: Corpus, measures: Sequence[Callable[[int], CellMeasureme
 
     changed = keys[0]
     v = out.verdicts.get(changed)
+    # the resolution the session states for the changed cell (its verdict's: for one of the
+    # session's N tested figures), else the baseline's for the figure alone
     resolution = None
-    if baseline is not None:
+    stated = (v.resolution or {}).get("value") if v is not None else None
+    if isinstance(stated, (int, float)):
+        resolution = float(stated)
+    elif baseline is not None:
         res = baseline.resolution(changed)
         resolution = res.fraction(True) if res is not None else None
     return SessionResult(failed=bool(out.failed or any(floor_failed.values())), kinds=tuple(sorted(kinds)),

@@ -117,7 +117,19 @@ def comparisons(cells: Dict[str, CellRecord], baseline: Baseline, reference, con
                 spell_depth=machine_states.spell_depth(ok, reference),
                 resolution=(baseline.resolution(key, None if primary else m.name)
                             if m.rule == "processes" else None))
-    return out
+    return for_the_session(out)
+
+
+def for_the_session(comparisons: Dict[str, vd.Comparison]) -> Dict[str, vd.Comparison]:
+    """Each figure's resolution as this session can resolve it: the change the drift test
+    calls for one figure among the session's N tested figures (at its level / N, the level
+    Benjamini-Hochberg asks of one changed figure among N), not for a figure alone. A
+    slowdown beyond it is then caught whatever N is; one within it is below the resolution."""
+    n = sum(c.resolution is not None for c in comparisons.values())
+    if n <= 1:
+        return comparisons
+    return {k: (dataclasses.replace(c, resolution=dataclasses.replace(c.resolution, level=c.resolution.level / n))
+                if c.resolution is not None else c) for k, c in comparisons.items()}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -232,7 +244,7 @@ def resolution_headline(options, verdicts: Dict[str, vd.Verdict], baseline: Base
     if below:
         widest = max((v.resolution or {}).get("value") or 0.0 for v in below.values())
         lines.append(f"mxperf: BELOW RESOLUTION: {len(below)} slowdown(s) below this machine's resolution of up to "
-                     f"{100 * widest:.1f}%: the baseline cannot tell them from the machine's drift between "
+                     f"{100 * widest:.1f}% (for one of this session's {tested} tested figure(s)): the baseline cannot tell them from the machine's drift between "
                      f"sessions; {_reference_hint(baseline, undecided)}"
                      + ("" if "below-resolution" in options.fail_on
                         else " (not failing; --perf-fail-on +below-resolution fails on them)"))
