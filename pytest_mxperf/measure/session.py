@@ -95,11 +95,6 @@ def merge_records(records: Sequence[CellRecord]) -> Dict[str, CellRecord]:
     out: Dict[str, CellRecord] = {}
     for key, recs in groups.items():
         first = recs[0]
-        if len(recs) == 1 and not first.nodeids:
-            out[key] = dataclasses.replace(first, nodeids=(first.nodeid,),
-                                           cell=dataclasses.replace(first.cell, runs=list(first.cell.runs),
-                                                                    reference=_copied(first.cell.reference)))
-            continue
         runs = [run for r in recs for run in r.cell.runs]
         paired = [r for r in recs if r.cell.reference is not None]
         reference = [run for r in paired for run in r.cell.reference] if paired else None
@@ -112,10 +107,6 @@ def merge_records(records: Sequence[CellRecord]) -> Dict[str, CellRecord]:
             note="; ".join(notes), remeasure=next((r.remeasure for r in recs if r.remeasure), None),
             nodeids=tuple(dict.fromkeys(n for r in recs for n in (r.nodeids or (r.nodeid,)))))
     return out
-
-
-def _copied(runs: Optional[List[RunResult]]) -> Optional[List[RunResult]]:
-    return None if runs is None else list(runs)
 
 
 @dataclasses.dataclass
@@ -240,39 +231,35 @@ class PerfSession:
         self._last_probe = (time.monotonic(), p)
         return p
 
-    def _bracketed(self, run: RunFn, python: Optional[str], seed: int) -> RunResult:
-        """One process, with the machine's state measured right before and after it."""
+    def _with_machine_state(self, measure: Callable[[], Sequence[RunResult]]) -> List[RunResult]:
+        """What ``measure`` ran (one process, or a duet pair's two sides, which ran inside the
+        same window), each with the machine's state measured right before and after it."""
         if not self.options.machine_probe:
-            return run(python, seed)
+            return list(measure())
         from pytest_mxperf.machine import state as machine_state
         before = self._machine_probe()
         meter = machine_state.LoadMeter()
         meter.start()
-        r = run(python, seed)
+        results = list(measure())
         load = meter.stop()
         given = self._given_state("load")
         if given is not None:
             load = dict(given)
         after = self._machine_probe()
-        r.record_machine_state(before, after, load)
+        for r in results:
+            r.record_machine_state(before, after, load)
         self.probes += [p for p in (before, after) if p]
-        return r
+        return results
+
+    def _bracketed(self, run: RunFn, python: Optional[str], seed: int) -> RunResult:
+        """One process, with the machine's state measured right before and after it."""
+        return self._with_machine_state(lambda: [run(python, seed)])[0]
 
     def _bracketed_pair(self, pair: DuetFn, candidate: Optional[str], reference: Optional[str], seed: int,
                         candidate_first: bool) -> Tuple[RunResult, RunResult]:
         """One duet pair, with the machine's state measured right before and after it (both
-        sides ran inside the same window, so both carry the same state)."""
-        if not self.options.machine_probe:
-            return pair(candidate, reference, seed, candidate_first)
-        box: List[Tuple[RunResult, RunResult]] = []
-
-        def both(python: Optional[str], s: int) -> RunResult:
-            box.append(pair(candidate, reference, s, candidate_first))
-            return box[0][0]
-        c = self._bracketed(both, candidate, seed)
-        r = box[0][1]
-        ms = c.machine_state
-        r.record_machine_state(ms.get("probe_before"), ms.get("probe_after"), ms.get("load"))
+        sides carry the same state)."""
+        c, r = self._with_machine_state(lambda: pair(candidate, reference, seed, candidate_first))
         return c, r
 
     def label_now(self, runs: Sequence[RunResult]) -> List[Optional[str]]:
