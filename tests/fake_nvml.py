@@ -21,6 +21,11 @@ The spec (JSON in ``$MXPERF_FAKE_NVML``)::
                      "gpu_util_pct": [0, 50, 100], "mem_util_pct": 0, "temperature_c": 31,
                      "power_draw_w": 27.5, "throttle_bitmask": 1},
                                               # a list = successive reads (the last repeats)
+        "processes": [{"pid": 4242, "used_bytes": 1073741824}],   # compute processes on it
+        "processes_dir": "/tmp/x",            # and those stand-in workers registered there: a
+                                              # file <pid>.json {"gpu": index, "used_bytes": n}
+                                              # each, counted while that pid lives; both add to
+                                              # memory_used_bytes (the device-wide figure)
         "unsupported": ["power_draw_w"],      # fact names whose NVML call is NotSupported
         "errors": {"temperature_c": "GPU_IS_LOST"}}]}   # fact name -> NVML error raised
 
@@ -375,8 +380,39 @@ class FakeNVML:
         i, d = self._dev(handle)
         total = int(self._fact(handle, "memory_total_bytes", "nvmlDeviceGetMemoryInfo"))
         used = int(self._fact(handle, "memory_used_bytes", "nvmlDeviceGetMemoryInfo", 0))
+        used += sum(p["used_bytes"] or 0 for p in self._processes(i, d))
         self._count("nvmlDeviceGetMemoryInfo", i)
-        return _Struct(total=total, used=used, free=total - used)
+        return _Struct(total=total, used=min(used, total), free=max(0, total - used))
+
+    @staticmethod
+    def _processes(i: int, d: Mapping[str, Any]) -> List[Dict[str, Any]]:
+        """The compute processes on device ``i``: its spec's ``processes`` and the live ones
+        registered in its ``processes_dir``."""
+        out = [{"pid": int(p["pid"]), "used_bytes": p.get("used_bytes")} for p in d.get("processes") or ()]
+        folder = d.get("processes_dir")
+        if folder and os.path.isdir(folder):
+            for name in sorted(os.listdir(folder)):
+                if not name.endswith(".json"):
+                    continue
+                try:
+                    entry = json.loads(Path(folder, name).read_text())
+                    pid = int(name[:-5])
+                    os.kill(pid, 0)  # only processes that are still there
+                except (OSError, ValueError):
+                    continue
+                if int(entry.get("gpu", 0)) == i:
+                    out.append({"pid": pid, "used_bytes": entry.get("used_bytes")})
+        return out
+
+    def nvmlDeviceGetComputeRunningProcesses(self, handle):
+        """As nvidia-ml-py's: a list of structs with ``pid`` and ``usedGpuMemory`` (None when
+        NVML does not report it)."""
+        i, d = self._dev(handle)
+        if "processes" in (d.get("unsupported") or ()):
+            self._raise("NOT_SUPPORTED")
+        self._count("nvmlDeviceGetComputeRunningProcesses", i)
+        return [_Struct(pid=p["pid"], usedGpuMemory=p["used_bytes"], gpuInstanceId=0xFFFFFFFF,
+                        computeInstanceId=0xFFFFFFFF) for p in self._processes(i, d)]
 
     def nvmlDeviceGetCudaComputeCapability(self, handle):
         cc = self._fact(handle, "compute_capability", "nvmlDeviceGetCudaComputeCapability")

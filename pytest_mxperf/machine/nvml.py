@@ -114,6 +114,7 @@ PYNVML_FUNCTIONS = (
     "nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetCurrentClocksThrottleReasons",
     "nvmlDeviceGetNvLinkState", "nvmlDeviceGetNvLinkRemotePciInfo",
     "nvmlDeviceGetNvLinkRemoteDeviceType", "nvmlDeviceGetTopologyCommonAncestor",
+    "nvmlDeviceGetComputeRunningProcesses",
 )
 
 # pynvml constants (same values in nvml.h), used when a module lacks one
@@ -445,6 +446,44 @@ class NVML:
             if errors:
                 rec["field_errors"] = errors
             out.append(rec)
+        return out
+
+
+    # -- memory: the device's, and each process's own
+    def memory(self, index: int) -> Optional[Dict[str, int]]:
+        """{"total", "used", "free"} bytes of GPU ``index`` (nvmlDeviceGetMemoryInfo: the
+        whole device, every process on it included); None when NVML cannot say."""
+        if not self.available:
+            return None
+        try:
+            mem = self._nv.nvmlDeviceGetMemoryInfo(self._handle(index))
+            return {"total": int(mem.total), "used": int(mem.used), "free": int(mem.free)}
+        except Exception:
+            return None
+
+    def process_memory(self, indices: Iterable[int]) -> Optional[Dict[int, Optional[int]]]:
+        """{pid: bytes} of the compute processes on the GPUs ``indices``, summed over them
+        (nvmlDeviceGetComputeRunningProcesses' ``usedGpuMemory``: what that process holds,
+        its CUDA context and its allocator's pool included). A process whose figure NVML
+        does not report (``usedGpuMemory`` None: NVML_VALUE_NOT_AVAILABLE, e.g. under WDDM
+        or without the rights to see it) maps to None. None when NVML cannot list them.
+        PIDs are as NVML sees them: in a container without the host's PID namespace they
+        are the host's, and a worker's own PID is then not among them."""
+        if not self.available:
+            return None
+        out: Dict[int, Optional[int]] = {}
+        for i in indices:
+            try:
+                procs = self._nv.nvmlDeviceGetComputeRunningProcesses(self._handle(i))
+            except Exception:
+                return None
+            for p in procs or ():
+                pid = int(getattr(p, "pid"))
+                used = getattr(p, "usedGpuMemory", None)
+                if used is None or pid in out and out[pid] is None:
+                    out[pid] = None
+                else:
+                    out[pid] = (out.get(pid) or 0) + int(used)
         return out
 
 
