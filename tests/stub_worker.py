@@ -21,6 +21,16 @@ sets ``MXPERF_STUB`` to a JSON configuration:
      "raise": null,               an exception text the throughput worker raises (through the
                                   real protocol.serve, which makes it a one-line error/oom)
      "sleep_models": {"alexnet": 3600},   seconds a cell of that model sleeps before it measures
+     "warmup_seconds": 0.0,       seconds its warm-up takes (slept; the window is in
+                                  meta["warmup_window"], as the real worker's)
+     "gpu_memory_mib": 2048.0,    what a GPU cell's process holds on its GPU once warmed up (its
+                                  own pool): registered in "gpu_pool_dir" as <pid>.json, where a
+                                  stand-in NVML whose device has that "processes_dir" lists it
+     "gpu_pool_dir": null, "gpu_total_mib": 16280, "gpu_other_mib": 0,
+                                  the GPU's memory and other tenants' use: a warm-up whose pool
+                                  does not fit beside the live ones registered there fails as
+                                  CUDA's out of memory (through the real protocol.serve)
+     "cudnn": "8.5.0",            the cuDNN version a CUDA stand-in says MXNet loaded
      "peak_gflops": 150.0,        what the peak worker measures (fc and conv alike), or a dict
                                   by dtype: {"float32": 9000.0, "float16": 18000.0}
      "operators": {"_sg_mkldnn_conv": 100.0, ...}}   the profile worker's operators, in ms
@@ -73,6 +83,13 @@ def throughput(spec_path, result_path):
     if w["model"] in (c.get("sleep_models") or {}):  # a cell that takes this long (seconds)
         import time
         time.sleep(float(c["sleep_models"][w["model"]]))
+    from pytest_mxperf.workers import protocol
+    warmup_window = protocol.await_warmup_turn(spec)  # a GPU duet's side: its turn to warm up alone
+    device_used = _allocate_pool(c, gpus) if gpus else None
+    import time
+    if c.get("warmup_seconds"):
+        time.sleep(float(c["warmup_seconds"]))
+    warmup_window["ended"] = time.monotonic()
     rate = float(c.get("rate", 100.0)) * float((c.get("factors") or {}).get(w["model"], 1.0))
     rate *= float((c.get("dtype_factors") or {}).get(w.get("dtype", "float32"), 1.0))
     rate *= 1.0 + float(c.get("scaling", 0.0)) * (len(w["contexts"]) - 1)
@@ -83,20 +100,62 @@ def throughput(spec_path, result_path):
     rounds = [total / (rate * proc * (1.0 + 0.005 * ((i % 3) - 1))) for i in range(6)]
     k = 1
     if spec.get("control"):  # a duet: serve rounds through the real protocol code
-        rounds, k = _serve_duet(spec, c, total / (rate * proc))
-    figures = {}
-    if gpus:
-        figures["gpu_memory_mib"] = float(c.get("gpu_memory_mib", 2048.0))
+        rounds, k = _serve_duet(spec, c, total / (rate * proc), warmup_window)
+    figures, gpu_meta = {}, {}
+    if gpus:  # as the real worker: the device-wide reading, named so (the judged figure is the parent's)
+        figures["gpu_device_memory_used_mib"] = device_used
+        gpu_meta["cudnn"] = c.get("cudnn", "8.5.0")
+        gpu_meta["cudnn_choice"] = protocol.cudnn_choice(gpu_meta, warmup_window)
+        _free_pool(c)
     _write(result_path, {
         "status": "ok", "message": "", "batches_per_round": k, "round_seconds": rounds, "figures": figures,
         "meta": {"mxnet_version": c.get("version", "1.9.1"), "features": c.get("features", ["MKLDNN", "OPENMP"]),
                  "python": sys.version.split()[0], "num_gpus": c.get("gpus", 0),
                  "threads": {"openmp": 2}, "cpu_utilization": 1.0 if gpus else 1.98,
                  "peak_rss_bytes": int(c.get("rss_mib", 800)) * 2 ** 20, "bind_seconds": 0.1,
-                 "first_batch_seconds": 0.05}})
+                 "first_batch_seconds": 0.05, "warmup_window": warmup_window, **gpu_meta}})
 
 
-def _serve_duet(spec, c, per_batch):
+def _pool_path(c):
+    return os.path.join(c["gpu_pool_dir"], f"{os.getpid()}.json") if c.get("gpu_pool_dir") else None
+
+
+def _allocate_pool(c, gpus):
+    """This stand-in's GPU pool: registered where the stand-in NVML reads per-process figures,
+    or CUDA's out-of-memory error when it does not fit beside the live pools registered there.
+    Returns the device-wide MiB in use afterwards (what mx.context.gpu_memory_info says)."""
+    mine = float(c.get("gpu_memory_mib", 2048.0))
+    others = float(c.get("gpu_other_mib", 0.0))
+    folder = c.get("gpu_pool_dir")
+    if folder:
+        os.makedirs(folder, exist_ok=True)
+        for name in os.listdir(folder):
+            try:
+                os.kill(int(name[:-5]), 0)
+                with open(os.path.join(folder, name)) as fh:
+                    others += json.load(fh)["used_bytes"] / 2 ** 20
+            except (OSError, ValueError, KeyError):
+                continue
+    if mine + others > float(c.get("gpu_total_mib", 16280)):
+        from pytest_mxperf.workers import protocol
+
+        def run(spec):
+            raise RuntimeError("MXNetError: Traceback (most recent call last):\n  [bt] (0) libmxnet.so(+0x1f5e3a)\n"
+                               "MXNetError: cudaMalloc retry failed: out of memory")
+        protocol.serve(run, sys.argv[-2:])  # writes the oom result and exits
+    if folder:
+        with open(_pool_path(c), "w") as fh:
+            json.dump({"gpu": int(gpus[0].split(":")[1]), "used_bytes": int(mine * 2 ** 20)}, fh)
+    return mine + others
+
+
+def _free_pool(c):
+    path = _pool_path(c)
+    if path and os.path.exists(path):
+        os.remove(path)
+
+
+def _serve_duet(spec, c, per_batch, warmup_window=None):
     """A resident worker's rounds through ``protocol.serve_rounds``: round i of k batches
     takes k x per_batch x (1 +- 0.5%) seconds (returned, not slept). ``duet_crash_after``
     / ``duet_hang_after`` (rounds) make it die or hang inside the timed part."""
@@ -113,7 +172,7 @@ def _serve_duet(spec, c, per_batch):
             if c.get("duet_hang_after") is not None and i >= c["duet_hang_after"]:
                 time.sleep(3600)
             return k * per_batch * (1.0 + 0.005 * ((i % 3) - 1))
-    return protocol.serve_rounds(Cell(), spec["control"], {"per_batch": per_batch})
+    return protocol.serve_rounds(Cell(), spec["control"], {"per_batch": per_batch, "warmup_window": warmup_window})
 
 
 def commbench(spec_path, result_path):
@@ -127,7 +186,11 @@ def commbench(spec_path, result_path):
     comm = float(c.get("comm_seconds", 0.05)) * (1.0 + 0.01 * (((seed * 7919) % 21) - 10) / 10.0)
     duet = {}
     if spec.get("control"):  # a duet: the parent's rounds, k push+pull rounds each
-        rounds, k = _serve_duet(spec, c, comm)
+        from pytest_mxperf.workers import protocol
+        import time
+        window = protocol.await_warmup_turn(spec)  # a GPU duet's side: its turn to warm up alone
+        window["ended"] = time.monotonic()
+        rounds, k = _serve_duet(spec, c, comm, window)
         comm = sorted(r / k for r in rounds)[len(rounds) // 2]
         duet = {"round_seconds": rounds, "batches_per_round": k, "duet": True}
     n = len(spec.get("contexts") or ["cpu:0"])

@@ -187,13 +187,18 @@ def _ab_gpu(pytester, make_stub_python, cand, ref, *args):
                 "--perf-no-probe", *args)
 
 
-def test_ab_gpu_cells_run_as_duets_of_stand_ins_and_are_judged(pytester, make_stub_python):
+def test_ab_gpu_cells_run_as_duets_of_stand_ins_and_are_judged(pytester, make_stub_python, monkeypatch):
     """The parent side of a GPU A/B (no GPU ran this): stand-in workers that say they have 2
     CUDA GPUs serve duet rounds of score/resnet50_v2/b8/gpu:0 with GPU-shaped results (GPU
     memory, low host CPU); a candidate 10% slower is a regression, with both sides' GPU
-    memory recorded."""
-    r = _ab_gpu(pytester, make_stub_python, {"rate": 270.0, "gpu_memory_mib": 3000.0},
-                {"rate": 300.0, "gpu_memory_mib": 2900.0})
+    memory recorded: each process's own, as the stand-in NVML lists it per PID."""
+    import fake_nvml as F
+    pools = pytester.path / "pools"
+    spec = F.p100_pcie_box()
+    spec["devices"][0]["processes_dir"] = str(pools)
+    F.use_in_subprocesses(monkeypatch, F.write(spec, pytester.path / "nvml.json"))
+    r = _ab_gpu(pytester, make_stub_python, {"rate": 270.0, "gpu_memory_mib": 3000.0, "gpu_pool_dir": str(pools)},
+                {"rate": 300.0, "gpu_memory_mib": 2900.0, "gpu_pool_dir": str(pools)})
     out = _out(r)
     assert r.ret == pytest.ExitCode.TESTS_FAILED, out
     assert "REGRESSION score/resnet50_v2/b8/gpu:0" in out and "candidate/reference 0.9" in out

@@ -25,6 +25,30 @@ cluster launch) and time to accuracy (one process is one whole training run to t
 
 The process pair is the unit of replication: the gate turns each pair into one estimate
 (``stats.duet_pair_log_ratio``) and judges the pairs (``verdict_duet``).
+
+**A GPU duet warms up one side at a time.** cuDNN autotune (MXNet's default,
+``MXNET_CUDNN_AUTOTUNE_DEFAULT=1``) times each convolution algorithm on the device during a
+worker's first batches and keeps the fastest for the life of the process: timed while the
+partner ran too, a choice would carry that contention into every timed round, a bias that
+alternating rounds cannot cancel. So the side that runs first is told to warm up
+(``{"op": "warmup"}``, ``protocol.await_warmup_turn``: bind, first batches, autotune) while the
+other waits on its pipe, and the second only once the first has said "ready". Each side's
+``meta["cudnn_choice"]`` records the autotune setting, the cuDNN version and that it warmed up
+alone (MXNet 1.x does not expose the algorithms it chose). A CPU duet's sides warm up
+together, as before: MXNet's CPU kernels (oneDNN) are chosen by shape and instruction set, not
+by timing them, so nothing a contended warm-up decides lasts into the rounds, and warming up
+one after the other would add a whole warm-up (at least a second) to every pair.
+
+**Memory on one GPU.** Both pools sit on one device. The judged ``gpu_memory_mib`` of each
+side is its own process's, read here from NVML (``nvml.NVML.process_memory``: the worker's
+PID, its CUDA context and MXNet's pool) after its warm-up and after the timed rounds; the
+device-wide figure the worker reads (``mx.context.gpu_memory_info``: total minus free, the
+partner included) is shown as ``gpu_device_memory_used_mib``, never judged. A pair that cannot
+hold two pools is not run as a duet (``NoRoomForTwo``; the session runs the cell's A/B pairs
+as process pairs and says so in one line): when what is known of the cell's need (an earlier
+per-process figure) says two do not fit the GPU's memory, before anything starts; when the
+first side's own use after its warm-up, with ``POOL_MARGIN`` and ``POOL_RESERVE_MIB``, is more
+than the device has free; and when the second side's warm-up runs out of GPU memory beside it.
 """
 
 from __future__ import annotations
@@ -37,6 +61,7 @@ import time
 from pathlib import Path
 from typing import Callable, Dict, Mapping, Optional, Sequence, Tuple
 
+from pytest_mxperf.machine import cuda_devices, nvml
 from pytest_mxperf.measure import runner
 from pytest_mxperf.model.measurement import RunResult
 from pytest_mxperf.model.options import TIME_BUDGET_S
@@ -65,6 +90,20 @@ RESIDENT_MODULES = frozenset({
     "pytest_mxperf.workers.commbench",    # kvstore push+pull
     "pytest_mxperf.workers.pipeline",     # io: loader alone, or fed training steps
 })
+
+
+#: a second pool is started beside the first only if the device's free memory after the
+#: first side's warm-up is at least the first side's own use times (1 + POOL_MARGIN) plus
+#: POOL_RESERVE_MIB: the other install may need somewhat more than this one (another cuDNN
+#: workspace, another pool rounding), and cudnnFind allocates its trial workspaces outside
+#: MXNet's pool while it autotunes
+POOL_MARGIN = 0.15
+POOL_RESERVE_MIB = 512.0
+
+
+class NoRoomForTwo(Exception):
+    """Two pools of this cell do not fit on its GPU: run its A/B pairs as process pairs.
+    ``str()`` is the reason in one line."""
 
 
 def resident(module: str) -> bool:
@@ -96,6 +135,9 @@ class _Side:
     started: float = 0.0
     waiting_cpu: float = 0.0        # CPU seconds this side used while its partner ran
     partner_seconds: float = 0.0    # seconds its partner's rounds took
+    ready: Optional[Dict] = None    # the worker's "ready" message (its warm-up window)
+    warmup_turn: Optional[int] = None   # 1 / 2: warmed up alone, first / second; None: together
+    gpu_mib: Dict[str, Optional[float]] = dataclasses.field(default_factory=dict)  # NVML, own PID
 
     @property
     def result_path(self) -> Path:
@@ -131,6 +173,72 @@ class _Side:
                 return json.loads(line)
             if self.rss_limit and worker.tree_rss(self.proc.pid) > self.rss_limit:
                 raise DuetError(self.name, "rss", "over the host memory cap")
+
+
+class _GpuView:
+    """The cell's GPUs as NVML sees them from here (no CUDA): their memory, and what each
+    worker process holds on them."""
+
+    def __init__(self, workload: Workload, env: Mapping[str, str]):
+        self.facade = nvml.load(env=env)
+        visible = {g["mxnet_ctx"]: g for g in cuda_devices.visible_gpus(self.facade, env)} \
+            if self.facade.available else {}
+        facts = {g["index"]: g for g in self.facade.static_facts()} if self.facade.available else {}
+        self.indices = [visible[c]["nvml_index"] for c in workload.contexts
+                        if c in visible and visible[c].get("nvml_index") is not None]
+        self.names = ", ".join(f"{c} ({facts.get(visible[c]['nvml_index'], {}).get('name') or 'GPU'})"
+                               for c in workload.contexts if c in visible)
+        totals = [facts.get(i, {}).get("memory_total_bytes") for i in self.indices]
+        self.total_mib = min(t for t in totals) / 2 ** 20 if totals and None not in totals else None
+
+    def own_mib(self, pid: int) -> Optional[float]:
+        """What process ``pid`` and its descendants hold on the cell's GPUs (MiB); None when
+        NVML cannot say or does not list them (see ``nvml.NVML.process_memory``)."""
+        if not self.indices:
+            return None
+        per_pid = self.facade.process_memory(self.indices)
+        if not per_pid:
+            return None
+        import psutil
+        try:
+            tree = [pid] + [c.pid for c in psutil.Process(pid).children(recursive=True)]
+        except psutil.Error:
+            tree = [pid]
+        mine = [per_pid[p] for p in tree if p in per_pid]
+        if not mine or None in mine:
+            return None
+        return sum(mine) / 2 ** 20
+
+    def free_mib(self) -> Optional[float]:
+        """The least free memory among the cell's GPUs (device-wide: for deciding, never a figure)."""
+        mems = [self.facade.memory(i) for i in self.indices]
+        if not mems or None in mems:
+            return None
+        return min(m["free"] for m in mems) / 2 ** 20
+
+
+def pools_fit_before(total_mib: Optional[float], need_mib: Optional[float], where: str) -> Optional[str]:
+    """Why two pools of a cell that needs ``need_mib`` a process cannot share a GPU of
+    ``total_mib``, or None (they may, or nothing is known)."""
+    if not total_mib or not need_mib:
+        return None
+    wanted = 2 * need_mib * (1 + POOL_MARGIN) + POOL_RESERVE_MIB
+    if wanted <= total_mib:
+        return None
+    return (f"two pools do not fit on {where}: {total_mib:.0f} MiB, and one process of this cell "
+            f"held {need_mib:.0f} MiB")
+
+
+def pools_fit_after(first: str, own_mib: Optional[float], free_mib: Optional[float], where: str) -> Optional[str]:
+    """Why the second side must not start beside the first, whose warm-up left it holding
+    ``own_mib`` with ``free_mib`` free on the device, or None."""
+    if own_mib is None or free_mib is None:
+        return None
+    wanted = own_mib * (1 + POOL_MARGIN) + POOL_RESERVE_MIB
+    if free_mib >= wanted:
+        return None
+    return (f"two pools do not fit on {where}: the {first}'s warm-up holds {own_mib:.0f} MiB and "
+            f"{free_mib:.0f} MiB are free, {wanted:.0f} MiB wanted for the other side")
 
 
 def rounds_for(time_budget: float, round_seconds: float = ROUND_SECONDS) -> int:
@@ -242,6 +350,7 @@ def run_pair(workload: Workload, *, candidate: Optional[str], reference: Optiona
              memory_limit: Optional[int] = -1, env: Optional[Mapping[str, str]] = None,
              extra_env: Optional[Mapping[str, str]] = None, module: str = runner.WORKER_MODULE,
              spec: Optional[Dict] = None, figures: Optional[Callable[[Dict], Dict[str, float]]] = None,
+             solo_warmup: Optional[bool] = None, known_need_mib: Optional[float] = None,
              **options) -> Tuple[RunResult, RunResult]:
     """One duet pair of a resident worker kind: (candidate RunResult, reference RunResult).
 
@@ -250,12 +359,17 @@ def run_pair(workload: Workload, *, candidate: Optional[str], reference: Optiona
     its ``spec`` (``seed`` and the memory cap are filled in when absent) and ``figures``
     (its result as figures, as ``Measurer.measure_module`` takes them).
 
-    Both workers start together and warm up (untimed, bounded by ``warmup_timeout``), then
-    run SETTLE_ROUNDS untimed single-unit rounds in turn; the round size k is the units
-    (batches, push+pull rounds, epochs, steps) the slower side runs in ROUND_SECONDS; then
-    ``rounds_for(time_budget)`` timed rounds a side, A,B,B,A,... (A = the candidate when
-    ``candidate_first``), each reply awaited at most ``timeout``. A side that fails ends the
-    pair: its RunResult says how, the other side's is an error naming its partner."""
+    Both workers start together (importing MXNet side by side). With ``solo_warmup`` (by
+    default: a GPU cell) the side that runs first warms up alone (bind, first batches, cuDNN
+    autotune; untimed, bounded by ``warmup_timeout``) while the other waits on its pipe, then
+    the other alone; without it both warm up together. Then SETTLE_ROUNDS untimed single-unit
+    rounds in turn; the round size k is the units (batches, push+pull rounds, epochs, steps)
+    the slower side runs in ROUND_SECONDS; then ``rounds_for(time_budget)`` timed rounds a
+    side, A,B,B,A,... (A = the candidate when ``candidate_first``), each reply awaited at most
+    ``timeout``. A side that fails ends the pair: its RunResult says how, the other side's is
+    an error naming its partner. Raises ``NoRoomForTwo`` (after every process is reaped) when
+    two pools of a GPU cell do not fit its GPU (see the module doc; ``known_need_mib``: what
+    one process of the cell held before, if known)."""
     as_cap, rss_cap = runner.memory_caps(workload, runner.resolve_memory_limit(memory_limit))
     if spec is None:
         spec = runner.make_spec(workload, time_budget=time_budget, smoke=smoke, memory_limit=as_cap, seed=seed,
@@ -264,6 +378,10 @@ def run_pair(workload: Workload, *, candidate: Optional[str], reference: Optiona
         spec = dict(spec)
         spec.setdefault("seed", seed)
         spec.setdefault("memory_limit", as_cap)
+    if solo_warmup is None:
+        solo_warmup = workload.device == "gpu"
+    if solo_warmup:
+        spec["solo_warmup"] = True
     rounds = 1 if smoke else rounds_for(time_budget)
     with spawn.WorkDir() as tmp:
         sides = []
@@ -271,22 +389,59 @@ def run_pair(workload: Workload, *, candidate: Optional[str], reference: Optiona
             full_env, defaults = runner.build_env(workload, env, extra_env)
             (tmp / name).mkdir()
             sides.append(_Side(name, python, full_env, defaults, rss_cap, tmp / name))
+        gpu = _GpuView(workload, sides[0].env) if workload.device == "gpu" else None
+        no_room = pools_fit_before(gpu.total_mib, known_need_mib, gpu.names) if gpu else None
+        if no_room:
+            raise NoRoomForTwo(no_room)
+        order = sides if candidate_first else sides[::-1]
         failure: Optional[DuetError] = None
+        second_warming = False
         k, slower = 1, 0.0
         try:
             for side in sides:
                 _start(side, workload, spec, module)
-            for side in sides:
-                side.receive(warmup_timeout or timeout, "warmup-timeout")
-            order = sides if candidate_first else sides[::-1]
-            if not smoke:
-                k, slower = _round_size(order, timeout)
-                rounds = rounds_for(time_budget, slower)
-            for j in range(rounds):
-                _timed_round(order if j % 2 == 0 else order[::-1], k, timeout)
+            if solo_warmup:
+                for turn, side in enumerate(order, 1):
+                    if turn == 2 and gpu is not None:
+                        no_room = pools_fit_after(order[0].name, order[0].gpu_mib.get("after_warmup"),
+                                                  gpu.free_mib(), gpu.names)
+                        if no_room:
+                            break
+                    second_warming = turn == 2
+                    side.warmup_turn = turn
+                    side.send(op="warmup")
+                    side.ready = side.receive(warmup_timeout or timeout, "warmup-timeout")
+                    second_warming = False
+                    if gpu is not None:
+                        side.gpu_mib["after_warmup"] = gpu.own_mib(side.proc.pid)
+            else:
+                for side in sides:
+                    side.ready = side.receive(warmup_timeout or timeout, "warmup-timeout")
+            if not no_room:
+                if not smoke:
+                    k, slower = _round_size(order, timeout)
+                    rounds = rounds_for(time_budget, slower)
+                for j in range(rounds):
+                    _timed_round(order if j % 2 == 0 else order[::-1], k, timeout)
+                if gpu is not None:
+                    for side in sides:
+                        side.gpu_mib["after_rounds"] = gpu.own_mib(side.proc.pid)
         except DuetError as exc:
             failure = exc
+        if no_room:  # nothing measured: no result to read, every process reaped
+            for side in sides:
+                _close(side, FINISH_TIMEOUT, True)
+            raise NoRoomForTwo(no_room)
         closed = {s.name: _close(s, FINISH_TIMEOUT, failure is not None and failure.side == s.name) for s in sides}
+        if (second_warming and failure is not None and failure.side == order[1].name
+                and (closed[order[1].name][1] or {}).get("status") == "oom"):
+            # the second pool did not fit beside the first: not the cell's failure
+            held = order[0].gpu_mib.get("after_warmup")
+            raise NoRoomForTwo(
+                f"two pools do not fit on {gpu.names if gpu else workload.device}: the {order[1].name}'s warm-up "
+                f"ran out of GPU memory beside the {order[0].name}'s pool"
+                + (f" ({held:.0f} MiB)" if held is not None else "")
+                + f": {closed[order[1].name][1].get('message', '')}")
         results = []
         for side in sides:
             stopped, payload, usage = closed[side.name]
@@ -307,6 +462,17 @@ def run_pair(workload: Workload, *, candidate: Optional[str], reference: Optiona
                 "batches_per_round": k, "rounds": len(r.round_seconds),
                 "sizing_round_seconds": slower,  # the slower side's untimed round of k: rounds_for's round
                 "waiting_cpu_share": (side.waiting_cpu / side.partner_seconds) if side.partner_seconds else None,
+                # warmed up alone, 1st or 2nd (the other blocked on its pipe), or together (None)
+                "warmup_turn": side.warmup_turn,
+                "warmup_window": (side.ready or {}).get("warmup_window"),
             }
+            if gpu is not None:
+                own = [v for v in side.gpu_mib.values() if v is not None]
+                r.meta["duet"]["gpu_memory"] = dict(
+                    side.gpu_mib, source="NVML nvmlDeviceGetComputeRunningProcesses: usedGpuMemory of this "
+                                         "worker's PID (its CUDA context and MXNet's pool)",
+                    gpus=gpu.names)
+                if own and r.ok and module == runner.WORKER_MODULE:
+                    r.figures["gpu_memory_mib"] = max(own)  # the pool keeps what it allocated: its peak
             results.append(r)
     return results[0], results[1]

@@ -160,6 +160,9 @@ class PerfSession:
         # the plugin's hook pytest_mxperf_machine_state: part ("probe" / "load") -> the
         # machine's state as given instead of measured, or None to measure it
         self._given_state: Callable[[str], Optional[Dict[str, Any]]] = given_machine_state or (lambda part: None)
+        # cells whose two pools do not fit on one GPU (duet.NoRoomForTwo): key -> the line said;
+        # their A/B pairs run as process pairs from then on
+        self.duet_fallbacks: Dict[str, str] = {}
 
     # -- the deadline ----------------------------------------------------------------------
     #: share of --perf-deadline kept for the end of the session (second stage, profiles, reports)
@@ -240,7 +243,11 @@ class PerfSession:
         before = self._machine_probe()
         meter = machine_state.LoadMeter()
         meter.start()
-        results = list(measure())
+        try:
+            results = list(measure())
+        except BaseException:  # e.g. duet.NoRoomForTwo: nothing measured, the meter stops
+            meter.stop()
+            raise
         load = meter.stop()
         given = self._given_state("load")
         if given is not None:
@@ -284,16 +291,29 @@ class PerfSession:
         if self.options.reference:
             ref: List[RunResult] = []
             cand_py, ref_py = self.options.python, self.options.reference
-            duet_pair = how.duet
-            for i in range(processes or (self.duet_pairs if duet_pair is not None else self.ab_pairs)):
+            key = workload.key()
+            duet_pair = how.duet if key not in self.duet_fallbacks else None
+            i = 0
+            while i < (processes or (self.duet_pairs if duet_pair is not None else self.ab_pairs)):
+                paired = None
                 if duet_pair is not None:  # resident workers taking turns (duet.py): the pair is one unit
-                    c, r = self._bracketed_pair(duet_pair, cand_py, ref_py, i, bool(i % 2))
-                    runs.append(c)
-                    ref.append(r)
+                    try:
+                        paired = self._bracketed_pair(duet_pair, cand_py, ref_py, i, bool(i % 2))
+                    except duet.NoRoomForTwo as exc:  # one line, then process pairs for this cell
+                        # said once, with the end of the session's lines (a test's output is captured)
+                        self.duet_fallbacks[key] = f"mxperf: {key}: {exc}; its A/B pairs run as process pairs"
+                        duet_pair = None
+                        continue  # this pair again, as a process pair (and a process pair's count)
+                if paired is not None:
+                    runs.append(paired[0])
+                    ref.append(paired[1])
                 else:
                     order = ((cand_py, runs), (ref_py, ref)) if i % 2 else ((ref_py, ref), (cand_py, runs))
                     for py, out in order:
                         out.append(self._bracketed(run, py, i))
+                        if key in self.duet_fallbacks:
+                            out[-1].meta["duet_fallback"] = self.duet_fallbacks[key]
+                i += 1
                 if not (runs[-1].ok and ref[-1].ok):
                     break  # a side that fails will not succeed by repeating it
             return CellMeasurement(workload, runs, ref)
@@ -316,9 +336,23 @@ class PerfSession:
             return duet.run_pair(workload, candidate=candidate, reference=reference, seed=seed,
                                  candidate_first=candidate_first, time_budget=o.time_budget, smoke=o.smoke,
                                  timeout=o.timeout, warmup_timeout=o.warmup_timeout, memory_limit=o.memory_limit,
-                                 env=self.environ, extra_env=extra_env)
+                                 env=self.environ, extra_env=extra_env,
+                                 known_need_mib=self.gpu_memory_known(workload.key()))
         # A/B pairs of this worker kind run as a duet (resident workers alternating rounds)
         return CellRun(run, duet_pair)
+
+    def gpu_memory_known(self, key: str) -> Optional[float]:
+        """The most GPU memory one process of cell ``key`` held (``gpu_memory_mib``: the process's
+        own), from this session's processes, else from the baseline's; None when unknown."""
+        seen = [v for rec in self.records if rec.key == key
+                for r in rec.cell.runs + list(rec.cell.reference or []) for v in [r.value("gpu_memory_mib")]
+                if v is not None]
+        if not seen and self.baseline is not None:
+            try:
+                seen = list(self.baseline.values(key, "gpu_memory_mib") or [])
+            except Exception:  # noqa: BLE001 - a baseline without the figure
+                seen = []
+        return max(seen) if seen else None
 
     def measure(self, workload: Workload, processes: Optional[int] = None,
                 extra_env: Optional[Mapping[str, str]] = None) -> CellMeasurement:

@@ -61,7 +61,12 @@ METRICS: Dict[str, Metric] = {m.name: m for m in (
     # the whole worker process's peak resident set (ru_maxrss): Python, numpy, MXNet and every
     # package its import loads (scipy when installed), plus the network
     Metric("peak_rss_mib", "MiB", False, "growth", "peak host memory (worker RSS)"),
-    Metric("gpu_memory_mib", "MiB", False, "growth", "peak GPU memory"),
+    # the worker process's own GPU memory (NVML's figure for its PID: its CUDA context and
+    # MXNet's pool), read by the parent; never the device's used memory, which counts every
+    # other process on the GPU (a duet partner, another tenant)
+    Metric("gpu_memory_mib", "MiB", False, "growth", "peak GPU memory (the worker process's own)"),
+    Metric("gpu_device_memory_used_mib", "MiB", False, "derived",
+           "GPU memory in use on the device (device-wide: every process on it)"),
     Metric("bandwidth_gbps", "GB/s", True, "derived", "kvstore bandwidth (tools/bandwidth formula)"),
     Metric("moved_gbps", "GB/s", True, "derived", "bytes moved per second"),
     Metric("ratio_to_local", "x", True, "derived", "throughput relative to one process"),

@@ -44,6 +44,7 @@ import time
 import warnings
 
 from pytest_mxperf.workers.protocol import (
+    await_warmup_turn,
     mx_contexts,
     serve,
     serve_rounds,
@@ -198,11 +199,14 @@ def run(spec):
     size_bytes = 4.0 * nparams
     ctxs = mx_contexts(mx, names)
     if spec.get("control"):
-        # a duet (A/B): built and warmed up once, then the parent's rounds, each k push+pulls
+        # a duet (A/B): built and warmed up once (alone on a GPU duet: the parent's turn), then
+        # the parent's rounds, each k push+pulls
+        window = await_warmup_turn(spec)
         cell = PushPull(mx, shapes, ctxs, kv_type)
         for _ in range(max(1, warmup)):
             cell.timed(1)
-        times, per_round = serve_rounds(cell, spec["control"], {"units": "push+pull rounds"})
+        window["ended"] = time.monotonic()
+        times, per_round = serve_rounds(cell, spec["control"], {"units": "push+pull rounds", "warmup_window": window})
         err, kv_real = cell.error(), cell.kv.type
         del cell
         comm = statistics.median(t / per_round for t in times)
@@ -221,6 +225,8 @@ def run(spec):
         "note": ("cpu contexts: every transfer is a memory copy in the same RAM (memory bandwidth, "
                  "not PCIe)") if not gpus else "",
     }
+    if spec.get("control"):
+        out["meta"] = {"warmup_window": window}
     if spec.get("compute"):
         ct = measure_compute(mx, sym, input_shape, num_classes, ctxs[0], batch,
                              int(spec.get("compute_rounds", 5)), int(spec.get("compute_warmup", 2)))

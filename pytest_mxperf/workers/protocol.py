@@ -273,6 +273,54 @@ def serve_duet(cell, control, ready, *, each_batch=False):
     raise RuntimeError("the duet's parent closed the control channel")
 
 
+def await_warmup_turn(spec):
+    """A duet side's turn to warm up alone (``spec["solo_warmup"]``, set by the parent for GPU
+    duets): block on the control pipe until the parent says ``{"op": "warmup"}``, which it
+    does only once the other side has warmed up and said "ready" (or before it starts). Call
+    it after ``import mxnet`` and before anything touches the device (bind, first batches,
+    cuDNN autotune). Returns ``warmup_window`` to fill: {"alone", "started", "ended"} in
+    ``time.monotonic()`` seconds (CLOCK_MONOTONIC: one clock for every process of the
+    machine, so the parent can check the two windows are disjoint)."""
+    alone = bool(spec.get("control") and spec.get("solo_warmup"))
+    if alone:
+        fd, line = int(spec["control"][0]), b""
+        while not line.endswith(b"\n"):  # byte by byte: serve_duet reads the rest of the pipe
+            ch = os.read(fd, 1)
+            if not ch:
+                raise RuntimeError("the duet's parent closed the control channel before the warm-up")
+            line += ch
+        cmd = json.loads(line.decode())
+        if cmd.get("op") != "warmup":
+            raise ValueError(f"expected the warm-up turn, got {cmd!r}")
+    return {"alone": alone, "started": time.monotonic(), "ended": None}
+
+
+#: MXNet 1.x's values of MXNET_CUDNN_AUTOTUNE_DEFAULT (src/operator/nn/cudnn/cudnn_convolution-inl.h:
+#: ``dmlc::GetEnv("MXNET_CUDNN_AUTOTUNE_DEFAULT", 1)``; 0: cudnnGet*_v7 heuristics, nothing timed;
+#: otherwise cudnnFind*, which times each algorithm on the device)
+AUTOTUNE_MEANINGS = {"0": "off: cuDNN's heuristics (cudnnGet*), nothing timed",
+                     "1": "limited workspace: cudnnFind* times each algorithm, the fastest within the workspace",
+                     "2": "fastest: cudnnFind* times each algorithm, the fastest whatever its workspace"}
+
+
+def cudnn_choice(meta, warmup_window, environ=None):
+    """What this worker can say of its convolution algorithms: the autotune setting in effect
+    (``MXNET_CUDNN_AUTOTUNE_DEFAULT``, MXNet's default 1 when unset; a Convolution's own
+    ``cudnn_tune`` attribute overrides it, and the zoo's networks set none), the cuDNN version
+    MXNet loaded (``meta["cudnn"]`` from ``runtime_info``) and whether its warm-up, where
+    autotune times the algorithms, ran alone on the device. The algorithms chosen per layer
+    are not readable: MXNet 1.x keeps them in its process-wide ``CuDNNConvAlgoReg`` and
+    neither exposes nor logs them."""
+    env = os.environ if environ is None else environ
+    raw = env.get("MXNET_CUDNN_AUTOTUNE_DEFAULT")
+    value = (raw or "1").strip()
+    return {"autotune": value, "autotune_set_by": "MXNET_CUDNN_AUTOTUNE_DEFAULT" if raw else "MXNet's default",
+            "meaning": AUTOTUNE_MEANINGS.get(value, "unknown value (MXNet reads it as an integer)"),
+            "cudnn_version": meta.get("cudnn"), "warmed_up_alone": bool(warmup_window.get("alone")),
+            "algorithms": None,
+            "algorithms_note": "per-layer algorithms are kept inside MXNet (CuDNNConvAlgoReg), not exposed"}
+
+
 def serve_rounds(cell, control, ready):
     """``serve_duet`` (each round ``cell.timed(k)``) as (the timed rounds' seconds, their
     batches per round): what the kvstore and input-pipeline workers take."""

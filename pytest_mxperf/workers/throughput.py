@@ -37,6 +37,8 @@ import time
 
 from pytest_mxperf.workers.protocol import (  # memory figures
     ModuleSteps,
+    await_warmup_turn,
+    cudnn_choice,
     import_mxnet,
     loaded_companions,
     missing_gpus,
@@ -152,6 +154,8 @@ def measure(spec: dict) -> dict:
     if refused:
         return {"status": "unsupported", "message": refused, "meta": meta}
 
+    # a GPU duet's side binds, runs its first batches and autotunes alone (the parent's turn)
+    warmup_window = await_warmup_turn(spec)
     if w.get("source"):  # the user's own network
         from pytest_mxperf.workers import usermodel
         cell = usermodel.load(mx, json.loads(w["source"]), mx_contexts(mx, w["contexts"]), w["batch_size"],
@@ -186,6 +190,10 @@ def measure(spec: dict) -> dict:
     else:
         warm.append(cell.timed(1))
     meta["warmup_batches"] = len(warm) + 1
+    warmup_window["ended"] = time.monotonic()
+    meta["warmup_window"] = warmup_window
+    if any(c.startswith("gpu") for c in w["contexts"]):
+        meta["cudnn_choice"] = cudnn_choice(meta, warmup_window)
     if spec.get("phase_path"):  # tell the parent the warm-up is over: its timeout starts now
         open(spec["phase_path"], "w").close()
     per_batch = min(warm[-2:]) if len(warm) >= 2 else warm[-1]
@@ -207,7 +215,8 @@ def measure(spec: dict) -> dict:
         # A latency cell's round synchronises each of its k batches, whose seconds are its
         # latencies, as the single batches of a process; CPU and wall time are the timed
         # rounds', never the settling or sizing rounds nor the partner's turns.
-        served = serve_duet(cell, spec["control"], {"per_batch": per_batch}, each_batch=latency)
+        served = serve_duet(cell, spec["control"], {"per_batch": per_batch, "warmup_window": warmup_window},
+                            each_batch=latency)
         round_seconds, k = served.seconds, served.batches
         batch_seconds = served.batch_seconds
         cpu, wall = served.cpu_seconds, served.wall_seconds
@@ -226,8 +235,8 @@ def measure(spec: dict) -> dict:
     meta["timed_seconds"] = wall
     figures = latency_figures(batch_seconds) if latency and not smoke else {}
     gpu_mem = _gpu_memory_used_mib(mx, w["contexts"])
-    if gpu_mem is not None:
-        figures["gpu_memory_mib"] = gpu_mem
+    if gpu_mem is not None:  # device-wide: shown, never judged (the judged figure is the parent's, per process)
+        figures["gpu_device_memory_used_mib"] = gpu_mem
     return {
         "status": "ok",
         "message": "",
@@ -299,8 +308,10 @@ def _percentile(sorted_values, q):
 
 
 def _gpu_memory_used_mib(mx, contexts):
-    """GPU memory held on the cell's GPUs after the timed part (MXNet's pool keeps what the
-    cell allocated, so this is its peak to within the pool's rounding); None on CPU."""
+    """GPU memory in use on the cell's GPUs after the timed part, device-wide
+    (``mx.context.gpu_memory_info``: total minus free, so every other process on those GPUs,
+    a duet partner included, is in it); None on CPU. Shown as ``gpu_device_memory_used_mib``;
+    the judged ``gpu_memory_mib`` is this process's own, read by the parent from NVML."""
     used = 0.0
     gpus = [int(c.split(":")[1]) for c in contexts if c.startswith("gpu")]
     if not gpus:
