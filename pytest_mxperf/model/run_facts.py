@@ -56,6 +56,8 @@ FACTS: Tuple[Fact, ...] = (
     Fact("loaded_companions", list, "", WORKER, "native libraries loaded beside MXNet"),
     Fact("total_batch", int, "", WORKER, "samples a batch over all devices"),
     Fact("timed_seconds", float, "s", WORKER, "seconds of timed rounds"),
+    Fact("timed_windows", list, "s", WORKER, "[start, end] of the timed rounds in time.monotonic() "
+                                             "seconds (CLOCK_MONOTONIC: the parent's clock too)"),
     # the profile worker
     Fact("bulk_exec", dict, "", WORKER, "MXNET_EXEC_BULK_* values the profile ran with"),
     Fact("subgraph_backend", str, "", WORKER, "MXNET_SUBGRAPH_BACKEND the profile ran with"),

@@ -213,11 +213,23 @@ class DuetRounds:
     (units) per timed round, the same for all; ``batch_seconds``: with ``each_batch``, every
     timed batch's own seconds (each between two ``mx.nd.waitall()``), else []; ``wall_seconds``
     and ``cpu_seconds``: this process's wall and CPU time inside its timed rounds (their
-    ratio is the CPUs the cell used, as over a process's rounds)."""
+    ratio is the CPUs the cell used, as over a process's rounds); ``windows``: each timed
+    round's [start, end] in ``time.monotonic()`` seconds (``timed_window``)."""
 
     def __init__(self):
         self.seconds, self.batches, self.batch_seconds = [], None, []
         self.wall_seconds = self.cpu_seconds = 0.0
+        self.windows = []
+
+
+def timed_window(start):
+    """[start, now] in ``time.monotonic()`` seconds: a timed window the worker reports (its
+    result's ``timed_windows``) so that the parent's utilisation samplers keep only what they
+    read inside the timed rounds (``machine/utilisation.py``). ``time.monotonic()`` is
+    CLOCK_MONOTONIC on Linux (``time.get_clock_info("monotonic")``), one clock for every
+    process of the machine, so the parent's sample times and the worker's windows compare
+    directly (checked: a child's reading lies between two of its parent's)."""
+    return [start, time.monotonic()]
 
 
 def _process_cpu_seconds():
@@ -257,12 +269,13 @@ def serve_duet(cell, control, ready, *, each_batch=False):
         timed = cmd.get("timed", True)
         if timed and out.batches not in (None, k):
             raise ValueError(f"timed rounds of {out.batches} and of {k} batches in one duet")
-        cpu0, wall0 = _process_cpu_seconds(), time.perf_counter()
+        cpu0, wall0, mono0 = _process_cpu_seconds(), time.perf_counter(), time.monotonic()
         if each_batch:
             t, each = cell.timed_each(k)
         else:
             t, each = cell.timed(k), None
         if timed:
+            out.windows.append(timed_window(mono0))
             out.wall_seconds += time.perf_counter() - wall0
             out.cpu_seconds += _process_cpu_seconds() - cpu0
             out.batches = k

@@ -22,6 +22,9 @@ synchronised (``protocol.TimedSteps.timed_each``), the round's seconds are their
 the duet pairs), and p50 / p99 are over every batch of the timed rounds: the same quantity
 as in a process (``latency_figures``). CPU utilisation and ``timed_seconds`` are the timed
 rounds' in both modes, never the partner's turns.
+``timed_windows`` ([start, end] in ``time.monotonic()`` seconds: one for a process's rounds,
+which run back to back, one a round in a duet) lets the parent compute the GPU and CPU
+utilisation it samples over the timed rounds only, never import, bind, warm-up or exit.
 
 bfloat16 and int8 CPU cells bind the float32 network, convert it (``precision.py``: AMP /
 oneDNN quantization, timed apart as ``convert_seconds``) and bind the result; the rounds
@@ -48,6 +51,7 @@ from pytest_mxperf.workers.protocol import (  # memory figures
     serve,
     serve_duet,
     thread_pools,
+    timed_window,
 )
 
 #: dtypes of CPU cells reached by converting the float32 network (workers/precision.py)
@@ -220,12 +224,16 @@ def measure(spec: dict) -> dict:
         round_seconds, k = served.seconds, served.batches
         batch_seconds = served.batch_seconds
         cpu, wall = served.cpu_seconds, served.wall_seconds
+        windows = served.windows  # one a timed round: the partner's turns lie between them
     else:
-        cpu0, wall0 = _cpu_seconds(), time.perf_counter()
+        cpu0, wall0, mono0 = _cpu_seconds(), time.perf_counter(), time.monotonic()
         round_seconds = [cell.timed(k) for _ in range(rounds)]
         batch_seconds = round_seconds  # a latency cell's rounds are single batches (k = 1)
+        windows = [timed_window(mono0)]  # the rounds run back to back: one window
         wall = time.perf_counter() - wall0
         cpu = _cpu_seconds() - cpu0
+    # the parent cuts its utilisation samples to these (machine/utilisation.py)
+    meta["timed_windows"] = windows
     meta["cpu_utilization"] = cpu / wall if wall > 0 else None
     meta["threads"] = thread_pools()
     # the whole process's peak resident set (Linux: KiB), judged by the rule "growth"
