@@ -5,6 +5,7 @@ use, clocks, temperature, power, throttle reasons) sampled in a background threa
 from __future__ import annotations
 
 import threading
+import time
 from typing import Any, Dict, Iterable, List, Optional
 
 from pytest_mxperf.machine.nvml import NVML, SLOWDOWN_REASONS, error_text
@@ -17,6 +18,10 @@ class Sampler:
     The first sample is taken as soon as the thread starts. The thread never raises: a
     failed sample is counted (``errors``, ``last_error``) and sampling goes on. ``stop()``
     joins the thread. Without NVML it does nothing and ``summary()`` is [].
+
+    Each sample carries ``"t"``: ``time.monotonic()`` just before it was read (CLOCK_MONOTONIC,
+    the clock of the worker's ``timed_windows``), so that ``utilisation.over_windows`` can keep
+    the samples read inside a worker's timed rounds.
     """
 
     def __init__(self, nvml: NVML, indices: Optional[Iterable[int]] = None, interval: float = 0.2,
@@ -63,6 +68,7 @@ class Sampler:
 
     def sample_once(self) -> None:
         """Take one sample now (what the thread does every ``interval``); never raises."""
+        t = time.monotonic()
         try:
             facts = self.nvml.volatile_facts(self.indices)
         except BaseException as exc:  # noqa: B902 - nothing may escape the thread
@@ -72,7 +78,7 @@ class Sampler:
             return
         with self._lock:
             for rec in facts:
-                self._samples.setdefault(rec["index"], []).append(rec)
+                self._samples.setdefault(rec["index"], []).append(dict(rec, t=t))
 
     @property
     def n_samples(self) -> int:

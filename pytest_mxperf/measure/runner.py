@@ -1,6 +1,7 @@
 """Measure one workload in one fresh worker process: its environment (threads, GPU order),
-its spec, its utilisation sampled beside it, and what became of it as a RunResult (ok,
-error, oom, crash, timeout or unavailable, with the worker's last stderr lines).
+its spec, its utilisation sampled beside it (and cut to the timed rounds the worker marks),
+and what became of it as a RunResult (ok, error, oom, crash, timeout or unavailable, with
+the worker's last stderr lines).
 Starting, bounding and classifying the process is ``proc/worker.py``'s."""
 
 from __future__ import annotations
@@ -83,8 +84,9 @@ def run_result(out: ProcessOutcome, workload: Workload, env: Optional[Mapping[st
     meta.setdefault("result", {k: v for k, v in payload.items()
                                if k not in ("status", "message", "meta") and isinstance(v, (str, int, float, bool))})
     meta["env"] = topology.recorded_env(env or os.environ)
-    if out.utilisation:
-        meta["utilisation"] = out.utilisation
+    if out.utilisation:  # the sampler's readings cut to the worker's timed rounds
+        from pytest_mxperf.machine import utilisation
+        meta["utilisation"] = utilisation.with_timed_rounds(out.utilisation, meta.get("timed_windows"))
     meta["env_defaults_applied"] = dict(defaults_applied or {})
     ok = out.status == "ok"
     try:

@@ -198,16 +198,18 @@ def summary_lines(records: Sequence[CellRecord], findings: Sequence[Finding], co
 
 
 def utilisation_lines(records: Sequence[CellRecord]) -> List[str]:
-    """Per cell, what its processes' utilisation (sampled from the parent) says: every GPU
-    cell's GPU utilisation, and any cell whose utilisation stands out (``utilisation.labels``)."""
+    """Per cell, what its processes' utilisation (sampled from the parent, over the timed
+    rounds the workers mark) says: every GPU cell's GPU utilisation, and any cell whose
+    utilisation stands out (``utilisation.labels``)."""
     from pytest_mxperf.machine import utilisation
     lines = []
     for rec in records:
         runs = [r for r in rec.cell.ok_runs if r.utilisation]
         if not runs:
             continue
-        # the process in the middle by CPUs busy speaks for the cell (one line, not one per process)
-        runs.sort(key=lambda r: ((r.utilisation.get("cpu") or {}).get("mean_cpus") or 0.0))
+        # the process in the middle by CPUs busy (over its timed rounds when they tell) speaks
+        # for the cell (one line, not one per process)
+        runs.sort(key=lambda r: utilisation.cpus_busy(r.utilisation) or 0.0)
         mid = runs[len(runs) // 2]
         said = utilisation.labels(mid.utilisation, mid.openmp_threads)
         if rec.cell.workload.device == "gpu" or said:
