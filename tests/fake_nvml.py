@@ -21,6 +21,9 @@ The spec (JSON in ``$MXPERF_FAKE_NVML``)::
                      "gpu_util_pct": [0, 50, 100], "mem_util_pct": 0, "temperature_c": 31,
                      "power_draw_w": 27.5, "throttle_bitmask": 1},
                                               # a list = successive reads (the last repeats)
+                                              # {"phase_file": path, "values": {"timed": 95},
+                                              #  "default": 0} = by the phase a stand-in worker
+                                              # wrote there (``phase_value``)
         "processes": [{"pid": 4242, "used_bytes": 1073741824}],   # compute processes on it
         "processes_dir": "/tmp/x",            # and those stand-in workers registered there: a
                                               # file <pid>.json {"gpu": index, "used_bytes": n}
@@ -166,6 +169,21 @@ def scripted(spec: Dict[str, Any], index: int = 0, **volatile: Sequence[Any]) ->
     return spec
 
 
+def phase_value(script: Mapping[str, Any]) -> Any:
+    """A reading that follows a stand-in worker's phase: the phase it last wrote to
+    ``script["phase_file"]`` ("" before it wrote one) looked up in ``script["values"]``
+    (``script["default"]`` otherwise). Each read appends the phase it saw to
+    ``<phase_file>.reads``, so the worker can stay in a phase until it was read there n
+    times (tests/stub_worker.py): readings are then driven by count, not by the clock."""
+    try:
+        phase = Path(script["phase_file"]).read_text().strip()
+    except OSError:
+        phase = ""
+    with open(str(script["phase_file"]) + ".reads", "a") as fh:
+        fh.write(phase + "\n")
+    return (script.get("values") or {}).get(phase, script.get("default"))
+
+
 def write(spec: Dict[str, Any], path: Path) -> Path:
     path.write_text(json.dumps(spec, indent=1))
     return path
@@ -306,6 +324,8 @@ class FakeNVML:
             self._raise(d["errors"][key])
         vol = d.get("volatile") or {}
         value = vol[key] if key in vol else d.get(key, default)
+        if isinstance(value, dict) and "phase_file" in value:
+            value = phase_value(value)
         with self._lock:
             n = self.reads[(fn_name, i)]
             if isinstance(value, list):

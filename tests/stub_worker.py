@@ -31,6 +31,13 @@ sets ``MXPERF_STUB`` to a JSON configuration:
                                   does not fit beside the live ones registered there fails as
                                   CUDA's out of memory (through the real protocol.serve)
      "cudnn": "8.5.0",            the cuDNN version a CUDA stand-in says MXNet loaded
+     "phases": {"file": path, "warmup_reads": 10, "timed_reads": 6, "timed_min_s": 1.1}
+                                  the throughput worker writes its phase ("warmup", "timed",
+                                  "after") to ``file`` and stays in each until the stand-in
+                                  NVML read it there that many times (fake_nvml.phase_value),
+                                  the timed phase at least ``timed_min_s``; its result's
+                                  ``timed_windows`` is the timed phase. Without it the window
+                                  is the instant its rounds are computed in.
      "peak_gflops": 150.0,        what the peak worker measures (fc and conv alike), or a dict
                                   by dtype: {"float32": 9000.0, "float16": 18000.0}
      "operators": {"_sg_mkldnn_conv": 100.0, ...}}   the profile worker's operators, in ms
@@ -43,6 +50,7 @@ Nothing here imports mxnet; no GPU is involved even when it pretends to have GPU
 import json
 import os
 import sys
+from time import monotonic  # CLOCK_MONOTONIC, the clock of the parent's utilisation readings
 
 
 def _cfg():
@@ -97,7 +105,10 @@ def throughput(spec_path, result_path):
     seed = int(spec.get("seed", 0))
     # deterministic between-process spread of +-1%, within-process +-0.5%
     proc = 1.0 + 0.01 * (((seed * 7919) % 21) - 10) / 10.0
+    windows = _timed_phases(c["phases"]) if c.get("phases") else None
+    mono0 = monotonic()
     rounds = [total / (rate * proc * (1.0 + 0.005 * ((i % 3) - 1))) for i in range(6)]
+    windows = windows or [[mono0, monotonic()]]  # as the real worker: [start, end] of its rounds
     k = 1
     if spec.get("control"):  # a duet: serve rounds through the real protocol code
         rounds, k = _serve_duet(spec, c, total / (rate * proc), warmup_window)
@@ -113,7 +124,8 @@ def throughput(spec_path, result_path):
                  "python": sys.version.split()[0], "num_gpus": c.get("gpus", 0),
                  "threads": {"openmp": 2}, "cpu_utilization": 1.0 if gpus else 1.98,
                  "peak_rss_bytes": int(c.get("rss_mib", 800)) * 2 ** 20, "bind_seconds": 0.1,
-                 "first_batch_seconds": 0.05, "warmup_window": warmup_window, **gpu_meta}})
+                 "first_batch_seconds": 0.05, "timed_windows": windows, "warmup_window": warmup_window,
+                 **gpu_meta}})
 
 
 def _pool_path(c):
@@ -153,6 +165,42 @@ def _free_pool(c):
     path = _pool_path(c)
     if path and os.path.exists(path):
         os.remove(path)
+
+
+def _timed_phases(ph):
+    """Untimed "warmup", then "timed", then "after", each written to ``ph["file"]`` and held
+    until the stand-in NVML read that phase ``*_reads`` times (the timed one at least
+    ``timed_min_s`` too): the windows [[start, end]] of the timed phase. The phase is
+    written before its start is taken and its end before the next phase is written, so a
+    reading taken inside the window saw "timed" (but for the one that ran across its end).
+    A hang guard (``max_wait_s``) ends a phase that is never read."""
+    import time
+
+    path, log = ph["file"], ph["file"] + ".reads"
+
+    def write(phase):
+        with open(path + ".tmp", "w") as fh:
+            fh.write(phase)
+        os.replace(path + ".tmp", path)  # a reader sees the old phase or the new one
+
+    def hold(phase, reads, min_s=0.0):
+        offset = os.path.getsize(log) if os.path.exists(log) else 0
+        write(phase)
+        start = time.monotonic()
+        while time.monotonic() - start < float(ph.get("max_wait_s", 120.0)):
+            with open(log) if os.path.exists(log) else open(os.devnull) as fh:
+                fh.seek(offset)
+                seen = sum(1 for line in fh.read().splitlines() if line == phase)
+            if seen >= reads and time.monotonic() - start >= min_s:
+                break
+            time.sleep(0.02)
+        return start
+
+    hold("warmup", int(ph.get("warmup_reads", 10)))
+    start = hold("timed", int(ph.get("timed_reads", 6)), float(ph.get("timed_min_s", 1.1)))
+    end = time.monotonic()
+    write("after")
+    return [[start, end]]
 
 
 def _serve_duet(spec, c, per_batch, warmup_window=None):
