@@ -34,10 +34,14 @@ Sources (apache/mxnet):
   ``mxnet-cu111`` and ``-cu113`` ... ``-cu117`` 1.9.1 wheels were published from that
   branch in August 2022. The files of the tag are unchanged there (same arch lists).
 
-Only MXNet's own kernels are covered here; the cuDNN / cuBLAS / NCCL bundled in a wheel
-carry their own arch lists. MXNet's runtime-compiled fused operators (NVRTC,
-``MXNET_USE_FUSION``) compile for the GPU at hand, but only as far as that wheel's NVRTC
-knows the architecture.
+Only MXNet's own kernels are covered here. The CUDA wheels do not bundle cuDNN, cuBLAS,
+NCCL or the CUDA runtime: MXNet's ``tools/pip/setup.py`` packs only libmxnet,
+libgfortran and libopenblas, and ``libmxnet.so`` loads the CUDA 11.x runtime libraries,
+cuDNN 8 and NCCL 2 from the machine (``import mxnet`` fails with "OSError: libcudnn.so.8:
+cannot open shared object file" without them; apache/mxnet issues #20279, #20218,
+#21074). Those libraries carry their own arch lists. MXNet's runtime-compiled fused
+operators (NVRTC, ``MXNET_USE_FUSION``) compile for the GPU at hand, but only as far as
+the machine's NVRTC knows the architecture.
 """
 
 from __future__ import annotations
@@ -262,8 +266,8 @@ def no_kernel_image_message(cc, gpu_name: str, dist_name: str) -> str:
         kernel = best_kernel(c, record)
         return (f"{gpu_name} (compute capability {c}) reported no kernel image, yet {record.dist} "
                 f"{MXNET_VERSION} (built for {record.describe()}) has {kernel} code that runs on it: the missing "
-                "image is in a library it bundles (cuDNN, cuBLAS, NCCL) or in a runtime-compiled kernel "
-                "(try MXNET_USE_FUSION=0)")
+                "image is in a CUDA library it loads from this machine (cuDNN, cuBLAS, NCCL: one older than this GPU?) "
+                "or in a runtime-compiled kernel (try MXNET_USE_FUSION=0)")
     where = (f"{record.dist} {MXNET_VERSION} (built for {record.describe()})" if record is not None
              else f"{_normalize(dist_name)} {MXNET_VERSION} (a CPU build)")
     head = f"{gpu_name} (compute capability {c}) has no kernel image in {where}"
