@@ -60,3 +60,15 @@ def test_gpu_contexts_are_unavailable_without_gpus():
         assert res["update_rel_err"] < multidevice.UPDATE_REL_TOL
     else:
         assert res["status"] == "unavailable" and "GPU" in res["message"], res
+
+
+def test_a_training_cell_on_two_cpu_contexts_runs_with_its_batch_in_host_memory():
+    """The throughput worker's several-context batch sits in host memory, as a data iterator's
+    (Module copies each slice to its context): a cpu:0,cpu:1 cell still trains, each kvstore."""
+    from pytest_mxperf.model.workload import Workload
+    for kvstore in ("local", "device"):
+        w = Workload("lenet", mode="train", batch_size=8, contexts=("cpu:0", "cpu:1"), threads="per-context",
+                     kvstore=kvstore)
+        r = runner.run_workload(w, smoke=True, env=dist.base_env(threads=1), timeout=300)
+        assert r.status == "ok", (kvstore, r.message, r.stderr_tail[-3:])
+        assert r.meta["total_batch"] == 16 and r.median > 0

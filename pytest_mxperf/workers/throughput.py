@@ -113,9 +113,12 @@ class _Cell(ModuleSteps):
             mod.init_optimizer(kvstore=kv, optimizer=w.get("optimizer", "sgd"), optimizer_params=params)
         mx.nd.waitall()
         self.bind_seconds = time.perf_counter() - t0
-        # Random input, as benchmark_score.py: uniform in [-1, 1), on the first context
-        # (Module slices it across the contexts, as it does a real batch).
-        data = mx.random.uniform(-1.0, 1.0, shape=(total,) + tuple(spec.input_shape), ctx=ctxs[0])
+        # Random input, as benchmark_score.py: uniform in [-1, 1), on the context of a
+        # one-context cell. Several contexts: in host memory, as a data iterator's batch,
+        # and Module copies each slice to its own device (executor_group._load_general),
+        # not every slice from the first GPU.
+        host = ctxs[0] if len(ctxs) == 1 else mx.cpu()
+        data = mx.random.uniform(-1.0, 1.0, shape=(total,) + tuple(spec.input_shape), ctx=host)
         label = [mx.nd.array(np.random.randint(0, spec.num_classes, size=(total,)))] if train else []
         self.batch = mx.io.DataBatch(data=[data], label=label)
         self.mod = mod

@@ -203,7 +203,9 @@ class SymbolCell(ModuleSteps):
                                                                   "rescale_grad": 1.0 / self.total_batch})
         mx.nd.waitall()
         self.bind_seconds = time.perf_counter() - t0
-        data = _inputs(mx, specs, self.total_batch, ctxs[0], sym)
+        # several contexts: the batch in host memory, each slice copied to its device by
+        # Module, as a data iterator's batch (throughput._Cell does the same)
+        data = _inputs(mx, specs, self.total_batch, ctxs[0] if len(ctxs) == 1 else mx.cpu(), sym)
         label = []
         if train:
             for shape, classes in labels.values():
