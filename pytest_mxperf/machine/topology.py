@@ -19,7 +19,7 @@ SYSFS_CPU = Path("/sys/devices/system/cpu")
 # passed to the worker when the user set them, recorded beside every result, and
 # diffed against the baseline.
 RECORDED_ENV_PREFIXES = ("OMP_", "KMP_", "MXNET_", "OPENBLAS_", "MKL_", "MKLDNN_", "DNNL_", "GOMP_",
-                         "CUDA_", "NCCL_", "DMLC_")
+                         "CUDA_", "NCCL_", "DMLC_", "NVIDIA_TF32_OVERRIDE")  # the last: TF32 off (tensor_math.py)
 
 
 def affinity_cpus() -> Tuple[int, ...]:

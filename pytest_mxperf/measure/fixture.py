@@ -116,9 +116,31 @@ class Measurer:
         w = Workload(model=name, mode=mode, batch_size=int(batch_size), contexts=contexts, dtype=dtype,
                      threads=str(threads), optimizer=optimizer, kvstore=kvstore, source=source)
         run = self.session.throughput_run(w, extra_env)
-        cell = self._with_flops(self.session.run_processes(w, run, processes))
-        self._record(cell, lambda n: self._with_flops(self.session.run_processes(w, run, n)))
+        cell = self._with_flops(self._with_tf32(self.session.run_processes(w, run, processes)))
+        self._record(cell, lambda n: self._with_flops(self._with_tf32(self.session.run_processes(w, run, n))))
         self._report_flops(cell)
+        return cell
+
+    def tf32(self, contexts: Sequence[str], worker_cuda_runtime: Optional[str] = None,
+             python: Optional[str] = None, env: Optional[Mapping[str, str]] = None) -> Optional[Dict[str, Any]]:
+        """Whether float32 GEMMs of a worker on ``contexts`` started from ``env`` (default: this
+        session's) run as TF32 (``machine/tensor_math.for_contexts``: the GPUs' compute
+        capability from NVML, the build's CUDA version, NVIDIA_TF32_OVERRIDE); None for CPU
+        contexts."""
+        from pytest_mxperf.machine import hardware, tensor_math
+        python = python or self.options.python
+        return tensor_math.for_contexts(contexts, self.session.environ if env is None else env,
+                                        hardware.mxnet_distribution(python), worker_cuda_runtime)
+
+    def _with_tf32(self, cell: CellMeasurement) -> CellMeasurement:
+        """A float32 GPU cell whose processes record whether their float32 GEMMs ran as TF32
+        (the ``tf32`` fact; its reference processes for the reference install)."""
+        w = cell.workload
+        if w.device != "gpu" or w.dtype != "float32":
+            return cell
+        for runs, python in ((cell.runs, self.options.python), (cell.reference or [], self.options.reference)):
+            for r in runs:
+                r.record_tf32(self.tf32(w.contexts, r.cuda_runtime, python, r.env))
         return cell
 
     def _with_flops(self, cell: CellMeasurement) -> CellMeasurement:

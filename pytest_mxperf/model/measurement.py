@@ -197,6 +197,23 @@ class RunResult:
         return dict(v) if isinstance(v, dict) else None
 
     @property
+    def cuda_runtime(self) -> Optional[str]:
+        """The CUDA runtime version the worker loaded ("11.7"; None on CPU or when unknown)."""
+        v = self.meta.get("cuda_runtime")
+        return str(v) if v else None
+
+    @property
+    def tf32(self) -> Optional[Dict[str, Any]]:
+        """Whether this float32 GPU process's GEMMs ran as TF32: {"in_use": True / False / None,
+        "why", ...} (machine/tensor_math.py); None for other cells."""
+        v = self.meta.get("tf32")
+        return dict(v) if isinstance(v, dict) else None
+
+    def record_tf32(self, fact: Optional[Dict[str, Any]]) -> None:
+        if fact is not None:
+            self.meta["tf32"] = dict(fact)
+
+    @property
     def openmp_threads(self) -> Optional[int]:
         v = (self.meta.get("threads") or {}).get("openmp")
         return v if isinstance(v, int) and not isinstance(v, bool) else None

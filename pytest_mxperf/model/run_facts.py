@@ -69,6 +69,8 @@ FACTS: Tuple[Fact, ...] = (
     Fact("machine_state", dict, "", PARENT, "calibration probes before / after and the load; "
                                             "its label (state, reason) once judged"),
     Fact("duet", dict, "", PARENT, "A/B duet: which side ran first, round size, CPU shares"),
+    Fact("tf32", dict, "", PARENT, "float32 GPU cells: whether their GEMMs ran as TF32 (in_use, why; "
+                                   "machine/tensor_math.py)"),
 )
 BY_NAME: Dict[str, Fact] = {f.name: f for f in FACTS}
 
