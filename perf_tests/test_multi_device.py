@@ -4,9 +4,20 @@ Weak scaling: the batch per device is fixed, the total batch is per-device x dev
 (``Workload.batch_size`` is per device). Each applicable kvstore is measured: ``local``
 and ``device`` everywhere, ``nccl`` only on GPUs.
 
-GPUs: N GPUs must beat one by a stated margin: throughput(N) >= GPU_MIN_EFFICIENCY x N x
-throughput(1) for a compute-bound network (ResNet-50); the scaling efficiency is reported
-for every model (small ones like LeNet are reported, not asserted: they may not scale).
+GPUs: each kvstore is held to what MXNet 1.9.1's own multi-device guide says of it, and no
+more (``judge/gpu_expectations.py``: the table, with the guide's words and where they are).
+``local`` reduces on the CPU and ``nccl`` is not in the guide: their scaling efficiency is
+shown, not asserted. The guide suggests ``device`` for 4 or more GPUs "for better
+performance": there, on a compute-bound network (ResNet-50), ``device`` must be at least as
+fast as ``local`` on the same GPUs, within the session's minimum effect; the guide gives a
+direction, no figure, so no efficiency floor is asserted (the suite's former 60% for every
+kvstore had no source). Small networks like LeNet are shown, not asserted.
+
+Batches are placed as MXNet's Module places a data iterator's: in host memory, each slice
+copied to its own device (``executor_group._load_general``), not every slice from gpu:0.
+
+The update check's tolerance accounts for TF32 (compute capability 8.0+, a CUDA 11 build):
+``judge/gpu_expectations.update_tolerance`` states it and why.
 
 CPU: ``cpu(0)`` and ``cpu(1)`` are the same cores, so "two contexts beat one" would not be
 fair. Measured here: LeNet b256 training 3014 samples/s on 1 context x 2 threads, 3083 on
@@ -23,7 +34,8 @@ per-context overhead dominates) is a reported finding, not a weakened assertion.
 
 import pytest
 
-from pytest_mxperf.workers.multidevice import UPDATE_REL_TOL
+from pytest_mxperf.judge.gpu_expectations import judge_against, kvstore_rule, update_tolerance
+from pytest_mxperf.machine import hardware
 
 CPU_CONTEXTS = ("cpu:0", "cpu:1")
 CPU_KVSTORES = ("local", "device")
@@ -33,13 +45,12 @@ CPU_MODELS = {"lenet": 256, "mlp": 256}
 #: model -> batch per device of the GPU cells; only the compute-bound ones are asserted
 GPU_MODELS = {"resnet50_v2": 32, "lenet": 256}
 GPU_ASSERTED = ("resnet50_v2",)
-#: N GPUs must deliver at least this fraction of N x one GPU (2 GPUs: >= 1.2x one)
-GPU_MIN_EFFICIENCY = 0.6
 #: below this CPU efficiency (N contexts on the same cores vs one), a model is reported
 #: as "does not scale"
 CPU_SCALING_FINDING_BELOW = 0.9
 
 _single = {}
+_multi = {}
 
 
 def _single_cell(mxperf, model, batch, contexts):
@@ -49,6 +60,15 @@ def _single_cell(mxperf, model, batch, contexts):
         cell = mxperf.measure(model, batch, mode="train", contexts=(contexts[0],), threads="auto")
         _single[key] = mxperf.expect_ok(cell)
     return _single[key]
+
+
+def _multi_cell(mxperf, model, batch, contexts, kvstore):
+    """The N-GPU cell of one kvstore, measured once per model (device's rule reads local's)."""
+    key = (model, batch, tuple(contexts), kvstore)
+    if key not in _multi:
+        _multi[key] = mxperf.expect_ok(mxperf.measure(model, batch, mode="train", contexts=contexts,
+                                                      kvstore=kvstore))
+    return _multi[key]
 
 
 def _gpu_contexts(mxperf):
@@ -77,14 +97,18 @@ def _check_update(mxperf, model, kvstore, contexts):
                             contexts=contexts, threads="per-context", model=model)
     if out.status == "unavailable":
         pytest.skip(out.message)
-    assert out.status == "ok", f"{out.status}: {out.message} {out.stderr_tail[-3:]}"
+    if out.status != "ok":  # a GPU failure the suite knows (no kernel image, NVRTC) in one line
+        known = hardware.explain_gpu_failure([out.message] + list(out.stderr_tail), contexts, None,
+                                             hardware.mxnet_distribution(mxperf.options.python))
+        pytest.fail(known or f"{out.status}: {out.message} {out.stderr_tail[-3:]}", pytrace=False)
     res = out.payload
+    tol, why = update_tolerance(mxperf.tf32(contexts))
     mxperf.report(f"update_match_{model}_{kvstore}", {
         "contexts": ",".join(contexts), "update_rel_err": f"{res['update_rel_err']:.2e}",
-        "max_abs_diff": f"{res['max_abs_diff']:.2e}", "tolerance": f"{UPDATE_REL_TOL:.0e}"})
-    assert res["update_rel_err"] < UPDATE_REL_TOL, (
+        "max_abs_diff": f"{res['max_abs_diff']:.2e}", "tolerance": f"{tol:.2e}"}, note=f"tolerance {why}")
+    assert res["update_rel_err"] < tol, (
         f"{len(contexts)} contexts ({kvstore}) update differs from 1 context with the combined batch: "
-        f"relative error {res['update_rel_err']:.3g} >= {UPDATE_REL_TOL:g}")
+        f"relative error {res['update_rel_err']:.3g} >= {tol:.3g} (tolerance {why})")
 
 
 @pytest.mark.cpu
@@ -137,14 +161,19 @@ def test_gpu_weak_scaling(mxperf, net, kvstore):
     ctxs = _gpu_contexts(mxperf)
     batch = GPU_MODELS[net]
     one = _single_cell(mxperf, net, batch, ctxs)
-    multi = mxperf.expect_ok(mxperf.measure(net, batch, mode="train", contexts=ctxs, kvstore=kvstore))
+    multi = _multi_cell(mxperf, net, batch, ctxs, kvstore)
     n = len(ctxs)
     eff = multi.median / (n * one.median)
+    min_effect = mxperf.options.min_effect
+    rule = kvstore_rule(kvstore, n, min_effect)
+    asserted = rule.asserted and net in GPU_ASSERTED
+    note = rule.text if asserted or not rule.asserted else \
+        f"{net} is not compute-bound enough to hold to it: shown, not asserted ({rule.text})"
     mxperf.report(f"gpu_scaling_{net}_{kvstore}", {
         "gpus": n, "batch_per_gpu": batch, "samples_per_s_1gpu": round(one.median, 1),
         "samples_per_s_ngpu": round(multi.median, 1), "speedup": round(multi.median / one.median, 3),
-        "scaling_efficiency": round(eff, 3)})
-    if net in GPU_ASSERTED:
-        assert eff >= GPU_MIN_EFFICIENCY, (
-            f"{n} GPUs ({kvstore}) deliver {multi.median:.1f} samples/s = {eff:.0%} of {n} x one GPU "
-            f"({one.median:.1f}); the stated margin is {GPU_MIN_EFFICIENCY:.0%}")
+        "scaling_efficiency": round(eff, 3)}, note=note)
+    if asserted:
+        other = _multi_cell(mxperf, net, batch, ctxs, rule.compare_with)
+        holds, line = judge_against(rule, multi.median, other.median, min_effect)
+        assert holds, line
