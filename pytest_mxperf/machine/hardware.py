@@ -232,15 +232,19 @@ def explain_gpu_failure(texts: Sequence[str], contexts: Sequence[str], env: Opti
                         ) -> Optional[str]:
     """One line for a GPU worker that failed with CUDA's "no kernel image is available"
     (in its message or stderr ``texts``): the GPU's compute capability, the architectures
-    the installed wheel carries and which extra covers the GPU (``gpu_arch``). None when
-    the failure is something else."""
+    the installed wheel carries and which extra covers the GPU (``gpu_arch``); or with
+    fusion's "NVRTC Compilation failed" (``nvrtc_failure_message``). None when the failure
+    is something else."""
     from pytest_mxperf.machine import gpu_arch
-    if not any(gpu_arch.looks_like_no_kernel_image(t or "") for t in texts):
+    nvrtc = any(looks_like_nvrtc_failure(t or "") for t in texts)
+    if not nvrtc and not any(gpu_arch.looks_like_no_kernel_image(t or "") for t in texts):
         return None
     gpus = [g for g in (gpu_for_context(c, env, facts) for c in contexts if c.startswith("gpu")) if g]
     cc = next((g["compute_capability"] for g in gpus if g.get("compute_capability")), None)
     name = next((g["name"] for g in gpus if g.get("compute_capability") == cc and g.get("name")), None) or \
         ", ".join(contexts)
+    if nvrtc:
+        return nvrtc_failure_message(texts, name, cc, dist_name)
     if cc is None:
         return (f"CUDA: no kernel image is available for {name}, whose compute capability is unknown here "
                 f"(GPU facts: {gpu_facts().describe()}); see the README's GPU generations table")
@@ -254,3 +258,32 @@ def explain_gpu_failure(texts: Sequence[str], contexts: Sequence[str], env: Opti
             if wheels else f"no MXNet {gpu_arch.MXNET_VERSION} wheel runs on it; build MXNet from source "
                            f"with MXNET_CUDA_ARCH={gpu_arch.cc_str(cc)}")
     return f"{name} (compute capability {gpu_arch.cc_str(cc)}) has no kernel image in this MXNet build: {hint}"
+
+
+# MXNet 1.9.1 src/operator/fusion/fused_op.cu (FusedOp::CompileCode), when NVRTC cannot compile
+# a fused pointwise kernel for the GPU at hand ("--gpu-architecture=compute_<cc>"):
+#   CHECK_EQ(compileResult, NVRTC_SUCCESS)
+#       << "NVRTC Compilation failed. Please set environment variable MXNET_USE_FUSION to 0.\n"
+#       << GetCompileLog(program);
+_NVRTC_RE = re.compile(r"NVRTC Compilation failed", re.IGNORECASE)
+_NVRTC_LOG_RE = re.compile(r"nvrtc: error[^\n]*", re.IGNORECASE)
+
+
+def looks_like_nvrtc_failure(text: str) -> bool:
+    """Whether ``text`` (a worker's message or stderr) carries MXNet's fusion failure
+    "NVRTC Compilation failed. Please set environment variable MXNET_USE_FUSION to 0."."""
+    return bool(text) and bool(_NVRTC_RE.search(text))
+
+
+def nvrtc_failure_message(texts: Sequence[str], gpu_name: str, cc: Optional[str], dist_name: Optional[str]) -> str:
+    """One line for a worker whose pointwise fusion failed to compile at run time: which GPU,
+    NVRTC's own complaint when the log has one, and the two fixes (MXNET_USE_FUSION=0; an
+    MXNet build whose CUDA's NVRTC knows the GPU)."""
+    log = next((m.group(0).strip() for t in texts for m in [_NVRTC_LOG_RE.search(t or "")] if m), None)
+    where = f"{gpu_name} (compute capability {cc})" if cc else gpu_name
+    build = f"{dist_name}'s" if dist_name else "this MXNet build's"
+    knows = f"compute capability {cc}" if cc else "this GPU"
+    said = f" ({log})" if log else ""
+    return (f"NVRTC Compilation failed on {where}: MXNet's pointwise fusion compiles its fused kernels at run "
+            f"time with {build} NVRTC, which could not compile for this GPU{said}; set MXNET_USE_FUSION=0 "
+            f"(pointwise operators then run unfused), or use an MXNet wheel whose CUDA's NVRTC knows {knows}")
