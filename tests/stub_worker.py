@@ -21,6 +21,7 @@ sets ``MXPERF_STUB`` to a JSON configuration:
      "raise": null,               an exception text the throughput worker raises (through the
                                   real protocol.serve, which makes it a one-line error/oom)
      "sleep_models": {"alexnet": 3600},   seconds a cell of that model sleeps before it measures
+     "kvstore_factors": {"device": 0.8},   images/s multiplied by the cell's kvstore's factor
      "warmup_seconds": 0.0,       seconds its warm-up takes (slept; the window is in
                                   meta["warmup_window"], as the real worker's)
      "gpu_memory_mib": 2048.0,    what a GPU cell's process holds on its GPU once warmed up (its
@@ -100,6 +101,7 @@ def throughput(spec_path, result_path):
     warmup_window["ended"] = time.monotonic()
     rate = float(c.get("rate", 100.0)) * float((c.get("factors") or {}).get(w["model"], 1.0))
     rate *= float((c.get("dtype_factors") or {}).get(w.get("dtype", "float32"), 1.0))
+    rate *= float((c.get("kvstore_factors") or {}).get(w.get("kvstore") or "", 1.0))
     rate *= 1.0 + float(c.get("scaling", 0.0)) * (len(w["contexts"]) - 1)
     total = w["batch_size"] * len(w["contexts"])
     seed = int(spec.get("seed", 0))

@@ -91,7 +91,8 @@ def _float16_session(pytester, make_stub_python, gpu_box, spec, fp16_factor):
                 "--perf-batch-sizes", "8,16", "--perf-python", python, "-rs")
 
 
-def test_float16_faster_on_a_tensor_core_gpu_passes(pytester, make_stub_python, gpu_box):
+def test_float16_faster_on_a_tensor_core_gpu_passes(pytester, make_stub_python, gpu_box, monkeypatch):
+    monkeypatch.setenv("NVIDIA_TF32_OVERRIDE", "0")  # float32 without TF32: the margin applies (else shown)
     r = _float16_session(pytester, make_stub_python, gpu_box, F.a100_nvswitch_box(), 1.6)
     out = r.stdout.str()
     assert r.ret == 0, out
@@ -100,7 +101,8 @@ def test_float16_faster_on_a_tensor_core_gpu_passes(pytester, make_stub_python, 
     assert "batch=16, float32_img_s=396.400, float16_img_s=634.240, ratio=1.600" in out and "has tensor cores" in out
 
 
-def test_float16_not_faster_on_a_tensor_core_gpu_fails(pytester, make_stub_python, gpu_box):
+def test_float16_not_faster_on_a_tensor_core_gpu_fails(pytester, make_stub_python, gpu_box, monkeypatch):
+    monkeypatch.setenv("NVIDIA_TF32_OVERRIDE", "0")  # with TF32: test_gpu_expectations.py
     r = _float16_session(pytester, make_stub_python, gpu_box, F.a100_nvswitch_box(), 1.02)
     out = r.stdout.str()
     assert r.ret == pytest.ExitCode.TESTS_FAILED, out
@@ -175,12 +177,9 @@ def test_two_gpus_that_scale_beat_one(pytester, make_stub_python, gpu_box):
     assert "speedup=1.900" in out and "scaling_efficiency=0.950" in out
 
 
-def test_two_gpus_no_faster_than_one_fail_with_the_margin(pytester, make_stub_python, gpu_box):
-    r = _scaling_session(pytester, make_stub_python, gpu_box, 0.05)
-    out = r.stdout.str()
-    assert r.ret == pytest.ExitCode.TESTS_FAILED, out
-    r.assert_outcomes(failed=3)
-    assert "2 GPUs (local) deliver" in out and "= 52% of 2 x one GPU" in out and "the stated margin is 60%" in out
+# two GPUs no faster than one: shown with what MXNet's guide says of the kvstore, not failed
+# (the 60% margin had no source); device slower than local on 4+ GPUs fails:
+# test_gpu_expectations.py
 
 
 def test_a_build_without_nccl_skips_the_nccl_cells_with_the_reason(pytester, make_stub_python, gpu_box):
