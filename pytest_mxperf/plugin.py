@@ -20,7 +20,8 @@ from pytest_mxperf.model import options as opts
 
 MARKERS = {
     "cpu": "measures on CPU contexts",
-    "gpu": "measures on GPU contexts (skipped with the reason when mx.context.num_gpus() is 0)",
+    "gpu": "measures on GPU contexts (with no usable GPU: one line naming the cause and the fix, the tests "
+           "skip with it, and a session that asked for them fails unless --perf-fail-on=-no-gpu)",
     "scoring": "forward-only throughput, as MXNet's benchmark_score.py",
     "training": "forward, backward and optimizer update throughput",
     "multi_device": "data parallel over several contexts",
@@ -265,13 +266,15 @@ def pytest_collection_finish(session):
     if s is None:
         return
     from pytest_mxperf.output import report
-    planned = [_planned(it) for it in session.items]
+    if not any(_planned(it).measuring for it in session.items):
+        return
+    skipped = {id(it) for it in _skip_gpu_tests_without_a_usable_gpu(session, s)}
+    planned = [_planned(it) for it in session.items if id(it) not in skipped]
     tests = sum(p.measuring for p in planned)
     if not tests:
         return
     # in A/B mode, resident worker kinds run as duets; distributed cells as process pairs
     duet_tests = planning.duet_tests(planned)
-    _refuse_cpu_mxnet_for_gpu_cells(session, s)
     ab_pairs = s.ab_pairs
     if s.options.reference and not s.options.smoke and not session.config.getoption("--perf-processes"):
         ab_pairs = planning.ab_pairs(tests)
@@ -281,28 +284,34 @@ def pytest_collection_finish(session):
     s.plan(ab_pairs, report.planned_test_seconds(s.options, s.duet_pairs, ab_pairs, duet=duet_tests == tests))
 
 
-def _refuse_cpu_mxnet_for_gpu_cells(session, s: PerfSession) -> None:
-    """GPU cells selected (``-m gpu`` or an explicit ``--perf-ctx gpu:...``) on a machine
-    whose GPUs NVML sees, with a CPU build of MXNet: one usage error naming the extra to
-    install, instead of a session of skips (gpu_arch.cpu_build_usage_error)."""
+def _skip_gpu_tests_without_a_usable_gpu(session, s: PerfSession) -> list:
+    """Measuring GPU tests selected and no GPU usable here (``machine/gpu_readiness.py``):
+    one line, said now, before any worker; the GPU tests skip with it (the list returned),
+    and the session fails at its end when the policy says so (``outcome/finish.end_session``)."""
     import re
+    import sys
 
-    from pytest_mxperf.machine import gpu_arch, hardware
-    gpu_items = [it for it in session.items if it.get_closest_marker("gpu")
-                 and "mxperf" in getattr(it, "fixturenames", ())]
-    named = "gpu" in re.findall(r"\w+", session.config.getoption("markexpr", "") or "") or (
+    from pytest_mxperf.machine import gpu_readiness, hardware
+    config = session.config
+    items = [it for it in session.items if it.get_closest_marker("gpu") and _planned(it).measuring]
+    if not items or config.option.collectonly:
+        return []
+    asked = "gpu" in re.findall(r"\w+", config.getoption("markexpr", "") or "") or (
         s.options.ctx_explicit and any(c.startswith("gpu") for g in s.options.ctx_groups for c in g))
-    if not gpu_items or not named or s.num_gpus:
-        return
-    gpus = hardware.gpu_info()
-    if not gpus:
-        return
-    probe = s.probe
-    features = probe.get("features") if probe.get("status") in (None, "ok") else None
-    message = gpu_arch.cpu_build_usage_error(hardware.mxnet_distribution(s.options.python), features, gpus,
-                                             s.options.python or "this interpreter")
-    if message:
-        raise pytest.UsageError(message)
+    facts = hardware.gpu_facts()
+    finding = gpu_readiness.check(
+        facts.gpus, hardware.visible_gpus(s.environ, facts.gpus), s.probe,
+        hardware.mxnet_distribution(s.options.python), python=s.options.python or sys.executable,
+        nvml_note=facts.reason if facts.source == "absent" else None,
+        cuda_visible_devices=s.environ.get("CUDA_VISIBLE_DEVICES"))
+    decision = gpu_readiness.decide(finding, asked, s.options.fail_on)
+    if decision is None:
+        return []
+    s.no_usable_gpu(decision.finding.line, decision.fails)
+    for it in items:
+        it.add_marker(pytest.mark.skip(reason=decision.finding.line))
+    _say(config, decision.line)
+    return items
 
 
 def pytest_sessionfinish(session, exitstatus):

@@ -14,6 +14,10 @@ sets ``MXPERF_STUB`` to a JSON configuration:
                                   context's images/s (0: N contexts are as fast as one)
      "version": "1.9.1", "features": ["MKLDNN", ...],
      "gpus": 0,                   what mx.context.num_gpus() would say
+     "probe_error": null,         the probe's import fails with this text as its last line, as
+                                  a real one does (e.g. "OSError: libcudnn.so.8: cannot open
+                                  shared object file: No such file or directory"): a traceback on
+                                  stderr, no result, exit code 1
      "dists": [["mxnet", "1.9.1"]],   the MXNet distributions its metadata lists (``python -c``
                                   of installs.installed_mxnet_distributions); default: one,
                                   mxnet-cu117 when "features" has CUDA, else mxnet
@@ -65,6 +69,10 @@ def _write(path, payload):
 
 def probe(out):
     c = _cfg()
+    if c.get("probe_error"):  # import mxnet fails in the probe, as the real one's does
+        print("Traceback (most recent call last):\n  File \"<string>\", line 1, in <module>\n"
+              + c["probe_error"], file=sys.stderr)
+        return 1
     _write(out, {"status": "ok", "mxnet_version": c.get("version", "1.9.1"),
                  "features": c.get("features", ["MKLDNN", "OPENMP"]), "num_gpus": c.get("gpus", 0),
                  "python": sys.version.split()[0], "threads": {"openmp": 2}})

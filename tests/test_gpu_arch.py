@@ -131,7 +131,8 @@ def test_h100_has_no_191_wheel():
     msg = A.no_kernel_image_message("9.0", "NVIDIA H100 80GB HBM3", "mxnet-cu117")
     assert msg == ("NVIDIA H100 80GB HBM3 (compute capability 9.0) has no kernel image in mxnet-cu117 1.9.1 "
                    "(built for sm_50, 60, 70, 80, 86 without PTX): no MXNet 1.9.1 wheel supports it; "
-                   "build MXNet from source with MXNET_CUDA_ARCH=9.0")
+                   "build MXNet from source with MXNET_CUDA_ARCH=9.0 (CUDA 11.8 or newer: the first nvcc that "
+                   "knows sm_90)")
 
 
 def test_a100_on_a_cuda_10_wheel_is_pointed_at_a_cuda_11_one():

@@ -41,16 +41,20 @@ def _records(pytester):
     return json.loads((pytester.path / "rep" / "results.json").read_text())["records"]
 
 
-@pytest.mark.parametrize("spec,kind,table,rule", [
-    (F.k80_box(), "documented", "score/k80", "matching hardware: 'Tesla K80' is a K80"),
-    (F.p100_pcie_box(), "documented", "score/p100", "matching hardware: 'Tesla P100-PCIE-16GB' is a P100"),
-    (F.h100_box(), "legacy-sanity", "score/p100",
+# each GPU with an MXNet that runs on it: a K80 needs a CUDA 10 wheel, an H100 a source build
+# (installed as "mxnet", with CUDA); any other is refused before any worker (test_gpu_firstrun.py)
+@pytest.mark.parametrize("spec,dist,kind,table,rule", [
+    (F.k80_box(), "mxnet-cu102", "documented", "score/k80", "matching hardware: 'Tesla K80' is a K80"),
+    (F.p100_pcie_box(), "mxnet-cu117", "documented", "score/p100",
+     "matching hardware: 'Tesla P100-PCIE-16GB' is a P100"),
+    (F.h100_box(), "mxnet", "legacy-sanity", "score/p100",
      "'NVIDIA H100 80GB HBM3' (H100) is on the list of GPUs known faster than a P100"),
 ])
-def test_the_floor_follows_the_gpu_nvml_names(pytester, make_stub_python, gpu_box, spec, kind, table, rule):
+def test_the_floor_follows_the_gpu_nvml_names(pytester, make_stub_python, gpu_box, spec, dist, kind, table, rule):
     gpu_box(spec)
     pytester.makepyfile(test_score=SCORE)
-    python = make_stub_python("gpu", rate=5000.0, gpus=len(spec["devices"]), features=CUDA_FEATURES)
+    python = make_stub_python("gpu", rate=5000.0, gpus=len(spec["devices"]), features=CUDA_FEATURES,
+                              dists=[[dist, "1.9.1"]])
     r = _run(pytester, "-m", "gpu", "--perf-ctx", "gpu:0", "--perf-python", python, "--perf-report", "rep")
     out = r.stdout.str()
     assert r.ret == 0, out
@@ -63,7 +67,7 @@ def test_the_floor_follows_the_gpu_nvml_names(pytester, make_stub_python, gpu_bo
 def test_a_k80_below_its_published_figure_fails(pytester, make_stub_python, gpu_box):
     gpu_box(F.k80_box())
     pytester.makepyfile(test_score=SCORE)
-    python = make_stub_python("gpu", rate=100.0, gpus=2, features=CUDA_FEATURES)
+    python = make_stub_python("gpu", rate=100.0, gpus=2, features=CUDA_FEATURES, dists=[["mxnet-cu102", "1.9.1"]])
     r = _run(pytester, "-m", "gpu", "--perf-ctx", "gpu:1", "--perf-python", python)
     out = r.stdout.str()
     assert r.ret == pytest.ExitCode.TESTS_FAILED, out
@@ -124,6 +128,8 @@ NO_KERNEL = ("MXNetError: [10:00:00] src/operator/nn/./cudnn/cudnn_convolution-i
 
 
 def test_no_kernel_image_is_one_line_naming_the_gpu_the_wheel_and_the_extra(pytester, make_stub_python, gpu_box):
+    """Said once for the session, from NVML's compute capability and the installed wheel,
+    before any worker (gpu_readiness); the worker would have failed with NO_KERNEL."""
     gpu_box(F.k80_box())
     pytester.makepyfile(test_score=SCORE)
     python = make_stub_python("gpu", gpus=2, features=CUDA_FEATURES, error=NO_KERNEL,
@@ -131,23 +137,27 @@ def test_no_kernel_image_is_one_line_naming_the_gpu_the_wheel_and_the_extra(pyte
     r = _run(pytester, "-m", "gpu", "--perf-ctx", "gpu:0", "--perf-python", python)
     out = r.stdout.str()
     assert r.ret == pytest.ExitCode.TESTS_FAILED, out
-    line = next(ln for ln in out.splitlines() if "has no kernel image" in ln)
+    (line,) = [ln for ln in out.splitlines() if "has no kernel image" in ln]
+    r.assert_outcomes(skipped=1)
     assert "Tesla K80 (compute capability 3.7) has no kernel image in mxnet-cu117 1.9.1 " \
            "(built for sm_50, 60, 70, 80, 86 without PTX): use mxnet-cu102==1.9.1 (extra cu102)" in line
     assert "cudaSuccess" not in line
 
 
-def test_cpu_mxnet_on_a_gpu_box_is_one_usage_error(pytester, make_stub_python, gpu_box):
+def test_cpu_mxnet_on_a_gpu_box_fails_in_one_line(pytester, make_stub_python, gpu_box):
+    """One line naming the extra, before any worker, and the session fails (exit 1, the
+    failure policy's no-gpu; it was a usage error before #25: now one check says every
+    cause alike, and --perf-fail-on=-no-gpu turns it off)."""
     gpu_box(F.p100_pcie_box())
     pytester.makepyfile(test_score=SCORE)
     python = make_stub_python("cpu", gpus=0, features=["MKLDNN", "OPENMP"])
     r = _run(pytester, "-m", "gpu", "--perf-python", python)
-    err = r.stderr.str()
-    assert r.ret == pytest.ExitCode.USAGE_ERROR, r.stdout.str() + err
-    (line,) = [ln for ln in err.splitlines() if "GPU cells selected" in ln]
+    out = r.stdout.str()
+    assert r.ret == pytest.ExitCode.TESTS_FAILED, out + r.stderr.str()
+    (line,) = [ln for ln in out.splitlines() if "no GPU can be used" in ln]
     assert f"{python} has mxnet (a CPU build)" in line and "2 x Tesla P100-PCIE-16GB" in line
     assert "pip install -e '.[cu117]'" in line
-    assert "passed" not in r.stdout.str() and "skipped" not in r.stdout.str()
+    r.assert_outcomes(skipped=1, deselected=1)
 
 
 def test_cpu_mxnet_is_fine_for_cpu_cells_and_without_gpus(pytester, make_stub_python, gpu_box):
@@ -156,10 +166,11 @@ def test_cpu_mxnet_is_fine_for_cpu_cells_and_without_gpus(pytester, make_stub_py
     gpu_box(F.p100_pcie_box())
     r = _run(pytester, "-m", "cpu", "--perf-python", python)
     assert r.ret == 0, r.stdout.str() + r.stderr.str()
-    gpu_box(dict(F.p100_pcie_box(), init_error="DRIVER_NOT_LOADED"))  # NVML sees no GPU: skips, with the reason
+    gpu_box(dict(F.p100_pcie_box(), init_error="DRIVER_NOT_LOADED"))  # NVML sees no GPU: not a CPU-build error
     r = _run(pytester, "-m", "gpu", "--perf-python", python, "-rs")
-    assert r.ret == 0, r.stdout.str() + r.stderr.str()
-    assert "no GPU here: mx.context.num_gpus() is 0" in r.stdout.str()
+    assert r.ret == pytest.ExitCode.TESTS_FAILED, r.stdout.str() + r.stderr.str()
+    assert "no GPU can be used: NVML sees no GPU (NVML: Driver Not Loaded)" in r.stdout.str()
+    assert "a CPU build) while this machine has" not in r.stdout.str()
 
 
 def _scaling_session(pytester, make_stub_python, gpu_box, scaling, features=CUDA_FEATURES, *args):

@@ -167,19 +167,19 @@ def test_run_result_of_a_gpu_worker_carries_the_explanation(box, monkeypatch):
 
 def test_cpu_build_on_a_gpu_box_names_the_extra():
     p100 = nvml.load(F.module(F.p100_pcie_box())).static_facts()
-    msg = gpu_arch.cpu_build_usage_error("mxnet", ["MKLDNN", "OPENMP"], p100, "/venv/bin/python")
+    msg = gpu_arch.cpu_build_message("mxnet", ["MKLDNN", "OPENMP"], p100, "/venv/bin/python")
     assert "\n" not in msg and "/venv/bin/python has mxnet (a CPU build)" in msg
     assert "2 x Tesla P100-PCIE-16GB, compute capability 6.0" in msg
     assert "pip install -e '.[cu117]'" in msg and "pip uninstall -y mxnet" in msg
     k80 = nvml.load(F.module(F.k80_box())).static_facts()
-    assert "pip install -e '.[cu102]'" in gpu_arch.cpu_build_usage_error("mxnet", [], k80)
+    assert "pip install -e '.[cu102]'" in gpu_arch.cpu_build_message("mxnet", [], k80)
     h100 = nvml.load(F.module(F.h100_box())).static_facts()
-    assert "build MXNet from source with MXNET_CUDA_ARCH=9.0" in gpu_arch.cpu_build_usage_error("mxnet", [], h100)
-    # not a usage error: a CUDA build, no GPUs, nothing known about the build
-    assert gpu_arch.cpu_build_usage_error("mxnet-cu117", ["CUDA", "CUDNN"], p100) is None
-    assert gpu_arch.cpu_build_usage_error("mxnet", ["MKLDNN"], []) is None
-    assert gpu_arch.cpu_build_usage_error(None, None, p100) is None
-    assert gpu_arch.cpu_build_usage_error("mxnet", None, p100) is not None
+    assert "build MXNet from source with MXNET_CUDA_ARCH=9.0" in gpu_arch.cpu_build_message("mxnet", [], h100)
+    # nothing to say: a CUDA build, no GPUs, nothing known about the build
+    assert gpu_arch.cpu_build_message("mxnet-cu117", ["CUDA", "CUDNN"], p100) is None
+    assert gpu_arch.cpu_build_message("mxnet", ["MKLDNN"], []) is None
+    assert gpu_arch.cpu_build_message(None, None, p100) is None
+    assert gpu_arch.cpu_build_message("mxnet", None, p100) is not None
 
 
 def test_recommended_wheel_respects_the_drivers_cuda():

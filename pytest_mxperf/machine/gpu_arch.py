@@ -257,6 +257,25 @@ def _extra_hint(record: WheelArch) -> str:
     return f" (extra {extra})" if extra else ""
 
 
+#: the first CUDA toolkit whose nvcc compiles for each compute capability (CUDA Toolkit
+#: release notes; only where it matters for a source build of 1.9.1: GPUs that some wheel
+#: does not cover natively, 8.0 and later)
+FIRST_CUDA_FOR_CC: Dict[CC, str] = {(8, 0): "11.0", (8, 6): "11.1", (8, 7): "11.4", (8, 9): "11.8", (9, 0): "11.8"}
+
+
+def source_build_hint(ccs) -> str:
+    """"build MXNet from source with MXNET_CUDA_ARCH=9.0 (CUDA 11.8 or newer: the first nvcc
+    that knows sm_90)" for one compute capability or several."""
+    single = isinstance(ccs, str) or (isinstance(ccs, tuple) and len(ccs) == 2 and isinstance(ccs[0], int))
+    ccs = [parse_cc(c) for c in ([ccs] if single else ccs)]
+    text = f"build MXNet from source with MXNET_CUDA_ARCH={';'.join(cc_str(c) for c in ccs)}"
+    firsts = [(parse_cc(FIRST_CUDA_FOR_CC[c]), c) for c in ccs if c in FIRST_CUDA_FOR_CC]
+    if not firsts:
+        return text
+    cuda, cc = max(firsts)
+    return text + f" (CUDA {cuda[0]}.{cuda[1]} or newer: the first nvcc that knows sm_{_arch_code(cc)})"
+
+
 def no_kernel_image_message(cc, gpu_name: str, dist_name: str) -> str:
     """One line for a GPU that ``dist_name`` (1.9.1) has no kernel image for, naming what
     would run on it: another 1.9.1 wheel, or a build from source."""
@@ -273,8 +292,7 @@ def no_kernel_image_message(cc, gpu_name: str, dist_name: str) -> str:
     head = f"{gpu_name} (compute capability {c}) has no kernel image in {where}"
     others = [(w, how) for w, how in covering_wheels(c) if record is None or w.dist != record.dist]
     if not others:
-        return (f"{head}: no MXNet {MXNET_VERSION} wheel supports it; "
-                f"build MXNet from source with MXNET_CUDA_ARCH={c}")
+        return f"{head}: no MXNet {MXNET_VERSION} wheel supports it; {source_build_hint(c)}"
     best, how = others[0]
     kernel = best_kernel(c, best)
     runs = "natively" if kernel == "sm_" + _arch_code(parse_cc(c)) else \
@@ -282,7 +300,7 @@ def no_kernel_image_message(cc, gpu_name: str, dist_name: str) -> str:
     also = [w.dist for w, _ in others[1:]]
     tail = f" (also: {', '.join(also)})" if also else ""
     return (f"{head}: use {best.dist}=={MXNET_VERSION}{_extra_hint(best)}, which runs on it {runs}{tail}; "
-            f"or build MXNet from source with MXNET_CUDA_ARCH={c}")
+            f"or {source_build_hint(c)}")
 
 
 _NO_KERNEL_RE = re.compile(
@@ -392,7 +410,7 @@ def recommend_wheel(gpus: Sequence[Dict[str, object]]) -> Tuple[Optional[WheelAr
     fitting = [w for w, _ in covering_wheels(ccs[0]) if all(covers(c, w)[0] for c in ccs)]
     if not fitting:
         return None, (f"no MXNet {MXNET_VERSION} wheel runs on compute capability {', '.join(ccs)}; "
-                      f"build MXNet from source with MXNET_CUDA_ARCH={';'.join(ccs)}")
+                      f"{source_build_hint(ccs)}")
     drivers = [_cuda_tuple(g.get("cuda_driver_version")) for g in gpus]
     driver = min((d for d in drivers if d), default=None)
     if driver is not None:
@@ -403,11 +421,12 @@ def recommend_wheel(gpus: Sequence[Dict[str, object]]) -> Tuple[Optional[WheelAr
     return fitting[0], f"the newest that runs on compute capability {', '.join(ccs)}"
 
 
-def cpu_build_usage_error(dist_name: Optional[str], features: Optional[Sequence[str]],
-                          gpus: Sequence[Dict[str, object]], python: str = "this interpreter") -> Optional[str]:
-    """One line when GPU cells were selected but the MXNet of ``python`` is a CPU build
-    while the machine has GPUs (``gpus``: NVML static facts), naming the extra to install;
-    None when the build has CUDA, when it is unknown, or when there are no GPUs.
+def cpu_build_message(dist_name: Optional[str], features: Optional[Sequence[str]],
+                      gpus: Sequence[Dict[str, object]], python: str = "this interpreter") -> Optional[str]:
+    """One line when the MXNet of ``python`` is a CPU build while the machine has GPUs
+    (``gpus``: NVML static facts), naming the extra to install; None when the build has
+    CUDA, when it is unknown, or when there are no GPUs. ``gpu_readiness.check`` says it
+    when GPU tests were selected.
 
     A CPU build is one whose ``mx.runtime.Features`` lack CUDA (``features``) or, without
     features, a CPU distribution (``mxnet``, ``mxnet-mkl``, ``mxnet-native``)."""
@@ -425,7 +444,7 @@ def cpu_build_usage_error(dist_name: Optional[str], features: Optional[Sequence[
         names[key] = names.get(key, 0) + 1
     seen = "; ".join(f"{n} x {k}" for k, n in names.items())
     build = f"{_normalize(dist_name)} (a CPU build)" if dist_name else "a CPU build of MXNet (no CUDA feature)"
-    head = f"GPU cells selected, but {python} has {build} while this machine has {len(gpus)} GPU(s) ({seen})"
+    head = f"{python} has {build} while this machine has {len(gpus)} GPU(s) ({seen})"
     wheel, why = recommend_wheel(gpus)
     if wheel is None:
         return f"{head}: {why}"

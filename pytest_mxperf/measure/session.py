@@ -150,6 +150,10 @@ class PerfSession:
         # lazily, the first time a cell's GFLOP/s is set against it
         self.peaks: Dict[str, Dict[str, Any]] = {}
         self.not_reached: List[str] = []     # measuring tests --perf-deadline left unstarted
+        # no GPU can be used (machine/gpu_readiness.py, decided before any worker): the one
+        # line its GPU tests skip with, and whether that fails the session
+        self.no_gpu_reason: Optional[str] = None
+        self.no_gpu_fails = False
         self.test_seconds: List[float] = []  # wall time of each measuring test so far
         self.planned_test_seconds: Optional[float] = None  # the plan's estimate of one test
         # the plugin's hook pytest_mxperf_update_results: the results document, changed in
@@ -213,6 +217,8 @@ class PerfSession:
         gpus = [c for c in contexts if c.startswith("gpu")]
         if not gpus:
             return None
+        if self.no_gpu_reason:
+            return self.no_gpu_reason
         have = self.num_gpus
         if self.probe.get("status") not in (None, "ok"):
             return f"cannot probe MXNet for GPUs: {self.probe.get('message')}"
@@ -380,6 +386,12 @@ class PerfSession:
 
     def deselected(self, slow: int) -> None:
         self.deselected_slow = slow
+
+    def no_usable_gpu(self, reason: str, fails: bool) -> None:
+        """No GPU can be used here (``gpu_readiness``): GPU contexts skip with ``reason``;
+        the session fails when ``fails``."""
+        self.no_gpu_reason = reason
+        self.no_gpu_fails = fails
 
     def test_not_reached(self, nodeid: str) -> None:
         """A measuring test the deadline left unstarted."""

@@ -69,9 +69,13 @@ def end_session(session: PerfSession) -> str:
         if "not-reached" in options.fail_on:
             msgs.append("mxperf: failing the session: tests not reached (--perf-fail-on=-not-reached to allow)")
             status = EXIT_FAILED
+    if session.no_gpu_reason and session.no_gpu_fails:
+        # said once when collection ended (plugin.pytest_collection_finish), before any worker
+        status = EXIT_FAILED
     measured = [r for r in session.records if r.cell.status == "ok"]
-    if not measured and (session.records or session.skipped_reasons):
-        reasons = sorted(set(session.skipped_reasons)) or ["every cell failed to measure"]
+    skipped = set(session.skipped_reasons) - {session.no_gpu_reason}
+    if not measured and (session.records or skipped):
+        reasons = sorted(skipped) or ["every cell failed to measure"]
         msgs.append(f"mxperf: nothing was measured ({'; '.join(reasons)})")
         if "none-measured" in options.fail_on:
             msgs.append("mxperf: failing the session: nothing was measured (--perf-fail-on none-measured)")
