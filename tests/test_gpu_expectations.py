@@ -22,8 +22,8 @@ CUDA_FEATURES = ["CUDA", "CUDNN", "NCCL", "CUDA_RTC"]
 GUIDE = "MXNet 1.9.1 docs/static_site/src/pages/api/faq/multi_devices.md"
 
 # what MXNet 1.9.1 raises when fusion's NVRTC cannot compile for the GPU (src/operator/fusion/
-# fused_op.cu, FusedOp::CompileCode's CHECK_EQ, then NVRTC's log); the log line is NVRTC's
-# wording for an architecture it does not know
+# fused_op.cu, FusedOp::CompileCode's CHECK_EQ, exact, then NVRTC's log); the log line is an
+# example of NVRTC's complaint about an architecture, not copied from a real run (no GPU here)
 NVRTC_FAILURE = ("MXNetError: Traceback (most recent call last):\n"
                  "  File \"../src/operator/fusion/fused_op.cu\", line 672\n"
                  "MXNetError: Check failed: compileResult == NVRTC_SUCCESS (5 vs. 0) : NVRTC Compilation failed. "
