@@ -35,6 +35,9 @@ class _FakeClock:
     def perf_counter(self):
         return self.now
 
+    def monotonic(self):
+        return self.now
+
 
 class _FakeCell(protocol.TimedSteps):
     """A cell whose batches take STEP_SECONDS in turn on a fake clock; ``waitall`` is free.
@@ -64,16 +67,22 @@ def _serve_through_pipes(cell, rounds, **kwargs):
             out["served"] = serve(cell, [c_read, c_write], {"per_batch": 0.001}, **kwargs)
         except BaseException as exc:  # noqa: BLE001 - reported by the assertion below
             out["error"] = exc
+            os.close(c_write)  # the parent's readline ends instead of waiting for ever
 
     t = threading.Thread(target=worker, daemon=True)
     t.start()
     replies = []
     with os.fdopen(p_write, "w", buffering=1) as to_worker, os.fdopen(p_read, "r", buffering=1) as from_worker:
-        replies.append(json.loads(from_worker.readline()))
+        def reply():
+            line = from_worker.readline()
+            assert line, f"the worker side ended without a reply: {out}"
+            return json.loads(line)
+
+        replies.append(reply())
         for k, timed in rounds:
             to_worker.write(json.dumps({"op": "round", "batches": k, "timed": timed}) + "\n")
             to_worker.flush()
-            replies.append(json.loads(from_worker.readline()))
+            replies.append(reply())
         to_worker.write(json.dumps({"op": "finish"}) + "\n")
         to_worker.flush()
         t.join(30)
