@@ -150,7 +150,12 @@ def _library_line(soname: str, lib: Optional[Library], python: str, build: str,
 
 #: the Linux driver branch each CUDA toolkit needs (CUDA Toolkit release notes, "CUDA
 #: Toolkit and Corresponding Driver Versions"); nvidia-smi prints the newest CUDA version
-#: its driver supports ("CUDA Version"), nvmlSystemGetCudaDriverVersion returns it
+#: its driver supports ("CUDA Version"), nvmlSystemGetCudaDriverVersion returns it. The
+#: branch is the one of each toolkit's first release (10.0.130 >= 410.48, 10.1.105 >= 418.39,
+#: 10.2.89 >= 440.33, ...). CUDA 11's minor version compatibility lets an R450 driver
+#: (>= 450.80.02) run any 11.x build, but not PTX it has to JIT-compile for a newer toolkit,
+#: which MXNet's runtime-compiled fusion (NVRTC) produces: so the fix named is the branch
+#: of the wheel's own CUDA
 DRIVER_BRANCH_FOR_CUDA = {"10.0": "R410", "10.1": "R418", "10.2": "R440", "11.0": "R450", "11.1": "R455",
                           "11.2": "R460", "11.3": "R465", "11.4": "R470", "11.5": "R495", "11.6": "R510",
                           "11.7": "R515", "11.8": "R520"}
