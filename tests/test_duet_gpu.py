@@ -263,3 +263,17 @@ def test_ab_a_gpu_duet_that_fits_records_warm_ups_autotune_and_own_memory(pytest
             assert side["figures"]["gpu_memory_mib"] == 3000.0
     assert rec["verdicts"][f"{rec['key']}#gpu_memory_mib"]["kind"] == "unchanged"
     assert not _children()
+
+
+def test_the_real_throughput_worker_takes_its_warm_up_turn():
+    """Real MXNet on both sides (this interpreter twice, a CPU cell, the turn asked for): the
+    real worker blocks until its turn, records its window, and the two windows are disjoint."""
+    cpu = Workload(model="lenet", mode="score", batch_size=4)
+    c, r = duet.run_pair(cpu, candidate=None, reference=None, seed=0, time_budget=0.5, solo_warmup=True)
+    assert c.ok and r.ok, (c.message, r.message, c.stderr_tail[-3:], r.stderr_tail[-3:])
+    first, second = c.meta["warmup_window"], r.meta["warmup_window"]
+    assert first["alone"] and second["alone"]
+    assert first["started"] < first["ended"] <= second["started"] < second["ended"]
+    assert c.meta["duet"]["warmup_window"] == first and (c.meta["duet"]["warmup_turn"], r.meta["duet"]["warmup_turn"]) == (1, 2)
+    assert "cudnn_choice" not in c.meta  # a CPU cell
+    assert not _children()
