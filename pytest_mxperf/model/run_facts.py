@@ -58,6 +58,10 @@ FACTS: Tuple[Fact, ...] = (
     Fact("timed_seconds", float, "s", WORKER, "seconds of timed rounds"),
     Fact("timed_windows", list, "s", WORKER, "[start, end] of the timed rounds in time.monotonic() "
                                              "seconds (CLOCK_MONOTONIC: the parent's clock too)"),
+    Fact("warmup_window", dict, "s", WORKER, "the untimed warm-up in time.monotonic() seconds (started, ended) "
+                                             "and whether it ran alone (a GPU duet's turn)"),
+    Fact("cudnn_choice", dict, "", WORKER, "GPU cells: the cuDNN autotune setting in effect, the cuDNN version, "
+                                           "whether the warm-up that autotunes ran alone"),
     # the profile worker
     Fact("bulk_exec", dict, "", WORKER, "MXNET_EXEC_BULK_* values the profile ran with"),
     Fact("subgraph_backend", str, "", WORKER, "MXNET_SUBGRAPH_BACKEND the profile ran with"),
@@ -69,6 +73,8 @@ FACTS: Tuple[Fact, ...] = (
     Fact("machine_state", dict, "", PARENT, "calibration probes before / after and the load; "
                                             "its label (state, reason) once judged"),
     Fact("duet", dict, "", PARENT, "A/B duet: which side ran first, round size, CPU shares"),
+    Fact("duet_fallback", str, "", PARENT, "why a cell's A/B pairs ran as process pairs instead of a duet "
+                                           "(two GPU memory pools did not fit)"),
     Fact("tf32", dict, "", PARENT, "float32 GPU cells: whether their GEMMs ran as TF32 (in_use, why; "
                                    "machine/tensor_math.py)"),
 )

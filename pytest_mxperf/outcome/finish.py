@@ -114,7 +114,7 @@ def finish_session(session: PerfSession) -> GateOutcome:
     profiles, profile_lines = _profile(session, cells, verdicts)
     verdict_lines, failed = verdict_messages(options, session.machine, verdicts, judged.confirmed, profile_lines)
     # cells whose two pools did not fit on one GPU: their A/B pairs ran as process pairs
-    fallbacks = list(getattr(session, "duet_fallbacks", {}).values())
+    fallbacks = list(session.duet_fallbacks.values())
     messages = list(judged.headline) + said + fallbacks + advice_lines + verdict_lines
     # -> recorded
     baseline_path = None
