@@ -216,3 +216,86 @@ def test_gpu_cells_show_gflops_against_their_gpus_measured_peak(pytester, make_s
     from pytest_mxperf.zoo import flops
     pct = float(line.split("pct_of_peak=")[1].split(" ")[0])
     assert pct == pytest.approx(100 * 200.0 * flops.flops_per_sample("resnet50_v2", "score") / 1e9 / 9000.0, rel=0.02)
+
+
+MEASURE = """
+import pytest
+
+@pytest.mark.mxperf_grid(models=("resnet50_v2",), batch_sizes=(32,))
+def test_score(mxperf, ctx, model, batch_size):
+    mxperf.expect_ok(mxperf.measure(model, batch_size, contexts=ctx))
+"""
+MIB = 2 ** 20
+WARMUP_READS = 3
+
+
+def _own_memory_session(pytester, make_stub_python, gpu_box, own_mib, tenant_mib, *args):
+    """A baseline-mode session of one GPU cell in fresh processes on a P100 whose GPU 0 lists
+    another tenant (PID 4242, ``tenant_mib``) and each stand-in worker's pool (``own_mib``,
+    registered where the stand-in NVML lists compute processes). Each worker holds its pool
+    through a warm-up it leaves only once NVML was read there WARMUP_READS times: what the
+    parent reads depends on counts, not on the clock."""
+    pools, phase = pytester.path / "pools", pytester.path / "phase"
+    spec = F.p100_pcie_box()
+    gpu0 = spec["devices"][0]
+    gpu0["processes_dir"] = str(pools)
+    gpu0["processes"] = [{"pid": 4242, "used_bytes": int(tenant_mib * MIB)}]
+    gpu0["volatile"]["gpu_util_pct"] = {"phase_file": str(phase), "values": {"timed": 90}, "default": 0}
+    gpu_box(spec)
+    pytester.makepyfile(test_score=MEASURE)
+    python = make_stub_python("gpu", rate=5000.0, gpus=2, features=CUDA_FEATURES, gpu_pool_dir=str(pools),
+                              gpu_memory_mib=own_mib, gpu_other_mib=tenant_mib,
+                              phases={"file": str(phase), "warmup_reads": WARMUP_READS, "timed_reads": 1,
+                                      "timed_min_s": 0.0})
+    return _run(pytester, "-m", "gpu", "--perf-ctx", "gpu:0", "--perf-python", python, "--perf-report", "rep", *args)
+
+
+def test_a_fresh_gpu_process_is_judged_on_its_own_gpu_memory_not_the_devices(pytester, make_stub_python, gpu_box):
+    """Baseline mode, a fresh worker process of a GPU cell: the parent reads NVML beside it
+    (``gpu_sampler``), and the judged ``gpu_memory_mib`` is what the worker's own PID holds
+    (its 3000-MiB pool), not the device's 4500 MiB in use, which counts another tenant's
+    1500 MiB. No GPU ran this."""
+    r = _own_memory_session(pytester, make_stub_python, gpu_box, 3000.0, 1500.0, "--perf-processes", "1")
+    out = r.stdout.str()
+    assert r.ret == 0, out
+    (rec,) = _records(pytester)
+    (run,) = rec["runs"]
+    assert run["figures"]["gpu_memory_mib"] == 3000.0  # judged: the worker's own
+    assert run["figures"]["gpu_device_memory_used_mib"] == 4500.0  # shown: the device's, the tenant in it
+    own = run["meta"]["utilisation"]["gpu_own_memory"]
+    assert own["peak_bytes"] == 3000 * MIB and "why" not in own
+    assert own["readings"]["ok"] >= WARMUP_READS  # every reading in the warm-up saw the pool
+    assert "nvmlDeviceGetComputeRunningProcesses" in own["source"]
+    (g,) = run["meta"]["utilisation"]["gpus"]
+    assert g["memory_used_max_bytes"] == 4500 * MIB  # NVML's device-wide figure: never the judged one
+    assert _memory_row(out) == "peak GPU memory (the worker process's own) MiB 3000 - - -"
+
+
+def test_a_fresh_gpu_process_whose_own_pool_grew_fails_and_a_grown_tenant_does_not(pytester, make_stub_python,
+                                                                                      gpu_box):
+    """Against a baseline of five processes holding 3000 MiB each beside a 1500-MiB tenant:
+    the tenant grown to 6000 MiB passes (the device's figure is shown, not judged); the
+    worker's own pool grown to 3600 MiB is a memory regression of the cell."""
+    r = _own_memory_session(pytester, make_stub_python, gpu_box, 3000.0, 1500.0, "--perf-update-baselines")
+    assert r.ret == 0, r.stdout.str()
+    doc = json.loads((pytester.path / "bl" / "box.json").read_text())
+    (cell,) = doc["cells"].values()
+    assert cell["history"][-1]["figures"]["gpu_memory_mib"] == [3000.0] * 5
+    r = _own_memory_session(pytester, make_stub_python, gpu_box, 3000.0, 6000.0)
+    out = r.stdout.str()
+    assert r.ret == 0, out
+    assert "REGRESSION" not in out
+    assert _memory_row(out) == "peak GPU memory (the worker process's own) MiB 3000 - 3000 +0.0% unchanged"
+    r = _own_memory_session(pytester, make_stub_python, gpu_box, 3600.0, 1500.0)
+    out = r.stdout.str()
+    assert r.ret == pytest.ExitCode.TESTS_FAILED, out
+    assert _memory_row(out) == "peak GPU memory (the worker process's own) MiB 3600 - 3000 +20.0% regression"
+    (line,) = [ln for ln in out.splitlines() if ln.startswith("mxperf: REGRESSION")]
+    assert line.startswith("mxperf: REGRESSION score/resnet50_v2/b32/gpu:0/float32/threads=auto#gpu_memory_mib: "
+                           "worse by 20.0% (MiB)"), line
+
+
+def _memory_row(out):
+    """The report's row of the judged GPU memory figure, its columns joined by one space."""
+    (row,) = [ln for ln in out.splitlines() if ln.strip().startswith("peak GPU memory (the worker process's own)")]
+    return " ".join(row.split())

@@ -13,6 +13,7 @@ from pytest_mxperf.machine import cuda_devices, gpu_sampler
 from pytest_mxperf.machine import nvml as N
 
 GIB = 2 ** 30
+MIB = 2 ** 20
 
 
 def load(spec):
@@ -471,3 +472,97 @@ def test_sampler_without_nvml_does_nothing(monkeypatch):
     with gpu_sampler.Sampler(N.load()) as sampler:
         pass
     assert sampler.summary() == [] and sampler.stopped_cleanly is None
+
+
+# ------------------------------------------------------------------ a worker's own GPU memory
+
+def test_own_bytes_is_the_worker_trees_sum_or_says_why_not():
+    per_pid = {100: 3 * GIB, 101: 1 * GIB, 4242: 8 * GIB, 77: None}
+    assert N.own_bytes(per_pid, [100, 101]) == ("ok", 4 * GIB)  # the worker and its child, no tenant
+    assert N.own_bytes(per_pid, [100, 555]) == ("ok", 3 * GIB)  # a descendant holding nothing is not listed
+    assert N.own_bytes(per_pid, [555]) == ("absent", None)      # e.g. another PID namespace
+    assert N.own_bytes({}, [100]) == ("absent", None)
+    assert N.own_bytes(per_pid, [77, 100]) == ("not-reported", None)  # usedGpuMemory not available
+    assert N.own_bytes(None, [100]) == ("unlisted", None)       # NVML could not list the processes
+    assert set(N.OWN_MEMORY_MISSING) == {"absent", "not-reported", "unlisted"}
+
+
+def _register(pools, pid, mib):
+    (pools / f"{pid}.json").write_text(json.dumps({"gpu": 0, "used_bytes": None if mib is None else int(mib * MIB)}))
+
+
+@pytest.fixture
+def worker_with_child():
+    """(worker pid, its child's pid): a sleeping stand-in worker that started a sleeping child."""
+    code = ("import subprocess, sys, time; c = subprocess.Popen([sys.executable, '-c', 'import time; "
+            "time.sleep(600)']); print(c.pid, flush=True); time.sleep(600)")
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    child = int(proc.stdout.readline())
+    yield proc.pid, child
+    import psutil
+    for p in [psutil.Process(child), psutil.Process(proc.pid)]:
+        p.kill()
+    proc.wait()
+    proc.stdout.close()
+
+
+def _pool_box(tmp_path, tenant_mib=8000, **device):
+    pools = tmp_path / "pools"
+    pools.mkdir(parents=True)
+    spec = F.p100_pcie_box()
+    spec["devices"][0].update(processes_dir=str(pools), processes=[{"pid": 4242, "used_bytes": tenant_mib * MIB}],
+                              **device)
+    return pools, N.load(F.module(spec))
+
+
+def test_the_sampler_keeps_the_peak_of_the_workers_own_gpu_memory(tmp_path, worker_with_child):
+    """Each sample reads what the worker's PID and its descendants hold (NVML's per-process
+    figures); the summary keeps the largest; another tenant on the GPU (8000 MiB) is never
+    counted."""
+    worker, child = worker_with_child
+    pools, nv = _pool_box(tmp_path)
+    sampler = gpu_sampler.Sampler(nv, indices=[0], pid=worker)
+    sampler.sample_once()                       # the worker holds nothing yet: not listed
+    _register(pools, worker, 1000)
+    sampler.sample_once()
+    _register(pools, worker, 3000)
+    sampler.sample_once()                       # the peak
+    _register(pools, worker, 2000)
+    _register(pools, child, 500)
+    sampler.sample_once()                       # 2500: the worker and its child
+    (pools / f"{worker}.json").unlink()
+    (pools / f"{child}.json").unlink()
+    sampler.sample_once()                       # the pools freed before the worker exits
+    assert sampler.own_memory() == {"pid": worker, "peak_bytes": 3000 * MIB, "readings": {"absent": 2, "ok": 3},
+                                    "source": N.OWN_MEMORY_SOURCE}
+    assert nv.own_memory(worker, [0]) == ("absent", None)
+    _register(pools, child, 500)
+    assert nv.own_memory(worker, [0]) == ("ok", 500 * MIB)
+    (s,) = sampler.summary()
+    assert s["memory_used_max_bytes"] == (8000 + 3000) * MIB  # the device-wide figure (tenant in it), shown only
+
+
+def test_the_sampler_gives_no_own_figure_where_nvml_does_not_report_it(tmp_path, worker_with_child):
+    worker, _ = worker_with_child
+    pools, nv = _pool_box(tmp_path)
+    _register(pools, worker, None)              # listed, usedGpuMemory not available
+    sampler = gpu_sampler.Sampler(nv, indices=[0], pid=worker)
+    sampler.sample_once()
+    sampler.sample_once()
+    own = sampler.own_memory()
+    assert own["peak_bytes"] is None and own["readings"] == {"not-reported": 2}
+    assert own["why"] == N.OWN_MEMORY_MISSING["not-reported"]
+    _, unlisted = _pool_box(tmp_path / "b", unsupported=["processes"])  # nvmlDeviceGetComputeRunningProcesses fails
+    sampler = gpu_sampler.Sampler(unlisted, indices=[0], pid=worker)
+    sampler.sample_once()
+    assert sampler.own_memory()["readings"] == {"unlisted": 1} and sampler.own_memory()["peak_bytes"] is None
+    assert sampler.errors == 0
+    assert gpu_sampler.Sampler(nv, indices=[0]).own_memory() is None  # no PID given: not read
+
+
+def test_the_utilisation_summary_carries_the_own_peak_that_the_runner_judges():
+    from pytest_mxperf.machine import utilisation
+    assert utilisation.own_gpu_memory_mib({"gpu_own_memory": {"peak_bytes": 3000 * MIB}}) == 3000.0
+    assert utilisation.own_gpu_memory_mib({"gpu_own_memory": {"peak_bytes": None, "why": "x"}}) is None
+    assert utilisation.own_gpu_memory_mib({"gpu_own_memory": None}) is None
+    assert utilisation.own_gpu_memory_mib({"cpu": {}}) is None and utilisation.own_gpu_memory_mib(None) is None

@@ -1,6 +1,8 @@
-"""GPU noise evidence while a worker runs: NVML's volatile facts (utilisation, memory in
-use, clocks, temperature, power, throttle reasons) sampled in a background thread
-(``Sampler``), summarised per GPU. Never part of a machine id nor of an environment diff."""
+"""GPU readings while a worker runs, in a background thread (``Sampler``): NVML's volatile
+facts (utilisation, memory in use, clocks, temperature, power, throttle reasons), noise
+evidence summarised per GPU and never part of a machine id nor of an environment diff; and,
+given the worker's PID, the GPU memory that process holds (``NVML.own_memory``), whose peak
+(``own_memory``) is the worker's judged ``gpu_memory_mib``."""
 
 from __future__ import annotations
 
@@ -8,7 +10,7 @@ import threading
 import time
 from typing import Any, Dict, Iterable, List, Optional
 
-from pytest_mxperf.machine.nvml import NVML, SLOWDOWN_REASONS, error_text
+from pytest_mxperf.machine.nvml import NVML, OWN_MEMORY_MISSING, OWN_MEMORY_SOURCE, SLOWDOWN_REASONS, error_text
 
 
 class Sampler:
@@ -22,12 +24,19 @@ class Sampler:
     Each sample carries ``"t"``: ``time.monotonic()`` just before it was read (CLOCK_MONOTONIC,
     the clock of the worker's ``timed_windows``), so that ``utilisation.over_windows`` can keep
     the samples read inside a worker's timed rounds.
+
+    With ``pid`` (the worker's), each sample also reads what that process and its descendants
+    hold on the ``indices`` GPUs (``NVML.own_memory``: nvmlDeviceGetComputeRunningProcesses'
+    usedGpuMemory of their PIDs), after the volatile facts; ``own_memory()`` keeps the peak.
     """
 
     def __init__(self, nvml: NVML, indices: Optional[Iterable[int]] = None, interval: float = 0.2,
-                 join_timeout: float = 30.0):
+                 join_timeout: float = 30.0, pid: Optional[int] = None):
         self.nvml = nvml
         self.indices = list(indices) if indices is not None else None
+        self.pid = pid
+        self._own: Dict[str, int] = {}           # readings by own_bytes' status
+        self._own_peak: Optional[int] = None     # bytes, the largest "ok" reading
         self.interval = float(interval)
         self.join_timeout = join_timeout
         self.errors = 0
@@ -79,6 +88,37 @@ class Sampler:
         with self._lock:
             for rec in facts:
                 self._samples.setdefault(rec["index"], []).append(dict(rec, t=t))
+        if self.pid is not None:
+            self._sample_own()
+
+    def _sample_own(self) -> None:
+        indices = self.indices if self.indices is not None else range(self.nvml.device_count())
+        try:
+            status, used = self.nvml.own_memory(self.pid, indices)
+        except BaseException as exc:  # noqa: B902 - nothing may escape the thread
+            with self._lock:
+                self.errors += 1
+                self.last_error = error_text(exc)
+            return
+        with self._lock:
+            self._own[status] = self._own.get(status, 0) + 1
+            if used is not None and (self._own_peak is None or used > self._own_peak):
+                self._own_peak = used
+
+    def own_memory(self) -> Optional[Dict[str, Any]]:
+        """The worker's own GPU memory over the samples (None without ``pid``): ``pid``,
+        ``peak_bytes`` (the largest reading; None when NVML gave none), ``readings`` (by
+        ``nvml.own_bytes``' status: "ok", "absent", "not-reported", "unlisted"), ``source``,
+        and when there is no figure ``why`` (the most frequent reason)."""
+        if self.pid is None:
+            return None
+        with self._lock:
+            counts, peak = dict(self._own), self._own_peak
+        out: Dict[str, Any] = {"pid": self.pid, "peak_bytes": peak, "readings": counts, "source": OWN_MEMORY_SOURCE}
+        if peak is None:
+            missing = sorted(((n, s) for s, n in counts.items() if s in OWN_MEMORY_MISSING), reverse=True)
+            out["why"] = OWN_MEMORY_MISSING[missing[0][1]] if missing else "NVML was never read while it ran"
+        return out
 
     @property
     def n_samples(self) -> int:

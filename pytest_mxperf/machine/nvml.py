@@ -486,6 +486,51 @@ class NVML:
                     out[pid] = (out.get(pid) or 0) + int(used)
         return out
 
+    def own_memory(self, pid: int, indices: Iterable[int]) -> Tuple[str, Optional[int]]:
+        """What worker ``pid`` and its descendants hold on the GPUs ``indices``, in bytes, from
+        ``process_memory``: ``own_bytes``'s (status, bytes)."""
+        if not self.available:
+            return "unlisted", None
+        return own_bytes(self.process_memory(indices), process_tree(pid))
+
+
+#: what ``own_memory`` reads, as results.json names it
+OWN_MEMORY_SOURCE = ("NVML nvmlDeviceGetComputeRunningProcesses: usedGpuMemory of the worker's PID and its "
+                     "descendants (its CUDA context and MXNet's pool)")
+
+#: why ``own_bytes`` gave no figure, by its status
+OWN_MEMORY_MISSING = {
+    "unlisted": "NVML could not list the GPU's compute processes",
+    "absent": "NVML listed no compute process with the worker's PID (a container without the host's PID "
+              "namespace, where NVML reports host PIDs; or the worker held no GPU memory yet)",
+    "not-reported": "NVML lists the worker without its figure (usedGpuMemory not available: some virtualised, "
+                    "WDDM or MIG setups, or no right to see it)",
+}
+
+
+def process_tree(pid: int) -> List[int]:
+    """``pid`` and its descendants (just ``pid`` when psutil cannot say)."""
+    try:
+        import psutil
+        return [pid] + [c.pid for c in psutil.Process(pid).children(recursive=True)]
+    except Exception:  # noqa: BLE001 - psutil.Error: the process ended; ImportError
+        return [pid]
+
+
+def own_bytes(per_pid: Optional[Mapping[int, Optional[int]]], pids: Iterable[int]) -> Tuple[str, Optional[int]]:
+    """What the processes ``pids`` (a worker and its descendants) hold, from
+    ``NVML.process_memory``'s {pid: bytes}: ("ok", their sum); else (status, None), status one
+    of ``OWN_MEMORY_MISSING``: NVML could not list the processes (``per_pid`` None),
+    none of ``pids`` is listed, or one is listed without its figure. Pure."""
+    if per_pid is None:
+        return "unlisted", None
+    mine = [per_pid[p] for p in pids if p in per_pid]
+    if not mine:
+        return "absent", None
+    if any(v is None for v in mine):
+        return "not-reported", None
+    return "ok", int(sum(int(v) for v in mine))
+
 
 # --------------------------------------------------------------------------- loading
 

@@ -9,7 +9,8 @@ the very run it watches.
   included) every ``INTERVAL`` seconds, as CPUs busy (1.0 = one CPU);
 * GPU: where the worker's contexts are GPUs, NVML's utilisation, memory, clocks and
   throttle reasons of those GPUs (``gpu_sampler.Sampler``; ``gpu:N`` is mapped to its NVML GPU as
-  the worker's CUDA sees it, ``cuda_devices.map_visible``).
+  the worker's CUDA sees it, ``cuda_devices.map_visible``), and what the worker's own PID holds
+  on them (``"gpu_own_memory"``: NVML's per-process figure, its peak; ``own_gpu_memory_mib``).
 
 Every reading carries its ``time.monotonic()`` (CLOCK_MONOTONIC on Linux: one clock for
 all the machine's processes), and a worker with timed rounds reports them as
@@ -37,7 +38,9 @@ waits for data or for the Python side), a CPU cell whose worker kept fewer than
 ``UNDERUSED_CPU_SHARE`` of its OpenMP threads busy used the cores it was given poorly. A
 kind of worker that marks no timed window (kvstore, input pipeline, multi-device,
 convergence, profile, peak, distributed) gets its whole-process figures shown and no label.
-Shown, never judged: the throughput is what is judged.
+Shown, never judged: the throughput is what is judged. The one exception is the worker's
+own peak GPU memory, which the runner makes the judged ``gpu_memory_mib`` (a ``growth``
+figure) because it is read here, beside the worker.
 """
 
 from __future__ import annotations
@@ -85,7 +88,7 @@ class Sampler:
         if gpus:
             from pytest_mxperf.machine import gpu_sampler, nvml
             facade = nvml_facade or nvml.load(env=env)
-            self._gpu = gpu_sampler.Sampler(facade, list(gpus), interval=interval)
+            self._gpu = gpu_sampler.Sampler(facade, list(gpus), interval=interval, pid=pid)
 
     def start(self) -> "Sampler":
         self._thread = threading.Thread(target=self._run, name="mxperf-cpu-sampler", daemon=True)
@@ -125,11 +128,21 @@ class Sampler:
         if self._gpu is not None:
             self._gpu.stop()
             out["gpus"] = self._gpu.summary()
+            out["gpu_own_memory"] = self._gpu.own_memory()
             readings["gpus"] = {i: [] for i in self._gpu.indices or ()}  # a GPU never read is one too
             for i, recs in self._gpu.samples().items():
                 readings["gpus"][i] = [[r["t"], r.get("gpu_util_pct"), r.get("mem_util_pct")] for r in recs]
         out["readings"] = readings
         return out
+
+
+def own_gpu_memory_mib(summary: Optional[Mapping[str, Any]]) -> Optional[float]:
+    """The worker's own peak GPU memory in MiB from ``Sampler.stop()``'s summary (NVML's
+    figure for its PID: ``gpu_sampler.Sampler.own_memory``); None when its GPUs were not
+    sampled or NVML never gave that figure."""
+    own = (summary or {}).get("gpu_own_memory") or {}
+    peak = own.get("peak_bytes")
+    return peak / 2 ** 20 if isinstance(peak, int) and not isinstance(peak, bool) else None
 
 
 def summarize_cpu(samples: Sequence[tuple]) -> Dict[str, Any]:

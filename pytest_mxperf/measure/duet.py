@@ -196,18 +196,8 @@ class _GpuView:
         NVML cannot say or does not list them (see ``nvml.NVML.process_memory``)."""
         if not self.indices:
             return None
-        per_pid = self.facade.process_memory(self.indices)
-        if not per_pid:
-            return None
-        import psutil
-        try:
-            tree = [pid] + [c.pid for c in psutil.Process(pid).children(recursive=True)]
-        except psutil.Error:
-            tree = [pid]
-        mine = [per_pid[p] for p in tree if p in per_pid]
-        if not mine or None in mine:
-            return None
-        return sum(mine) / 2 ** 20
+        _, own = self.facade.own_memory(pid, self.indices)
+        return own / 2 ** 20 if own is not None else None
 
     def free_mib(self) -> Optional[float]:
         """The least free memory among the cell's GPUs (device-wide: for deciding, never a figure)."""
@@ -455,8 +445,11 @@ def run_pair(workload: Workload, *, candidate: Optional[str], reference: Optiona
                                   wall, usage, timeout=timeout, warmup_timeout=warmup_timeout, rss_limit=rss_cap)
             if mine and failure.stopped is None and out.status == "ok":
                 out = dataclasses.replace(out, status="error", message=str(failure))
+            own = [v for v in side.gpu_mib.values() if v is not None] if gpu is not None else []
             r = runner.run_result(out, workload, side.env, side.defaults, figures or runner.worker_figures,
-                                  python=side.python)
+                                  python=side.python,
+                                  # the pool keeps what it allocated: its peak is judged
+                                  gpu_memory_mib=max(own) if own and module == runner.WORKER_MODULE else None)
             r.meta["duet"] = {
                 "pair": seed, "side": side.name, "ran_first": (side.name == "candidate") == candidate_first,
                 "batches_per_round": k, "rounds": len(r.round_seconds),
@@ -467,12 +460,6 @@ def run_pair(workload: Workload, *, candidate: Optional[str], reference: Optiona
                 "warmup_window": (side.ready or {}).get("warmup_window"),
             }
             if gpu is not None:
-                own = [v for v in side.gpu_mib.values() if v is not None]
-                r.meta["duet"]["gpu_memory"] = dict(
-                    side.gpu_mib, source="NVML nvmlDeviceGetComputeRunningProcesses: usedGpuMemory of this "
-                                         "worker's PID (its CUDA context and MXNet's pool)",
-                    gpus=gpu.names)
-                if own and r.ok and module == runner.WORKER_MODULE:
-                    r.figures["gpu_memory_mib"] = max(own)  # the pool keeps what it allocated: its peak
+                r.meta["duet"]["gpu_memory"] = dict(side.gpu_mib, source=nvml.OWN_MEMORY_SOURCE, gpus=gpu.names)
             results.append(r)
     return results[0], results[1]

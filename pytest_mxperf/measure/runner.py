@@ -1,6 +1,7 @@
 """Measure one workload in one fresh worker process: its environment (threads, GPU order),
-its spec, its utilisation sampled beside it (and cut to the timed rounds the worker marks),
-and what became of it as a RunResult (ok, error, oom, crash, timeout or unavailable, with
+its spec, its utilisation sampled beside it (and cut to the timed rounds the worker marks;
+on a GPU cell with its own GPU memory read from NVML, whose peak is the judged
+``gpu_memory_mib``), and what became of it as a RunResult (ok, error, oom, crash, timeout or unavailable, with
 the worker's last stderr lines).
 Starting, bounding and classifying the process is ``proc/worker.py``'s."""
 
@@ -60,7 +61,8 @@ def _sampler(pid: int, spec: Dict, env: Optional[Mapping[str, str]]):
 
 
 def run_process(command: Sequence[str], spec: Dict, **kwargs) -> ProcessOutcome:
-    """``worker.run_process`` with the worker's utilisation sampled beside it."""
+    """``worker.run_process`` with the worker's utilisation sampled beside it (on a GPU cell
+    also the worker's own GPU memory, its peak: ``utilisation.own_gpu_memory_mib``)."""
     return worker.run_process(command, spec, observe=_sampler, **kwargs)
 
 
@@ -73,9 +75,11 @@ def worker_figures(payload: Dict) -> Dict[str, float]:
 def run_result(out: ProcessOutcome, workload: Workload, env: Optional[Mapping[str, str]],
                defaults_applied: Optional[Mapping[str, str]] = None,
                figures: Callable[[Dict], Dict[str, float]] = worker_figures,
-               python: Optional[str] = None) -> RunResult:
+               python: Optional[str] = None, gpu_memory_mib: Optional[float] = None) -> RunResult:
     """A ProcessOutcome as a RunResult: its figures (``figures(payload)`` when it measured),
-    the environment it ran with and what the suite filled in. A GPU worker that failed
+    the environment it ran with and what the suite filled in. ``gpu_memory_mib``: the
+    worker's own peak GPU memory as the parent read it from NVML (judged as
+    ``gpu_memory_mib`` when it measured; None: no such figure). A GPU worker that failed
     because the MXNet build has no kernel for the GPU gets one line saying which GPU,
     which architectures the wheel of ``python`` carries and which extra would run."""
     payload = out.payload or {}
@@ -95,6 +99,8 @@ def run_result(out: ProcessOutcome, workload: Workload, env: Optional[Mapping[st
         return RunResult(workload=workload, status="error", meta=meta, stderr_tail=out.stderr_tail,
                          message=f"worker result has no usable figures ({type(exc).__name__}: {exc})",
                          returncode=out.returncode, wall_seconds=out.wall_seconds)
+    if ok and gpu_memory_mib is not None:
+        figs = dict(figs, gpu_memory_mib=gpu_memory_mib)
     message = out.message
     if workload.device == "gpu" and not ok:
         from pytest_mxperf.machine import hardware
@@ -133,7 +139,9 @@ def run_workload(workload: Workload, *, time_budget: float = TIME_BUDGET_S, smok
                      seed=seed, **options)
     out = run_process(command or worker_command(python), spec, timeout=timeout, env=full_env, rss_limit=rss_cap,
                       warmup_timeout=warmup_timeout)
-    return run_result(out, workload, full_env, defaults, python=python)
+    from pytest_mxperf.machine import utilisation
+    return run_result(out, workload, full_env, defaults, python=python,
+                      gpu_memory_mib=utilisation.own_gpu_memory_mib(out.utilisation))
 
 
 def describe_user_network(ref: user_network.ModelRef, inputs: Sequence[user_network.InputSpec], *,
