@@ -10,6 +10,8 @@ import sys
 
 import psutil
 import pytest
+
+import fake_nvml as F
 from pytest_mxperf.judge import verdict_duet
 
 CELLS = """
@@ -44,6 +46,22 @@ def two_sessions(pytester, make_stub_python):
 
 def _out(result):
     return result.stdout.str()
+
+
+#: a stand-in that says it has 2 CUDA GPUs: its wheel (mxnet-cu117, the stub's default for a
+#: CUDA build) has kernels for the P100 (sm_60) that ``_p100_box`` makes NVML see
+GPU_SIDE = {"gpus": 2, "features": ["CUDA", "CUDNN"]}
+
+
+def _p100_box(pytester, monkeypatch, pools=None):
+    """The sessions started from now on see two P100s through a stand-in NVML, whatever GPU
+    this machine has or has not: the session's GPU readiness check (machine/gpu_readiness.py)
+    finds the stand-in's wheel covers them. ``pools``: GPU 0 lists the pools stand-in workers
+    register there as its compute processes."""
+    spec = F.p100_pcie_box()
+    if pools is not None:
+        spec["devices"][0]["processes_dir"] = str(pools)
+    F.use_in_subprocesses(monkeypatch, F.write(spec, pytester.path / "nvml.json"))
 
 
 def test_an_8_percent_slowdown_fails_after_confirmation(two_sessions):
@@ -122,10 +140,11 @@ def test_a_neighbour_slowed_machine_is_not_a_regression_and_does_not_pass(pytest
     assert "could not be confirmed or ruled out (1 on a busy machine)" in out
 
 
-def test_gpu_cells_are_judged_not_excused(two_sessions):
+def test_gpu_cells_are_judged_not_excused(two_sessions, pytester, monkeypatch):
     """A GPU-shaped result (its worker keeps one core busy) slowed by 10% fails."""
-    r = two_sessions(("resnet50_v2",), record={"rate": 300.0, "gpus": 2}, now={"rate": 270.0, "gpus": 2},
-                ctx="gpu:0")
+    _p100_box(pytester, monkeypatch)
+    r = two_sessions(("resnet50_v2",), record=dict(GPU_SIDE, rate=300.0), now=dict(GPU_SIDE, rate=270.0),
+                     ctx="gpu:0")
     out = _out(r)
     assert r.ret == pytest.ExitCode.TESTS_FAILED, out
     assert "REGRESSION score/resnet50_v2/b8/gpu:0" in out
@@ -176,10 +195,9 @@ def test_ab_an_equal_pair_passes(pytester, make_stub_python):
     assert "REGRESSION" not in _out(r)
 
 
-GPU_SIDE = {"gpus": 2, "features": ["CUDA", "CUDNN"]}
-
-
-def _ab_gpu(pytester, make_stub_python, cand, ref, *args):
+def _ab_gpu(pytester, make_stub_python, monkeypatch, cand, ref, *args, pools=None):
+    """An A/B session of one GPU cell of two stand-ins, NVML a stand-in's P100 box."""
+    _p100_box(pytester, monkeypatch, pools)
     pytester.makepyfile(test_cells=CELLS.format(models=("resnet50_v2",)))
     return _run(pytester, "-m", "gpu", "--perf-ctx", "gpu:0", "--perf-machine", "box", "--perf-baselines-dir",
                 str(pytester.path / "bl"), "--perf-python", make_stub_python("cand", **dict(GPU_SIDE, **cand)),
@@ -192,13 +210,10 @@ def test_ab_gpu_cells_run_as_duets_of_stand_ins_and_are_judged(pytester, make_st
     CUDA GPUs serve duet rounds of score/resnet50_v2/b8/gpu:0 with GPU-shaped results (GPU
     memory, low host CPU); a candidate 10% slower is a regression, with both sides' GPU
     memory recorded: each process's own, as the stand-in NVML lists it per PID."""
-    import fake_nvml as F
     pools = pytester.path / "pools"
-    spec = F.p100_pcie_box()
-    spec["devices"][0]["processes_dir"] = str(pools)
-    F.use_in_subprocesses(monkeypatch, F.write(spec, pytester.path / "nvml.json"))
-    r = _ab_gpu(pytester, make_stub_python, {"rate": 270.0, "gpu_memory_mib": 3000.0, "gpu_pool_dir": str(pools)},
-                {"rate": 300.0, "gpu_memory_mib": 2900.0, "gpu_pool_dir": str(pools)})
+    r = _ab_gpu(pytester, make_stub_python, monkeypatch,
+                {"rate": 270.0, "gpu_memory_mib": 3000.0, "gpu_pool_dir": str(pools)},
+                {"rate": 300.0, "gpu_memory_mib": 2900.0, "gpu_pool_dir": str(pools)}, pools=pools)
     out = _out(r)
     assert r.ret == pytest.ExitCode.TESTS_FAILED, out
     assert "REGRESSION score/resnet50_v2/b8/gpu:0" in out and "candidate/reference 0.9" in out
@@ -211,13 +226,14 @@ def test_ab_gpu_cells_run_as_duets_of_stand_ins_and_are_judged(pytester, make_st
     assert not [p for p in psutil.Process().children(recursive=True) if p.is_running()]
 
 
-def test_ab_a_gpu_side_out_of_memory_is_a_one_line_error_and_leaves_no_process(pytester, make_stub_python):
+def test_ab_a_gpu_side_out_of_memory_is_a_one_line_error_and_leaves_no_process(pytester, make_stub_python,
+                                                                                 monkeypatch):
     """MXNet's text of a CUDA allocation failure (a C++ stack between its header and the
     message), raised in the candidate's worker: the cell is "oom" with the allocation line."""
     oom = ("MXNetError: Traceback (most recent call last):\n  [bt] (0) libmxnet.so(+0x1f5e3a)\n"
            "  File \"src/storage/./pooled_storage_manager.h\", line 161\n"
            "MXNetError: cudaMalloc retry failed: out of memory")
-    r = _ab_gpu(pytester, make_stub_python, {"rate": 300.0, "raise": oom}, {"rate": 300.0})
+    r = _ab_gpu(pytester, make_stub_python, monkeypatch, {"rate": 300.0, "raise": oom}, {"rate": 300.0})
     out = _out(r)
     assert r.ret == pytest.ExitCode.TESTS_FAILED, out
     row = next(x for x in out.splitlines() if x.startswith("score resnet50_v2 b8 gpu:0"))
