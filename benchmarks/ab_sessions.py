@@ -23,7 +23,6 @@ With ``--lock PATH`` every session holds that file lock (other work waits with
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import subprocess
@@ -31,9 +30,11 @@ import sys
 import time
 from pathlib import Path
 
-from filelock import FileLock
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from machine_lock import machine_lock  # noqa: E402
+
 SAME = "mxnet==1.9.1"
 
 
@@ -68,7 +69,7 @@ def session(out: Path, name: str, kind: str, args) -> dict:
     cmd = [sys.executable, "-m", "pytest", "perf_tests/test_scoring.py", "-m", "cpu", "-p", "no:cacheprovider",
            "-q", "--perf-models", args.models, "--perf-batch-sizes", args.batches, "--perf-reference", ref,
            "--perf-report", str(rep)] + (["--perf-python", cand] if cand else []) + list(args.pytest_arg or [])
-    lock = FileLock(args.lock) if args.lock else contextlib.nullcontext()
+    lock = machine_lock(args.lock)
     with lock:
         t0 = time.time()
         proc = subprocess.run(cmd, cwd=ROOT, env=dict(os.environ), capture_output=True, text=True)

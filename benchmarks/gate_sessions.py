@@ -31,9 +31,11 @@ import sys
 import time
 from pathlib import Path
 
-from filelock import FileLock
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from machine_lock import machine_lock  # noqa: E402
+
 NEIGHBOUR = "import time\nend = time.time() + 3600\nwhile time.time() < end:\n    sum(i * i for i in range(10000))\n"
 
 
@@ -62,7 +64,7 @@ def session(out: Path, name: str, args, effect=None, update=False):
     elif effect:
         key, _, value = effect.partition("=")
         env[key] = value
-    lock = FileLock(args.lock) if args.lock else contextlib.nullcontext()
+    lock = machine_lock(args.lock)
     with lock:
         with beside:
             t0 = time.time()

@@ -14,14 +14,14 @@ Each PYTHON is an interpreter with that MXNet (e.g. the cached reference venvs t
 from __future__ import annotations
 
 import argparse
-import contextlib
-import fcntl
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from machine_lock import machine_lock  # noqa: E402
 
 
 def main() -> int:
@@ -40,9 +40,7 @@ def main() -> int:
             cmd = [sys.executable, "-m", "pytest", "perf_tests/test_scoring.py", "-m", "cpu", "-q", "-p",
                    "no:cacheprovider", "--perf-models", args.models, "--perf-batch-sizes", args.batch_sizes,
                    "--perf-python", python, "--perf-store", args.store]
-            with open(args.lock, "w") if args.lock else contextlib.nullcontext() as fh:
-                if fh:
-                    fcntl.flock(fh, fcntl.LOCK_EX)
+            with machine_lock(args.lock):
                 t0 = time.time()
                 r = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
             kept = [ln for ln in r.stdout.splitlines() if "history store" in ln or "new step" in ln]
