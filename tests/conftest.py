@@ -69,3 +69,14 @@ def make_stub_python(tmp_path):
         os.chmod(path, 0o755)
         return str(path)
     return make
+
+
+@pytest.fixture
+def gpu_box(pytester, monkeypatch):
+    """gpu_box(spec): the sessions started from now on see ``spec`` (tests/fake_nvml.py) as
+    their NVML."""
+    import fake_nvml
+
+    def use(spec):
+        fake_nvml.use_in_subprocesses(monkeypatch, fake_nvml.write(spec, pytester.path / "nvml.json"))
+    return use

@@ -14,3 +14,16 @@ def no_profile_worker():
         return {"status": "unavailable", "message": "replayed session: no worker to profile", "operators": []}
     with mock.patch.object(profiling, "run_profile", unavailable):
         yield
+
+
+def run_box(pytester, *args):
+    """A pytest session of stand-ins (pytester, separate process) on the machine "box": no
+    machine probe, baselines in the test's own directory."""
+    return pytester.runpytest_subprocess("-p", "no:cacheprovider", "--perf-no-probe", "--perf-machine", "box",
+                                         "--perf-baselines-dir", str(pytester.path / "bl"), *args)
+
+
+def box_records(pytester, report="rep"):
+    """The records of results.json that a ``run_box`` session wrote with ``--perf-report rep``."""
+    import json
+    return json.loads((pytester.path / report / "results.json").read_text())["records"]

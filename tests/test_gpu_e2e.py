@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 
 import fake_nvml as F
+from stand_ins import box_records as _records
+from stand_ins import run_box as _run
 
 SCORE = """
 import pytest
@@ -22,23 +24,6 @@ def test_score(mxperf, ctx, model, batch_size):
 
 CUDA_FEATURES = ["CUDA", "CUDNN", "NCCL", "CUDA_RTC"]
 PERF_TESTS = Path(__file__).resolve().parent.parent / "perf_tests"
-
-
-def _run(pytester, *args):
-    return pytester.runpytest_subprocess("-p", "no:cacheprovider", "--perf-no-probe", "--perf-machine", "box",
-                                         "--perf-baselines-dir", str(pytester.path / "bl"), *args)
-
-
-@pytest.fixture
-def gpu_box(pytester, monkeypatch):
-    """gpu_box(spec): the sessions started from now on see ``spec`` as their NVML."""
-    def use(spec):
-        F.use_in_subprocesses(monkeypatch, F.write(spec, pytester.path / "nvml.json"))
-    return use
-
-
-def _records(pytester):
-    return json.loads((pytester.path / "rep" / "results.json").read_text())["records"]
 
 
 # each GPU with an MXNet that runs on it: a K80 needs a CUDA 10 wheel, an H100 a source build

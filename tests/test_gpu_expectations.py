@@ -7,12 +7,13 @@ The pure rules are checked directly; the end-to-end tests run a real pytest sess
 whose NVML is the stand-in pynvml (tests/fake_nvml.py). No GPU is involved: these check the
 suite's logic (which rule, which line, which exit code), and no figure here is a GPU's."""
 
-import json
 from pathlib import Path
 
 import pytest
 
 import fake_nvml as F
+from stand_ins import box_records as _records
+from stand_ins import run_box as _run
 from pytest_mxperf.judge import gpu_expectations as G
 from pytest_mxperf.machine import hardware, nvml, tensor_math
 from pytest_mxperf.workers.multidevice import UPDATE_REL_TOL, UPDATE_REL_TOL_TF32
@@ -174,22 +175,6 @@ def test_nvrtc_failure_is_one_line_with_its_fix():
 
 
 # -- the rehearsal: real pytest sessions, stand-in workers and NVML -----------------------------
-
-def _run(pytester, *args):
-    return pytester.runpytest_subprocess("-p", "no:cacheprovider", "--perf-no-probe", "--perf-machine", "box",
-                                         "--perf-baselines-dir", str(pytester.path / "bl"), *args)
-
-
-@pytest.fixture
-def gpu_box(pytester, monkeypatch):
-    def use(spec):
-        F.use_in_subprocesses(monkeypatch, F.write(spec, pytester.path / "nvml.json"))
-    return use
-
-
-def _records(pytester):
-    return json.loads((pytester.path / "rep" / "results.json").read_text())["records"]
-
 
 SCORE = """
 import pytest

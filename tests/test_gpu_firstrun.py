@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 import fake_nvml as F
+from stand_ins import run_box as _run
 from pytest_mxperf.machine import gpu_readiness as R
 from pytest_mxperf.machine import hardware, nvml
 from pytest_mxperf.model import options as opts
@@ -28,19 +29,6 @@ CUDA = ["CUDA", "CUDNN", "NCCL", "CUDA_RTC"]
 PERF_TESTS = Path(__file__).resolve().parent.parent / "perf_tests"
 #: a stand-in worker that got to run would fail its cell with this
 RAN = "a stand-in worker ran"
-
-
-def _run(pytester, *args):
-    return pytester.runpytest_subprocess("-p", "no:cacheprovider", "--perf-no-probe", "--perf-machine", "box",
-                                         "--perf-baselines-dir", str(pytester.path / "bl"), *args)
-
-
-@pytest.fixture
-def box(pytester, monkeypatch):
-    """box(spec): the sessions started from now on see ``spec`` as their NVML."""
-    def use(spec):
-        F.use_in_subprocesses(monkeypatch, F.write(spec, pytester.path / "nvml.json"))
-    return use
 
 
 def _the_line(r) -> str:
@@ -87,8 +75,8 @@ def _both_ways(pytester, *args):
 LIBCUDNN = "OSError: libcudnn.so.8: cannot open shared object file: No such file or directory"
 
 
-def test_libcudnn_missing_at_import(pytester, make_stub_python, box):
-    box(F.p100_pcie_box())
+def test_libcudnn_missing_at_import(pytester, make_stub_python, gpu_box):
+    gpu_box(F.p100_pcie_box())
     python = make_stub_python("cu117", features=CUDA, dists=[["mxnet-cu117", "1.9.1"]], probe_error=LIBCUDNN,
                               error=RAN)
     text = _both_ways(pytester, "--perf-python", python)
@@ -99,8 +87,8 @@ def test_libcudnn_missing_at_import(pytester, make_stub_python, box):
                     "toolkit or NVIDIA's distro packages) and add its lib directory")
 
 
-def test_libnccl_missing_at_import(pytester, make_stub_python, box):
-    box(F.p100_pcie_box())
+def test_libnccl_missing_at_import(pytester, make_stub_python, gpu_box):
+    gpu_box(F.p100_pcie_box())
     python = make_stub_python("cu117", features=CUDA, dists=[["mxnet-cu117", "1.9.1"]], error=RAN,
                               probe_error="OSError: libnccl.so.2: cannot open shared object file: No such file or directory")
     text = _both_ways(pytester, "--perf-python", python)
@@ -108,8 +96,8 @@ def test_libnccl_missing_at_import(pytester, make_stub_python, box):
     assert "site-packages/nvidia/nccl/lib to LD_LIBRARY_PATH" in text
 
 
-def test_an_sm90_gpu_with_a_cu112_build(pytester, make_stub_python, box):
-    box(F.h100_box())
+def test_an_sm90_gpu_with_a_cu112_build(pytester, make_stub_python, gpu_box):
+    gpu_box(F.h100_box())
     python = make_stub_python("cu112", gpus=1, features=CUDA, dists=[["mxnet-cu112", "1.9.1"]], error=RAN)
     text = _both_ways(pytester, "--perf-python", python)
     assert text == ("no GPU can be used: NVIDIA H100 80GB HBM3 (compute capability 9.0) has no kernel image in "
@@ -118,10 +106,10 @@ def test_an_sm90_gpu_with_a_cu112_build(pytester, make_stub_python, box):
                     "knows sm_90)")
 
 
-def test_a_driver_too_old_for_the_wheel(pytester, make_stub_python, box):
+def test_a_driver_too_old_for_the_wheel(pytester, make_stub_python, gpu_box):
     """NVML sees the GPUs; the driver's CUDA is 10.2; the wheel is cu117, and MXNet, which
     counts no GPU on cudaErrorInsufficientDriver, says 0."""
-    box(dict(F.p100_pcie_box(), driver_version="440.33.01", cuda_driver_version=10020))
+    gpu_box(dict(F.p100_pcie_box(), driver_version="440.33.01", cuda_driver_version=10020))
     python = make_stub_python("cu117", gpus=0, features=CUDA, dists=[["mxnet-cu117", "1.9.1"]], error=RAN)
     text = _both_ways(pytester, "--perf-python", python)
     assert text == (f"no GPU can be used: NVML sees 2 x Tesla P100-PCIE-16GB, compute capability 6.0 but "
@@ -132,8 +120,8 @@ def test_a_driver_too_old_for_the_wheel(pytester, make_stub_python, box):
                     "which this driver runs)")
 
 
-def test_a_cpu_build_on_a_gpu_box(pytester, make_stub_python, box):
-    box(F.p100_pcie_box())
+def test_a_cpu_build_on_a_gpu_box(pytester, make_stub_python, gpu_box):
+    gpu_box(F.p100_pcie_box())
     python = make_stub_python("cpu", gpus=0, features=["MKLDNN", "OPENMP"], error=RAN)
     text = _both_ways(pytester, "--perf-python", python)
     assert text.startswith(f"no GPU can be used: {python} has mxnet (a CPU build) while this machine has 2 GPU(s) "
@@ -146,8 +134,8 @@ def test_a_cpu_build_on_a_gpu_box(pytester, make_stub_python, box):
     ({"init_error": "DRIVER_NOT_LOADED", "devices": []}, "NVML: Driver Not Loaded"),
     ({"init_error": "LIBRARY_NOT_FOUND", "devices": []}, "NVML: NVML Shared Library Not Found"),
 ])
-def test_no_gpu_at_all(pytester, make_stub_python, box, spec, why):
-    box(spec)
+def test_no_gpu_at_all(pytester, make_stub_python, gpu_box, spec, why):
+    gpu_box(spec)
     python = make_stub_python("cpu", gpus=0, features=["MKLDNN", "OPENMP"], error=RAN)
     text = _both_ways(pytester, "--perf-python", python)
     assert text == (f"no GPU can be used: NVML sees no GPU ({why}) and mx.context.num_gpus() is 0 in {python} "
@@ -155,8 +143,8 @@ def test_no_gpu_at_all(pytester, make_stub_python, box, spec, why):
                     "lists it), or deselect the GPU tests (-m 'not gpu')")
 
 
-def test_an_explicit_gpu_context_is_asked_for_too(pytester, make_stub_python, box):
-    box({"driver_version": "535.104.05", "cuda_driver_version": 12020, "devices": []})
+def test_an_explicit_gpu_context_is_asked_for_too(pytester, make_stub_python, gpu_box):
+    gpu_box({"driver_version": "535.104.05", "cuda_driver_version": 12020, "devices": []})
     pytester.makepyfile(test_score=SCORE)
     python = make_stub_python("cpu", gpus=0, error=RAN)
     r = _run(pytester, "--perf-ctx", "gpu:0", "--perf-python", python)
@@ -164,11 +152,11 @@ def test_an_explicit_gpu_context_is_asked_for_too(pytester, make_stub_python, bo
     r.assert_outcomes(skipped=4)
 
 
-def test_perf_tests_gpu_selection_on_a_machine_without_gpus_fails_in_one_line(pytester, make_stub_python, box):
+def test_perf_tests_gpu_selection_on_a_machine_without_gpus_fails_in_one_line(pytester, make_stub_python, gpu_box):
     """`pytest perf_tests -m gpu`, the suite itself, where NVML lists no GPU and MXNet counts
     none: exit 1, one line, every GPU test skipped with it (the summary folds them), no
     worker; with the switch off, exit 0 and the same line."""
-    box({"driver_version": "535.104.05", "cuda_driver_version": 12020, "devices": []})
+    gpu_box({"driver_version": "535.104.05", "cuda_driver_version": 12020, "devices": []})
     python = make_stub_python("cpu", gpus=0, error=RAN)
     r = _run(pytester, str(PERF_TESTS), "-m", "gpu", "--perf-python", python, "-rs")
     out = r.stdout.str()
@@ -191,10 +179,10 @@ def test_perf_tests_gpu_selection_on_a_machine_without_gpus_fails_in_one_line(py
     assert f"mxperf: {text} (GPU tests skipped; not failing: --perf-fail-on without no-gpu)" in off.stdout.str()
 
 
-def test_gpu_tests_not_asked_for_skip_with_the_line_and_cpu_cells_still_measure(pytester, make_stub_python, box):
+def test_gpu_tests_not_asked_for_skip_with_the_line_and_cpu_cells_still_measure(pytester, make_stub_python, gpu_box):
     """`pytest` with the default contexts (cpu and gpu) on a machine without GPUs: the GPU
     cells skip with the line, said once; the CPU cells measure; the session passes."""
-    box({"init_error": "DRIVER_NOT_LOADED", "devices": []})
+    gpu_box({"init_error": "DRIVER_NOT_LOADED", "devices": []})
     pytester.makepyfile(test_score=SCORE)
     python = make_stub_python("cpu", gpus=0, rate=500.0)
     r = _run(pytester, "--perf-python", python, "-rs")
@@ -206,11 +194,11 @@ def test_gpu_tests_not_asked_for_skip_with_the_line_and_cpu_cells_still_measure(
     assert "NVML sees no GPU (NVML: Driver Not Loaded)" in line
 
 
-def test_a_gpu_box_whose_gpus_are_not_asked_for_is_left_to_its_cells(pytester, make_stub_python, box):
+def test_a_gpu_box_whose_gpus_are_not_asked_for_is_left_to_its_cells(pytester, make_stub_python, gpu_box):
     """Only a machine without any GPU skips GPU tests that were not asked for: on a GPU box a
     wheel without kernels for its GPU is not skipped past: its GPU cells run and fail, each
     with the line of the kernel image."""
-    box(F.k80_box())
+    gpu_box(F.k80_box())
     pytester.makepyfile(test_score=SCORE)
     no_kernel = ("MXNetError: [10:00:00] src/operator/nn/./cudnn/cudnn_convolution-inl.h:140: Check failed: "
                  "e == cudaSuccess (209 vs. 0) : CUDA: no kernel image is available for execution on the device")

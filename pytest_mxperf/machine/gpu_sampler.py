@@ -81,9 +81,7 @@ class Sampler:
         try:
             facts = self.nvml.volatile_facts(self.indices)
         except BaseException as exc:  # noqa: B902 - nothing may escape the thread
-            with self._lock:
-                self.errors += 1
-                self.last_error = error_text(exc)
+            self._failed(exc)
             return
         with self._lock:
             for rec in facts:
@@ -91,14 +89,17 @@ class Sampler:
         if self.pid is not None:
             self._sample_own()
 
+    def _failed(self, exc: BaseException) -> None:
+        with self._lock:
+            self.errors += 1
+            self.last_error = error_text(exc)
+
     def _sample_own(self) -> None:
         indices = self.indices if self.indices is not None else range(self.nvml.device_count())
         try:
             status, used = self.nvml.own_memory(self.pid, indices)
         except BaseException as exc:  # noqa: B902 - nothing may escape the thread
-            with self._lock:
-                self.errors += 1
-                self.last_error = error_text(exc)
+            self._failed(exc)
             return
         with self._lock:
             self._own[status] = self._own.get(status, 0) + 1
