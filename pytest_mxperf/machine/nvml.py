@@ -448,19 +448,7 @@ class NVML:
             out.append(rec)
         return out
 
-
-    # -- memory: the device's, and each process's own
-    def memory(self, index: int) -> Optional[Dict[str, int]]:
-        """{"total", "used", "free"} bytes of GPU ``index`` (nvmlDeviceGetMemoryInfo: the
-        whole device, every process on it included); None when NVML cannot say."""
-        if not self.available:
-            return None
-        try:
-            mem = self._nv.nvmlDeviceGetMemoryInfo(self._handle(index))
-            return {"total": int(mem.total), "used": int(mem.used), "free": int(mem.free)}
-        except Exception:
-            return None
-
+    # -- memory: each process's own
     def process_memory(self, indices: Iterable[int]) -> Optional[Dict[int, Optional[int]]]:
         """{pid: bytes} of the compute processes on the GPUs ``indices``, summed over them
         (nvmlDeviceGetComputeRunningProcesses' ``usedGpuMemory``: what that process holds,
@@ -478,7 +466,7 @@ class NVML:
             except Exception:
                 return None
             for p in procs or ():
-                pid = int(getattr(p, "pid"))
+                pid = int(p.pid)
                 used = getattr(p, "usedGpuMemory", None)
                 if used is None or pid in out and out[pid] is None:
                     out[pid] = None

@@ -201,10 +201,10 @@ class _GpuView:
 
     def free_mib(self) -> Optional[float]:
         """The least free memory among the cell's GPUs (device-wide: for deciding, never a figure)."""
-        mems = [self.facade.memory(i) for i in self.indices]
-        if not mems or None in mems:
+        free = [g.get("memory_free_bytes") for g in self.facade.volatile_facts(self.indices)]
+        if not free or None in free:
             return None
-        return min(m["free"] for m in mems) / 2 ** 20
+        return min(free) / 2 ** 20
 
 
 def pools_fit_before(total_mib: Optional[float], need_mib: Optional[float], where: str) -> Optional[str]:
