@@ -354,10 +354,7 @@ class PerfSession:
                 for r in rec.cell.runs + list(rec.cell.reference or []) for v in [r.value("gpu_memory_mib")]
                 if v is not None]
         if not seen and self.baseline is not None:
-            try:
-                seen = list(self.baseline.values(key, "gpu_memory_mib") or [])
-            except Exception:  # noqa: BLE001 - a baseline without the figure
-                seen = []
+            seen = self.baseline.values(key, "gpu_memory_mib") or []  # None: no such figure recorded
         return max(seen) if seen else None
 
     def measure(self, workload: Workload, processes: Optional[int] = None,
