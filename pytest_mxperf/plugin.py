@@ -207,6 +207,31 @@ def _planned(item) -> planning.Planned:
         markers=frozenset(m.name for m in item.iter_markers()))
 
 
+#: the parameters of the plugin's grid (``pytest_generate_tests``): a test's cell
+GRID_PARAMS = ("model", "batch_size", "ctx")
+
+
+def _grid_params(item) -> dict:
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    return {k: params[k] for k in GRID_PARAMS if k in params}
+
+
+def _grid_key(item):
+    return (item.nodeid.split("::")[0], getattr(item, "originalname", item.name))
+
+
+def grids(items) -> dict:
+    """(module, test function) -> the grid parameters of each of its selected tests, in
+    collection order: the cells a grid test measures together (``Measurer._grid_cells``).
+    Tests that will skip (a mark added before they run) are left out."""
+    out: dict = {}
+    for it in items:
+        p = _grid_params(it)
+        if p and not it.get_closest_marker("skip"):
+            out.setdefault(_grid_key(it), []).append(p)
+    return out
+
+
 @pytest.fixture(scope="session")
 def mxperf_session(request) -> PerfSession:
     return _session(request.config)
@@ -236,8 +261,10 @@ def mxperf(request, record_property, mxperf_session):
         session_files.write_progress(mxperf_session)  # a job killed later keeps this cell
 
     started = time.monotonic()
+    params = _grid_params(node)
+    grid = getattr(request.config, "_mxperf_grids", {}).get(_grid_key(node), ()) if params else ()
     yield Measurer(mxperf_session, node.nodeid, record_property=record_property, on_cell=on_cell,
-                   skip=pytest.skip, fail=lambda msg: pytest.fail(msg, pytrace=False))
+                   skip=pytest.skip, fail=lambda msg: pytest.fail(msg, pytrace=False), grid=grid, params=params)
     if seen:
         mxperf_session.test_took(time.monotonic() - started)
 
@@ -269,6 +296,7 @@ def pytest_collection_finish(session):
     if not any(_planned(it).measuring for it in session.items):
         return
     skipped = {id(it) for it in _skip_gpu_tests_without_a_usable_gpu(session, s)}
+    session.config._mxperf_grids = grids([it for it in session.items if id(it) not in skipped])
     planned = [_planned(it) for it in session.items if id(it) not in skipped]
     tests = sum(p.measuring for p in planned)
     if not tests:

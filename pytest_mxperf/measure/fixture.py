@@ -11,10 +11,11 @@ pytest's (skip, fail, record_property).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import sys
-from typing import Any, Callable, Dict, Mapping, Optional, Sequence
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
 
 from pytest_mxperf.judge import floors
 from pytest_mxperf.judge.floors import judge_floor
@@ -55,8 +56,13 @@ class Measurer:
     def __init__(self, session: PerfSession, nodeid: str,
                  record_property: Callable[[str, Any], None] = lambda k, v: None,
                  on_cell: Callable[[CellRecord], None] = lambda rec: None,
-                 skip: Optional[Callable[[str], None]] = None, fail: Optional[Callable[[str], None]] = None):
+                 skip: Optional[Callable[[str], None]] = None, fail: Optional[Callable[[str], None]] = None,
+                 grid: Sequence[Mapping[str, Any]] = (), params: Optional[Mapping[str, Any]] = None):
         self.session = session
+        # this test's grid parameters (model, batch_size, ctx) and those of every selected test
+        # of its function, its own among them: the cells measured together (``_grid_cells``)
+        self._params = dict(params or {})
+        self._grid = [dict(p) for p in grid]
         self._skip = skip or _raise(Skip)
         self._fail = fail or _raise(Fail)
         self.nodeid = nodeid
@@ -115,11 +121,34 @@ class Measurer:
         name, source = self._resolve_model(model, input_shape, inputs, input_spec, params, loss, mode)
         w = Workload(model=name, mode=mode, batch_size=int(batch_size), contexts=contexts, dtype=dtype,
                      threads=str(threads), optimizer=optimizer, kvstore=kvstore, source=source)
+        cells = self.session.measure_cells([w] + self._grid_cells(w), extra_env, processes)
+        cell = self._with_flops(self._with_tf32(cells[w.key()]))
         run = self.session.throughput_run(w, extra_env)
-        cell = self._with_flops(self._with_tf32(self.session.run_processes(w, run, processes)))
         self._record(cell, lambda n: self._with_flops(self._with_tf32(self.session.run_processes(w, run, n))))
         self._report_flops(cell)
         return cell
+
+    def _grid_cells(self, w: Workload) -> List[Workload]:
+        """The other cells of this test's grid, when the test measures its own grid cell (its
+        ``model``, ``batch_size`` and ``ctx`` parameters, a zoo model): the same call with each
+        other selected test's parameters. They are measured now, together with this one, in
+        worker processes of several cells, and the tests that ask for them later get them
+        (``PerfSession.measure_cells``); a test that asks for something else measures that."""
+        from pytest_mxperf import zoo
+        own = self._params
+        if w.source or not self._grid or not self.session.can_share_process(w):
+            return []
+        mine = {"model": w.model, "batch_size": w.batch_size, "ctx": list(w.contexts)}
+        if any(k in own and (list(own[k]) if k == "ctx" else own[k]) != v for k, v in mine.items()):
+            return []
+        out = []
+        for p in self._grid:
+            other = dataclasses.replace(
+                w, model=str(p.get("model", w.model)), batch_size=int(p.get("batch_size", w.batch_size)),
+                contexts=tuple(p.get("ctx", w.contexts)))
+            if other != w and other.model in zoo.MODELS and self.session.can_share_process(other):
+                out.append(other)
+        return out
 
     def tf32(self, contexts: Sequence[str], worker_cuda_runtime: Optional[str] = None,
              python: Optional[str] = None, env: Optional[Mapping[str, str]] = None) -> Optional[Dict[str, Any]]:

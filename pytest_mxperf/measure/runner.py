@@ -144,6 +144,57 @@ def run_workload(workload: Workload, *, time_budget: float = TIME_BUDGET_S, smok
                       gpu_memory_mib=utilisation.own_gpu_memory_mib(out.utilisation))
 
 
+def run_cells(workloads: Sequence[Workload], *, time_budget: float = TIME_BUDGET_S, smoke: bool = False,
+              timeout: float = DEFAULT_TIMEOUT, memory_limit: Optional[int] = -1,
+              env: Optional[Mapping[str, str]] = None, extra_env: Optional[Mapping[str, str]] = None,
+              python: Optional[str] = None, seed: int = 0,
+              warmup_timeout: Optional[float] = None) -> List[Optional[RunResult]]:
+    """Measure several CPU cells in turn in one fresh worker process (MXNet imported once;
+    ``workers/throughput.measure_cells``): one entry per workload, in their order, its
+    RunResult, or None for a cell the process did not reach (a cell before it failed and
+    ended the process: the caller measures the rest in a fresh one). The cells must share
+    their environment (``build_env``) and memory cap; each cell's warm-up and measurement
+    is bounded apart (``warmup_timeout``, ``timeout``) from the worker's progress lines.
+
+    The cell that was running when the process died (crash, timeout, out of memory) gets
+    the process's outcome; when it died before any cell began (``import mxnet``), every
+    cell does."""
+    if not workloads:
+        return []
+    limit = resolve_memory_limit(memory_limit)
+    as_cap, rss_cap = memory_caps(workloads[0], limit)
+    full_env, defaults = build_env(workloads[0], env, extra_env)
+    for w in workloads[1:]:
+        if build_env(w, env, extra_env)[0] != full_env or memory_caps(w, limit) != (as_cap, rss_cap):
+            raise ValueError(f"{w.key()} needs another environment than {workloads[0].key()}: not one process")
+    spec = {"cells": [make_spec(w, time_budget=time_budget, smoke=smoke, memory_limit=as_cap, seed=seed)
+                      for w in workloads], "memory_limit": as_cap}
+    out = run_process(worker_command(python), spec, timeout=timeout, env=full_env, rss_limit=rss_cap,
+                      warmup_timeout=warmup_timeout, cells=True)
+    lines = out.progress or []
+    results = {ln["cell"]: ln["result"] for ln in lines if "result" in ln}
+    started = {ln["cell"]: ln.get("t") for ln in lines if ln.get("phase") == "start"}
+    ended = {ln["cell"]: ln.get("t") for ln in lines if "result" in ln}
+    died_in = next((i for i in range(len(workloads)) if i in started and i not in results), None)
+    runs: List[Optional[RunResult]] = []
+    for i, w in enumerate(workloads):
+        wall = ((ended.get(i) or 0.0) - (started.get(i) or 0.0)) if i in results else out.wall_seconds
+        if i in results:
+            r = results[i]
+            cell_out = ProcessOutcome(str(r.get("status", "error")), str(r.get("message", "")), r,
+                                      [] if r.get("status") == "ok" else out.stderr_tail, out.returncode, wall,
+                                      out.utilisation)
+        elif i == died_in or (not started and out.status != "ok"):
+            status = out.status if out.status != "ok" else "crash"
+            message = out.message or "the worker ended without this cell's result"
+            cell_out = ProcessOutcome(status, message, None, out.stderr_tail, out.returncode, wall, out.utilisation)
+        else:
+            runs.append(None)
+            continue
+        runs.append(run_result(cell_out, w, full_env, defaults, python=python))
+    return runs
+
+
 def describe_user_network(ref: user_network.ModelRef, inputs: Sequence[user_network.InputSpec], *,
                           python: Optional[str] = None, env: Optional[Mapping[str, str]] = None,
                           timeout: float = DEFAULT_TIMEOUT) -> Dict[str, Any]:

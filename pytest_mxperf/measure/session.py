@@ -88,16 +88,19 @@ def merge_records(records: Sequence[CellRecord]) -> Dict[str, CellRecord]:
     """The session's cells by key, each once: a cell that several tests measured (and the
     confirmation processes the end of the session added) is one new record holding every
     process of those records once, in the order they ran. Pure: the records and their
-    measurements are left as they are, so any number of calls give the same cells."""
+    measurements are left as they are, so any number of calls give the same cells. A cell
+    that several tests share (``PerfSession.measure_cells``) is held by each of their records;
+    its processes are counted once."""
     groups: Dict[str, List[CellRecord]] = {}
     for r in records:
         groups.setdefault(r.key, []).append(r)
     out: Dict[str, CellRecord] = {}
     for key, recs in groups.items():
         first = recs[0]
-        runs = [run for r in recs for run in r.cell.runs]
+        # a cell two tests share is one measurement: its processes are counted once
+        runs = list({id(run): run for r in recs for run in r.cell.runs}.values())
         paired = [r for r in recs if r.cell.reference is not None]
-        reference = [run for r in paired for run in r.cell.reference] if paired else None
+        reference = list({id(run): run for r in paired for run in r.cell.reference}.values()) if paired else None
         outcomes = [r.outcome for r in recs]
         outcome = next((o for o in _OUTCOME_ORDER if o in outcomes), first.outcome)
         notes = list(dict.fromkeys(r.note for r in recs if r.note))
@@ -167,6 +170,14 @@ class PerfSession:
         # cells whose two pools do not fit on one GPU (duet.NoRoomForTwo): key -> the line said;
         # their A/B pairs run as process pairs from then on
         self.duet_fallbacks: Dict[str, str] = {}
+        # every cell measured so far, by what measured it (``shared_key``): a test that asks
+        # for a cell another test measured gets that measurement, not a second one
+        self._measured: Dict[Tuple, CellMeasurement] = {}
+        # the plan's cells (``expect``) and how far the session is (``progress_line``)
+        self.expected_cells = 0
+        self.runs_done = 0  # processes measured (a duet pair's two sides: one)
+        self.estimate_seconds: Optional[float] = None
+        self._last_progress = time.monotonic()
 
     # -- the deadline ----------------------------------------------------------------------
     #: share of --perf-deadline kept for the end of the session (second stage, profiles, reports)
@@ -244,7 +255,9 @@ class PerfSession:
         """What ``measure`` ran (one process, or a duet pair's two sides, which ran inside the
         same window), each with the machine's state measured right before and after it."""
         if not self.options.machine_probe:
-            return list(measure())
+            results = list(measure())
+            self._progress(min(1, len(results)) if self.options.reference else len(results))
+            return results
         from pytest_mxperf.machine import state as machine_state
         before = self._machine_probe()
         meter = machine_state.LoadMeter()
@@ -262,6 +275,7 @@ class PerfSession:
         for r in results:
             r.record_machine_state(before, after, load)
         self.probes += [p for p in (before, after) if p]
+        self._progress(min(1, len(results)) if self.options.reference else len(results))
         return results
 
     def _bracketed(self, run: RunFn, python: Optional[str], seed: int) -> RunResult:
@@ -361,6 +375,138 @@ class PerfSession:
                 extra_env: Optional[Mapping[str, str]] = None) -> CellMeasurement:
         """Measure one throughput/latency cell in fresh worker processes."""
         return self.run_processes(workload, self.throughput_run(workload, extra_env), processes)
+
+    @staticmethod
+    def shared_key(workload: Workload, extra_env: Optional[Mapping[str, str]] = None,
+                   processes: Optional[int] = None, how: str = "throughput") -> Tuple:
+        """What makes two requests the same measurement: the cell, how it is measured (a
+        worker kind and its spec), the environment laid over the session's and the processes."""
+        return (how, workload, tuple(sorted((extra_env or {}).items())), processes)
+
+    def measured(self, key: Tuple) -> Optional[CellMeasurement]:
+        """The measurement of ``shared_key`` ``key`` if a test has made it, else None."""
+        return self._measured.get(key)
+
+    def keep(self, key: Tuple, cell: CellMeasurement) -> CellMeasurement:
+        """``cell`` as the measurement of ``shared_key`` ``key`` for the rest of the session."""
+        self._measured[key] = cell
+        return cell
+
+    def can_share_process(self, workload: Workload) -> bool:
+        """Whether ``workload`` may be measured in a worker process with other cells: a CPU
+        throughput cell outside A/B mode (a duet pairs one cell's two installs) and without
+        --perf-deadline (whose plan starts one test at a time). GPU cells keep a process of
+        their own: MXNet's GPU memory pool and cuDNN's autotune choices would carry over."""
+        o = self.options
+        return (workload.device == "cpu" and not o.reference and o.deadline is None
+                and workload.mode in ("score", "train", "latency"))
+
+    def measure_cells(self, workloads: Sequence[Workload], extra_env: Optional[Mapping[str, str]] = None,
+                      processes: Optional[int] = None) -> Dict[str, CellMeasurement]:
+        """Throughput cells, each measured once in the session: the ones not measured yet run
+        together in worker processes of several cells (``runner.run_cells``) when there are
+        two or more that ``can_share_process``; any other alone (``measure``). Returns every
+        one of ``workloads`` by its key."""
+        out: Dict[str, CellMeasurement] = {}
+        todo = []
+        for w in dict.fromkeys(workloads):
+            known = self.measured(self.shared_key(w, extra_env, processes))
+            if known is not None:
+                out[w.key()] = known
+            else:
+                todo.append(w)
+        shared = [w for w in todo if self.can_share_process(w)]
+        if len(shared) < 2:
+            shared = []
+        for w in todo:
+            if w not in shared:
+                out[w.key()] = self.keep(self.shared_key(w, extra_env, processes), self.measure(w, processes, extra_env))
+        for w, cell in self._measure_together(shared, extra_env, processes).items():
+            out[w.key()] = self.keep(self.shared_key(w, extra_env, processes), cell)
+        return out
+
+    @staticmethod
+    def process_order(items: Sequence[Any], i: int, n: int) -> List[Any]:
+        """The order of ``items`` in the ``i``-th of ``n`` processes: rotated by a share of the
+        list every second process, and reversed in every odd one, so that the same cell is not
+        always at the same point of a process (nor of the session's slow spells)."""
+        items = list(items)
+        if not items:
+            return items
+        rot = ((i // 2) * max(1, len(items) // max(1, n))) % len(items)
+        items = items[rot:] + items[:rot]
+        return items[::-1] if i % 2 else items
+
+    def _measure_together(self, workloads: Sequence[Workload], extra_env: Optional[Mapping[str, str]],
+                          processes: Optional[int]) -> Dict[Workload, CellMeasurement]:
+        """``workloads`` in ``processes`` worker processes, each measuring all of them in its own
+        order (``process_order``) with the machine probe around it; process i's seed is i for
+        every cell, as when a cell has processes of its own. A cell whose process failed in it
+        is not measured again (a crash will not go away by repeating it); the cells that
+        process did not reach run in a fresh one."""
+        if not workloads:
+            return {}
+        o = self.options
+        n = processes or o.processes
+        runs: Dict[Workload, List[RunResult]] = {w: [] for w in workloads}
+        done: set = set()  # cells that failed, or cannot run here: not measured again
+        for i in range(n):
+            todo = [w for w in self.process_order(workloads, i, n) if w not in done]
+            while todo:
+                got: List[Optional[RunResult]] = []
+
+                def one_process(cells=tuple(todo), seed=i):
+                    got[:] = runner.run_cells(cells, time_budget=o.time_budget, smoke=o.smoke, timeout=o.timeout,
+                                              memory_limit=o.memory_limit, env=self.environ, extra_env=extra_env,
+                                              python=o.python, seed=seed, warmup_timeout=o.warmup_timeout)
+                    return [r for r in got if r is not None]
+                self._with_machine_state(one_process)
+                rest = []
+                for w, r in zip(todo, got):
+                    if r is None:
+                        rest.append(w)
+                        continue
+                    runs[w].append(r)
+                    if not r.ok:
+                        done.add(w)
+                if len(rest) == len(todo):  # nothing reached: never loop
+                    break
+                todo = rest
+        return {w: CellMeasurement(w, rs) for w, rs in runs.items()}
+
+    #: seconds between two progress lines
+    PROGRESS_EVERY_S = 30.0
+
+    def progress_line(self) -> str:
+        """How far the session is: cells measured (a cell's processes done over the processes
+        a cell gets), cells left, and the time left: the plan's estimate of what is left,
+        scaled by how the measured part went against its estimate."""
+        gone = time.time() - self.started
+        per_cell = max(1, self.duet_pairs if self.options.reference else self.options.processes)
+        done = self.runs_done / per_cell
+        parts = [f"mxperf: {done:.0f} of {self.expected_cells} cell(s) measured" if self.expected_cells
+                 else f"mxperf: {done:.0f} cell(s) measured", f"{gone / 60:.1f} min gone"]
+        if self.estimate_seconds and self.expected_cells:
+            share = min(1.0, done / self.expected_cells)
+            if share > 0:
+                left = max(0.0, gone / share - gone)
+            else:
+                left = self.estimate_seconds
+            parts.append(f"about {left / 60:.1f} min left")
+        return ", ".join(parts)
+
+    def _progress(self, runs: int) -> None:
+        """``runs`` more processes measured; the progress line, at most every PROGRESS_EVERY_S."""
+        self.runs_done += runs
+        now = time.monotonic()
+        if self.expected_cells and now - self._last_progress >= self.PROGRESS_EVERY_S:
+            self._last_progress = now
+            self.say(self.progress_line())
+
+    def expect(self, cells: int, estimate_seconds: Optional[float]) -> None:
+        """The plan: how many cells the session will measure and what it said it would take."""
+        self.expected_cells = cells
+        self.estimate_seconds = estimate_seconds
 
     def add(self, record: CellRecord) -> None:
         self.records.append(record)

@@ -56,6 +56,8 @@ FACTS: Tuple[Fact, ...] = (
     Fact("loaded_companions", list, "", WORKER, "native libraries loaded beside MXNet"),
     Fact("total_batch", int, "", WORKER, "samples a batch over all devices"),
     Fact("timed_seconds", float, "s", WORKER, "seconds of timed rounds"),
+    Fact("process_cells", dict, "", WORKER, "a process that measured several cells: this cell's place "
+                                            "(index, of); import_seconds is then the process's, once"),
     Fact("timed_windows", list, "s", WORKER, "[start, end] of the timed rounds in time.monotonic() "
                                              "seconds (CLOCK_MONOTONIC: the parent's clock too)"),
     Fact("warmup_window", dict, "s", WORKER, "the untimed warm-up in time.monotonic() seconds (started, ended) "

@@ -55,6 +55,8 @@ class ProcessOutcome:
     returncode: Optional[int]
     wall_seconds: float
     utilisation: Optional[Dict] = None  # utilisation.Sampler's summary, sampled from here
+    #: a worker of several cells: its progress lines ({"cell": i, "phase" | "result"}), in order
+    progress: Optional[List[Dict]] = None
 
 
 WATCHDOG_POLL_S = 0.25
@@ -77,12 +79,57 @@ def tree_rss(pid: int) -> int:
     return total
 
 
+class _Progress:
+    """A worker's progress lines (``{"cell": i, "phase": "start" | "measuring"}`` and
+    ``{"cell": i, "result": {...}}``), read as they are appended; ``since`` is when the
+    current phase began here and ``measuring`` whether the current cell's warm-up is over."""
+
+    def __init__(self, path: Path):
+        self.path, self.offset, self.lines = path, 0, []
+        self.since, self.measuring = time.monotonic(), False
+
+    def read(self) -> None:
+        try:
+            with open(self.path, "rb") as fh:
+                fh.seek(self.offset)
+                data = fh.read()
+        except OSError:
+            return
+        end = data.rfind(b"\n") + 1  # whole lines only: the rest is still being written
+        self.offset += end
+        for raw in data[:end].splitlines():
+            try:
+                line = json.loads(raw)
+            except ValueError:
+                continue
+            self.lines.append(line)
+            self.since = time.monotonic()
+            self.measuring = line.get("phase") == "measuring"
+
+
 def _wait(proc, timeout: float, rss_limit: Optional[int], phase_path: Optional[Path] = None,
-          warmup_timeout: Optional[float] = None) -> Optional[str]:
+          warmup_timeout: Optional[float] = None, progress: Optional[_Progress] = None) -> Optional[str]:
     """Wait for ``proc``; returns "timeout", "warmup-timeout", "rss" (over ``rss_limit``) or
     None when it ended. With ``warmup_timeout``, the time until the worker creates
     ``phase_path`` (its warm-up is done: CUDA context, cuDNN autotune, JIT) is bounded by it,
-    and ``timeout`` bounds the measurement after that."""
+    and ``timeout`` bounds the measurement after that. With ``progress`` (a worker of several
+    cells) the same two bounds apply to each cell, from its progress lines."""
+    if progress is not None:
+        while True:
+            try:
+                proc.wait(timeout=WATCHDOG_POLL_S)
+                progress.read()
+                return None
+            except subprocess.TimeoutExpired:
+                pass
+            progress.read()
+            if rss_limit and tree_rss(proc.pid) > rss_limit:
+                return "rss"
+            gone = time.monotonic() - progress.since
+            if progress.measuring and gone > timeout:
+                return "timeout"
+            if not progress.measuring and gone > (warmup_timeout or timeout):
+                return "warmup-timeout" if warmup_timeout else "timeout"
     if not rss_limit and not warmup_timeout:
         try:
             proc.wait(timeout=timeout)
@@ -111,7 +158,8 @@ def _wait(proc, timeout: float, rss_limit: Optional[int], phase_path: Optional[P
 
 def run_process(command: Sequence[str], spec: Dict, *, timeout: float = DEFAULT_TIMEOUT,
                 env: Optional[Mapping[str, str]] = None, rss_limit: Optional[int] = None,
-                warmup_timeout: Optional[float] = None, observe: Optional[Observer] = None) -> ProcessOutcome:
+                warmup_timeout: Optional[float] = None, observe: Optional[Observer] = None,
+                cells: bool = False) -> ProcessOutcome:
     """Run ``command SPEC.json RESULT.json`` in a fresh session; never hangs, never leaks.
 
     The worker protocol: read the spec, write a JSON object with at least ``status``
@@ -121,21 +169,26 @@ def run_process(command: Sequence[str], spec: Dict, *, timeout: float = DEFAULT_
     ``warmup_timeout``: a separate bound for the worker's untimed warm-up (the worker
     signals its end by creating ``spec["phase_path"]``); ``timeout`` then bounds the rest.
     ``observe``: started beside the worker; what its ``stop()`` returns is the outcome's
-    ``utilisation``.
+    ``utilisation``. ``cells``: a worker of several cells (``spec["cells"]``), which writes
+    progress lines to ``spec["progress_path"]``: they bound each cell's warm-up and
+    measurement and are the outcome's ``progress``.
     """
     with spawn.WorkDir() as tmp:
         spec_path = tmp / "spec.json"
         result_path = tmp / "result.json"
         log_path = tmp / "worker.log"
         phase_path = tmp / "measuring"
-        if warmup_timeout:
+        progress = _Progress(tmp / "progress.jsonl") if cells else None
+        if progress is not None:
+            spec = dict(spec, progress_path=str(progress.path))
+        elif warmup_timeout:
             spec = dict(spec, phase_path=str(phase_path))
         spec_path.write_text(json.dumps(spec, sort_keys=True))
         t0 = time.perf_counter()
         proc = spawn.start(list(command) + [str(spec_path), str(result_path)], env=env, log_path=log_path)
         sampler = observe(proc.pid, spec, env) if observe is not None else None
         try:
-            stopped = _wait(proc, timeout, rss_limit, phase_path, warmup_timeout)
+            stopped = _wait(proc, timeout, rss_limit, phase_path, warmup_timeout, progress)
         finally:
             # Always reap the whole group: a worker that exited may leave children.
             usage = sampler.stop() if sampler is not None else None
@@ -146,8 +199,11 @@ def run_process(command: Sequence[str], spec: Dict, *, timeout: float = DEFAULT_
         rc = proc.returncode
         payload = read_result(result_path)
 
-    return classify(stopped, payload, tail, rc, wall, usage, timeout=timeout, warmup_timeout=warmup_timeout,
-                    rss_limit=rss_limit)
+    out = classify(stopped, payload, tail, rc, wall, usage, timeout=timeout, warmup_timeout=warmup_timeout,
+                   rss_limit=rss_limit)
+    if progress is not None:
+        out.progress = progress.lines
+    return out
 
 
 def read_result(path: Path) -> Optional[Dict]:

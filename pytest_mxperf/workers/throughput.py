@@ -131,18 +131,18 @@ def _cpu_seconds():
 
 
 def measure(spec: dict) -> dict:
+    """One cell in this process (``measure_cells`` for several)."""
     w = spec["workload"]
-    budget = float(spec.get("time_budget", 3.0))
-    min_rounds = int(spec.get("min_rounds", 5))
-    max_rounds = int(spec.get("max_rounds", 60))
-    round_target = float(spec.get("round_seconds", 0.2))
-    warmup_min = int(spec.get("warmup_batches", 2))
-    warmup_seconds = float(spec.get("warmup_seconds", 1.0))
-    smoke = bool(spec.get("smoke", False))
-
     if not w.get("source"):  # an unknown zoo name fails here, before MXNet's import (2-3 s)
         from pytest_mxperf import zoo
         zoo.get_model(w["model"])
+    mx, process_meta = _import_mxnet()
+    return measure_cell(mx, spec, process_meta)
+
+
+def _import_mxnet():
+    """MXNet imported, with what the process's figures depend on: the runtime, the import's
+    time and the resident memory before and after it."""
     rss_before = resident_bytes()
     t_start = time.perf_counter()
     mx = import_mxnet()
@@ -153,6 +153,107 @@ def measure(spec: dict) -> dict:
     # where the peak comes from: the interpreter before MXNet, what `import mxnet` loaded
     meta["rss_before_mxnet_bytes"] = rss_before
     meta["rss_after_mxnet_bytes"] = rss_after
+    return mx, meta
+
+
+def measure_cells(spec: dict) -> dict:
+    """Several cells in this one process, in the order of ``spec["cells"]`` (each a cell's
+    spec as ``measure`` takes it): MXNet imported once, then each cell bound, warmed up and
+    timed on its own, and released before the next (``gc.collect()``, ``waitall()``).
+
+    Each cell's result is appended, as soon as it is known, as one JSON line
+    ``{"cell": i, "result": {...}}`` to ``spec["progress_path"]``, after a line
+    ``{"cell": i, "phase": "start"}`` (and ``"measuring"`` when its warm-up is over): the
+    parent bounds each cell's warm-up and measurement from these lines, and when the
+    process dies it knows which cell did it and which cells it did not reach. A cell that
+    fails (``error`` / ``oom``) ends the process after its line: the parent measures the
+    cells after it in a fresh process. ``unsupported`` / ``unavailable`` cells do not.
+
+    A cell's ``peak_rss_bytes`` is the peak of the resident set while it ran: the kernel's
+    high-water mark (VmHWM) is reset before each cell (``/proc/self/clear_refs``) and read
+    after it; the memory the earlier cells left to the allocator is in it."""
+    cells = list(spec["cells"])
+    progress = spec["progress_path"]
+    for c in cells:  # unknown zoo names fail here, before the import
+        if not c["workload"].get("source"):
+            from pytest_mxperf import zoo
+            zoo.get_model(c["workload"]["model"])
+    mx, process_meta = _import_mxnet()
+    results = []
+    for i, cell_spec in enumerate(cells):
+        _progress(progress, {"cell": i, "phase": "start"})
+        cell_spec = dict(cell_spec, phase_path=None, progress=(progress, i))
+        hwm = _reset_peak_rss()
+        try:
+            r = measure_cell(mx, cell_spec, process_meta)
+        except BaseException as exc:  # noqa: BLE001 - the cell's line, then the process ends
+            import traceback
+
+            from pytest_mxperf.workers.protocol import error_line, looks_like_oom
+            text = "".join(traceback.format_exception_only(type(exc), exc)).strip()
+            traceback.print_exc()
+            status = "oom" if isinstance(exc, MemoryError) or looks_like_oom(text) else "error"
+            r = {"status": status, "message": error_line(text, type(exc).__name__), "meta": {}}
+        meta = r.setdefault("meta", {})
+        meta["process_cells"] = {"index": i, "of": len(cells)}  # import_seconds: the process's, once
+        if r.get("status") == "ok":
+            peak = _peak_rss() if hwm else None
+            if peak is not None:
+                meta["peak_rss_bytes"] = peak
+            else:  # no per-cell high-water mark here: a process-wide one would not be this cell's
+                meta.pop("peak_rss_bytes", None)
+        results.append(r)
+        _progress(progress, {"cell": i, "result": r})
+        if r.get("status") not in ("ok", "unsupported", "unavailable"):
+            break
+        import gc
+        gc.collect()
+        mx.nd.waitall()
+    return {"status": "ok", "message": "", "cells": results}
+
+
+def _progress(path, obj):
+    """One progress line, with its ``time.monotonic()`` (``t``: the parent's clock too)."""
+    with open(path, "a") as fh:
+        fh.write(json.dumps(dict(obj, t=time.monotonic())) + "\n")
+        fh.flush()
+
+
+def _reset_peak_rss():
+    """Reset this process's resident high-water mark (Linux >= 4.0: ``5`` to
+    /proc/self/clear_refs); False where it cannot be."""
+    try:
+        with open("/proc/self/clear_refs", "w") as fh:
+            fh.write("5")
+        return True
+    except OSError:
+        return False
+
+
+def _peak_rss():
+    """VmHWM of /proc/self/status in bytes, or None."""
+    try:
+        with open("/proc/self/status") as fh:
+            for line in fh:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def measure_cell(mx, spec: dict, process_meta: dict) -> dict:
+    """One cell in a process that has imported MXNet (``process_meta``: ``_import_mxnet``'s)."""
+    w = spec["workload"]
+    budget = float(spec.get("time_budget", 3.0))
+    min_rounds = int(spec.get("min_rounds", 5))
+    max_rounds = int(spec.get("max_rounds", 60))
+    round_target = float(spec.get("round_seconds", 0.2))
+    warmup_min = int(spec.get("warmup_batches", 2))
+    warmup_seconds = float(spec.get("warmup_seconds", 1.0))
+    smoke = bool(spec.get("smoke", False))
+
+    meta = dict(process_meta)
     missing = missing_gpus(w["contexts"], lambda: meta["num_gpus"])
     if missing:
         return {"status": "unavailable", "meta": meta, "message": missing}
@@ -203,6 +304,8 @@ def measure(spec: dict) -> dict:
         meta["cudnn_choice"] = cudnn_choice(meta, warmup_window)
     if spec.get("phase_path"):  # tell the parent the warm-up is over: its timeout starts now
         open(spec["phase_path"], "w").close()
+    if spec.get("progress"):  # a cell of several in this process: the same, on the progress lines
+        _progress(spec["progress"][0], {"cell": spec["progress"][1], "phase": "measuring"})
     per_batch = min(warm[-2:]) if len(warm) >= 2 else warm[-1]
 
     latency = w["mode"] == "latency"
@@ -333,8 +436,13 @@ def _gpu_memory_used_mib(mx, contexts):
     return used
 
 
+def run(spec: dict) -> dict:
+    """A spec with ``cells`` measures several cells in this process; else one."""
+    return measure_cells(spec) if "cells" in spec else measure(spec)
+
+
 def main(argv=None) -> int:
-    return serve(measure, argv, "pytest_mxperf.workers.throughput")
+    return serve(run, argv, "pytest_mxperf.workers.throughput")
 
 
 if __name__ == "__main__":
