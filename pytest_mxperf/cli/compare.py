@@ -104,8 +104,9 @@ def comparison_table(old: Results, new: Results, verdicts: Dict[str, V.Verdict])
 def main(argv: Optional[Sequence[str]] = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
-        if argv and argv[0] == "promote":
-            return _promote(argv[1:])
+        at = _first_positional(argv)
+        if at is not None and argv[at] == "promote":  # its options may come before the word too
+            return _promote(argv[:at] + argv[at + 1:])
         return _compare(argv)
     except (ResultsError, ValueError) as exc:
         print(f"pytest_mxperf.cli.compare: {str(exc).splitlines()[0] if str(exc) else exc}", file=sys.stderr)
@@ -118,6 +119,28 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         raise
 
 
+# every option of either command takes a value (besides -h)
+_VALUED_OPTIONS = ("--min-effect", "--fdr", "--baselines-dir", "--machine")
+
+
+def _first_positional(argv: List[str]) -> Optional[int]:
+    """The index of the first argument that is neither an option nor an option's value, before
+    any ``--`` (``compare -- promote NEW.json`` compares a file named promote)."""
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        if arg == "--":
+            return None
+        if arg.startswith("-") and len(arg) > 1:
+            # "--opt VALUE" (or an abbreviation of it, as argparse takes) skips the value
+            if "=" not in arg and any(o.startswith(arg) for o in _VALUED_OPTIONS if arg.startswith("--")):
+                i += 1
+            i += 1
+            continue
+        return i
+    return None
+
+
 class _Parser(argparse.ArgumentParser):
     def error(self, message):  # one line, exit 2 (argparse prints usage otherwise)
         print(f"pytest_mxperf.cli.compare: {message}", file=sys.stderr)
@@ -126,7 +149,9 @@ class _Parser(argparse.ArgumentParser):
 
 def _compare(argv: List[str]) -> int:
     ap = _Parser(prog="python -m pytest_mxperf.cli.compare",
-                 description="Compare two pytest-mxperf results.json files (old, new).")
+                 description="Compare two pytest-mxperf results.json files (old, new).",
+                 epilog="python -m pytest_mxperf.cli.compare promote RESULT.json [--baselines-dir D] "
+                        "[--machine NAME]: record a results.json into the baseline (promote --help).")
     ap.add_argument("old")
     ap.add_argument("new")
     ap.add_argument("--min-effect", type=float, default=thresholds.MIN_EFFECT)

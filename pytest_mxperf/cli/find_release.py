@@ -139,12 +139,10 @@ def parse_range(text: str, known: Sequence[str] = installs.KNOWN_RELEASES) -> Li
 
 def parse_args(argv: Sequence[str]) -> Tuple[argparse.Namespace, List[str]]:
     argv = list(argv)
-    if "--" in argv:
-        cut = argv.index("--")
-        ours, pytest_args = argv[:cut], argv[cut + 1:]
-        ns = _parser().parse_args(ours)
-    else:
-        ns, pytest_args = _parser().parse_known_args(argv)
+    # our options anywhere before a "--"; what they leave there, and all after it, is pytest's
+    cut = argv.index("--") if "--" in argv else len(argv)
+    ns, before = _parser().parse_known_args(argv[:cut])
+    pytest_args = before + argv[cut + 1:]
     for arg in pytest_args:
         for opt in RESERVED_OPTIONS:
             if arg == opt or arg.startswith(opt + "="):

@@ -6,7 +6,8 @@
     summary RESULTS     a session as markdown for a CI job summary or a pull-request comment
 
 ``--store URL`` (an SQLite path or ``postgresql://...``; default ``$MXPERF_HISTORY`` or
-``~/.local/share/pytest-mxperf/history.sqlite``). Errors are one line on stderr, exit 2.
+``~/.local/share/pytest-mxperf/history.sqlite``) goes before or after the subcommand.
+Errors are one line on stderr, exit 2.
 """
 
 from __future__ import annotations
@@ -35,17 +36,27 @@ def _results_files(paths: List[str]) -> List[Path]:
     return out
 
 
+def _common_options(parser: argparse.ArgumentParser, default) -> None:
+    parser.add_argument("--store", default=default,
+                        help="SQLite path or postgresql:// URL (default: $MXPERF_HISTORY or "
+                             "~/.local/share/pytest-mxperf/history.sqlite)")
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     ap = _Parser(prog="python -m pytest_mxperf.history")
-    ap.add_argument("--store", default=None, help="SQLite path or postgresql:// URL")
+    _common_options(ap, default=None)  # open_store(None): $MXPERF_HISTORY or the default path
+    # the common options go before or after the subcommand: every subcommand takes them too,
+    # with no default there (SUPPRESS), so that one given before the subcommand is kept
+    common = argparse.ArgumentParser(add_help=False)
+    _common_options(common, default=argparse.SUPPRESS)
     sub = ap.add_subparsers(dest="cmd", required=True, parser_class=_Parser)
-    p_imp = sub.add_parser("import")
+    p_imp = sub.add_parser("import", parents=[common])
     p_imp.add_argument("paths", nargs="+")
-    p_ch = sub.add_parser("changes")
+    p_ch = sub.add_parser("changes", parents=[common])
     p_ch.add_argument("--cell", default=None)
-    p_pub = sub.add_parser("publish")
+    p_pub = sub.add_parser("publish", parents=[common])
     p_pub.add_argument("out")
-    p_sum = sub.add_parser("summary")
+    p_sum = sub.add_parser("summary", parents=[common])
     p_sum.add_argument("results")
     args = ap.parse_args(argv)
     try:
