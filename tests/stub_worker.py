@@ -88,15 +88,36 @@ def throughput(spec_path, result_path):
         return protocol.serve(run, [spec_path, result_path])
     with open(spec_path) as fh:
         spec = json.load(fh)
+    if "cells" in spec:  # several cells in this process, with progress lines, as the real worker
+        results = []
+        for i, one in enumerate(spec["cells"]):
+            _progress(spec["progress_path"], {"cell": i, "phase": "start"})
+            r = _one_cell(dict(one, progress=(spec["progress_path"], i)), c)
+            r["meta"]["process_cells"] = {"index": i, "of": len(spec["cells"])}
+            results.append(r)
+            _progress(spec["progress_path"], {"cell": i, "result": r})
+            if r["status"] not in ("ok", "unsupported", "unavailable"):
+                break
+        _write(result_path, {"status": "ok", "message": "", "cells": results})
+        return
+    _write(result_path, _one_cell(spec, c))
+
+
+def _progress(path, obj):
+    import time
+    with open(path, "a") as fh:
+        fh.write(json.dumps(dict(obj, t=time.monotonic())) + "\n")
+
+
+def _one_cell(spec, c):
+    """One cell's result, as the real throughput worker's ``measure_cell``."""
     w = spec["workload"]
     if c.get("error"):
-        _write(result_path, {"status": "error", "message": c["error"], "meta": {}})
-        return
+        return {"status": "error", "message": c["error"], "meta": {}}
     gpus = [x for x in w["contexts"] if x.startswith("gpu")]
     if gpus and max(int(x.split(":")[1]) for x in gpus) >= c.get("gpus", 0):
-        _write(result_path, {"status": "unavailable", "meta": {},
-                             "message": f"needs {','.join(gpus)} but this machine has {c.get('gpus', 0)} GPU(s)"})
-        return
+        return {"status": "unavailable", "meta": {},
+                "message": f"needs {','.join(gpus)} but this machine has {c.get('gpus', 0)} GPU(s)"}
     if w["model"] in (c.get("sleep_models") or {}):  # a cell that takes this long (seconds)
         import time
         time.sleep(float(c["sleep_models"][w["model"]]))
@@ -107,6 +128,8 @@ def throughput(spec_path, result_path):
     if c.get("warmup_seconds"):
         time.sleep(float(c["warmup_seconds"]))
     warmup_window["ended"] = time.monotonic()
+    if spec.get("progress"):  # its warm-up is over, as the real worker says
+        _progress(spec["progress"][0], {"cell": spec["progress"][1], "phase": "measuring"})
     rate = float(c.get("rate", 100.0)) * float((c.get("factors") or {}).get(w["model"], 1.0))
     rate *= float((c.get("dtype_factors") or {}).get(w.get("dtype", "float32"), 1.0))
     rate *= float((c.get("kvstore_factors") or {}).get(w.get("kvstore") or "", 1.0))
@@ -128,14 +151,14 @@ def throughput(spec_path, result_path):
         gpu_meta["cudnn"] = c.get("cudnn", "8.5.0")
         gpu_meta["cudnn_choice"] = protocol.cudnn_choice(gpu_meta, warmup_window)
         _free_pool(c)
-    _write(result_path, {
+    return {
         "status": "ok", "message": "", "batches_per_round": k, "round_seconds": rounds, "figures": figures,
         "meta": {"mxnet_version": c.get("version", "1.9.1"), "features": c.get("features", ["MKLDNN", "OPENMP"]),
                  "python": sys.version.split()[0], "num_gpus": c.get("gpus", 0),
                  "threads": {"openmp": 2}, "cpu_utilization": 1.0 if gpus else 1.98,
                  "peak_rss_bytes": int(c.get("rss_mib", 800)) * 2 ** 20, "bind_seconds": 0.1,
                  "first_batch_seconds": 0.05, "timed_windows": windows, "warmup_window": warmup_window,
-                 **gpu_meta}})
+                 **gpu_meta}}
 
 
 def _pool_path(c):

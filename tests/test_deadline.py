@@ -26,6 +26,19 @@ def test_first(mxperf, ctx, model, batch_size):
 """
 
 
+KILLED = """
+import pytest
+
+@pytest.mark.mxperf_grid(models=("lenet", "mlp"), batch_sizes=(1, 8))
+def test_cells(mxperf, ctx, model, batch_size):
+    mxperf.expect_ok(mxperf.measure(model, batch_size, contexts=ctx))
+
+@pytest.mark.cpu
+def test_hangs(mxperf):
+    mxperf.expect_ok(mxperf.measure("alexnet", 1))
+"""
+
+
 def _args(pytester, make_stub_python, *extra, **stub):
     return ["-p", "no:cacheprovider", "-m", "cpu", "--perf-machine", "box", "--perf-baselines-dir",
             str(pytester.path / "bl"), "--perf-no-probe", "--perf-python", make_stub_python("now", **stub),
@@ -78,10 +91,11 @@ def test_tests_past_the_deadline_are_not_reached_and_fail_unless_allowed(pyteste
 
 def test_a_killed_session_keeps_every_finished_cell(pytester, make_stub_python):
     """results.json and summary.md are written after each cell: kill -9 pytest while the
-    fifth cell (alexnet) hangs, and the first four are there, with their figures."""
-    pytester.makepyfile(test_grid=GRID)
+    fifth cell (alexnet, a test of its own after a grid whose four cells are measured
+    together) hangs, and the first four are there, with their figures."""
+    pytester.makepyfile(test_grid=KILLED)
     args = _args(pytester, make_stub_python, "--perf-processes", "1", sleep_models={"alexnet": 3600})
-    proc = subprocess.Popen([sys.executable, "-m", "pytest", *args, "-k", "test_cells"], cwd=pytester.path,
+    proc = subprocess.Popen([sys.executable, "-m", "pytest", *args], cwd=pytester.path,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     path = pytester.path / "rep" / "results.json"
     try:

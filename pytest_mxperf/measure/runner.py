@@ -147,8 +147,8 @@ def run_workload(workload: Workload, *, time_budget: float = TIME_BUDGET_S, smok
 def run_cells(workloads: Sequence[Workload], *, time_budget: float = TIME_BUDGET_S, smoke: bool = False,
               timeout: float = DEFAULT_TIMEOUT, memory_limit: Optional[int] = -1,
               env: Optional[Mapping[str, str]] = None, extra_env: Optional[Mapping[str, str]] = None,
-              python: Optional[str] = None, seed: int = 0,
-              warmup_timeout: Optional[float] = None) -> List[Optional[RunResult]]:
+              python: Optional[str] = None, seed: int = 0, warmup_timeout: Optional[float] = None,
+              command: Optional[Sequence[str]] = None) -> List[Optional[RunResult]]:
     """Measure several CPU cells in turn in one fresh worker process (MXNet imported once;
     ``workers/throughput.measure_cells``): one entry per workload, in their order, its
     RunResult, or None for a cell the process did not reach (a cell before it failed and
@@ -169,7 +169,7 @@ def run_cells(workloads: Sequence[Workload], *, time_budget: float = TIME_BUDGET
             raise ValueError(f"{w.key()} needs another environment than {workloads[0].key()}: not one process")
     spec = {"cells": [make_spec(w, time_budget=time_budget, smoke=smoke, memory_limit=as_cap, seed=seed)
                       for w in workloads], "memory_limit": as_cap}
-    out = run_process(worker_command(python), spec, timeout=timeout, env=full_env, rss_limit=rss_cap,
+    out = run_process(command or worker_command(python), spec, timeout=timeout, env=full_env, rss_limit=rss_cap,
                       warmup_timeout=warmup_timeout, cells=True)
     lines = out.progress or []
     results = {ln["cell"]: ln["result"] for ln in lines if "result" in ln}

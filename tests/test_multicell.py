@@ -1,0 +1,159 @@
+"""Workers that stay: one worker process measures several cells in turn.
+
+Real MXNet workers (small cells, short budgets) for what only a real process shows: one
+import, each cell its own warm-up, timed windows and memory peak, and what a cell that dies
+costs. The session's side (which cells run together, in which order, each once) with
+``runner.run_cells`` replaced, as pure logic. Nothing here depends on the machine's speed.
+"""
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from pytest_mxperf.measure import runner
+from pytest_mxperf.measure.session import CellRecord, PerfSession, merge_records
+from pytest_mxperf.model.measurement import CellMeasurement, RunResult
+from pytest_mxperf.model.options import PerfOptions
+from pytest_mxperf.model.workload import Workload
+
+DYING = [sys.executable, str(Path(__file__).with_name("dying_cell_worker.py"))]
+
+
+def cell(model="lenet", batch=1, mode="score"):
+    return Workload(model=model, mode=mode, batch_size=batch, contexts=("cpu:0",))
+
+
+def test_one_process_measures_each_cell_on_its_own():
+    ws = [cell("lenet", 1), cell("mlp", 2), cell("lenet", 2, "train")]
+    runs = runner.run_cells(ws, time_budget=0.2)
+    assert [r.status for r in runs] == ["ok", "ok", "ok"], [r.message for r in runs]
+    assert [r.meta["process_cells"] for r in runs] == [{"index": i, "of": 3} for i in range(3)]
+    # MXNet was imported once: the same import, recorded for each cell
+    assert len({r.meta["import_seconds"] for r in runs}) == 1
+    for r, w in zip(runs, ws):
+        assert r.workload == w and r.value("throughput") > 0
+        assert r.meta["warmup_batches"] >= 2  # each cell warmed up on its own, untimed
+        assert r.meta["peak_rss_bytes"] > 0
+    # each cell's timed rounds lie inside its own part of the process, in order
+    windows = [r.meta["timed_windows"] for r in runs]
+    assert all(len(w) == 1 and w[0][0] < w[0][1] for w in windows)
+    assert windows[0][0][1] <= windows[1][0][0] and windows[1][0][1] <= windows[2][0][0]
+
+
+@pytest.mark.parametrize("mode, status, says", [("kill", "crash", "SIGKILL"), ("raise", "error", "cannot be measured")])
+def test_a_dying_cell_costs_only_itself(mode, status, says):
+    ws = [cell("lenet", 1), cell("lenet", 3), cell("mlp", 1)]
+    runs = runner.run_cells(ws, time_budget=0.2, command=DYING + [mode])
+    assert runs[0].ok
+    assert runs[1].status == status and says in runs[1].message, runs[1].message
+    assert runs[2] is None  # not reached: the session measures it in a fresh process
+
+
+def test_a_hanging_cell_is_bounded_by_its_own_warmup_timeout():
+    ws = [cell("lenet", 1), cell("lenet", 3), cell("mlp", 1)]
+    runs = runner.run_cells(ws, time_budget=0.2, warmup_timeout=5.0, timeout=60.0, command=DYING + ["hang"])
+    assert runs[0].ok
+    assert runs[1].status == "timeout" and "warm-up" in runs[1].message
+    assert runs[2] is None
+
+
+def test_cells_that_need_different_environments_are_refused():
+    with pytest.raises(ValueError, match="another environment"):
+        runner.run_cells([cell(), Workload(model="lenet", mode="score", batch_size=1, contexts=("cpu:0",),
+                                           threads="1")], time_budget=0.2)
+
+
+# -- the session's side, with run_cells replaced ------------------------------------------
+
+def fake_run(throughput=10.0, fail=(), unreached=()):
+    """A run_cells stand-in: records each process's cells in order; cells in ``fail`` crash,
+    the cells after a crashed one are not reached when in ``unreached``."""
+    calls = []
+
+    def run_cells(workloads, **kw):
+        calls.append((list(workloads), kw["seed"]))
+        out, dead = [], False
+        for w in workloads:
+            if dead:
+                out.append(None)
+                continue
+            if w.model in fail:
+                out.append(RunResult(workload=w, status="crash", message="killed by SIGKILL"))
+                dead = bool(unreached)
+                continue
+            out.append(RunResult(workload=w, status="ok", batches_per_round=1,
+                                 round_seconds=[w.batch_size / throughput] * 5))
+        return out
+    return calls, run_cells
+
+
+def session(**kw):
+    return PerfSession(PerfOptions(machine_probe=False, **kw), environ={})
+
+
+def test_cells_run_together_each_process_in_its_own_order(monkeypatch):
+    calls, fake = fake_run()
+    monkeypatch.setattr(runner, "run_cells", fake)
+    ws = [cell("lenet", b) for b in (1, 2, 4, 8)]
+    cells = session(processes=2).measure_cells(ws)
+    assert [c[1] for c in calls] == [0, 1]  # two processes, process i's seed i
+    assert calls[0][0] == ws and calls[1][0] == ws[::-1]
+    assert all(len(cells[w.key()].runs) == 2 for w in ws)
+    orders = [PerfSession.process_order(ws, i, 5) for i in range(5)]
+    assert len({tuple(o) for o in orders}) == 5  # five processes, five orders
+    assert all(sorted(o, key=ws.index) == ws for o in orders)
+
+
+def test_a_cell_two_tests_ask_for_is_measured_once(monkeypatch):
+    calls, fake = fake_run()
+    monkeypatch.setattr(runner, "run_cells", fake)
+    s = session(processes=2)
+    ws = [cell("lenet", 1), cell("lenet", 2)]
+    first = s.measure_cells(ws)
+    again = s.measure_cells([ws[1]])
+    assert len(calls) == 2 and again[ws[1].key()] is first[ws[1].key()]
+    # both tests record the cell: its processes are counted once
+    s.add(CellRecord("t1", first[ws[1].key()]))
+    s.add(CellRecord("t2", again[ws[1].key()]))
+    merged = merge_records(s.records)[ws[1].key()]
+    assert len(merged.cell.runs) == 2 and merged.nodeids == ("t1", "t2")
+    # another environment is another measurement
+    other = s.measure_cells(ws, extra_env={"MXNET_SUBGRAPH_BACKEND": "NONE"})
+    assert len(calls) == 4 and other[ws[1].key()] is not first[ws[1].key()]
+
+
+def test_a_crashed_cell_is_not_repeated_and_the_rest_run_in_a_fresh_process(monkeypatch):
+    calls, fake = fake_run(fail=("mlp",), unreached=True)
+    monkeypatch.setattr(runner, "run_cells", fake)
+    ws = [cell("lenet", 1), cell("mlp", 1), cell("lenet", 2)]
+    cells = session(processes=2).measure_cells(ws)
+    # process 0: lenet b1, mlp (crash) -> lenet b2 in a fresh process; process 1 without mlp
+    assert [[w.key() for w in c[0]] for c in calls] == [
+        [ws[0].key(), ws[1].key(), ws[2].key()], [ws[2].key()], [ws[2].key(), ws[0].key()]]
+    assert [c[1] for c in calls] == [0, 0, 1]
+    assert [r.status for r in cells[ws[1].key()].runs] == ["crash"]
+    assert len(cells[ws[0].key()].ok_runs) == 2 and len(cells[ws[2].key()].ok_runs) == 2
+
+
+def test_gpu_cells_ab_mode_and_deadlines_keep_processes_of_their_own(monkeypatch):
+    calls, fake = fake_run()
+    monkeypatch.setattr(runner, "run_cells", fake)
+    alone = []
+    monkeypatch.setattr(PerfSession, "measure", lambda self, w, processes=None, extra_env=None:
+                        alone.append(w) or CellMeasurement(w, []))
+    gpu = [Workload(model="lenet", mode="score", batch_size=b, contexts=("gpu:0",)) for b in (1, 2)]
+    session().measure_cells(gpu)
+    session(deadline=600.0).measure_cells([cell("lenet", 1), cell("lenet", 2)])
+    assert calls == [] and len(alone) == 4
+
+
+def test_progress_line_counts_cells_and_time_left():
+    s = session(processes=2)
+    s.expect(10, 100.0)
+    assert s.progress_line().startswith("mxperf: 0 of 10 cell(s) measured")
+    assert "about 1.7 min left" in s.progress_line()
+    s.runs_done = 10  # five cells' two processes each
+    s.started -= 60.0  # a minute gone: as much again is left
+    line = s.progress_line()
+    assert "5 of 10 cell(s)" in line and "about 1.0 min left" in line
