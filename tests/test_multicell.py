@@ -157,3 +157,33 @@ def test_progress_line_counts_cells_and_time_left():
     s.started -= 60.0  # a minute gone: as much again is left
     line = s.progress_line()
     assert "5 of 10 cell(s)" in line and "about 1.0 min left" in line
+
+
+# -- confirming suspects in baseline mode: announced, with its cost, at most the first stage again
+
+def _suspect(wall, runs=2, multi=True):
+    meta = {"process_cells": {"index": 0, "of": 4}, "import_seconds": 1.5} if multi else {}
+    return CellRecord("t", CellMeasurement(cell(), [RunResult(workload=cell(), status="ok", batches_per_round=1,
+                                                              round_seconds=[0.1] * 5, wall_seconds=wall,
+                                                              meta=dict(meta)) for _ in range(runs)]))
+
+
+def test_confirming_suspects_is_planned_within_the_first_stages_time():
+    from pytest_mxperf.outcome.judging import confirmation_line, confirmation_plan
+    from pytest_mxperf.judge.thresholds import CONFIRM_PROCESSES
+    from pytest_mxperf.outcome.judging import SPAWN_S
+    from pytest_mxperf.output.report import PROBE_OVERHEAD_S
+    o = PerfOptions()
+    per = 3.0 + 1.5 + SPAWN_S + PROBE_OVERHEAD_S  # a cell of a shared process: its fresh process costs the import too
+    plan, cut = confirmation_plan({"a": _suspect(3.0), "b": _suspect(3.0)}, budget_s=1e6, options=o)
+    assert not cut and plan == {"a": (CONFIRM_PROCESSES - 2, per), "b": (CONFIRM_PROCESSES - 2, per)}
+    # the first stage took less than that: every suspect's processes cut alike, at least one each
+    budget = 0.5 * sum(n * p for n, p in plan.values())
+    small, cut = confirmation_plan({"a": _suspect(3.0), "b": _suspect(3.0)}, budget_s=budget, options=o)
+    assert cut and sum(n * p for n, p in small.values()) <= budget
+    assert all(n == (CONFIRM_PROCESSES - 2) // 2 for n, _ in small.values())
+    tiny, _ = confirmation_plan({"a": _suspect(3.0), "b": _suspect(3.0)}, budget_s=1.0, options=o)
+    assert [n for n, _ in tiny.values()] == [1, 1]
+    line = confirmation_line(small, budget, True)
+    assert line.startswith("mxperf: confirming 2 suspect cell(s) with 8 more process(es)")
+    assert "cut to fit" in line and "cut to fit" not in confirmation_line(plan, 1e6, False)

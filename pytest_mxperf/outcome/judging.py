@@ -10,6 +10,7 @@ unclear is ``unresolved``. The rules themselves are ``judge/``'s; A/B mode is
 from __future__ import annotations
 
 import dataclasses
+import time
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from pytest_mxperf.judge import (
@@ -38,6 +39,10 @@ class GateOutcome:
     headline: List[str] = dataclasses.field(default_factory=list)
     # A/B mode: what each side ran (``session_files.ab_sides``), for the report
     sides: Dict[str, Any] = dataclasses.field(default_factory=dict)
+    # what the full report says and the terminal does not by default (``output/report.py``):
+    # notes on figures that did not change, figures not gated, profiles of passing cells,
+    # where the history store keeps the session
+    details: List[str] = dataclasses.field(default_factory=list)
 
     def count(self, kind: str) -> int:
         return sum(v.kind == kind for v in self.verdicts.values())
@@ -166,19 +171,71 @@ def judge_baseline(session: PerfSession, baseline: Baseline) -> Judged:
         # Re-measure suspects; judging again can make another cell a suspect (BH across
         # cells), so repeat until none is left. After that, nothing stays "suspect": a
         # slowdown is a regression, unresolved, or unchanged.
+        # confirming costs at most the first stage again (or a minute, after a shorter one)
+        budget = max(CONFIRM_FLOOR_S, time.time() - session.started)
+        spent = 0.0
         for _ in range(3):
             suspects = {cell_of(k) for k, v in verdicts.items() if v.kind == "suspect"} - confirmed
             if not suspects:
                 break
-            for key in sorted(suspects):
-                session.confirm(key, thresholds.CONFIRM_PROCESSES - len(cells[key].cell.ok_runs))
+            wanted, cut = confirmation_plan({k: cells[k] for k in suspects}, budget - spent, session.options)
+            session.say(confirmation_line(wanted, budget - spent, cut))
+            t0 = time.time()
+            for i, (key, (n, _)) in enumerate(sorted(wanted.items())):
+                session.confirm(key, n)
                 confirmed.add(key)
+                session.say(f"mxperf: confirmed {i + 1} of {len(wanted)} suspect cell(s) ({key}), "
+                            f"{(time.time() - t0) / 60:.1f} min gone, about "
+                            f"{sum(n * s for k, (n, s) in wanted.items() if k > key) / 60:.1f} min left")
+            spent += time.time() - t0
             cells = session.measured_cells()
             reference = label_machine_states(cells, baseline) or reference
             verdicts = judge_baseline_once(cells, baseline, reference, confirmed, options.min_effect)
     verdicts = with_context(verdicts, cells, baseline)
     headline, failed = resolution_headline(options, verdicts, baseline)
     return Judged(verdicts, len(confirmed), tuple(headline), failed)
+
+
+#: starting a worker process and reading its result, beside MXNet's import (measured: 0.2-0.4 s)
+SPAWN_S = 0.5
+#: what confirming suspects may take after a first stage shorter than this (seconds)
+CONFIRM_FLOOR_S = 60.0
+
+
+def confirmation_plan(suspects: Dict[str, CellRecord], budget_s: float, options
+                      ) -> Tuple[Dict[str, Tuple[int, float]], bool]:
+    """(key -> (processes to add, seconds a process is expected to take) for each suspect,
+    whether they were cut to the budget): up to
+    ``CONFIRM_PROCESSES`` processes in all, cut alike for every suspect (at least one each)
+    when they would take longer than ``budget_s``, what the first stage took (a suspect's
+    confirming process is a fresh one: its figure's process time, plus MXNet's import and a
+    process start when it was measured among other cells, plus the probe). Pure."""
+    from pytest_mxperf.output.report import PROBE_OVERHEAD_S, PROCESS_OVERHEAD_S
+    plan: Dict[str, Tuple[int, float]] = {}
+    for key, rec in suspects.items():
+        runs = rec.cell.ok_runs
+        walls = sorted(r.wall_seconds for r in runs if r.wall_seconds)
+        per = walls[len(walls) // 2] if walls else options.time_budget + PROCESS_OVERHEAD_S
+        shared = [r for r in runs if r.meta.get("process_cells")]
+        if shared:  # a fresh process imports MXNet too, which a shared one did once for all its cells
+            per += max(float(r.meta.get("import_seconds") or 0.0) for r in shared) + SPAWN_S
+        per += PROBE_OVERHEAD_S if options.machine_probe else 0.0
+        plan[key] = (max(0, thresholds.CONFIRM_PROCESSES - len(runs)), per)
+    total = sum(n * per for n, per in plan.values())
+    cut = total > budget_s
+    if cut:
+        share = max(0.0, budget_s) / total
+        plan = {k: (max(1, int(n * share)), per) for k, (n, per) in plan.items()}
+    return {k: v for k, v in plan.items() if v[0] > 0}, cut
+
+
+def confirmation_line(plan: Dict[str, Tuple[int, float]], budget_s: float, cut: bool) -> str:
+    """Said before the suspects are measured again: how many, how many processes, the cost."""
+    n = sum(p for p, _ in plan.values())
+    cost = sum(p * per for p, per in plan.values())
+    return (f"mxperf: confirming {len(plan)} suspect cell(s) with {n} more process(es), about "
+            f"{cost / 60:.1f} min (at most as long again as the measuring so far or a minute: {max(0.0, budget_s) / 60:.1f} min"
+            + ("; cut to fit, so some may stay unresolved" if cut else "") + ")")
 
 
 def with_context(verdicts: Dict[str, vd.Verdict], cells: Dict[str, CellRecord], baseline: Baseline
