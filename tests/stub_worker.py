@@ -45,9 +45,15 @@ sets ``MXPERF_STUB`` to a JSON configuration:
                                   is the instant its rounds are computed in.
      "peak_gflops": 150.0,        what the peak worker measures (fc and conv alike), or a dict
                                   by dtype: {"float32": 9000.0, "float16": 18000.0}
-     "operators": {"_sg_mkldnn_conv": 100.0, ...}}   the profile worker's operators, in ms
+     "operators": {"_sg_mkldnn_conv": 100.0, ...},  the profile worker's operators, in ms
                                   per batch (scaled by 100 / rate, so a slower stub has
                                   slower operators); default: a fused conv net's
+     "spin": false,               a thread computes for the whole life of the process, while it
+                                  waits on its duet pipe too: a side whose threads spin
+     "duet_sleep": null,          seconds every duet round of it lasts (slept), whatever it
+                                  reports, so that its partner waits that long; by default a
+                                  round is computed in an instant
+     "unit_seconds": 0.05}        the input-pipeline worker's seconds per unit (epoch or fed step)
 
 Nothing here imports mxnet; no GPU is involved even when it pretends to have GPUs.
 """
@@ -252,7 +258,10 @@ def _serve_duet(spec, c, per_batch, warmup_window=None):
                 os._exit(3)
             if c.get("duet_hang_after") is not None and i >= c["duet_hang_after"]:
                 time.sleep(3600)
-            return k * per_batch * (1.0 + 0.005 * ((i % 3) - 1))
+            t = k * per_batch * (1.0 + 0.005 * ((i % 3) - 1))
+            if c.get("duet_sleep"):
+                time.sleep(float(c["duet_sleep"]))
+            return t
     return protocol.serve_rounds(Cell(), spec["control"], {"per_batch": per_batch, "warmup_window": warmup_window})
 
 
@@ -281,6 +290,33 @@ def commbench(spec_path, result_path):
                               "moved_gbps": size * 2 * n / comm / 1e9, "kvstore": spec.get("kvstore"),
                               "contexts": spec.get("contexts"), "meta": {"mxnet_version": c.get("version", "1.9.1")}},
                              **duet))
+
+
+def pipeline(spec_path, result_path):
+    """The input-pipeline worker's result shape (samples/s, batches, the train split's end to
+    end rate); in a duet it serves rounds of k units of ``unit_seconds`` each."""
+    c = _cfg()
+    with open(spec_path) as fh:
+        spec = json.load(fh)
+    unit = float(c.get("unit_seconds", 0.05))
+    rounds, k = [unit] * 6, 1
+    if spec.get("control"):
+        rounds, k = _serve_duet(spec, c, unit)
+    samples = int(spec.get("batch_size", 32)) * k * len(rounds)
+    rate = samples / sum(rounds)
+    _write(result_path, {"status": "ok", "message": "", "samples_per_s": rate, "end_to_end_samples_per_s": rate,
+                         "batches": k * len(rounds), "round_seconds": rounds, "batches_per_round": k,
+                         "meta": {"mxnet_version": c.get("version", "1.9.1")}})
+
+
+def _spin_while_alive(c):
+    if c.get("spin"):
+        import threading
+
+        def spin():
+            while True:
+                pass
+        threading.Thread(target=spin, daemon=True).start()
 
 
 def _spec_and_cfg(spec_path):
@@ -339,6 +375,7 @@ def list_distributions():
 
 
 def main(argv):
+    _spin_while_alive(_cfg())
     if len(argv) >= 2 and argv[0] == "-c" and "distributions" in argv[1]:
         return list_distributions()
     if len(argv) >= 2 and argv[0] == "-m":
@@ -349,6 +386,8 @@ def main(argv):
             return throughput(*rest)
         if module == "pytest_mxperf.workers.commbench":
             return commbench(*rest)
+        if module == "pytest_mxperf.workers.pipeline":
+            return pipeline(*rest)
         if module == "pytest_mxperf.workers.peak":
             return peak(*rest)
         if module == "pytest_mxperf.workers.profile":
