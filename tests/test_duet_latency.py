@@ -17,7 +17,7 @@ import types
 import psutil
 import pytest
 
-from pytest_mxperf.measure import duet, runner
+from pytest_mxperf.measure import duet
 from pytest_mxperf.model.workload import Workload
 from pytest_mxperf.workers import protocol
 from pytest_mxperf.workers.throughput import latency_figures
@@ -151,50 +151,33 @@ def test_timed_rounds_of_one_duet_differ_in_size_is_an_error(monkeypatch):
 # ----------------------------------------------------------------------------- real MXNet
 
 LATENCY = Workload(model="lenet", mode="latency", batch_size=1)
-#: how far apart an A/A duet's p50 and a process's may lie: the bug was a factor of several
-#: hundred (130 ms against 0.28 ms); two quiet measurements agree within 1.3 here
-AGREE = 3.0
-#: a duet pair and a process run one after the other, and a neighbour's load moves whichever
-#: runs beside it (seen here at a load average of 6 to 8 on 2 vCPUs: p50 0.58 and 127 ms for
-#: the two sides of one A/A duet, 0.67 ms for the next process). Load only ever lengthens
-#: batches, so the fastest p50 of each mode is compared, after each attempt, up to this many
-#: attempts, until both modes had one in the same conditions
-ATTEMPTS = 3
 
 
 def _env():
     return {k: v for k, v in os.environ.items() if not k.startswith(("OMP_", "MXNET_", "KMP_"))}
 
 
-def test_a_real_latency_duet_measures_single_batches_as_a_process_does():
-    """LeNet b1 as an A/A duet pair (this interpreter on both sides) and in one process: the
-    duet's rounds hold many batches (about 0.3 ms each here, hundreds a round), yet each
-    side's p50 is one batch's latency: a round's median / k in the duet itself, and within a
-    factor AGREE of the process's p50."""
-    duets, processes, seen = [], [], []
-    for _ in range(ATTEMPTS):
-        c, r = duet.run_pair(LATENCY, candidate=None, reference=None, seed=len(seen), time_budget=0.5, env=_env())
-        assert c.ok and r.ok, (c.message, r.message, c.stderr_tail[-3:], r.stderr_tail[-3:])
-        p = runner.run_workload(LATENCY, time_budget=0.2, env=_env(), seed=len(seen), timeout=300)
-        assert p.ok, (p.message, p.stderr_tail[-3:])
-        assert 0 < p.figures["latency_p50_ms"] <= p.figures["latency_p99_ms"], p.figures
-        for side in (c, r):
-            k = side.batches_per_round
-            p50, p99 = side.figures["latency_p50_ms"], side.figures["latency_p99_ms"]
-            assert 0 < p50 <= p99, side.figures
-            # in the duet itself, whatever the machine's load: p50 is one batch of a round of
-            # k (a round's median / k, within AGREE), not a round (k times that, before the fix)
-            # - and the round (what the duet pairs) stays the total of its k batches
-            assert statistics.median(side.round_seconds) * 1000.0 >= k * p50 / AGREE, (side.round_seconds, p50, k)
-            # timed_seconds (and the CPU utilisation over it) are the timed rounds' own, not the
-            # whole serving time with the settling rounds and the partner's turns (over twice it)
-            timed = sum(side.round_seconds)
-            assert timed <= side.meta["timed_seconds"] < 1.5 * timed, (side.meta["timed_seconds"], timed)
-            duets.append(p50)
-        processes.append(p.figures["latency_p50_ms"])
-        seen.append((processes[-1], c.figures["latency_p50_ms"], r.figures["latency_p50_ms"], c.batches_per_round))
-        if min(processes) / AGREE <= min(duets) <= min(processes) * AGREE:
-            break
-    else:
-        pytest.fail(f"(process p50, duet p50s, batches a round) of {ATTEMPTS} attempts: {seen}")
+def test_a_real_latency_duets_p50_is_one_batch_of_its_rounds():
+    """LeNet b1 as an A/A duet pair (this interpreter on both sides): the duet's rounds hold
+    many batches (about 0.3 ms each here, hundreds a round), yet each side's p50 is one
+    batch's latency, which a round's k batches bound on any machine: at least half of the
+    k x rounds batches last p50 or longer, so p50 <= 2 x (mean round) / k. Before the fix p50
+    was a round's (k times that). How close a duet's p50 comes to a process's is a timing
+    claim, measured by benchmarks/duet_latency.py (two quiet measurements agreed within 1.3
+    here; a neighbour's load moves either)."""
+    c, r = duet.run_pair(LATENCY, candidate=None, reference=None, seed=0, time_budget=0.5, env=_env())
+    assert c.ok and r.ok, (c.message, r.message, c.stderr_tail[-3:], r.stderr_tail[-3:])
+    for side, partner in ((c, r), (r, c)):
+        k = side.batches_per_round
+        p50, p99 = side.figures["latency_p50_ms"], side.figures["latency_p99_ms"]
+        assert 0 < p50 <= p99, side.figures
+        # p50 is one batch of a round of k (a round is the total of its k batches)
+        mean_round_ms = 1000.0 * statistics.mean(side.round_seconds)
+        assert p50 <= 2 * mean_round_ms / k * (1 + 1e-9), (side.round_seconds, p50, k)
+        # timed_seconds (and the CPU utilisation over it) are the timed rounds' own, not the
+        # whole serving time with the settling rounds and the partner's turns (which hold as
+        # many rounds of as many batches as its own)
+        timed = sum(side.round_seconds)
+        assert timed <= side.meta["timed_seconds"] < timed + sum(partner.round_seconds), \
+            (side.meta["timed_seconds"], timed, sum(partner.round_seconds))
     assert not [q for q in psutil.Process().children(recursive=True) if q.is_running()]
