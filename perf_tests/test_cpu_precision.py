@@ -25,7 +25,7 @@ _FLOAT32 = {}  # contexts -> the float32 cell, measured once for the dtypes besi
 
 @pytest.mark.cpu
 @pytest.mark.scoring
-@pytest.mark.parametrize("dtype", ["int8", "bfloat16", "float16"])
+@pytest.mark.parametrize("dtype", ["int8", pytest.param("bfloat16", marks=pytest.mark.slow), "float16"])  # #26: the default session is the daily gate; --perf-slow runs the rest
 def test_reduced_precision_beside_float32(mxperf, dtype):
     ctx = CONTEXTS
     cell = mxperf.measure(MODEL, BATCH, mode="score", contexts=ctx, dtype=dtype)

@@ -54,7 +54,8 @@ def _measure(mxperf, kvstore):
 
 @pytest.mark.cpu
 @pytest.mark.distributed
-@pytest.mark.parametrize("kvstore", ["dist_sync", "dist_async", "dist_device_sync"])
+@pytest.mark.parametrize("kvstore", ["dist_sync", pytest.param("dist_async", marks=pytest.mark.slow),
+                                     pytest.param("dist_device_sync", marks=pytest.mark.slow)])  # #26: the default session is the daily gate; --perf-slow runs the rest
 def test_distributed_kvstore_throughput(mxperf, kvstore):
     local = _measure(mxperf, "local")
     cell = _measure(mxperf, kvstore)

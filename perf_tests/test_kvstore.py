@@ -123,7 +123,8 @@ def test_wide_mlp_is_communication_bound(mxperf):
 
 @pytest.mark.cpu
 @pytest.mark.multi_device
-@pytest.mark.parametrize("net", ["resnet50_v2", pytest.param("inception-bn", marks=pytest.mark.slow)])
+@pytest.mark.parametrize("net", [pytest.param("resnet50_v2", marks=pytest.mark.slow),  # #26: the default session is the daily gate; --perf-slow runs the rest
+                                 pytest.param("inception-bn", marks=pytest.mark.slow)])
 def test_conv_net_is_compute_bound(mxperf, net):
     comm = _comm(mxperf, {"model": net}, CPU_CONTEXTS, "device")
     cell = mxperf.expect_ok(mxperf.measure(net, BATCH, mode="train", contexts=(CPU_CONTEXTS[0],)))

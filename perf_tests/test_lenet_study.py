@@ -66,7 +66,7 @@ def _throughput_study(mxperf, net, batch, lists, device):
 @pytest.mark.cpu
 @pytest.mark.multi_device
 @pytest.mark.parametrize("batch", STUDY_BATCHES)
-@pytest.mark.parametrize("net", STUDY_MODELS)
+@pytest.mark.parametrize("net", ["lenet", pytest.param("mlp", marks=pytest.mark.slow)])  # #26: the default session is the daily gate; --perf-slow runs the rest
 def test_cpu_samples_per_second_over_devices(mxperf, net, batch):
     _throughput_study(mxperf, net, batch, CPU_DEVICE_LISTS, "cpu")
 
@@ -116,8 +116,9 @@ def _time_to_accuracy(mxperf, total_batch, contexts):
 
 
 # 1 device: every default batch size; 2 devices: batch 64 (the others are --perf-slow).
-CPU_CONVERGENCE_CELLS = [pytest.param(b, 1, id=f"b{b}-1cpu") for b in CONVERGENCE_BATCHES] + [
-    pytest.param(b, 2, id=f"b{b}-2cpu", marks=() if b == 64 else pytest.mark.slow) for b in CONVERGENCE_BATCHES]
+CPU_CONVERGENCE_CELLS = [pytest.param(b, 1, id=f"b{b}-1cpu", marks=() if b == 64 else pytest.mark.slow)  # #26: the default session is the daily gate; --perf-slow runs the rest
+                         for b in CONVERGENCE_BATCHES] + [
+    pytest.param(b, 2, id=f"b{b}-2cpu", marks=pytest.mark.slow) for b in CONVERGENCE_BATCHES]
 
 
 @pytest.mark.cpu

@@ -30,8 +30,9 @@ MARKERS = {
     "io": "input pipeline: loader alone, trainer alone, and the two end to end (RecordIO, NDArrayIter)",
     "slow": "heavy CPU cells; deselected unless --perf-slow or a -m expression that names 'slow' (GPU cells run)",
     "mxperf_priority(n)": "with --perf-deadline, tests of lower n run first (default 100)",
-    "mxperf_grid(models=None, batch_sizes=None, slow=None, devices=None)":
+    "mxperf_grid(models=None, batch_sizes=None, slow=None, devices=None, default_batches=None)":
         "the model x batch grid of a test; slow maps a model to the smallest batch that is slow on CPU; "
+        "default_batches: the batch sizes of the default session (the others are slow on CPU); "
         "devices (e.g. ('gpu',)) keeps only the --perf-ctx groups of those devices",
 }
 
@@ -146,11 +147,12 @@ def pytest_generate_tests(metafunc):
         models = options.selected_models(allowed)
         slow = kw.get("slow") or {}
         batches = options.selected_batches(kw.get("batch_sizes") or opts.DEFAULT_BATCH_SIZES)
+        everyday = kw.get("default_batches") or batches  # the others are slow on CPU
         if "batch_size" in names:
             params = []
             for m in models:
                 for b in batches:
-                    marks = [pytest.mark.slow] if m in slow and b >= slow[m] else []
+                    marks = [pytest.mark.slow] if (m in slow and b >= slow[m]) or b not in everyday else []
                     params.append(pytest.param(m, b, id=f"{m}-b{b}", marks=marks))
             metafunc.parametrize("model,batch_size", params)
         else:
@@ -204,7 +206,10 @@ def _planned(item) -> planning.Planned:
         measuring="mxperf" in getattr(item, "fixturenames", ()),
         priority=int(mark.args[0]) if mark and mark.args else None,
         group=(getattr(item, "originalname", item.name), str(params.get("model", ""))),
-        markers=frozenset(m.name for m in item.iter_markers()))
+        markers=frozenset(m.name for m in item.iter_markers()),
+        cell=((str(params["model"]), int(params.get("batch_size") or 0), str(list(params["ctx"])[0]).split(":")[0])
+              if "model" in params and "ctx" in params else None),
+        function="::".join(_grid_key(item)))
 
 
 #: the parameters of the plugin's grid (``pytest_generate_tests``): a test's cell
@@ -297,7 +302,8 @@ def pytest_collection_finish(session):
         return
     skipped = {id(it) for it in _skip_gpu_tests_without_a_usable_gpu(session, s)}
     session.config._mxperf_grids = grids([it for it in session.items if id(it) not in skipped])
-    planned = [_planned(it) for it in session.items if id(it) not in skipped]
+    # a test that skips before it runs (an empty parametrization, no GPU) costs nothing
+    planned = [_planned(it) for it in session.items if id(it) not in skipped and not it.get_closest_marker("skip")]
     tests = sum(p.measuring for p in planned)
     if not tests:
         return
@@ -307,9 +313,14 @@ def pytest_collection_finish(session):
     if s.options.reference and not s.options.smoke and not session.config.getoption("--perf-processes"):
         ab_pairs = planning.ab_pairs(tests)
     tr = session.config.pluginmanager.get_plugin("terminalreporter")
+    plan = None
+    if not s.options.reference:
+        plan = planning.estimate(planned, s.options.processes, can_share=s.options.deadline is None)
     if tr is not None:
-        tr.write_line(report.plan_line(tests, s.options, ab_pairs, s.duet_pairs, duet_tests))
+        tr.write_line(report.plan_line(tests, s.options, ab_pairs, s.duet_pairs, duet_tests, plan,
+                                       s.deselected_slow))
     s.plan(ab_pairs, report.planned_test_seconds(s.options, s.duet_pairs, ab_pairs, duet=duet_tests == tests))
+    s.expect(tests, plan.seconds if plan else None)
 
 
 def _skip_gpu_tests_without_a_usable_gpu(session, s: PerfSession) -> list:

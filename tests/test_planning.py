@@ -25,3 +25,27 @@ def test_duet_tests_are_the_resident_kinds_only():
 
 def test_process_pairs_grow_with_the_session_s_cells():
     assert ab_pairs(1) < ab_pairs(20) < ab_pairs(200)
+
+
+def test_the_estimate_counts_shared_processes_once_and_names_fresh_ones():
+    from pytest_mxperf.measure.planning import (
+        FRESH_PROCESS_S,
+        SESSION_S,
+        SHARED_CELL_S,
+        SHARED_PROCESS_S,
+        Planned,
+        estimate,
+    )
+    grid = [Planned(True, markers=frozenset({"scoring", "cpu"}), cell=(m, b, "cpu"), function="t.py::test_scoring")
+            for m in ("alexnet", "resnet50_v2") for b in (1, 8)]
+    dist = Planned(True, markers=frozenset({"distributed", "cpu"}))
+    lone = Planned(True, markers=frozenset({"training", "cpu"}), cell=("alexnet", 1, "cpu"), function="t.py::test_train")
+    e = estimate(grid + [dist, lone, Planned(False)], processes=2)
+    shared = 2 * (SHARED_PROCESS_S + 4 * SHARED_CELL_S)
+    fresh = 2 * dict(FRESH_PROCESS_S)["distributed"] + 2 * 6.0  # a grid of one cell has processes of its own
+    assert (e.shared_cells, e.fresh_tests) == (4, 2)
+    assert e.shared_seconds == shared and e.fresh_seconds == fresh and e.seconds == SESSION_S + shared + fresh
+    assert e.fresh_kinds == ("distributed launches", "other")
+    # recording (5 processes) costs 5/2 of the measuring; with a deadline nothing is shared
+    assert estimate(grid + [dist, lone], processes=5).seconds - SESSION_S == (shared + fresh) * 5 / 2
+    assert estimate(grid, processes=2, can_share=False).shared_cells == 0

@@ -30,6 +30,10 @@ class Planned:
     priority: Optional[int] = None     # its ``mxperf_priority`` mark, if any
     group: Tuple[str, str] = ("", "")  # (test function, model): breadth first within a priority
     markers: frozenset = frozenset()   # the names of its markers
+    #: a grid test's cell (model, batch size, device) and its function: the cells a worker
+    #: process measures together (``Measurer._grid_cells``)
+    cell: Optional[Tuple[str, int, str]] = None
+    function: str = ""
 
 
 def by_priority(tests: Sequence[Planned]) -> List[int]:
@@ -61,3 +65,64 @@ def ab_pairs(measuring_tests: int) -> int:
     BH at its family's share of FDR_Q (outcome/ab_judging.family_q: q_family / n_family =
     FDR_Q / all cells)."""
     return stats.pairs_needed(measuring_tests, thresholds.FDR_Q)
+
+
+#: What the estimate said before a session takes, in seconds (measured on 2-vCPU AMD EPYC
+#: machines, mxnet 1.9.1, default options, 2026-11-25: ``pytest perf_tests -m cpu
+#: --durations=0`` at 09ee631, the time of each test over its processes). A worker process
+#: of several cells: its start, ``import mxnet`` and the probe around it, then each cell's
+#: bind, first batch, warm-up (1 s) and timed part (1.5 s): 34 scoring cells in 2 processes
+#: took 210 s.
+SHARED_PROCESS_S = 3.0
+SHARED_CELL_S = 3.0
+#: a fresh worker process of a test that has processes of its own, by its marker (the first
+#: that applies): a ps-lite cluster launch 8.0 s, a time-to-accuracy run (``training``
+#: without a grid) 7.4 s, the input pipeline 3.6 s, a multi-device cell 4.5 s; other 6.0 s
+FRESH_PROCESS_S = (("distributed", 8.0), ("io", 3.6), ("multi_device", 4.5), ("training", 7.4))
+FRESH_OTHER_S = 6.0
+#: the session's own start and end (the MXNet probe, the peak, judging, reports)
+SESSION_S = 15.0
+#: markers of tests whose processes are their own, as the estimate names them
+FRESH_NAMES = {"distributed": "distributed launches", "io": "input pipeline", "multi_device": "multi-device",
+               "training": "time to accuracy", "": "other"}
+
+
+@dataclasses.dataclass(frozen=True)
+class Estimate:
+    """What the session will take, said before it starts (baseline mode)."""
+
+    seconds: float
+    shared_cells: int       # cells measured in worker processes of several cells
+    shared_seconds: float
+    fresh_tests: int        # tests whose processes are their own
+    fresh_seconds: float
+    fresh_kinds: Tuple[str, ...]  # what they are (distributed launches, input pipeline, ...)
+
+
+def estimate(tests: Sequence[Planned], processes: int, can_share: bool = True) -> Estimate:
+    """The session's duration from its measuring tests: grid tests of one function on CPU
+    share ``processes`` worker processes (when ``can_share``: not A/B, no deadline), every
+    other test has ``processes`` fresh processes of its own. Pure."""
+    groups: dict = {}
+    fresh: List[Planned] = []
+    for t in tests:
+        if not t.measuring:
+            continue
+        if can_share and t.cell is not None and t.cell[2] == "cpu":
+            groups.setdefault(t.function, []).append(t)
+        else:
+            fresh.append(t)
+    shared_s, shared_n = 0.0, 0
+    for members in groups.values():
+        if len(members) < 2:
+            fresh += members
+            continue
+        shared_n += len(members)
+        shared_s += processes * (SHARED_PROCESS_S + SHARED_CELL_S * len(members))
+    fresh_s, kinds = 0.0, []
+    for t in fresh:
+        kind = next((m for m, _ in FRESH_PROCESS_S if m in t.markers and not (m == "training" and t.cell)), "")
+        fresh_s += processes * dict(FRESH_PROCESS_S).get(kind, FRESH_OTHER_S)
+        kinds.append(FRESH_NAMES[kind])
+    return Estimate(SESSION_S + shared_s + fresh_s, shared_n, shared_s, len(fresh), fresh_s,
+                    tuple(dict.fromkeys(kinds)))

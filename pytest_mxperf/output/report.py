@@ -140,9 +140,15 @@ def planned_test_seconds(options, duet_pairs: int = 3, ab_pairs: int = 8, duet: 
     return options.processes * per_process
 
 
-def plan_line(tests: int, options, ab_pairs: int, duet_pairs: int = 3, duet_tests: Optional[int] = None) -> str:
+def _minutes(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.1f} min"
+
+
+def plan_line(tests: int, options, ab_pairs: int, duet_pairs: int = 3, duet_tests: Optional[int] = None,
+              plan=None, deselected_slow: int = 0) -> str:
     """The expected duration, said before anything is measured. ``duet_tests``: how many of
-    the tests are duet cells in A/B mode (default: all)."""
+    the tests are duet cells in A/B mode (default: all); ``plan``: baseline mode's
+    ``planning.estimate`` (which cells share worker processes, which tests have their own)."""
     duet_tests = tests if duet_tests is None else duet_tests
     seconds = (duet_tests * planned_test_seconds(options, duet_pairs, ab_pairs)
                + (tests - duet_tests) * planned_test_seconds(options, duet_pairs, ab_pairs, duet=False))
@@ -156,6 +162,17 @@ def plan_line(tests: int, options, ab_pairs: int, duet_pairs: int = 3, duet_test
                 f"distributed and time-to-accuracy cells run {ab_pairs} process pairs); expected about "
                 f"{duration_text(seconds)} when no cell needs a second stage, about {duration_text(most)} when "
                 f"every cell does (a real slowdown always does){cut}")
+    if plan is not None:
+        parts = []
+        if plan.shared_cells:
+            parts.append(f"{plan.shared_cells} cell(s) in worker processes of several cells (a test's grid in each "
+                         f"process, about {_minutes(plan.shared_seconds)})")
+        if plan.fresh_tests:
+            parts.append(f"{plan.fresh_tests} test(s) with fresh processes of their own "
+                         f"({', '.join(plan.fresh_kinds)}: about {_minutes(plan.fresh_seconds)})")
+        slow = f"; {deselected_slow} slow test(s) deselected (--perf-slow runs them)" if deselected_slow else ""
+        return (f"mxperf: {tests} measuring test(s), {options.processes} process(es) a cell: {'; '.join(parts)}; "
+                f"expected about {_minutes(plan.seconds)}, more if suspects are confirmed{cut}{slow}")
     return (f"mxperf: {tests} measuring test(s) x {options.processes} process(es): expected at least "
             f"{duration_text(seconds)} (tests that measure several cells, heavy models and re-measured suspects take "
             f"longer){cut}")
