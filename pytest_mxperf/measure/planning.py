@@ -69,19 +69,20 @@ def ab_pairs(measuring_tests: int) -> int:
 
 #: What the estimate said before a session takes, in seconds (measured on 2-vCPU AMD EPYC
 #: machines, mxnet 1.9.1, default options, 2026-11-25: ``pytest perf_tests -m cpu
-#: --durations=0`` at 09ee631, the time of each test over its processes). A worker process
-#: of several cells: its start, ``import mxnet`` and the probe around it, then each cell's
-#: bind, first batch, warm-up (1 s) and timed part (1.5 s): 34 scoring cells in 2 processes
-#: took 210 s.
-SHARED_PROCESS_S = 3.0
-SHARED_CELL_S = 3.0
+#: --durations=0`` at 09ee631 and 0f1d1f5, the time of each test over its processes). A
+#: worker process of several cells: its start, ``import mxnet`` and the probe around it,
+#: then each cell's bind, first batch, warm-up (1 s) and timed part (1.5 s): 34 scoring cells
+#: in 2 processes took 210 s, 5 cells 30 s.
+SHARED_PROCESS_S = 2.5
+SHARED_CELL_S = 2.6
 #: a fresh worker process of a test that has processes of its own, by its marker (the first
 #: that applies): a ps-lite cluster launch 8.0 s, a time-to-accuracy run (``training``
-#: without a grid) 7.4 s, the input pipeline 3.6 s, a multi-device cell 4.5 s; other 6.0 s
-FRESH_PROCESS_S = (("distributed", 8.0), ("io", 3.6), ("multi_device", 4.5), ("training", 7.4))
+#: without a grid) 7.4 s, the input pipeline 3.6 s, a multi-device test 3.5 s (weak scaling
+#: 6-9 s, a data-parallel check 0.7 s); other 6.0 s
+FRESH_PROCESS_S = (("distributed", 8.0), ("io", 3.6), ("multi_device", 3.5), ("training", 7.4))
 FRESH_OTHER_S = 6.0
-#: the session's own start and end (the MXNet probe, the peak, judging, reports)
-SESSION_S = 15.0
+#: the session's own start and end (the MXNet probe, judging, reports)
+SESSION_S = 5.0
 #: markers of tests whose processes are their own, as the estimate names them
 FRESH_NAMES = {"distributed": "distributed launches", "io": "input pipeline", "multi_device": "multi-device",
                "training": "time to accuracy", "": "other"}
