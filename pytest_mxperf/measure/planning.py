@@ -69,7 +69,7 @@ def ab_pairs(measuring_tests: int) -> int:
 
 #: What the estimate said before a session takes, in seconds (measured on 2-vCPU AMD EPYC
 #: machines, mxnet 1.9.1, default options, 2026-11-25: ``pytest perf_tests -m cpu
-#: --durations=0`` at 09ee631 and 0f1d1f5, the time of each test over its processes). A
+#: --durations=0`` at 09ee631 and 47b41d3, the time of each test over its processes). A
 #: worker process of several cells: its start, ``import mxnet`` and the probe around it,
 #: then each cell's bind, first batch, warm-up (1 s) and timed part (1.5 s): 34 scoring cells
 #: in 2 processes took 210 s, 5 cells 30 s.
