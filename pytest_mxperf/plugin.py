@@ -98,8 +98,14 @@ def pytest_configure(config):
 
 
 def _say(config, line: str) -> None:
+    """A line on the terminal now, also while a test runs (pytest captures its output then:
+    the line is written with capturing suspended, as ``capsys.disabled()`` does)."""
+    import contextlib
     tr = config.pluginmanager.get_plugin("terminalreporter")
-    if tr is not None:
+    if tr is None:
+        return
+    capman = config.pluginmanager.get_plugin("capturemanager")
+    with capman.global_and_fixture_disabled() if capman is not None else contextlib.nullcontext():
         tr.ensure_newline()  # after the progress dots
         tr.write_line(line)
 

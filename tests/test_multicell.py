@@ -187,3 +187,31 @@ def test_confirming_suspects_is_planned_within_the_first_stages_time():
     line = confirmation_line(small, budget, True)
     assert line.startswith("mxperf: confirming 2 suspect cell(s) with 8 more process(es)")
     assert "cut to fit" in line and "cut to fit" not in confirmation_line(plan, 1e6, False)
+
+
+def test_a_grid_is_measured_together_and_the_session_says_where_it_is(pytester, make_stub_python):
+    """A real pytest session with the stand-in worker: a grid test's four cells in two
+    processes of four cells (process_cells), the estimate first, a progress line while the
+    tests run (shown although pytest captures the tests' output)."""
+    pytester.makepyfile(test_grid="""
+import pytest
+
+@pytest.mark.mxperf_grid(models=("lenet", "mlp"), batch_sizes=(1, 2))
+def test_g(mxperf, ctx, model, batch_size):
+    mxperf.expect_ok(mxperf.measure(model, batch_size, contexts=ctx))
+""")
+    r = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-m", "cpu", "--perf-machine", "box",
+                                      "--perf-baselines-dir", str(pytester.path / "bl"), "--perf-no-probe",
+                                      "--perf-python", make_stub_python("now"), "--perf-report", "rep")
+    out = r.stdout.str()
+    assert r.ret == 0, out
+    assert "4 cell(s) in worker processes of several cells" in out
+    assert "mxperf: 4 of 4 cell(s) measured" in out
+    import json
+    doc = json.loads((pytester.path / "rep" / "results.json").read_text())
+    assert len(doc["records"]) == 4
+    for rec in doc["records"]:
+        assert sorted(run["meta"]["process_cells"]["of"] for run in rec["runs"]) == [4, 4]
+    # process 0 measured the grid in order, process 1 in reverse
+    first = {rec["key"]: [run["meta"]["process_cells"]["index"] for run in rec["runs"]] for rec in doc["records"]}
+    assert sorted(map(tuple, first.values())) == [(0, 3), (1, 2), (2, 1), (3, 0)]

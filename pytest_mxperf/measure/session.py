@@ -472,6 +472,9 @@ class PerfSession:
                 if len(rest) == len(todo):  # nothing reached: never loop
                     break
                 todo = rest
+        if self.expected_cells:  # a grid done: where the session is
+            self._last_progress = time.monotonic()
+            self.say(self.progress_line())
         return {w: CellMeasurement(w, rs) for w, rs in runs.items()}
 
     #: seconds between two progress lines
