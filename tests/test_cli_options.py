@@ -101,12 +101,16 @@ def test_history_changes_reads_the_store_given_before_or_after(filled_store, def
     assert not default_store.exists()
 
 
+def _store_on(order, store, *command):
+    """``--store STORE`` before or after ``command`` (a subcommand and its arguments)."""
+    opt = ["--store", str(store)]
+    return opt + list(command) if order == "before" else list(command) + opt
+
+
 @pytest.mark.parametrize("order", ["before", "after"])
 def test_history_publish_takes_store_before_or_after(tmp_path, filled_store, default_store, order, capsys):
     out = tmp_path / "pages"
-    argv = (["--store", str(filled_store), "publish", str(out)] if order == "before"
-            else ["publish", str(out), "--store", str(filled_store)])
-    assert history(argv) == 0
+    assert history(_store_on(order, filled_store, "publish", str(out))) == 0
     assert "wrote" in capsys.readouterr().out
     assert "s7" in "".join(p.read_text() for p in out.rglob("*.html"))  # the given store's sessions
     assert not default_store.exists()
@@ -115,9 +119,7 @@ def test_history_publish_takes_store_before_or_after(tmp_path, filled_store, def
 @pytest.mark.parametrize("order", ["before", "after"])
 def test_history_summary_accepts_store_either_side(tmp_path, results_json, default_store, order, capsys):
     where = tmp_path / "unused.sqlite"
-    argv = (["--store", str(where), "summary", str(results_json)] if order == "before"
-            else ["summary", str(results_json), "--store", str(where)])
-    assert history(argv) == 0
+    assert history(_store_on(order, where, "summary", str(results_json))) == 0
     assert "## pytest-mxperf" in capsys.readouterr().out
     assert not where.exists() and not default_store.exists()  # a summary opens no store
 
