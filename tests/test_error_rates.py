@@ -28,6 +28,8 @@ The corpora (``benchmarks/data/``):
   what was seen, so that a change of the rules that meets them shows.
 
 Fixed seeds; a fixed number of sessions per N (fewer for the expensive 64-cell sessions).
+On the quiet corpora the requirement is held at N = 6 and 64 (``QUIET_N``); N = 24 runs the
+same code between them, in the benchmark's table.
 """
 
 import sys
@@ -40,6 +42,10 @@ import replay_lib as L  # noqa: E402
 
 SEED = 20261125
 SESSIONS = {6: 100, 24: 50, 64: 40}
+#: the sizes the quiet corpora's requirement is held at here: the smallest and the largest
+#: session; the same code at N = 24 is in benchmarks/replay_error_rates.py's table (the loaded
+#: corpus's xfail cases below keep 24, where they were seen)
+QUIET_N = [6, 64]
 MAX_FAILED = 0.05     # unchanged sessions that fail, whatever N
 MIN_CAUGHT = 0.95     # a -10% cell caught (A/B; baseline mode: when beyond the stated resolution)
 CHANGE = 0.90
@@ -77,25 +83,25 @@ def quiet_fresh():
     return c
 
 
-@pytest.mark.parametrize("n", [6, 24, 64])
+@pytest.mark.parametrize("n", QUIET_N)
 def test_ab_unchanged_sessions_on_a_quiet_vm_fail_in_at_most_5_percent(quiet_duets, n):
     r = _rates("ab", quiet_duets, n, 1.0)
     assert r.failed_rate <= MAX_FAILED, L.format_row(r)
 
 
-@pytest.mark.parametrize("n", [6, 24, 64])
+@pytest.mark.parametrize("n", QUIET_N)
 def test_ab_a_10_percent_slower_cell_on_a_quiet_vm_is_caught_in_95_percent(quiet_duets, n):
     r = _rates("ab", quiet_duets, n, CHANGE)
     assert r.caught_rate >= MIN_CAUGHT, L.format_row(r)
 
 
-@pytest.mark.parametrize("n", [6, 24, 64])
+@pytest.mark.parametrize("n", QUIET_N)
 def test_baseline_unchanged_sessions_on_this_quiet_vm_fail_in_at_most_5_percent(quiet_fresh, n):
     r = _rates("baseline", quiet_fresh, n, 1.0)
     assert r.failed_rate <= MAX_FAILED, L.format_row(r)
 
 
-@pytest.mark.parametrize("n", [6, 24, 64])
+@pytest.mark.parametrize("n", QUIET_N)
 def test_baseline_a_20_percent_change_beyond_the_stated_resolution_is_caught_on_this_quiet_vm(quiet_fresh, n):
     """A one-session recording of this VM states a provisional resolution wider than 10% (a
     x0.90 cell is below it in every session: said, not failing); at N = 6 a x0.80 cell is
@@ -173,13 +179,13 @@ def test_baseline_unchanged_sessions_on_this_vm_fail_in_at_most_5_percent(vm_fre
     assert r.failed_rate <= MAX_FAILED, L.format_row(r)
 
 
-@pytest.mark.parametrize("n", [6, 24, 64])
+@pytest.mark.parametrize("n", QUIET_N)
 def test_baseline_unchanged_sessions_on_a_quiet_vm_fail_in_at_most_5_percent(intel_quiet, n):
     r = _rates("baseline", intel_quiet, n, 1.0)
     assert r.failed_rate <= MAX_FAILED, L.format_row(r)
 
 
-@pytest.mark.parametrize("n", [6, 24, pytest.param(64, marks=_xfail(
+@pytest.mark.parametrize("n", [6, pytest.param(64, marks=_xfail(
     "beyond the session's resolution in 13 of 40 sessions of 64 cells, caught in 12 (92.3%): one below-resolution"))])
 def test_baseline_a_10_percent_change_beyond_the_resolution_is_caught(intel_quiet, n):
     r = _rates("baseline", intel_quiet, n, CHANGE)

@@ -32,8 +32,10 @@ def _sampled(code):
 def test_a_busy_process_is_busy_and_a_sleeping_one_is_not():
     busy, idle = _sampled(SPIN), _sampled(SLEEP)
     assert busy["samples"] >= 5 and idle["samples"] >= 5
-    assert idle["mean_cpus"] < 0.1  # sleeping takes no CPU on any machine
-    assert busy["mean_cpus"] > idle["mean_cpus"] and busy["max_cpus"] > 0.3
+    # the sleeper beside the spinner, both measured here and now: a fraction of its CPUs
+    # (a fixed share would depend on how much CPU this machine leaves a spinner)
+    assert idle["mean_cpus"] < busy["mean_cpus"] / 2, (idle, busy)
+    assert busy["max_cpus"] <= 1.5, busy  # one thread: CPUs (not percent), a tick's rounding at most
     assert len(busy["timeline"]) <= utilisation.TIMELINE_POINTS
 
 
