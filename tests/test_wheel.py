@@ -196,20 +196,24 @@ def test_the_installed_compare_calls_the_recording_unchanged_against_itself_and_
 
 
 def test_a_rerun_finds_the_baseline_through_the_installed_gate_its_verdict_the_machines_noise(recorded):
-    """A session re-run against that baseline: the installed gate finds each cell's baseline
-    (the recorded figures, exactly) and judges it. Which verdict is this machine's to say:
-    a shared VM can slow an unchanged re-run by a factor of ten, so any final verdict of a
-    gated cell can come (all but suspect, which is re-measured, not-gated and no-baseline),
-    a regression included; the exit code follows the verdicts."""
+    """The checkpoint's cell re-run against that baseline: the installed gate finds the cell's
+    baseline by its graph digest (the recorded figures, exactly) and judges it. (One cell: the
+    zoo cell's lookup is the same code, and test_plugin / test_usermodel re-run both kinds in
+    this checkout.) Which verdict is this machine's to say: a shared VM can slow an unchanged
+    re-run by a factor of ten, so any final verdict of a gated cell can come (all but suspect,
+    which is re-measured, not-gated and no-baseline), a regression included; the exit code
+    follows the verdicts."""
     py, project = recorded
     baseline = json.loads((project / "bl" / "box.json").read_text())["cells"]
-    cmp = subprocess.run([str(py), *_COMMON, "--perf-report", "cmp"], cwd=project, env=_user_env(),
-                         capture_output=True, text=True)
+    cmp = subprocess.run([str(py), *_COMMON, "--perf-report", "cmp", "-k", "test_my_checkpoint"], cwd=project,
+                         env=_user_env(), capture_output=True, text=True)
     out = cmp.stdout
     assert "Traceback" not in out + cmp.stderr and "no baseline" not in out, out[-6000:] + cmp.stderr[-3000:]
     verdicts = json.loads((project / "cmp" / "results.json").read_text())["session"]["verdicts"]
     final = set(thresholds.KINDS) - {"suspect", "not-gated", "no-baseline"}
-    for key in _cell_keys(project):
+    checkpoint_keys = [k for k in _cell_keys(project) if k.startswith("score/user:clf@")]
+    assert len(checkpoint_keys) == 1, _cell_keys(project)
+    for key in checkpoint_keys:
         recorded_medians = [h["process_medians"] for h in baseline[key]["history"]][-1]
         v = verdicts[key]
         assert v["n_baseline"] == len(recorded_medians) >= thresholds.MIN_BASELINE_PROCESSES, (key, v)
