@@ -164,10 +164,14 @@ def test_bad_machine_name_is_a_usage_error(pytester):
     assert "--perf-machine" in result.stderr.str()
 
 
-def test_no_baseline_is_said_and_recording_one_then_comparing_works(pytester):
+def test_no_baseline_is_said_and_recording_one_then_comparing_works(pytester, make_stub_python):
+    """The plugin's side of a first session, its recording and a comparison, with the stand-in
+    MXNet (tests/stub_worker.py); real MXNet records and re-runs baselines in test_usermodel
+    and test_wheel."""
     pytester.makepyfile(test_user=USER_TEST)
     bdir = pytester.path / "bl"
-    common = ["-m", "cpu", "--perf-machine", "box", "--perf-baselines-dir", str(bdir), "--perf-time-budget", "0.3"]
+    common = ["-m", "cpu", "--perf-machine", "box", "--perf-baselines-dir", str(bdir), "--perf-time-budget", "0.3",
+              "--perf-python", make_stub_python("now")]
     # the calibration probes only where the baseline keeps them (the recording session)
     result = _run(pytester, *common, "--perf-processes", "1", "--perf-fail-on", "no-baseline", "--perf-no-probe")
     assert result.ret == pytest.ExitCode.TESTS_FAILED
