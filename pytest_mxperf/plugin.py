@@ -370,11 +370,74 @@ def pytest_sessionfinish(session, exitstatus):
             session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-benchmark's, whose tables it keeps off the screen unless asked
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    """One screen: the outcome in one line, what failed or changed, one compact table, and
+    where the rest is (output/report.py). The full report (figures shown, not judged, every
+    figure's row, the machine and software) goes to --perf-report DIR/report.txt and, with
+    -v, after the screen; pytest-benchmark's tables to DIR/benchmark.txt, and to the
+    terminal with -v or any of its display options."""
     s = getattr(config, "_mxperf_session", None)
     if s is None or not (s.records or s.findings or s.end_messages):
         return
     from pytest_mxperf.output import report
+    verbose = config.option.verbose > 0
+    benchmark = _benchmark_tables(config, s.options.report_dir, verbose) if s.records else None
+    outcome = getattr(s, "outcome", None)
+    screen = report.session_lines(s, outcome, exitstatus=int(exitstatus), command=_command(config),
+                                  reference=config.getoption("--perf-reference"))
+    full = report.full_lines(s, outcome)
+    report_file, unwritten = _write_text(s.options.report_dir, "report", screen + ["", "full report:"] + full)
     terminalreporter.section("mxperf")
-    for line in report.session_lines(s, getattr(s, "outcome", None)):
+    for line in screen + unwritten + [report.footer_line(s, full_below=verbose, report_file=report_file,
+                                                         benchmark=benchmark)]:
         terminalreporter.write_line(line)
+    if verbose:
+        terminalreporter.section("mxperf: full report", sep="-")
+        for line in full:
+            terminalreporter.write_line(line)
+
+
+def _command(config) -> str:
+    """The command line the session ran with, to say again with one more option."""
+    import shlex
+    args = list(config.invocation_params.args)
+    return "pytest" + (" " + shlex.join(args) if args else "")
+
+
+def _write_text(report_dir, what: str, lines) -> tuple:
+    """The full report (``what`` "report") or pytest-benchmark's tables ("benchmark") into
+    --perf-report DIR: (its path or None, the line saying it could not be written)."""
+    from pytest_mxperf.outcome import session_files
+    if not report_dir:
+        return None, []
+    name = session_files.TEXT_REPORT if what == "report" else session_files.BENCHMARK_TABLES
+    try:
+        return session_files.write_text(report_dir, name, list(lines)), []
+    except OSError as exc:
+        return None, [f"mxperf: {name} not written to {report_dir}: {exc}"]
+
+
+def _benchmark_tables(config, report_dir, verbose: bool):
+    """pytest-benchmark's terminal tables of the cells: written to DIR/benchmark.txt with
+    --perf-report DIR, and kept off the terminal unless -v or one of its display options
+    asks for them, through the attribute its --benchmark-quiet sets (``BenchmarkSession.quiet``,
+    read by its ``display`` only: its --benchmark-json, --benchmark-save/-autosave and
+    --benchmark-compare-fail work as before). Returns what the screen says of them: where
+    they are ("" when in no file), or None when they follow on the terminal."""
+    from pytest_mxperf.output import benchmark_records
+    bs = getattr(config, "_benchmarksession", None)
+    if bs is None or not getattr(bs, "groups", None):
+        return None
+    where = None
+    if report_dir:
+        try:
+            text = benchmark_records.table_text(bs, config)
+        except (ImportError, AttributeError, TypeError):  # a pytest-benchmark whose table is drawn otherwise
+            text = ""
+        if text:
+            where, _ = _write_text(report_dir, "benchmark", text.splitlines())
+    if verbose or getattr(bs, "verbose", False) or benchmark_records.display_asked(config.getoption):
+        return None
+    bs.quiet = True
+    return where or ""

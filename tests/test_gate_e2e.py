@@ -175,7 +175,10 @@ def test_ab_a_10_percent_slower_candidate_fails(pytester, make_stub_python):
     assert r.ret == pytest.ExitCode.TESTS_FAILED, out
     assert f"A/B mode: 1 cell(s) x {verdict_duet.STAGE1_PAIRS} duet pairs" in out and "expected about" in out
     assert "REGRESSION score/lenet/b8" in out and "candidate/reference 0.9" in out
-    assert "candidate: mxnet 1.9.1" in out and "reference: mxnet 1.8.0" in out
+    # the first line says against what; the full report, what each side ran
+    assert "of 1 cell against mxnet 1.8.0 at " in out and "(A/B; candidate mxnet 1.9.1)" in out
+    full = (pytester.path / "rep" / "report.txt").read_text()
+    assert "candidate: mxnet 1.9.1" in full and "reference: mxnet 1.8.0" in full
     doc = json.loads((pytester.path / "rep" / "results.json").read_text())
     (rec,) = [r for r in doc["records"] if r["key"].startswith("score/lenet")]
     ab = rec["ab"]
@@ -333,8 +336,8 @@ def test_a_regressed_cell_comes_with_its_profile_beside_the_baselines(two_sessio
 def test_zoo_cells_show_gflops_against_the_sessions_peak(two_sessions):
     """Derived, not judged: GFLOP/s per cell and its share of the peak the (stand-in) peak
     worker measured once for the session."""
-    r = two_sessions(("resnet50_v2",), now={"rate": 10.0, "peak_gflops": 200.0}, args=("--perf-no-probe",))
-    out = _out(r)
+    r = two_sessions(("resnet50_v2",), now={"rate": 10.0, "peak_gflops": 200.0}, args=("--perf-no-probe", "-v"))
+    out = _out(r)  # -v: the full report, with what is shown, not judged
     assert r.ret == 0, out
     from pytest_mxperf.zoo import flops
     g = 10.0 * flops.flops_per_sample("resnet50_v2", "score") / 1e9
@@ -375,7 +378,9 @@ def test_a_baseline_pooled_over_sessions_states_its_resolution_and_a_slowdown_in
     assert r.ret == 0, out
     lines = out.splitlines()
     section = next(i for i, x in enumerate(lines) if "mxperf" in x and x.startswith("="))
-    first = next(i for i, x in enumerate(lines) if x.startswith("mxperf: ") and i > section)
+    first = next(i for i, x in enumerate(lines) if x.startswith("mxperf: ") and i > section) + 1  # after the outcome
+    assert lines[first - 1].startswith("mxperf: passed: 0 regressed, 0 improved, 1 unclear, 0 unchanged of 1 cell "
+                                       "against baseline box (recorded "), out
     assert first < next(i for i, x in enumerate(lines) if x.startswith("score lenet b8")), out  # above the table
     assert lines[first].startswith("mxperf: BELOW RESOLUTION: 1 slowdown(s) below this machine's resolution"), out
     md = (pytester.path / "rep" / "summary.md").read_text().splitlines()
@@ -422,7 +427,9 @@ def test_reference_baseline_runs_the_ab_against_the_install_the_baseline_recorde
     out = _out(r)
     assert r.ret == pytest.ExitCode.TESTS_FAILED, out
     assert "A/B mode" in out and "REGRESSION score/lenet/b8" in out and "candidate/reference 0.8" in out
-    assert "reference: mxnet 1.8.0" in out and "mxnet==1.8.0, the install this machine's baseline was recorded with" in out
+    assert ("of 1 cell against mxnet==1.8.0, the install this machine's baseline was recorded with (A/B; candidate "
+            "mxnet 1.9.1)") in out
+    assert "reference: mxnet 1.8.0" in (pytester.path / "rep" / "report.txt").read_text()
     doc = json.loads((pytester.path / "rep" / "results.json").read_text())
     assert doc["session"]["ab"]["reference"]["recorded_baseline_requirement"] == "mxnet==1.8.0"
     assert not list(cache.glob("venvs/*/build.log"))  # nothing was built: the cached venv was used

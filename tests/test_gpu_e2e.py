@@ -46,7 +46,8 @@ def test_the_floor_follows_the_gpu_nvml_names(pytester, make_stub_python, gpu_bo
     (rec,) = _records(pytester)
     assert rec["floor"]["kind"] == kind and rec["floor"]["table_id"] == table, rec["floor"]
     assert rule in rec["floor"]["rule"]
-    assert f"floor rule ({kind}): " in out and rule in out
+    full = (pytester.path / "rep" / "report.txt").read_text()  # the full report says which rule chose the floor
+    assert f"floor rule ({kind}): " in full and rule in full
 
 
 def test_a_k80_below_its_published_figure_fails(pytester, make_stub_python, gpu_box):
@@ -77,7 +78,7 @@ def _float16_session(pytester, make_stub_python, gpu_box, spec, fp16_factor):
     python = make_stub_python("gpu", rate=400.0, gpus=len(spec["devices"]), features=CUDA_FEATURES,
                               dtype_factors={"float16": fp16_factor})
     return _run(pytester, "-m", "gpu and scoring", "--perf-ctx", "gpu:0", "--perf-models", "resnet50_v2",
-                "--perf-batch-sizes", "8,16", "--perf-python", python, "-rs")
+                "--perf-batch-sizes", "8,16", "--perf-python", python, "-rs", "-v")  # -v: what is shown, not judged
 
 
 def test_float16_faster_on_a_tensor_core_gpu_passes(pytester, make_stub_python, gpu_box, monkeypatch):
@@ -162,7 +163,8 @@ def _scaling_session(pytester, make_stub_python, gpu_box, scaling, features=CUDA
     gpu_box(F.p100_pcie_box())
     pytester.makepyfile(test_multi_device=(PERF_TESTS / "test_multi_device.py").read_text())
     python = make_stub_python("gpu", rate=300.0, gpus=2, features=features, scaling=scaling)
-    return _run(pytester, "-m", "gpu", "-k", "weak_scaling and resnet50_v2", "--perf-python", python, "-rs", *args)
+    return _run(pytester, "-m", "gpu", "-k", "weak_scaling and resnet50_v2", "--perf-python", python, "-rs", "-v",
+                *args)  # -v: the full report, with what is shown, not judged
 
 
 def test_two_gpus_that_scale_beat_one(pytester, make_stub_python, gpu_box):
@@ -194,7 +196,7 @@ def test_gpu_cells_show_gflops_against_their_gpus_measured_peak(pytester, make_s
     pytester.makepyfile(test_score=SCORE)
     python = make_stub_python("gpu", rate=200.0, gpus=1, features=CUDA_FEATURES,
                               peak_gflops={"float32": 9000.0, "float16": 18000.0})
-    r = _run(pytester, "-m", "gpu", "--perf-ctx", "gpu:0", "--perf-python", python)
+    r = _run(pytester, "-m", "gpu", "--perf-ctx", "gpu:0", "--perf-python", python, "-v")
     out = r.stdout.str()
     line = next(x for x in out.splitlines() if x.startswith("shown, not judged [hardware limit score/resnet50_v2"))
     assert "peak_gflops=9000," in line and "float32 cuBLAS / cuDNN kernels through MXNet on gpu:0" in line, line
@@ -253,7 +255,7 @@ def test_a_fresh_gpu_process_is_judged_on_its_own_gpu_memory_not_the_devices(pyt
     assert "nvmlDeviceGetComputeRunningProcesses" in own["source"]
     (g,) = run["meta"]["utilisation"]["gpus"]
     assert g["memory_used_max_bytes"] == 4500 * MIB  # NVML's device-wide figure: never the judged one
-    assert _memory_row(out) == "peak GPU memory (the worker process's own) MiB 3000 - - -"
+    assert _memory_row(pytester) == "peak GPU memory (the worker process's own) MiB 3000 - - -"
 
 
 def test_a_fresh_gpu_process_whose_own_pool_grew_fails_and_a_grown_tenant_does_not(pytester, make_stub_python,
@@ -270,17 +272,22 @@ def test_a_fresh_gpu_process_whose_own_pool_grew_fails_and_a_grown_tenant_does_n
     out = r.stdout.str()
     assert r.ret == 0, out
     assert "REGRESSION" not in out
-    assert _memory_row(out) == "peak GPU memory (the worker process's own) MiB 3000 - 3000 +0.0% unchanged"
+    assert _memory_row(pytester) == "peak GPU memory (the worker process's own) MiB 3000 - 3000 +0.0% unchanged"
+    assert "peak GPU memory" not in out  # an unchanged memory figure has no row on the screen
     r = _own_memory_session(pytester, make_stub_python, gpu_box, 3600.0, 1500.0)
     out = r.stdout.str()
     assert r.ret == pytest.ExitCode.TESTS_FAILED, out
-    assert _memory_row(out) == "peak GPU memory (the worker process's own) MiB 3600 - 3000 +20.0% regression"
+    assert _memory_row(pytester) == "peak GPU memory (the worker process's own) MiB 3600 - 3000 +20.0% regression"
+    (row,) = [ln for ln in out.splitlines() if ln.strip().startswith("peak GPU memory")]  # changed: on the screen
+    assert " ".join(row.split()).endswith("MiB 3600 - 3000 +20.0% regression"), row
     (line,) = [ln for ln in out.splitlines() if ln.startswith("mxperf: REGRESSION")]
     assert line.startswith("mxperf: REGRESSION score/resnet50_v2/b32/gpu:0/float32/threads=auto#gpu_memory_mib: "
                            "worse by 20.0% (MiB)"), line
 
 
-def _memory_row(out):
-    """The report's row of the judged GPU memory figure, its columns joined by one space."""
-    (row,) = [ln for ln in out.splitlines() if ln.strip().startswith("peak GPU memory (the worker process's own)")]
+def _memory_row(pytester):
+    """The full report's row of the judged GPU memory figure (rep/report.txt after its screen),
+    its columns joined by one space."""
+    full = (pytester.path / "rep" / "report.txt").read_text().split("\nfull report:\n", 1)[1]
+    (row,) = [ln for ln in full.splitlines() if ln.strip().startswith("peak GPU memory (the worker process's own)")]
     return " ".join(row.split())

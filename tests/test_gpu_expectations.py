@@ -204,7 +204,8 @@ def _float16_session(pytester, make_stub_python, gpu_box, fp16_factor):
     python = make_stub_python("gpu", rate=400.0, gpus=8, features=CUDA_FEATURES,
                               dtype_factors={"float16": fp16_factor})
     return _run(pytester, "-m", "gpu and scoring", "--perf-ctx", "gpu:0", "--perf-models", "resnet50_v2",
-                "--perf-batch-sizes", "16", "--perf-python", python, "--perf-report", "rep", "-rs")
+                "--perf-batch-sizes", "16", "--perf-python", python, "--perf-report", "rep", "-rs",
+                "-v")  # -v: the full report, with what is shown, not judged
 
 
 def test_rehearsal_an_a100_float32_cell_records_tf32_and_the_float16_rule_says_so(pytester, make_stub_python,
@@ -242,7 +243,8 @@ def _scaling_session(pytester, make_stub_python, gpu_box, spec, **stub):
     gpu_box(spec)
     pytester.makepyfile(test_multi_device=(PERF_TESTS / "test_multi_device.py").read_text())
     python = make_stub_python("gpu", rate=300.0, gpus=len(spec["devices"]), features=CUDA_FEATURES, **stub)
-    return _run(pytester, "-m", "gpu", "-k", "weak_scaling and resnet50_v2", "--perf-python", python, "-rs")
+    return _run(pytester, "-m", "gpu", "-k", "weak_scaling and resnet50_v2", "--perf-python", python, "-rs",
+                "-v")  # -v: the full report, with what is shown, not judged
 
 
 def test_rehearsal_device_slower_than_local_on_eight_gpus_fails_naming_the_guide(pytester, make_stub_python,

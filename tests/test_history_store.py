@@ -328,8 +328,8 @@ def test_a_plugin_session_is_appended_with_its_shard(pytester, make_stub_python,
     where = str(tmp_path / "h.sqlite")
     common = ["-p", "no:cacheprovider", "-m", "cpu", "--perf-machine", "box", "--perf-ctx", "cpu",
               "--perf-no-probe", "--perf-store", where, "--perf-python", make_stub_python("now", rate=100.0)]
-    r = pytester.runpytest_subprocess(*common, "--perf-shard", "1/1", "--perf-fleet", "f1")
-    out = r.stdout.str()
+    r = pytester.runpytest_subprocess(*common, "--perf-shard", "1/1", "--perf-fleet", "f1", "-v")
+    out = r.stdout.str()  # -v: the full report says where the session is kept
     assert r.ret == 0, out
     assert "shard 1/1: 2 of 2 test(s), fleet f1" in out and "kept in the history store" in out
     with open_store(where) as s:

@@ -183,7 +183,10 @@ def test_no_baseline_is_said_and_recording_one_then_comparing_works(pytester, ma
     result = _run(pytester, *common, "--perf-processes", "1", "--perf-report", "rep", "--perf-no-probe")
     out = result.stdout.str()
     assert "no baseline" not in out
-    assert "baseline: " in out and "box.json" in out
+    (first,) = [ln for ln in out.splitlines() if ln.startswith(("mxperf: passed: ", "mxperf: FAILED: "))]
+    assert " of 1 cell against baseline box (recorded " in first, out  # the session's first line says against what
+    full = (pytester.path / "rep" / "report.txt").read_text()  # the full report names the baseline's file
+    assert "baseline: " in full and "box.json" in full
     assert (pytester.path / "rep" / "results.json").exists()
     assert list((pytester.path / "rep").glob("*.png"))
     # compared with the 3 recorded processes, fewer than a gated baseline needs: the throughput is

@@ -316,8 +316,8 @@ def test_a_regressed_cell_is_profiled_beside_the_baselines_profile(pytester, stu
     common = ["-p", "no:cacheprovider", "-m", "cpu", "--perf-machine", "box", "--perf-baselines-dir", str(bdir),
               "--perf-no-probe"]
     r = pytester.runpytest_subprocess(*common, "--perf-python", stub_with_real_profiler("base", rate=100.0),
-                                      "--perf-update-baselines")
-    out = r.stdout.str()
+                                      "--perf-update-baselines", "-v")
+    out = r.stdout.str()  # -v: the full report, with each recorded cell's profile
     assert r.ret == 0, out
     key = "score/lenet/b8/cpu:0/float32/threads=auto"
     # recording profiles every cell; its fused convolution is among the top operators (which

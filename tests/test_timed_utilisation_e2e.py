@@ -41,7 +41,8 @@ def _session(pytester, make_stub_python, monkeypatch, timed_pct, other_pct):
     assert r.ret == 0, out
     (rec,) = json.loads((pytester.path / "rep" / "results.json").read_text())["records"]
     (run,) = rec["runs"]
-    (line,) = [ln for ln in out.splitlines() if ln.startswith("utilisation ")]
+    full = (pytester.path / "rep" / "report.txt").read_text()  # the full report has the utilisation lines
+    (line,) = [ln for ln in full.splitlines() if ln.startswith("utilisation ")]
     return run["meta"], line
 
 
@@ -88,8 +89,8 @@ def test_a_stand_in_worker_without_phases_is_too_short_to_tell(pytester, make_st
     python = make_stub_python("gpu", rate=5000.0, gpus=2, features=["CUDA", "CUDNN", "NCCL"])
     r = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--perf-no-probe", "--perf-machine", "box",
                                       "--perf-baselines-dir", str(pytester.path / "bl"), "-m", "gpu",
-                                      "--perf-ctx", "gpu:0", "--perf-python", python, "--perf-processes", "1")
-    out = r.stdout.str()
+                                      "--perf-ctx", "gpu:0", "--perf-python", python, "--perf-processes", "1", "-v")
+    out = r.stdout.str()  # -v: the full report, with the utilisation lines
     assert r.ret == 0, out
     (line,) = [ln for ln in out.splitlines() if ln.startswith("utilisation ")]
     assert "GPU 0: timed rounds too short to tell whether input- or host-bound" in line, line

@@ -111,8 +111,8 @@ def finish_session(session: PerfSession) -> GateOutcome:
     advice_lines, advice_notes = advise(cells, judged.verdicts)
     verdicts = {k: (dataclasses.replace(v, notes=list(v.notes) + advice_notes[k]) if advice_notes.get(k) else v)
                 for k, v in judged.verdicts.items()}
-    profiles, profile_lines = _profile(session, cells, verdicts)
-    verdict_lines, failed = verdict_messages(options, session.machine, verdicts, judged.confirmed, profile_lines)
+    profiles, profile_lines, profile_briefs = _profile(session, cells, verdicts)
+    verdict_lines, failed = verdict_messages(options, session.machine, verdicts, judged.confirmed)
     # cells whose two pools did not fit on one GPU: their A/B pairs ran as process pairs
     fallbacks = list(session.duet_fallbacks.values())
     messages = list(judged.headline) + said + fallbacks + advice_lines + verdict_lines
@@ -123,7 +123,8 @@ def finish_session(session: PerfSession) -> GateOutcome:
         messages += lines
     out = GateOutcome(messages=messages, verdicts=verdicts, failed=judged.failed or failed,
                       confirmed=judged.confirmed, baseline_path=baseline_path, profiles=profiles,
-                      headline=list(judged.headline), sides=sides)
+                      headline=list(judged.headline), sides=sides, profile_lines=profile_lines,
+                      details=verdict_details(verdicts) + profile_briefs)
     # -> written
     doc = results_document(session, out) if (options.report_dir or options.history) else None
     if options.report_dir:
@@ -131,7 +132,8 @@ def finish_session(session: PerfSession) -> GateOutcome:
         out = dataclasses.replace(out, report_files=files, messages=out.messages + [
             f"mxperf: report written to {options.report_dir} ({', '.join(Path(p).name for p in files)})"])
     if options.history and not options.smoke:
-        out = dataclasses.replace(out, messages=out.messages + record_history(options.history, doc))
+        said, kept = record_history(options.history, doc)
+        out = dataclasses.replace(out, messages=out.messages + said, details=out.details + kept)
     return out
 
 
@@ -205,17 +207,18 @@ def _recorded_env(runs) -> Optional[Dict[str, str]]:
 
 
 def _profile(session: PerfSession, cells: Dict[str, CellRecord], verdicts: Dict[str, vd.Verdict]
-             ) -> Tuple[Dict[str, Dict[str, Any]], List[str]]:
+             ) -> Tuple[Dict[str, Dict[str, Any]], List[str], List[str]]:
     """Profile the failing cells (every cell with --perf-profile, every recorded cell with
-    --perf-update-baselines) in one more, untimed worker each: the profiles by cell key, and
-    the lines to show."""
+    --perf-update-baselines) in one more, untimed worker each: the profiles by cell key, the
+    lines to show (failing cells), and one line for each other cell (the full report's)."""
     options = session.options
     failing = _failing_cells(cells, verdicts)
     wanted = [k for k in cells if k in failing or options.profile or options.update_baselines]
     if not wanted:
-        return {}, []
+        return {}, [], []
     directory = profiles.trace_dir(options.report_dir, session.started)
     lines: List[str] = []
+    briefs: List[str] = []
     kept: Dict[str, Dict[str, Any]] = {}
 
     def run(key: str, python, runs, side=""):
@@ -232,7 +235,7 @@ def _profile(session: PerfSession, cells: Dict[str, CellRecord], verdicts: Dict[
             continue
         current = kept[key] = run(key, options.python, rec.cell.ok_runs)
         if key not in failing:
-            lines.append(profiles.brief_line(key, current))
+            briefs.append(profiles.brief_line(key, current))
         elif options.reference:
             reference = run(key, options.reference, rec.cell.reference or rec.cell.ok_runs, "reference")
             lines += profiles.failure_lines(key, failing[key], current, reference, side="reference")
@@ -243,7 +246,29 @@ def _profile(session: PerfSession, cells: Dict[str, CellRecord], verdicts: Dict[
                        "the baseline has no operator profile for this cell (recorded before profiles were kept: "
                        "re-record with --perf-update-baselines)")
             lines += profiles.failure_lines(key, failing[key], current, base, side="baseline", missing=missing)
-    return kept, lines
+    return kept, lines, briefs
+
+
+#: verdict kinds the terminal says one line each of, with their notes (the others are counted
+#: in the session's first line; the slowdowns the baseline cannot decide are its headline)
+SAID = ("regression", "improvement", "suspect", "unresolved")
+
+
+def _verdict_line(key: str, v: vd.Verdict) -> str:
+    line = f"mxperf: {v.kind.upper()} {key}: {v.reason}"
+    return line + ("; changed: " + ", ".join(v.env_diff) if v.env_diff else "")
+
+
+def verdict_details(verdicts: Dict[str, vd.Verdict]) -> List[str]:
+    """What the full report says of the verdicts the terminal does not: each figure not gated
+    (the baseline holds too few processes of it) and the notes on figures not said there."""
+    lines: List[str] = []
+    for key, v in verdicts.items():
+        if v.kind == "not-gated":
+            lines.append(_verdict_line(key, v))
+        if v.kind not in SAID:
+            lines += [f"mxperf: note {key}: {note}" for note in v.notes]
+    return lines
 
 
 def verdict_messages(options, machine: Dict[str, Any], verdicts: Dict[str, vd.Verdict], confirmed: int,
@@ -255,13 +280,9 @@ def verdict_messages(options, machine: Dict[str, Any], verdicts: Dict[str, vd.Ve
     against = (f"reference {options.reference}" if options.reference
                else f"baseline {machine.get('id')}")
     for key, v in verdicts.items():
-        if v.kind in ("regression", "improvement", "suspect", "unresolved", "not-gated"):
-            line = f"mxperf: {v.kind.upper()} {key}: {v.reason}"
-            if v.env_diff:
-                line += "; changed: " + ", ".join(v.env_diff)
-            messages.append(line)
-        for note in v.notes:
-            messages.append(f"mxperf: note {key}: {note}")
+        if v.kind in SAID:
+            messages.append(_verdict_line(key, v))
+            messages += [f"mxperf: note {key}: {note}" for note in v.notes]
     messages.extend(profile_lines)
     if confirmed:
         what = "pairs" if options.reference else "processes"

@@ -43,6 +43,9 @@ class GateOutcome:
     # notes on figures that did not change, figures not gated, profiles of passing cells,
     # where the history store keeps the session
     details: List[str] = dataclasses.field(default_factory=list)
+    # the failing cells' operator profiles beside the baseline's or the reference's: the
+    # screen shows them after its table (they are not among ``messages``)
+    profile_lines: List[str] = dataclasses.field(default_factory=list)
 
     def count(self, kind: str) -> int:
         return sum(v.kind == kind for v in self.verdicts.values())

@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 from pytest_mxperf.judge import verdict as vd
 from pytest_mxperf.measure.session import PerfSession
@@ -21,17 +21,19 @@ from pytest_mxperf.outcome.judging import (
 )
 
 
-def record_history(where: str, doc: Dict[str, Any]) -> List[str]:
-    """Append the session to the history store; lines saying where, and which of its cells
-    start a new step there (a change point at this session). A store that cannot be written
-    is one line, never a failed session: the measurements and the report stand."""
+def record_history(where: str, doc: Dict[str, Any]) -> Tuple[List[str], List[str]]:
+    """Append the session to the history store: the lines saying which of its cells start a
+    new step there (a change point at this session), and the line saying where it is kept
+    (the full report's). A store that cannot be written is one line of the first, never a
+    failed session: the measurements and the report stand."""
     from pytest_mxperf.history import changepoints
     from pytest_mxperf.history.store import HistoryError, describe, open_store
     try:
         with open_store(where) as store:
             store.append(doc)
             sid = doc["session"]["id"]
-            lines = [f"mxperf: session {sid[:12]} kept in the history store {describe(where)}"]
+            kept = [f"mxperf: session {sid[:12]} kept in the history store {describe(where)}"]
+            lines: List[str] = []
             direction = {c["key"]: c["higher_is_better"] for c in store.cells()}
             for key in dict.fromkeys(rec["key"] for rec in doc["records"]):
                 # this machine's history: a step is found among one machine's sessions
@@ -47,9 +49,9 @@ def record_history(where: str, doc: Dict[str, Any]) -> List[str]:
                                      + ("in this session" if ch["session"] == sid else
                                         f"{ago} session(s) ago ({ch['session'][:12]})")
                                      + ": " + "; ".join(ch["changed"]))
-            return lines
+            return lines, kept
     except (HistoryError, OSError, ValueError) as exc:
-        return [f"mxperf: history store {describe(where)} not written: {exc}"]
+        return [f"mxperf: history store {describe(where)} not written: {exc}"], []
 
 
 def write_progress(session: PerfSession) -> None:
@@ -126,6 +128,21 @@ def write_report(session: PerfSession, out: GateOutcome, final: bool = True,
     if final:
         files += [str(p) for p in plots.plot_throughput(results.records, session.baseline, out_dir)]
     return files
+
+
+#: the full report as text (``output/report.py``: the screen, then ``full_lines``) and
+#: pytest-benchmark's tables, in --perf-report DIR
+TEXT_REPORT, BENCHMARK_TABLES = "report.txt", "benchmark.txt"
+
+
+def write_text(report_dir: str, name: str, lines: List[str]) -> str:
+    """One text file of the report (TEXT_REPORT, BENCHMARK_TABLES) into --perf-report DIR,
+    written atomically; its path."""
+    from pytest_mxperf.model.jsonio import atomic_write_text
+    out_dir = Path(report_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(out_dir / name, "\n".join(lines) + "\n")
+    return str(out_dir / name)
 
 
 def ab_sides(session: PerfSession) -> Dict[str, Any]:

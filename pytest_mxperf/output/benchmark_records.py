@@ -54,3 +54,54 @@ def add_cell(benchmark_session, node_name: str, nodeid: str, callspec, cell) -> 
         meta.update(s)
     benchmark_session.benchmarks.append(meta)
     return meta
+
+
+#: pytest-benchmark's options that change what its terminal tables show: a user who gives one
+#: wants the tables (their defaults as pytest-benchmark 5 declares them)
+DISPLAY_OPTIONS = {"benchmark_verbose": False, "benchmark_columns": None, "benchmark_sort": "min",
+                   "benchmark_group_by": "group", "benchmark_name": "normal", "benchmark_time_unit": None,
+                   "benchmark_histogram": [], "benchmark_compare": [], "benchmark_cprofile": None}
+
+
+def display_asked(getoption) -> bool:
+    """Whether any of pytest-benchmark's display options was given (``getoption(name, default)``
+    as pytest's ``config.getoption``)."""
+    return any(getoption(name, default) != default for name, default in DISPLAY_OPTIONS.items())
+
+
+class _Text:
+    """The part of pytest's terminal reporter pytest-benchmark's table writes to, into text."""
+
+    def __init__(self):
+        self.parts = []
+
+    def write(self, text, **markup):
+        self.parts.append(text)
+
+    def write_line(self, text, **markup):
+        self.parts.append(text + "\n")
+
+    def rewrite(self, text, **markup):
+        pass
+
+    def ensure_newline(self):
+        pass
+
+
+def table_text(benchmark_session, config) -> str:
+    """pytest-benchmark's terminal tables of the session, as text, rendered by its own
+    ``TableResults`` after its ``finish`` grouped them (no histogram written); "" when it has
+    none."""
+    from functools import partial
+
+    from pytest_benchmark.table import TableResults
+    from pytest_benchmark.utils import report_noprogress
+    groups = getattr(benchmark_session, "groups", None)
+    if not groups:
+        return ""
+    out = _Text()
+    TableResults(columns=benchmark_session.columns, sort=benchmark_session.sort, histogram=False,
+                 name_format=benchmark_session.name_format, logger=benchmark_session.logger,
+                 scale_unit=partial(config.hook.pytest_benchmark_scale_unit, config=config)
+                 ).display(out, groups, progress_reporter=report_noprogress)
+    return "".join(out.parts)

@@ -236,12 +236,11 @@ def utilisation_lines(records: Sequence[CellRecord]) -> List[str]:
     return lines
 
 
-def session_lines(session, outcome) -> List[str]:
-    """The terminal summary of a PerfSession after the gate ran."""
+def _context(session, outcome) -> Dict[str, Any]:
+    """What the full report says of the machine, the software and the environment."""
     from pytest_mxperf.machine import hardware
     software, env = "", {}
-    cells = list(session.cells().values())  # each cell once, with each of its processes once
-    for r in cells:
+    for r in session.cells().values():
         for run in r.cell.runs:
             if run.mxnet_version and not software:
                 software = (f"mxnet {run.meta['mxnet_version']}, python {run.meta.get('python')}, "
@@ -255,14 +254,293 @@ def session_lines(session, outcome) -> List[str]:
             sides.append(f"{side}: mxnet {facts.get('mxnet_version')} ({facts.get('python')}"
                          + (f"; {recorded}, the install this machine's baseline was recorded with" if recorded else "")
                          + f"); features: {','.join(facts.get('features') or []) or '?'}")
-    context = {"hardware": hardware.summary(), "software": software, "machine_id": session.machine.get("id"),
-               "baseline": (f"{session.store.path(session.machine['id'])} ({len(baseline.keys())} cells)"
-                            if baseline is not None else None),
-               "sides": sides,
-               "env": ", ".join(f"{k}={v}" for k, v in sorted(env.items())) or "(none recorded)",
-               "headline": list(outcome.headline) if outcome else [],
-               "messages": [m for m in session.end_messages if not (outcome and m in outcome.headline)]}
-    lines = summary_lines(cells, session.findings, context, outcome.verdicts if outcome else {})
+    return {"hardware": hardware.summary(), "software": software, "machine_id": session.machine.get("id"),
+            "baseline": (f"{session.store.path(session.machine['id'])} ({len(baseline.keys())} cells)"
+                         if baseline is not None else None),
+            "sides": sides,
+            "env": ", ".join(f"{k}={v}" for k, v in sorted(env.items())) or "(none recorded)"}
+
+
+def full_lines(session, outcome) -> List[str]:
+    """The full report: the machine, software and environment, every figure of every cell
+    (memory and the other judged figures in rows of their own, floors), utilisation, the
+    figures shown, not judged, and what the end of the session said beside its verdicts
+    (``GateOutcome.details``). ``--perf-report DIR`` writes it to DIR/report.txt; ``-v``
+    shows it after the session's screen."""
+    cells = list(session.cells().values())  # each cell once, with each of its processes once
+    lines = summary_lines(cells, session.findings, _context(session, outcome), outcome.verdicts if outcome else {})
+    return lines + list(outcome.details if outcome else [])
+
+
+# ----------------------------------------------------------------------------- the screen
+
+#: how a cell is counted in the session's first line: by its primary figure's verdict, each
+#: cell once; the first four are said even when none
+COUNTED = (("regressed", ("regression",)), ("unresolved", ("unresolved",)), ("improved", ("improvement",)),
+           ("unclear", ("unclear", "below-resolution", "suspect")), ("unchanged", ("unchanged",)),
+           ("not in the baseline", ("no-baseline",)), ("not gated", ("not-gated",)))
+ALWAYS_COUNTED = ("regressed", "improved", "unclear", "unchanged")
+#: verdict kinds of a figure that changed, or may have: its row is on the screen
+CHANGED = ("regression", "unresolved", "improvement", "unclear", "below-resolution", "suspect")
+#: cell statuses of what this machine or build cannot run (the test skips): not a failure
+NOT_HERE = ("unavailable", "unsupported")
+#: the screen's table fits this many columns (a failed cell's reason is cut to fit)
+SCREEN_WIDTH = 120
+#: cells a grouped line names before "and N more" (the full report has every row)
+NAMED = 3
+
+
+def _n(n: int, what: str) -> str:
+    return f"{n} {what}" + ("" if n == 1 else "s")
+
+
+def _kind(v) -> Optional[str]:
+    return getattr(v, "kind", None) if not isinstance(v, dict) else v.get("kind")
+
+
+def _named(keys: Sequence[str]) -> str:
+    return ", ".join(keys[:NAMED]) + (f" and {len(keys) - NAMED} more" if len(keys) > NAMED else "")
+
+
+def _below_floor(rec: CellRecord) -> bool:
+    return rec.outcome == "failed" and rec.floor is not None and rec.cell.status == "ok"
+
+
+def cell_counts(records: Sequence[CellRecord], verdicts: Dict[str, Any]) -> Dict[str, int]:
+    """The session's cells, each counted once: by its primary figure's verdict, or as not
+    measured (a crash, timeout, error or OOM), skipped (not runnable here), or measured (no
+    verdict: nothing to compare with)."""
+    to_word = {kind: word for word, kinds in COUNTED for kind in kinds}
+    counts = dict.fromkeys([w for w, _ in COUNTED] + ["not measured", "skipped", "measured"], 0)
+    for rec in records:
+        if rec.cell.status in NOT_HERE:
+            counts["skipped"] += 1
+        elif rec.cell.status != "ok":
+            counts["not measured"] += 1
+        else:
+            counts[to_word.get(_kind(verdicts.get(rec.key)), "measured")] += 1
+    return counts
+
+
+def other_figures(verdicts: Dict[str, Any]) -> Dict[str, int]:
+    """How many of the cells' other judged figures (memory, latency percentiles, ...) changed,
+    by the word the first line says them in."""
+    to_word = {kind: word for word, kinds in COUNTED for kind in kinds}
+    out: Dict[str, int] = {}
+    for key, v in verdicts.items():
+        if "#" in key and _kind(v) in CHANGED:
+            out[to_word[_kind(v)]] = out.get(to_word[_kind(v)], 0) + 1
+    return out
+
+
+def session_failed(session, outcome, exitstatus: Optional[int] = None) -> bool:
+    """Whether the session fails: pytest's exit status (a test that failed), or the end of the
+    session's policy (``outcome/finish.end_session``)."""
+    if exitstatus not in (None, 0):
+        return True
+    return bool((outcome is not None and outcome.failed) or (session.no_gpu_reason and session.no_gpu_fails)
+                or any(m.startswith(("mxperf: failing the session", "mxperf: could not finish"))
+                       for m in session.end_messages))
+
+
+def against(session, outcome, reference: Optional[str] = None) -> str:
+    """What the session was compared with: this machine's baseline and when it was recorded,
+    or in A/B mode the reference install (``reference``: --perf-reference as given)."""
+    options = session.options
+    if options.reference:
+        sides = outcome.sides if outcome is not None else {}
+        ref, cand = sides.get("reference") or {}, sides.get("candidate") or {}
+        spec = reference or options.reference
+        if session.reference_requirement:
+            what = f"{session.reference_requirement}, the install this machine's baseline was recorded with"
+        elif "/" in spec:
+            what = f"mxnet {ref.get('mxnet_version') or '?'} at {spec}"
+        else:
+            what = spec
+        return what + " (A/B" + (f"; candidate mxnet {cand['mxnet_version']}" if cand.get("mxnet_version") else "") + ")"
+    baseline = session.baseline
+    when = (baseline.updated or "")[:10] if baseline is not None else ""
+    return f"baseline {session.machine.get('id')}" + (f" (recorded {when})" if when else "")
+
+
+def outcome_line(session, outcome, *, failed: bool, command: str = "pytest", reference: Optional[str] = None) -> str:
+    """The session in one line: passed or FAILED, its cells counted once each by their primary
+    figure's verdict, against what; without anything to compare with, what to do next."""
+    records = list(session.cells().values())
+    verdicts = outcome.verdicts if outcome is not None else {}
+    counts = cell_counts(records, verdicts)
+    status = "FAILED" if failed else "passed"
+    total = len(records)
+    judged = sum(counts[w] for w, _ in COUNTED)
+    extra = [f"{counts[w]} {w}" for w in ("not measured", "skipped") if counts[w]]
+    if judged:
+        said = [f"{counts[w]} {w}" for w, _ in COUNTED if w in ALWAYS_COUNTED or counts[w]]
+        if counts["measured"]:
+            extra.insert(0, f"{counts['measured']} not compared")
+        line = f"mxperf: {status}: {', '.join(said + extra)} of {_n(total, 'cell')} against {against(session, outcome, reference)}"
+    else:
+        measured = counts["measured"]
+        line = (f"mxperf: {status}: " + (_n(measured, "cell") if measured == total else f"{measured} of {_n(total, 'cell')}")
+                + " measured" + "".join(f", {x}" for x in extra))
+        options = session.options
+        if options.update_baselines and outcome is not None and outcome.baseline_path:
+            line += f"; recorded as this machine's first baseline ({session.machine.get('id')}: {outcome.baseline_path})"
+        elif session.baseline is None and not options.reference and measured:
+            line += (f"; no baseline for this machine ({session.machine.get('id')}): record one with {command} "
+                     "--perf-update-baselines")
+    others = other_figures(verdicts)
+    if others:
+        line += "; other figures: " + ", ".join(f"{n} {w}" for w, n in others.items())
+    floors = sum(_below_floor(r) for r in records)
+    if floors:
+        line += f"; {_n(floors, 'cell')} below {'its' if floors == 1 else 'their'} floor"
+    if judged and session.options.update_baselines and outcome is not None and outcome.baseline_path:
+        line += f"; recorded into {outcome.baseline_path}"
+    return line
+
+
+def change_lines(session, outcome) -> List[str]:
+    """What failed or changed, after the first line: cells that did not measure or were
+    skipped (grouped by what happened), cells below their floor, cells the baseline does not
+    hold or gate, then what the end of the session said (the slowdowns the baseline cannot
+    decide, each change, the failure policy, profiles of failing cells, recording, report
+    files)."""
+    records = list(session.cells().values())
+    verdicts = outcome.verdicts if outcome is not None else {}
+    lines: List[str] = []
+    failed: Dict[tuple, List[str]] = {}
+    skipped: Dict[str, List[str]] = {}
+    for rec in records:
+        cell = rec.cell
+        if cell.status in NOT_HERE:
+            skipped.setdefault(reason(cell.message), []).append(rec.key)
+        elif cell.status != "ok":
+            failed.setdefault((cell.status, reason(cell.message)), []).append(rec.key)
+    for (status, why), keys in failed.items():
+        lines.append(f"mxperf: NOT MEASURED {_named(keys)}: {status}" + (f": {why}" if why else ""))
+    for why, keys in skipped.items():
+        lines.append(f"mxperf: SKIPPED {_named(keys)}" + (f": {why}" if why else ""))
+    below = [rec for rec in records if _below_floor(rec)]
+    for rec in below[:NAMED]:
+        lines.append(f"mxperf: BELOW FLOOR {rec.key}: {reason(rec.note, 2 * REASON_WIDTH)}")
+    if len(below) > NAMED:
+        lines.append(f"mxperf: ... and {len(below) - NAMED} more cell(s) below their floor (the full report's table "
+                     "has each)")
+    new = [rec.key for rec in records if _kind(verdicts.get(rec.key)) == "no-baseline"]
+    if new:
+        lines.append(f"mxperf: {_n(len(new), 'cell')} not in this machine's baseline, not compared: {_named(new)}; "
+                     "--perf-update-baselines records them")
+    ungated = [rec.key for rec in records if _kind(verdicts.get(rec.key)) == "not-gated"]
+    if ungated:
+        from pytest_mxperf.judge.thresholds import MIN_BASELINE_PROCESSES
+        lines.append(f"mxperf: {_n(len(ungated), 'cell')} shown, not gated: the baseline holds fewer than "
+                     f"{MIN_BASELINE_PROCESSES} processes of {'it' if len(ungated) == 1 else 'them'}; re-record "
+                     "with --perf-update-baselines")
+    return lines + list(session.end_messages)
+
+
+COMPACT_HEADER = ["cell", "unit", "median", "spread", "baseline", "change", "floor", "result"]
+
+
+def _compared(vd: Dict[str, Any]) -> List[str]:
+    """The baseline (or reference) column and the change column of a figure's verdict."""
+    if vd.get("interval"):
+        lo, hi = vd["interval"]
+        base = f"x{1 + vd['change']:.3f} [{lo:.3f},{hi:.3f}]"
+    else:
+        base = _fmt(vd.get("baseline_median"))
+    return [base, f"{vd['change_pct']:+.1f}%" if vd.get("change_pct") is not None else "-"]
+
+
+def _vd(v) -> Dict[str, Any]:
+    return v.to_dict() if hasattr(v, "to_dict") else (v or {})
+
+
+def compact_rows(records: Sequence[CellRecord], verdicts: Dict[str, Any]) -> List[List[str]]:
+    """The screen's table: one row a cell (its primary figure), and a row for each of its other
+    judged figures (memory, ...) that changed; columns as COMPACT_HEADER."""
+    rows = []
+    for rec in records:
+        cell = rec.cell
+        key = rec.key
+        vd = _vd(verdicts.get(key))
+        f = rec.floor
+        floor = "-"
+        if f is not None and (f.value is not None or f.oom_documented):
+            floor = ("OOM" if f.oom_documented else _fmt(f.value)) + (" doc" if f.kind == "documented" else " legacy")
+        if cell.status != "ok":
+            result = cell.status + (f": {reason(cell.message)}" if reason(cell.message) else "")
+        else:
+            result = "; ".join(x for x in ("below floor" if _below_floor(rec) else "",
+                                           vd.get("kind") or rec.outcome) if x)
+            failed = [r for r in cell.runs if not r.ok]
+            if failed:
+                result += f"; {len(failed)} of {len(cell.runs)} process(es) {failed[0].status}"
+        rows.append([cell_label(rec), cell.primary.unit, _fmt(cell.median_or_none) if cell.ok_runs else "-",
+                     _spread(rec), *_compared(vd), floor, result])
+        for m in cell.metrics():
+            if not m.judged or m.name == cell.primary.name:
+                continue
+            other = _vd(verdicts.get(metric_key(key, m.name, cell.workload.mode)))
+            if other.get("kind") in CHANGED:
+                rows.append(["  " + METRICS[m.name].label, m.unit, _fmt(cell.figure(m.name)), "-",
+                             *_compared(other), "-", other["kind"]])
+    return rows
+
+
+def compact_table(records: Sequence[CellRecord], verdicts: Dict[str, Any], ab: bool = False,
+                  width: int = SCREEN_WIDTH) -> List[str]:
+    """The screen's table: COMPACT_HEADER without the columns no row fills, the result of a
+    cell that did not measure cut so that its row fits ``width`` characters."""
+    rows = compact_rows(records, verdicts)
+    header = list(COMPACT_HEADER)
+    header[header.index("baseline")] = "vs reference" if ab else "baseline"
+    keep = [i for i, h in enumerate(header)
+            if h in ("cell", "result") or any(r[i] not in ("-", "") for r in rows)]
+    header = [header[i] for i in keep]
+    rows = [[r[i] for i in keep] for r in rows]
+    fixed = sum(max(len(header[i]), *(len(r[i]) for r in rows)) + 2 for i in range(len(header) - 1)) if rows else 0
+    room = max(40, width - fixed)
+    rows = [r[:-1] + [r[-1] if len(r[-1]) <= room else r[-1][:room - 1].rstrip() + "…"] for r in rows]
+    return format_table(header, rows)
+
+
+def session_lines(session, outcome, *, exitstatus: Optional[int] = None, command: str = "pytest",
+                  reference: Optional[str] = None) -> List[str]:
+    """The session's screen (the terminal's ``mxperf`` section): the outcome in one line, what
+    failed or changed and what to do next, then one compact table, then the failing cells'
+    operator profiles. ``exitstatus``: pytest's,
+    before the end of the session's policy; ``command``: the command line to run again (what
+    the next step says); ``reference``: --perf-reference as given."""
+    cells = list(session.cells().values())
+    verdicts = outcome.verdicts if outcome is not None else {}
+    lines = [outcome_line(session, outcome, failed=session_failed(session, outcome, exitstatus), command=command,
+                          reference=reference)]
+    lines += change_lines(session, outcome)
+    if cells:
+        lines += compact_table(cells, verdicts, ab=bool(session.options.reference))
+    lines += list(outcome.profile_lines if outcome is not None else [])  # what failed, in detail
     if session.deselected_slow:
         lines.append(f"mxperf: {session.deselected_slow} slow cells deselected (--perf-slow runs them)")
     return lines
+
+
+def held_back(session) -> str:
+    """What the full report holds that the screen does not, in a few words."""
+    shown = f"{_n(len(session.findings), 'figure')} shown, not judged; " if session.findings else ""
+    return f"{shown}every figure's row; machine, software, environment"
+
+
+def footer_line(session, *, full_below: bool, report_file: Optional[str] = None,
+                benchmark: Optional[str] = None) -> str:
+    """The screen's last line: where the full report is (``report_file``; below it with
+    ``-v``; else how to see it), and pytest-benchmark's tables when they are not on the
+    terminal (``benchmark``: their file, "" when they are in none; None: not held back)."""
+    if full_below:
+        return "mxperf: the full report follows" + (f" (also in {report_file})" if report_file else "")
+    if report_file:
+        return (f"mxperf: full report ({held_back(session)}): {report_file}"
+                + (f"; pytest-benchmark's tables: {benchmark}" if benchmark else "") + "; -v shows them here")
+    return (f"mxperf: -v shows the full report ({held_back(session)})"
+            + (" and pytest-benchmark's tables" if benchmark is not None else "")
+            + "; --perf-report DIR writes it to DIR/report.txt")
