@@ -8,8 +8,10 @@ This module is deliberately standalone: the standard library, numpy, the model z
 MXNet APIs that exist across the 1.x releases (Module, DataBatch, nd.waitall), so it can
 run under another MXNet install. It never imports pytest.
 
-Method (the same as MXNet's ``example/image-classification/benchmark_score.py``, with the
-synchronisation made explicit):
+Method (MXNet's ``example/image-classification/benchmark_score.py``'s networks and random
+input; it waits for every batch's outputs over one 10-batch window, this worker waits once
+a round, ``waitall()``, over rounds of k batches: benchmarks/results/same-figures-*.txt
+measures the difference, up to ~2% at AlexNet b1, none at b8):
   bind -> init random weights (Xavier) -> first batch (timed separately, reported as
   "first batch") -> untimed warm-up -> rounds of k batches, each round
   ``waitall(); t0; k x step; waitall(); t1``. Throughput is computed from the median time
