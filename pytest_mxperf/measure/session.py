@@ -256,7 +256,7 @@ class PerfSession:
         same window), each with the machine's state measured right before and after it."""
         if not self.options.machine_probe:
             results = list(measure())
-            self._progress(min(1, len(results)) if self.options.reference else len(results))
+            self._progress(results)
             return results
         from pytest_mxperf.machine import state as machine_state
         before = self._machine_probe()
@@ -275,7 +275,7 @@ class PerfSession:
         for r in results:
             r.record_machine_state(before, after, load)
         self.probes += [p for p in (before, after) if p]
-        self._progress(min(1, len(results)) if self.options.reference else len(results))
+        self._progress(results)
         return results
 
     def _bracketed(self, run: RunFn, python: Optional[str], seed: int) -> RunResult:
@@ -498,9 +498,10 @@ class PerfSession:
             parts.append(f"about {left / 60:.1f} min left")
         return ", ".join(parts)
 
-    def _progress(self, runs: int) -> None:
-        """``runs`` more processes measured; the progress line, at most every PROGRESS_EVERY_S."""
-        self.runs_done += runs
+    def _progress(self, results: Sequence[RunResult]) -> None:
+        """``results`` measured (a duet pair's two sides count as one); the progress line, at
+        most every PROGRESS_EVERY_S."""
+        self.runs_done += min(1, len(results)) if self.options.reference else len(results)
         now = time.monotonic()
         if self.expected_cells and now - self._last_progress >= self.PROGRESS_EVERY_S:
             self._last_progress = now

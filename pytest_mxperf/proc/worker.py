@@ -107,6 +107,18 @@ class _Progress:
             self.measuring = line.get("phase") == "measuring"
 
 
+class _PhaseFile:
+    """A one-cell worker's phase: measuring from the start without a warm-up bound, else once
+    it has created ``path`` (its warm-up is done); ``since`` is when that phase began."""
+
+    def __init__(self, path: Optional[Path], warming_up: bool):
+        self.path, self.measuring, self.since = path, not warming_up, time.monotonic()
+
+    def read(self) -> None:
+        if not self.measuring and self.path is not None and self.path.exists():
+            self.measuring, self.since = True, time.monotonic()
+
+
 def _wait(proc, timeout: float, rss_limit: Optional[int], phase_path: Optional[Path] = None,
           warmup_timeout: Optional[float] = None, progress: Optional[_Progress] = None) -> Optional[str]:
     """Wait for ``proc``; returns "timeout", "warmup-timeout", "rss" (over ``rss_limit``) or
@@ -114,46 +126,28 @@ def _wait(proc, timeout: float, rss_limit: Optional[int], phase_path: Optional[P
     ``phase_path`` (its warm-up is done: CUDA context, cuDNN autotune, JIT) is bounded by it,
     and ``timeout`` bounds the measurement after that. With ``progress`` (a worker of several
     cells) the same two bounds apply to each cell, from its progress lines."""
-    if progress is not None:
-        while True:
-            try:
-                proc.wait(timeout=WATCHDOG_POLL_S)
-                progress.read()
-                return None
-            except subprocess.TimeoutExpired:
-                pass
-            progress.read()
-            if rss_limit and tree_rss(proc.pid) > rss_limit:
-                return "rss"
-            gone = time.monotonic() - progress.since
-            if progress.measuring and gone > timeout:
-                return "timeout"
-            if not progress.measuring and gone > (warmup_timeout or timeout):
-                return "warmup-timeout" if warmup_timeout else "timeout"
-    if not rss_limit and not warmup_timeout:
+    if progress is None and not rss_limit and not warmup_timeout:
         try:
             proc.wait(timeout=timeout)
             return None
         except subprocess.TimeoutExpired:
             return "timeout"
-    start = time.monotonic()
-    measuring_since = None if warmup_timeout else start
+    phase = progress if progress is not None else _PhaseFile(phase_path, bool(warmup_timeout))
     while True:
         try:
             proc.wait(timeout=WATCHDOG_POLL_S)
+            phase.read()
             return None
         except subprocess.TimeoutExpired:
             pass
-        now = time.monotonic()
+        phase.read()
         if rss_limit and tree_rss(proc.pid) > rss_limit:
             return "rss"
-        if measuring_since is None:
-            if phase_path is not None and phase_path.exists():
-                measuring_since = now
-            elif now - start > warmup_timeout:
-                return "warmup-timeout"
-        elif now - measuring_since > timeout:
+        gone = time.monotonic() - phase.since
+        if phase.measuring and gone > timeout:
             return "timeout"
+        if not phase.measuring and gone > (warmup_timeout or timeout):
+            return "warmup-timeout" if warmup_timeout else "timeout"
 
 
 def run_process(command: Sequence[str], spec: Dict, *, timeout: float = DEFAULT_TIMEOUT,
