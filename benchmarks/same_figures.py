@@ -400,37 +400,34 @@ def _mark(r):
     return "" if not r["disturbed"] else ("  DISTURBED, kept" if r["kept"] else "  DISTURBED, discarded")
 
 
-def table_a(cells, per):
-    lines = [f"{'cell':16s} {'multi img/s':>11s} {'alone img/s':>11s} {'ratio med':>9s} {'ratio min-max':>13s}  target "
-             f"{MULTI_TARGET[0]}-{MULTI_TARGET[1]}"]
+def _ratio_table(cells, per, sides, heads, target, unit, mean_ratio=False):
+    """One row a cell: each side's median img/s over the kept measurements, the median and range
+    of their ratios, whether the median meets ``target``; with ``mean_ratio`` also the median of
+    the suite's mean-based ratio."""
+    extra = f" {'mean/b_s':>8s}" if mean_ratio else ""
+    lines = [f"{'cell':16s} {heads[0]:>11s} {heads[1]:>11s} {'ratio med':>9s} {'ratio min-max':>13s}{extra}  "
+             f"target {target[0]}-{target[1]}"]
     for w in cells:
         rows = kept(per[w.key()])
         ratios = [r["ratio"] for r in rows if r["ratio"] is not None]
-        m = med([r["multi"]["ips"] for r in rows if r["multi"]["ok"]])
-        a = med([r["alone"]["ips"] for r in rows if r["alone"]["ok"]])
+        x, y = (med([r[side]["ips"] for r in rows if r[side]["ok"]]) for side in sides)
         rm = med(ratios)
-        ok = rm is not None and MULTI_TARGET[0] <= rm <= MULTI_TARGET[1]
-        lines.append(f"{label(w):16s} {fmt(m):>11s} {fmt(a):>11s} {fmt(rm, '.3f'):>9s} "
-                     f"{(fmt(min(ratios), '.3f') + '-' + fmt(max(ratios), '.3f')) if ratios else '-':>13s}  "
-                     f"{'met' if ok else 'MISSED'} ({len(ratios)} pairs{_noisy(rows)})")
+        ok = rm is not None and target[0] <= rm <= target[1]
+        extra = (" " + f"{fmt(med([r['mean_ratio'] for r in rows if r['mean_ratio'] is not None]), '.3f'):>8s}"
+                 if mean_ratio else "")
+        lines.append(f"{label(w):16s} {fmt(x):>11s} {fmt(y):>11s} {fmt(rm, '.3f'):>9s} "
+                     f"{(fmt(min(ratios), '.3f') + '-' + fmt(max(ratios), '.3f')) if ratios else '-':>13s}{extra}  "
+                     f"{'met' if ok else 'MISSED'} ({len(ratios)} {unit}{_noisy(rows)})")
     return lines
+
+
+def table_a(cells, per):
+    return _ratio_table(cells, per, ("multi", "alone"), ("multi img/s", "alone img/s"), MULTI_TARGET, "pairs")
 
 
 def table_b(cells, per):
-    lines = [f"{'cell':16s} {'suite img/s':>11s} {'b_s img/s':>11s} {'ratio med':>9s} {'ratio min-max':>13s} "
-             f"{'mean/b_s':>8s}  target {SCORE_TARGET[0]}-{SCORE_TARGET[1]}"]
-    for w in cells:
-        rows = kept(per[w.key()])
-        ratios = [r["ratio"] for r in rows if r["ratio"] is not None]
-        s = med([r["suite"]["ips"] for r in rows if r["suite"]["ok"]])
-        b = med([r["benchmark_score"]["ips"] for r in rows if r["benchmark_score"]["ok"]])
-        rm = med(ratios)
-        mr = med([r["mean_ratio"] for r in rows if r["mean_ratio"] is not None])
-        ok = rm is not None and SCORE_TARGET[0] <= rm <= SCORE_TARGET[1]
-        lines.append(f"{label(w):16s} {fmt(s):>11s} {fmt(b):>11s} {fmt(rm, '.3f'):>9s} "
-                     f"{(fmt(min(ratios), '.3f') + '-' + fmt(max(ratios), '.3f')) if ratios else '-':>13s} "
-                     f"{fmt(mr, '.3f'):>8s}  {'met' if ok else 'MISSED'} ({len(ratios)} rounds{_noisy(rows)})")
-    return lines
+    return _ratio_table(cells, per, ("suite", "benchmark_score"), ("suite img/s", "b_s img/s"), SCORE_TARGET,
+                        "rounds", mean_ratio=True)
 
 
 def raw_lines(per_a, per_b):
