@@ -18,9 +18,10 @@ What MXNet 1.9.1 does on CPU (PyPI wheel, oneDNN 2.x, GNU libgomp):
   emulated on other AVX-512 CPUs. On a CPU without AVX-512 the cell is unsupported (see
   :func:`support`). MXNet's AMP has bfloat16 since 1.7.
 - int8: ``mx.contrib.quantization.quantize_model_mkldnn`` (fuses Convolution + BatchNorm +
-  ReLU with the ``MKLDNN_QUANTIZE`` backend, then quantizes; calibration on random batches
-  or ``calib_mode='none'``) needs the MKLDNN build; oneDNN has int8 kernels on every x86-64
-  ISA it supports, fast with VNNI (``avx512_vnni`` / ``avx_vnni``).
+  ReLU with the ``MKLDNN_QUANTIZE`` backend, then quantizes; calibration on random batches,
+  on the caller's images (``calib_data``) or ``calib_mode='none'``) needs the MKLDNN build;
+  oneDNN has int8 kernels on every x86-64 ISA it supports, fast with VNNI (``avx512_vnni`` /
+  ``avx_vnni``).
 
 ``DNNL_MAX_CPU_ISA`` (oneDNN's cap on the instruction set it dispatches to) is honoured:
 a cap below AVX-512 makes bfloat16 unsupported, as it does for oneDNN itself.
@@ -236,25 +237,41 @@ def _to_bfloat16(mx, sym, arg_params, aux_params, cast_optional_params):
                              cast_optional_params=cast_optional_params)
 
 
+def _calibration_iter(mx, images, batch):
+    """An ``NDArrayIter`` over ``images`` (N x C x H x W, numpy or NDArray) in batches of
+    ``min(batch, N)``: ``(iterator, N)``. The last batch is padded with images from the
+    start (NDArrayIter's ``pad``): the calibration sees these N images and no other (a
+    repeated image changes no min / max, so 'naive' thresholds are those of the N)."""
+    data = images if isinstance(images, mx.nd.NDArray) else mx.nd.array(images)
+    n = int(data.shape[0])
+    if n < 1:
+        raise ValueError("calib_data holds no images")
+    return mx.io.NDArrayIter(data={"data": data}, batch_size=min(int(batch), n)), n
+
+
 def _to_int8(mx, sym, arg_params, aux_params, data_shape, ctx, calib_mode, calib_batches,
-             excluded_sym_names, quantized_dtype, seed):
+             excluded_sym_names, quantized_dtype, seed, calib_data=None):
     from mxnet.contrib import quantization as q
 
-    calib_data = None
+    calib_iter = None
     num_examples = None
-    if calib_mode != "none":
+    if calib_mode != "none" and calib_data is not None:
+        # The caller's images (e.g. held-out samples of the data set the network learnt):
+        # the thresholds are those real inputs' ranges.
+        calib_iter, num_examples = _calibration_iter(mx, calib_data, data_shape[0])
+    elif calib_mode != "none":
         # Random calibration data in the range of the measurement's input (uniform [-1, 1)):
         # the thresholds only have to be plausible, since the weights are random too.
         mx.random.seed(seed)
         batches = [mx.random.uniform(-1.0, 1.0, shape=tuple(data_shape)) for _ in range(calib_batches)]
         data = mx.nd.concat(*batches, dim=0)
-        calib_data = mx.io.NDArrayIter(data={"data": data}, batch_size=int(data_shape[0]))
+        calib_iter = mx.io.NDArrayIter(data={"data": data}, batch_size=int(data_shape[0]))
         num_examples = int(data.shape[0])
     fn = getattr(q, "quantize_model_mkldnn", None) or q.quantize_model
     qsym, qarg, qaux = fn(sym=sym, arg_params=dict(arg_params), aux_params=dict(aux_params), ctx=ctx,
                           data_names=("data",), label_names=("softmax_label",),
                           excluded_sym_names=list(excluded_sym_names or []),
-                          calib_mode=calib_mode, calib_data=calib_data, num_calib_examples=num_examples,
+                          calib_mode=calib_mode, calib_data=calib_iter, num_calib_examples=num_examples,
                           quantized_dtype=quantized_dtype, quantize_mode="smart")
     return qsym, qarg, qaux
 
@@ -262,14 +279,16 @@ def _to_int8(mx, sym, arg_params, aux_params, data_shape, ctx, calib_mode, calib
 def convert_symbol(mx, sym, arg_params, aux_params, dtype, data_shape, ctx=None, *,
                    calib_mode: str = "naive", calib_batches: int = 2,
                    excluded_sym_names: Optional[Iterable[str]] = None,
-                   quantized_dtype: str = "auto", cast_optional_params: bool = True, seed: int = 0):
+                   quantized_dtype: str = "auto", cast_optional_params: bool = True, seed: int = 0,
+                   calib_data=None):
     """The network in ``dtype`` for inference: returns (sym, arg_params, aux_params).
 
     ``float32``: unchanged. ``bfloat16``: AMP (``mx.contrib.amp.convert_model``,
     ``target_dtype='bfloat16'``): ``amp_cast`` nodes around Convolution / FullyConnected,
     their weights cast; the input stays float32. ``int8``: oneDNN post-training
     quantization (``quantize_model_mkldnn``) with ``calib_mode`` 'naive' on
-    ``calib_batches`` random batches of ``data_shape`` (or 'none': thresholds at run time),
+    ``calib_batches`` random batches of ``data_shape``, or, given ``calib_data`` (images,
+    N x C x H x W, numpy or NDArray), on those N images (or 'none': thresholds at run time),
     ``quantized_dtype`` 'auto' (uint8 after ReLU, int8 elsewhere); the input stays float32
     and a ``_contrib_quantize_v2`` node quantizes it. ``float16`` on CPU raises
     :class:`UnsupportedPrecision`. The parameters must be float32 (e.g. after
@@ -290,5 +309,5 @@ def convert_symbol(mx, sym, arg_params, aux_params, dtype, data_shape, ctx=None,
         if not on_cpu:
             raise UnsupportedPrecision("int8 conversion here is oneDNN's (CPU contexts only)")
         return _to_int8(mx, sym, arg_params, aux_params, data_shape, ctx, calib_mode, calib_batches,
-                        excluded_sym_names, quantized_dtype, seed)
+                        excluded_sym_names, quantized_dtype, seed, calib_data)
     raise ValueError(f"unknown dtype {dtype!r} (known: {', '.join(CPU_DTYPES)})")
