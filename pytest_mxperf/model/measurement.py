@@ -223,6 +223,12 @@ class RunResult:
         return self.meta.get("mxnet_version") or None
 
     @property
+    def answers(self) -> Optional[Dict[str, Any]]:
+        """The answer record of this process (``workers/answers.py``), None when it kept none."""
+        v = self.meta.get("answers")
+        return v if isinstance(v, dict) and isinstance(v.get("seed"), int) else None
+
+    @property
     def macs_per_sample(self) -> Optional[float]:
         v = self.meta.get("macs_per_sample")
         return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 else None

@@ -26,10 +26,13 @@ DEFAULT_CTX_GROUPS = ("cpu", "gpu")
 #   no-baseline    this machine has no baseline to compare with (and no A/B reference)
 #   none-measured  nothing was measured at all (e.g. -m gpu on a machine without GPUs)
 #   not-reached    --perf-deadline left measuring tests unstarted
+#   answers        a cell computed something else than the baseline or the A/B reference
+#                  (outside its dtype's tolerance: judge/answers.py), whatever its speed
 #   no-gpu         GPU tests asked for (-m gpu, --perf-ctx gpu:...) and no GPU can be used
 #                  (machine/gpu_readiness.py: one line before any worker; they skip with it)
-FAIL_ON_CHOICES = ("regression", "unresolved", "floor", "no-baseline", "none-measured", "not-reached", "no-gpu")
-DEFAULT_FAIL_ON = frozenset({"regression", "unresolved", "floor", "not-reached", "no-gpu"})
+FAIL_ON_CHOICES = ("regression", "unresolved", "floor", "no-baseline", "none-measured", "not-reached", "no-gpu",
+                   "answers")
+DEFAULT_FAIL_ON = frozenset({"regression", "unresolved", "floor", "not-reached", "no-gpu", "answers"})
 # Off by default, baseline mode (a slowdown the baseline cannot decide is named first in the
 # summary, not failed, unless these ask):
 #   below-resolution  a slowdown smaller than this machine's resolution (how far its figures

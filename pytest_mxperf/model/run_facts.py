@@ -56,6 +56,9 @@ FACTS: Tuple[Fact, ...] = (
     Fact("loaded_companions", list, "", WORKER, "native libraries loaded beside MXNet"),
     Fact("total_batch", int, "", WORKER, "samples a batch over all devices"),
     Fact("timed_seconds", float, "s", WORKER, "seconds of timed rounds"),
+    Fact("answers", dict, "", WORKER, "what the cell computed on its batch, as sketches (workers/answers.py): "
+                                      "its outputs, a training step's loss and weights, with seed 0 each "
+                                      "operator's output; computed after the timed rounds"),
     Fact("process_cells", dict, "", WORKER, "a process that measured several cells: this cell's place "
                                             "(index, of); import_seconds is then the process's, once"),
     Fact("timed_windows", list, "s", WORKER, "[start, end] of the timed rounds in time.monotonic() "

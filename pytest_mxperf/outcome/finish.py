@@ -33,6 +33,9 @@ from pytest_mxperf.measure import profiling as profiles
 from pytest_mxperf.measure.session import CellRecord, PerfSession
 from pytest_mxperf.model.measurement import cell_of
 from pytest_mxperf.outcome.ab_judging import judge_ab
+from pytest_mxperf.outcome.answer_check import NOT_COMPARED as NOT_COMPARED_ANSWERS
+from pytest_mxperf.outcome.answer_check import SAME as SAME_ANSWERS
+from pytest_mxperf.outcome.answer_check import WRONG, answer_verdicts
 from pytest_mxperf.outcome.judging import (
     GateOutcome,
     Judged,
@@ -104,9 +107,11 @@ def finish_session(session: PerfSession) -> GateOutcome:
     sides = ab_sides(session) if options.reference else {}
     if not session.measured_cells():
         return GateOutcome(messages=[], sides=sides)
-    # measured -> judged
+    # measured -> judged (speed, then answers)
     judged, said = _judged(session)
     cells = session.measured_cells()  # as judged: with the processes that confirmed suspects
+    judged = dataclasses.replace(judged, verdicts={
+        **judged.verdicts, **answer_verdicts(cells, session.baseline, bool(options.reference))})
     # judged -> what it means
     advice_lines, advice_notes = advise(cells, judged.verdicts)
     verdicts = {k: (dataclasses.replace(v, notes=list(v.notes) + advice_notes[k]) if advice_notes.get(k) else v)
@@ -251,7 +256,7 @@ def _profile(session: PerfSession, cells: Dict[str, CellRecord], verdicts: Dict[
 
 #: verdict kinds the terminal says one line each of, with their notes (the others are counted
 #: in the session's first line; the slowdowns the baseline cannot decide are its headline)
-SAID = ("regression", "improvement", "suspect", "unresolved")
+SAID = ("regression", "improvement", "suspect", "unresolved", WRONG)
 
 
 def _verdict_line(key: str, v: vd.Verdict) -> str:
@@ -264,7 +269,7 @@ def verdict_details(verdicts: Dict[str, vd.Verdict]) -> List[str]:
     (the baseline holds too few processes of it) and the notes on figures not said there."""
     lines: List[str] = []
     for key, v in verdicts.items():
-        if v.kind == "not-gated":
+        if v.kind in ("not-gated", SAME_ANSWERS, NOT_COMPARED_ANSWERS):
             lines.append(_verdict_line(key, v))
         if v.kind not in SAID:
             lines += [f"mxperf: note {key}: {note}" for note in v.notes]
@@ -311,6 +316,11 @@ def verdict_messages(options, machine: Dict[str, Any], verdicts: Dict[str, vd.Ve
                             "baseline over several sessions (--perf-update-baselines=add) so it spans its "
                             "spells, or gate an upgrade with an A/B run (--perf-reference), which needs no "
                             "baseline")
+    wrong = count(WRONG)
+    if wrong and "answers" in options.fail_on:
+        failed = True
+        messages.append(f"mxperf: failing the session: {wrong} cell(s) computed something else than {against} "
+                        "(--perf-fail-on=-answers to report them without failing)")
     if options.smoke and count("suspect"):
         messages.append("mxperf: --perf-smoke: suspects are not re-measured and do not fail the session")
     return messages, failed

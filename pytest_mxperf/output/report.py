@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional, Sequence
 
+from pytest_mxperf.judge import answers as answers_rule
 from pytest_mxperf.measure.session import CellRecord, Finding
 from pytest_mxperf.model.measurement import METRICS, metric_key
 from pytest_mxperf.model.options import duration_text
@@ -388,6 +389,9 @@ def outcome_line(session, outcome, *, failed: bool, command: str = "pytest", ref
         elif session.baseline is None and not options.reference and measured:
             line += (f"; no baseline for this machine ({session.machine.get('id')}): record one with {command} "
                      "--perf-update-baselines")
+    answers = answers_rule.summary(verdicts)
+    if answers:
+        line += "; " + answers
     others = other_figures(verdicts)
     if others:
         line += "; other figures: " + ", ".join(f"{n} {w}" for w, n in others.items())

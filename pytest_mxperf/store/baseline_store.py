@@ -83,6 +83,9 @@ def summarize_cell(cell: CellMeasurement, software: Optional[Mapping[str, Any]] 
         "bind_seconds": _median(m.get("bind_seconds") for m in metas),
         "first_batch_seconds": _median(m.get("first_batch_seconds") for m in metas),
         "cpu_utilization": _median(m.get("cpu_utilization") for m in metas),
+        # what the cell computed (one record a seed: the judge pairs them by seed)
+        "answers": list({a["seed"]: a for a in sorted((r.answers for r in ok if r.answers),
+                                                      key=lambda a: bool(a.get("ops")))}.values()) or None,
         "n_processes": len(ok),
         "n_failed": len(cell.runs) - len(ok),
     }

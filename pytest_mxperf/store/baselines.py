@@ -61,7 +61,7 @@ import math
 import os
 import statistics
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Union
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Tuple, Union
 
 from pytest_mxperf.judge import machine_states, resolution
 from pytest_mxperf.model.measurement import METRICS
@@ -402,6 +402,16 @@ class Baseline:
     def session_medians(self, key: str, metric: Optional[str] = None) -> List[float]:
         """The cell's median in each recorded session (oldest first): its trend."""
         return [statistics.median(v) for v in (_rec_values(r, metric) for r in self._measured(key)) if v]
+
+    def answers(self, key: str) -> Tuple[List[Dict[str, Any]], Optional[str]]:
+        """The answer records (``workers/answers.py``) of the newest recording in cell ``key``'s
+        comparison set that kept them, and the MXNet version that computed them; ([], None)
+        when none did (recorded before answers were kept)."""
+        for rec in reversed(self.comparison_set(key)):
+            got = [a for a in rec.get("answers") or [] if isinstance(a, dict)]
+            if got:
+                return got, rec.get("mxnet_version")
+        return [], None
 
     def profile(self, key: str) -> Optional[Dict[str, Any]]:
         """The newest operator profile (``kept_profiles.summary``, with its recording's

@@ -40,6 +40,7 @@ import json
 import resource
 import time
 
+from pytest_mxperf.workers import answers
 from pytest_mxperf.workers.protocol import (  # memory figures
     ModuleSteps,
     await_warmup_turn,
@@ -90,7 +91,12 @@ class _Cell(ModuleSteps):
             # As benchmark_score.py: the label is declared but not bound when scoring.
             mod = mx.mod.Module(sym, data_names=["data"], label_names=["softmax_label"], context=ctxs)
             mod.bind(data_shapes=data_desc, for_training=False)
-        mod.init_params(initializer=mx.init.Xavier(magnitude=2.0))
+        # the same numbers under every MXNet and numpy release (answers.py): the weights by
+        # name and shape from the seed, then the inputs
+        self.initial = answers.initial_params(sym, {"data": data_desc[0].shape}, seed)
+        mod.init_params(arg_params=answers.as_ndarrays(mx, self.initial[0]),
+                        aux_params=answers.as_ndarrays(mx, self.initial[1]), allow_missing=False)
+        self.sym = sym
         if w["dtype"] in CONVERTED_DTYPES:
             # bfloat16 (AMP) / int8 (oneDNN quantization): the float32 network with its
             # random weights, converted, then bound again for inference
@@ -99,6 +105,8 @@ class _Cell(ModuleSteps):
             t_c = time.perf_counter()
             csym, carg, caux = precision.convert_symbol(mx, sym, arg, aux, w["dtype"], data_desc[0].shape,
                                                         ctxs[0], seed=seed)
+            self.sym = csym
+            self.initial = ({k: v.asnumpy() for k, v in carg.items()}, {k: v.asnumpy() for k, v in caux.items()})
             convert_seconds = time.perf_counter() - t_c
             mod = mx.mod.Module(csym, data_names=["data"], label_names=["softmax_label"], context=ctxs)
             mod.bind(data_shapes=data_desc, for_training=False)
@@ -112,7 +120,8 @@ class _Cell(ModuleSteps):
             if fp16:
                 params["multi_precision"] = True  # float32 master weights, as train_imagenet.py
             kv = w.get("kvstore") or ("device" if len(ctxs) > 1 else "local")
-            mod.init_optimizer(kvstore=kv, optimizer=w.get("optimizer", "sgd"), optimizer_params=params)
+            self.optimizer = {"kvstore": kv, "optimizer": w.get("optimizer", "sgd"), "optimizer_params": params}
+            mod.init_optimizer(**self.optimizer)
         mx.nd.waitall()
         self.bind_seconds = time.perf_counter() - t0
         # Random input, as benchmark_score.py: uniform in [-1, 1), on the context of a
@@ -120,11 +129,28 @@ class _Cell(ModuleSteps):
         # and Module copies each slice to its own device (executor_group._load_general),
         # not every slice from the first GPU.
         host = ctxs[0] if len(ctxs) == 1 else mx.cpu()
-        data = mx.random.uniform(-1.0, 1.0, shape=(total,) + tuple(spec.input_shape), ctx=host)
-        label = [mx.nd.array(np.random.randint(0, spec.num_classes, size=(total,)))] if train else []
+        self.seed = seed
+        data = mx.nd.array(answers.input_batch((total,) + tuple(spec.input_shape), seed), ctx=host)
+        label = [mx.nd.array(answers.labels(total, spec.num_classes, seed))] if train else []
         self.batch = mx.io.DataBatch(data=[data], label=label)
         self.mod = mod
         self.train = train
+
+    def answers(self, ops: bool) -> dict:
+        """What this cell computes on its batch, from its initial weights (``answers.py``):
+        scoring, the outputs; training, ``answers.TRAIN_STEPS`` steps from the initial weights
+        (the timed rounds moved them): the outputs and loss of each, the weights after. With
+        ``ops``, every operator's output on the batch's first sample, to name the first that
+        differs. Never inside the timed rounds."""
+        mx = self.mx
+        if self.train:
+            rec = answers.train_steps(mx, self.mod, self.batch, self.initial, self.optimizer, self.seed)
+        else:
+            rec = answers.inference(mx, self.mod, self.batch, self.seed)
+        if ops:
+            rec["ops"] = answers.op_sketches(mx, self.sym, self.initial[0], self.initial[1],
+                                             self.batch.data[0][:1].asnumpy())
+        return rec
 
 
 def _cpu_seconds():
@@ -350,6 +376,13 @@ def measure_cell(mx, spec: dict, process_meta: dict) -> dict:
     meta["total_batch"] = cell.total_batch
     meta["timed_seconds"] = wall
     figures = latency_figures(batch_seconds) if latency and not smoke else {}
+    first = int(spec.get("seed", 0)) == 0
+    if hasattr(cell, "answers") and (first or not cell.train):  # never in the timed rounds
+        # every scoring process sketches its outputs (one batch); the first process of a cell
+        # (seed 0) also each operator's output, and a training cell's step there
+        t_a = time.perf_counter()
+        meta["answers"] = cell.answers(ops=first)
+        meta["answers"]["seconds"] = round(time.perf_counter() - t_a, 4)
     gpu_mem = _gpu_memory_used_mib(mx, w["contexts"])
     if gpu_mem is not None:  # device-wide: shown, never judged (the judged figure is the parent's, per process)
         figures["gpu_device_memory_used_mib"] = gpu_mem
