@@ -8,7 +8,6 @@ leaky one (slope 0.01) in every graph it builds, and a candidate that only chang
 
 import json
 import math
-import os
 import sys
 from pathlib import Path
 

@@ -44,33 +44,66 @@ def _param_rng(seed: int, name: str):
     return np.random.RandomState((zlib.crc32(name.encode()) + 1000003 * int(seed)) % 2 ** 32)
 
 
+def _rule(name: str, shape: Tuple[int, ...]):
+    """("uniform", bound) / ("ones", None) / ("zeros", None): how parameter ``name`` starts."""
+    if name.endswith("weight") and len(shape) >= 2:
+        hw = 1
+        for s in shape[2:]:
+            hw *= int(s)
+        fan_in, fan_out = shape[1] * hw, shape[0] * hw
+        return "uniform", (2.0 / max(1.0, (fan_in + fan_out) / 2.0)) ** 0.5
+    if name.endswith(("gamma", "moving_var", "running_var")):
+        return "ones", None
+    return "zeros", None
+
+
+#: elements drawn at a time when a parameter is filled in place (its values are those of one
+#: draw of the whole: the legacy stream draws one double an element, in order)
+CHUNK = 1 << 20
+
+
 def param_value(name: str, shape: Sequence[int], seed: int):
     """The float32 numpy value of parameter ``name`` of ``shape`` in a cell of ``seed``."""
     import numpy as np
 
     shape = tuple(int(s) for s in shape)
-    if name.endswith("weight") and len(shape) >= 2:
-        hw = int(np.prod(shape[2:])) if len(shape) > 2 else 1
-        fan_in, fan_out = shape[1] * hw, shape[0] * hw
-        scale = float(np.sqrt(2.0 / max(1.0, (fan_in + fan_out) / 2.0)))
-        return _param_rng(seed, name).uniform(-scale, scale, size=shape).astype(np.float32)
-    if name.endswith(("gamma", "moving_var", "running_var")):
-        return np.ones(shape, np.float32)
-    return np.zeros(shape, np.float32)
+    kind, bound = _rule(name, shape)
+    if kind == "uniform":
+        return _param_rng(seed, name).uniform(-bound, bound, size=shape).astype(np.float32)
+    return (np.ones if kind == "ones" else np.zeros)(shape, np.float32)
 
 
-def initial_params(sym, input_shapes: Dict[str, Tuple[int, ...]], seed: int):
-    """``(arg_params, aux_params)`` as numpy float32 arrays for every parameter of ``sym``
-    bound with ``input_shapes`` (the inputs themselves left out)."""
-    arg_shapes, _, aux_shapes = sym.infer_shape(**input_shapes)
-    args = {n: param_value(n, s, seed) for n, s in zip(sym.list_arguments(), arg_shapes)
-            if n not in input_shapes and not n.endswith("label")}
-    aux = {n: param_value(n, s, seed) for n, s in zip(sym.list_auxiliary_states(), aux_shapes)}
-    return args, aux
+def fill(mx, name: str, arr, seed: int) -> None:
+    """Fill NDArray ``arr`` in place with ``param_value(name, arr.shape, seed)``, ``CHUNK``
+    elements at a time (a network's weights are never held twice: the peak memory of a
+    measuring process is its own)."""
+    shape = tuple(int(s) for s in arr.shape)
+    kind, bound = _rule(name, shape)
+    if kind != "uniform":
+        arr[:] = 1.0 if kind == "ones" else 0.0
+        return
+    rng = _param_rng(seed, name)
+    n = 1
+    for s in shape:
+        n *= s
+    flat = arr.reshape((n,))
+    for a in range(0, n, CHUNK):
+        b = min(n, a + CHUNK)
+        flat[a:b] = rng.uniform(-bound, bound, size=b - a).astype("float32")
 
 
-def as_ndarrays(mx, params):
-    return {k: mx.nd.array(v, dtype=v.dtype) for k, v in params.items()}
+def initializer(mx, seed: int):
+    """An ``mx.init.Initializer`` that gives every parameter its ``param_value`` (Module's
+    ``init_params`` and Gluon's ``initialize`` call it with each parameter's name)."""
+
+    class Seeded(mx.init.Initializer):
+        def __call__(self, desc, arr):
+            fill(mx, str(desc), arr, seed)
+
+        def dumps(self):
+            return f'["seeded", {{"seed": {int(seed)}}}]'
+
+    return Seeded()
 
 
 def input_batch(shape: Sequence[int], seed: int):
@@ -214,15 +247,14 @@ def _loss(probs, labels) -> Optional[float]:
     return float(-np.mean(np.log(np.maximum(p[np.arange(len(y)), y], 1e-30))))
 
 
-def train_steps(mx, mod, batch, initial, optimizer: Dict, seed: int, steps: int = TRAIN_STEPS) -> Dict:
-    """``steps`` training steps of a bound Module from ``initial`` = (arg, aux) numpy weights,
-    with a fresh optimizer of ``optimizer`` (``Module.init_optimizer``'s arguments): the
+def train_steps(mx, mod, batch, optimizer: Dict, seed: int, steps: int = TRAIN_STEPS) -> Dict:
+    """``steps`` training steps of a bound Module from its initial weights (``initializer``
+    of ``seed``: the module must have been reset to them, ``reset``), with a fresh optimizer
+    of ``optimizer`` (``Module.init_optimizer``'s arguments): the
     outputs of the last forward, each step's loss and the weights after. MXNet's RNG is
     seeded before each step, for operators that draw (Dropout: its draws are MXNet's own, so
     two releases may differ there; ``random_ops`` says so)."""
     import numpy as np
-    arg, aux = initial
-    mod.set_params(as_ndarrays(mx, arg), as_ndarrays(mx, aux), force_init=True)
     mod.init_optimizer(force_init=True, **optimizer)
     losses = []
     outs = []

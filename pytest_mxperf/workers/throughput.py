@@ -93,9 +93,7 @@ class _Cell(ModuleSteps):
             mod.bind(data_shapes=data_desc, for_training=False)
         # the same numbers under every MXNet and numpy release (answers.py): the weights by
         # name and shape from the seed, then the inputs
-        self.initial = answers.initial_params(sym, {"data": data_desc[0].shape}, seed)
-        mod.init_params(arg_params=answers.as_ndarrays(mx, self.initial[0]),
-                        aux_params=answers.as_ndarrays(mx, self.initial[1]), allow_missing=False)
+        mod.init_params(initializer=answers.initializer(mx, seed))
         self.sym = sym
         if w["dtype"] in CONVERTED_DTYPES:
             # bfloat16 (AMP) / int8 (oneDNN quantization): the float32 network with its
@@ -103,10 +101,11 @@ class _Cell(ModuleSteps):
             from pytest_mxperf.workers import precision
             arg, aux = mod.get_params()
             t_c = time.perf_counter()
+            # int8's calibration batches from numpy too: the same ranges under every release
+            calib = np.concatenate([answers.input_batch(data_desc[0].shape, 1000 + seed + k) for k in range(2)])
             csym, carg, caux = precision.convert_symbol(mx, sym, arg, aux, w["dtype"], data_desc[0].shape,
-                                                        ctxs[0], seed=seed)
+                                                        ctxs[0], seed=seed, calib_data=calib)
             self.sym = csym
-            self.initial = ({k: v.asnumpy() for k, v in carg.items()}, {k: v.asnumpy() for k, v in caux.items()})
             convert_seconds = time.perf_counter() - t_c
             mod = mx.mod.Module(csym, data_names=["data"], label_names=["softmax_label"], context=ctxs)
             mod.bind(data_shapes=data_desc, for_training=False)
@@ -143,13 +142,19 @@ class _Cell(ModuleSteps):
         ``ops``, every operator's output on the batch's first sample, to name the first that
         differs. Never inside the timed rounds."""
         mx = self.mx
+        if self.train:  # back to the initial weights
+            self.mod.init_params(initializer=answers.initializer(mx, self.seed), force_init=True)
+        op_sketches = None
+        if ops:  # a scoring cell's weights are its initial ones (or its conversion's)
+            arg, aux = self.mod.get_params()
+            op_sketches = answers.op_sketches(mx, self.sym, arg, aux, self.batch.data[0][:1].asnumpy())
+            del arg, aux
         if self.train:
-            rec = answers.train_steps(mx, self.mod, self.batch, self.initial, self.optimizer, self.seed)
+            rec = answers.train_steps(mx, self.mod, self.batch, self.optimizer, self.seed)
         else:
             rec = answers.inference(mx, self.mod, self.batch, self.seed)
-        if ops:
-            rec["ops"] = answers.op_sketches(mx, self.sym, self.initial[0], self.initial[1],
-                                             self.batch.data[0][:1].asnumpy())
+        if op_sketches is not None:
+            rec["ops"] = op_sketches
         return rec
 
 
@@ -199,7 +204,8 @@ def measure_cells(spec: dict) -> dict:
 
     A cell's ``peak_rss_bytes`` is the peak of the resident set while it ran: the kernel's
     high-water mark (VmHWM) is reset before each cell (``/proc/self/clear_refs``) and read
-    after it; the memory the earlier cells left to the allocator is in it."""
+    after it (before its answer record, as a process's own peak is); the memory the earlier
+    cells left to the allocator is in it."""
     cells = list(spec["cells"])
     progress = spec["progress_path"]
     for c in cells:  # unknown zoo names fail here, before the import
@@ -224,8 +230,9 @@ def measure_cells(spec: dict) -> dict:
             r = {"status": status, "message": error_line(text, type(exc).__name__), "meta": {}}
         meta = r.setdefault("meta", {})
         meta["process_cells"] = {"index": i, "of": len(cells)}  # import_seconds: the process's, once
+        before_answers = meta.pop("_peak_before_answers", None)
         if r.get("status") == "ok":
-            peak = _peak_rss() if hwm else None
+            peak = (before_answers or _peak_rss()) if hwm else None
             if peak is not None:
                 meta["peak_rss_bytes"] = peak
             else:  # no per-cell high-water mark here: a process-wide one would not be this cell's
@@ -380,6 +387,8 @@ def measure_cell(mx, spec: dict, process_meta: dict) -> dict:
     if hasattr(cell, "answers") and (first or not cell.train):  # never in the timed rounds
         # every scoring process sketches its outputs (one batch); the first process of a cell
         # (seed 0) also each operator's output, and a training cell's step there
+        if spec.get("progress"):  # a cell of several: its peak is read here, before its answers
+            meta["_peak_before_answers"] = _peak_rss()
         t_a = time.perf_counter()
         meta["answers"] = cell.answers(ops=first)
         meta["answers"]["seconds"] = round(time.perf_counter() - t_a, 4)
