@@ -8,12 +8,15 @@ with its random weights. float16 has no CPU kernels in MXNet 1.x: its cell is
 *unsupported* and skips with the reason, as does a dtype this CPU or build cannot run
 (oneDNN 2.x runs bfloat16 only on AVX-512 CPUs; both need the MKLDNN build).
 
-Every cell is measured and judged like any other (baseline or A/B). The ratio to float32
-is shown, not asserted: whether reduced precision is faster depends on the CPU (VNNI,
+Every cell is measured and judged like any other (baseline or A/B), its answers too. Its
+outputs' distance from float32's (``||a - b|| / ||b||`` of the same weights on the same
+inputs, from their answer records) is shown beside the ratio to float32; neither is asserted: whether reduced precision is faster depends on the CPU (VNNI,
 native bfloat16), which is what a user wants to know before switching.
 """
 
 import pytest
+
+from pytest_mxperf.judge import answers
 
 MODEL = "resnet50_v2"
 BATCH = 8
@@ -37,6 +40,11 @@ def test_reduced_precision_beside_float32(mxperf, dtype):
     ratio = cell.median / fp32.median
     figures = {"float32_img_s": round(fp32.median, 2), f"{dtype}_img_s": round(cell.median, 2),
                f"{dtype}_to_float32": round(ratio, 3)}
+    # how far its answers are from float32's: same weights, same inputs (judge/answers.py)
+    dist = answers.output_distance([r.answers for r in cell.ok_runs if r.answers],
+                                   [r.answers for r in fp32.ok_runs if r.answers])
+    if dist is not None:
+        figures[f"{dtype}_outputs_from_float32"] = float(f"{dist:.3g}")
     ops = next((r.meta.get("precision") for r in cell.ok_runs if r.meta.get("precision")), None) or {}
     mxperf.report(f"cpu precision {MODEL} b{BATCH} {dtype}", figures,
                   note="median of per-process img/s; the ratio is shown, not asserted"

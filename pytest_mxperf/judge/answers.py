@@ -143,6 +143,17 @@ def first_differing_op(ops: Sequence, ref_ops: Sequence, tolerance: float) -> Op
     return None
 
 
+def output_distance(records: Sequence[Mapping[str, Any]], reference: Sequence[Mapping[str, Any]]) -> Optional[float]:
+    """The largest distance of ``records``' outputs from ``reference``'s over the seeds both
+    have (e.g. an int8 cell's outputs from its float32 network's: same weights, same
+    inputs); None when no seed pairs or no output is comparable."""
+    cur, ref = _by_seed(records), _by_seed(reference)
+    ds = [distance(x, y) for s in set(cur) & set(ref)
+          for x, y in zip(cur[s].get("outputs") or [], ref[s].get("outputs") or [])]
+    ds = [d for d in ds if d is not None]
+    return max(ds) if ds else None
+
+
 def compare(current: Sequence[Mapping[str, Any]], reference: Sequence[Mapping[str, Any]], dtype: str = "float32",
             *, same_release: bool = True) -> AnswerCheck:
     """The cell's answer records against its reference's, pairing the records of one seed.
