@@ -17,6 +17,9 @@ import pytest
 from pytest_mxperf.judge import answers as rule
 from pytest_mxperf.workers import answers
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+import wrong_candidate  # noqa: E402
+
 # ----------------------------------------------------------------------------- the numbers
 
 
@@ -137,45 +140,10 @@ def test_cells(mxperf, ctx, model, batch_size):
     mxperf.expect_ok(mxperf.measure(model, batch_size, contexts=ctx))
 """
 
-#: a candidate that computes something else: every ReLU MXNet builds is a leaky one
-SITECUSTOMIZE = """
-import importlib.abc, importlib.util, sys
-
-def _patch(mx):
-    plain = mx.sym.Activation
-    def Activation(*args, **kw):
-        if kw.get("act_type") == "relu":
-            kw.pop("act_type")
-            return mx.sym.LeakyReLU(*args, act_type="leaky", slope=0.01, **kw)
-        return plain(*args, **kw)
-    mx.sym.Activation = mx.symbol.Activation = Activation
-
-class _AfterMXNet(importlib.abc.MetaPathFinder):
-    def find_spec(self, name, path, target=None):
-        if name != "mxnet":
-            return None
-        sys.meta_path.remove(self)
-        spec = importlib.util.find_spec(name)
-        run = spec.loader.exec_module
-        def exec_module(module):
-            run(module)
-            _patch(module)
-        spec.loader.exec_module = exec_module
-        return spec
-
-sys.meta_path.insert(0, _AfterMXNet())
-"""
-
-
 @pytest.fixture
 def wrong_python(tmp_path):
-    site = tmp_path / "wrong-site"
-    site.mkdir()
-    (site / "sitecustomize.py").write_text(SITECUSTOMIZE)
-    py = tmp_path / "python-wrong"
-    py.write_text(f'#!/bin/sh\nPYTHONPATH="{site}${{PYTHONPATH:+:$PYTHONPATH}}" exec {sys.executable} "$@"\n')
-    py.chmod(0o755)
-    return str(py)
+    """A candidate that computes something else: every ReLU MXNet builds is a leaky one."""
+    return wrong_candidate.wrong(tmp_path, sys.executable)
 
 
 def _session(pytester, *args):
