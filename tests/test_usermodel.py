@@ -177,6 +177,15 @@ def test_your_own_network_through_the_api_records_a_baseline_with_the_flops_of_i
     assert "1.92 kFLOP per sample (forward; 2 x Convolution/FullyConnected MACs, counted from your graph)" in \
         limits["user:mlp"], out
     assert "124.4 kFLOP per sample" in limits["user:small_cnn"], out
+    # your own networks keep answer records too (#27): the symbol with each operator's output in
+    # its first process, the HybridBlock its outputs
+    for key in ("score/user:mlp@", "score/user:small_cnn@"):
+        (k,) = [k for k in keys if k.startswith(key)]
+        kept = doc["cells"][k]["history"][-1]["answers"]
+        assert sorted(a["seed"] for a in kept) == list(range(len(kept))) and kept, kept
+        assert all(a["outputs"] and a["outputs"][0]["sums"] for a in kept), kept
+    (mlp,) = [k for k in keys if k.startswith("score/user:mlp@")]
+    assert any(a.get("ops") for a in doc["cells"][mlp]["history"][-1]["answers"])
 
 
 def test_compare_calls_your_networks_recording_unchanged_against_itself_and_slowed_a_regression(api_project):

@@ -182,10 +182,11 @@ def op_outputs(sym) -> List[str]:
     return [n for n in internals.list_outputs() if n not in args and not n.endswith("_label")]
 
 
-def op_sketches(mx, sym, arg_params, aux_params, data, ctx=None, limit: int = 2000) -> List[List]:
-    """``[[name, sketch], ...]`` of every operator output of ``sym`` on ``data`` (a numpy batch),
-    in graph order: what the report walks to name the first operator whose output differs.
-    Inference (``is_train=False``); ``arg_params`` / ``aux_params`` numpy or NDArray."""
+def op_sketches(mx, sym, arg_params, aux_params, inputs: Dict, ctx=None, limit: int = 2000) -> List[List]:
+    """``[[name, sketch], ...]`` of every operator output of ``sym`` on ``inputs`` ({input name:
+    numpy batch}), in graph order: what the report walks to name the first operator whose
+    output differs. Inference (``is_train=False``); ``arg_params`` / ``aux_params`` numpy or
+    NDArray."""
     names = op_outputs(sym)[:limit]
     internals = sym.get_internals()
     group = mx.sym.Group([internals[n] for n in names])
@@ -195,12 +196,15 @@ def op_sketches(mx, sym, arg_params, aux_params, data, ctx=None, limit: int = 20
     aux = {k: (v if isinstance(v, mx.nd.NDArray) else mx.nd.array(v, dtype=v.dtype)).as_in_context(ctx)
            for k, v in dict(aux_params).items()}
     args = dict(nd)
-    args["data"] = mx.nd.array(data, ctx=ctx)
+    for k, v in inputs.items():
+        args[k] = mx.nd.array(v, ctx=ctx, dtype=v.dtype)
     needed = group.list_arguments()
-    for n in needed:
-        if n not in args:  # a label the group does not read: any value of its shape
-            shapes, _, _ = group.infer_shape_partial(data=tuple(data.shape))
-            args[n] = mx.nd.zeros(dict(zip(needed, shapes))[n], ctx=ctx)
+    missing = [n for n in needed if n not in args]
+    if missing:  # labels the group does not read: any value of their shape
+        shapes, _, _ = group.infer_shape_partial(**{k: tuple(v.shape) for k, v in inputs.items()})
+        known = dict(zip(needed, shapes))
+        for n in missing:
+            args[n] = mx.nd.zeros(known[n], ctx=ctx)
     # each operator as the graph names it: oneDNN's subgraph fusion off for this executor
     # (MXNet reads MXNET_SUBGRAPH_BACKEND at every bind), the fused graph's answers are the
     # cell's outputs
@@ -220,6 +224,45 @@ def op_sketches(mx, sym, arg_params, aux_params, data, ctx=None, limit: int = 20
     del ex, outs
     mx.nd.waitall()
     return res
+
+
+def module_answers(mx, mod, sym, batch, seed: int, *, ops: bool, optimizer: Optional[Dict] = None,
+                   reset=None, input_names: Sequence[str] = ("data",)) -> Dict:
+    """The answer record of a bound Module stepped on ``batch``: scoring, its outputs; training
+    (``optimizer``: ``init_optimizer``'s arguments), ``reset()`` puts the initial weights back
+    (the timed rounds moved them) and ``train_steps`` takes its step. With ``ops``, every
+    operator's output of ``sym`` on the batch's first sample (from the initial weights)."""
+    if optimizer is not None:
+        reset()
+    op_sketch = None
+    if ops:
+        arg, aux = mod.get_params()
+        first = {n: d[:1].asnumpy() for n, d in zip(input_names, batch.data)}
+        op_sketch = op_sketches(mx, sym, arg, aux, first)
+        del arg, aux
+    if optimizer is not None:
+        rec = train_steps(mx, mod, batch, optimizer, seed)
+    else:
+        rec = inference(mx, mod, batch, seed)
+    if op_sketch is not None:
+        rec["ops"] = op_sketch
+    return rec
+
+
+def block_answers(mx, net, data, seed: int) -> Dict:
+    """The answer record of a Gluon block scoring ``data`` (its outputs, predict mode)."""
+    with mx.autograd.predict_mode():
+        out = net(*data)
+    outs = out if isinstance(out, (list, tuple)) else [out]
+    return fingerprint([o.asnumpy() for o in outs], seed=seed, kind="outputs")
+
+
+def numpy_input(shape: Sequence[int], dtype: str, seed: int, high: Optional[int] = None):
+    """An input batch from the seed: floats uniform in [-1, 1), integers in [0, high)."""
+    import numpy as np
+    if high is not None:
+        return np.random.RandomState(int(seed)).randint(0, int(high), size=tuple(shape)).astype(dtype)
+    return input_batch(shape, seed).astype(dtype)
 
 
 #: training steps an answer record takes from the initial weights (one: the loss of the

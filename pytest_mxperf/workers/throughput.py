@@ -138,24 +138,14 @@ class _Cell(ModuleSteps):
     def answers(self, ops: bool) -> dict:
         """What this cell computes on its batch, from its initial weights (``answers.py``):
         scoring, the outputs; training, ``answers.TRAIN_STEPS`` steps from the initial weights
-        (the timed rounds moved them): the outputs and loss of each, the weights after. With
-        ``ops``, every operator's output on the batch's first sample, to name the first that
-        differs. Never inside the timed rounds."""
+        (the timed rounds moved them): the outputs and loss, the weights after. With ``ops``,
+        every operator's output on the batch's first sample, to name the first that differs.
+        Never inside the timed rounds."""
         mx = self.mx
-        if self.train:  # back to the initial weights
-            self.mod.init_params(initializer=answers.initializer(mx, self.seed), force_init=True)
-        op_sketches = None
-        if ops:  # a scoring cell's weights are its initial ones (or its conversion's)
-            arg, aux = self.mod.get_params()
-            op_sketches = answers.op_sketches(mx, self.sym, arg, aux, self.batch.data[0][:1].asnumpy())
-            del arg, aux
-        if self.train:
-            rec = answers.train_steps(mx, self.mod, self.batch, self.optimizer, self.seed)
-        else:
-            rec = answers.inference(mx, self.mod, self.batch, self.seed)
-        if op_sketches is not None:
-            rec["ops"] = op_sketches
-        return rec
+        return answers.module_answers(
+            mx, self.mod, self.sym, self.batch, self.seed, ops=ops,
+            optimizer=self.optimizer if self.train else None,
+            reset=lambda: self.mod.init_params(initializer=answers.initializer(mx, self.seed), force_init=True))
 
 
 def _cpu_seconds():
@@ -384,14 +374,15 @@ def measure_cell(mx, spec: dict, process_meta: dict) -> dict:
     meta["timed_seconds"] = wall
     figures = latency_figures(batch_seconds) if latency and not smoke else {}
     first = int(spec.get("seed", 0)) == 0
-    if hasattr(cell, "answers") and (first or not cell.train):  # never in the timed rounds
+    if first or not cell.train:  # never in the timed rounds
         # every scoring process sketches its outputs (one batch); the first process of a cell
         # (seed 0) also each operator's output, and a training cell's step there
         if spec.get("progress"):  # a cell of several: its peak is read here, before its answers
             meta["_peak_before_answers"] = _peak_rss()
         t_a = time.perf_counter()
-        meta["answers"] = cell.answers(ops=first)
-        meta["answers"]["seconds"] = round(time.perf_counter() - t_a, 4)
+        rec = cell.answers(ops=first)
+        if rec is not None:
+            meta["answers"] = dict(rec, seconds=round(time.perf_counter() - t_a, 4))
     gpu_mem = _gpu_memory_used_mib(mx, w["contexts"])
     if gpu_mem is not None:  # device-wide: shown, never judged (the judged figure is the parent's, per process)
         figures["gpu_device_memory_used_mib"] = gpu_mem

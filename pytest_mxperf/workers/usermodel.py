@@ -7,7 +7,8 @@ the zoo cell in ``throughput.py`` (``bind_seconds``, ``total_batch``, ``step()``
 * A Symbol (a symbol JSON file, or a callable returning one) is bound in a Module
   (``for_training=False`` to score), with its params file when given (``arg:`` / ``aux:``
   names, as ``HybridBlock.export`` and ``Module.save_checkpoint`` write; missing ones get
-  Xavier; what the file gave is in the result's ``meta["params"]``) or random Xavier weights.
+  the seed's, what the file gave is in the result's ``meta["params"]``) or the seed's
+  weights (``answers.py``: by name and shape from numpy's legacy stream, Xavier's bounds).
   The labels of its own loss outputs (``SoftmaxOutput`` of a checkpoint of MXNet's
   example/image-classification, ``*RegressionOutput``, ``SVMOutput``) are labels, not weights
   (see ``SymbolCell``; ``meta["labels"]``).
@@ -18,7 +19,8 @@ the zoo cell in ``throughput.py`` (``bind_seconds``, ``total_batch``, ``step()``
   output's last axis), or for a Symbol the name of an output that already is a loss; a
   Symbol whose outputs all are its own loss outputs (``usermodel.ends_in_loss``) trains as
   it is, with or without ``loss=`` (``softmax_ce`` is not stacked on a loss).
-* Random inputs: floats uniform in [-1, 1); integer inputs uniform in [0, high), ``high``
+* Inputs from the seed (numpy's legacy stream, the same under every release): floats
+  uniform in [-1, 1); integer inputs uniform in [0, high), ``high``
   from the input's spec or, for an input that feeds an Embedding, its ``input_dim``.
 
 ``python -m pytest_mxperf.workers.usermodel SPEC RESULT`` with ``{"describe": true, ...}``
@@ -42,6 +44,7 @@ from pytest_mxperf.model.user_network import (
     ends_in_loss,
     label_outputs,
 )
+from pytest_mxperf.workers import answers
 from pytest_mxperf.workers.protocol import ModuleSteps, TimedSteps, import_mxnet, serve
 
 
@@ -81,20 +84,19 @@ def _block_embedding_dim(net):
     return None
 
 
-def _inputs(mx, specs, batch, ctx, sym=None, block=None):
-    import numpy as np
+def _inputs(mx, specs, batch, ctx, sym=None, block=None, seed=0):
+    """The inputs from the seed (numpy's legacy stream: the same under every release), input
+    i from ``seed`` + i."""
     out = []
-    for s in specs:
+    for i, s in enumerate(specs):
         shape = (batch,) + tuple(s["shape"])
+        high = None
         if s["dtype"] in ("int32", "int64", "uint8", "int8"):
             high = s.get("high") or (_embedding_dims(sym, s["name"]) if sym is not None else None) or (
                 _block_embedding_dim(block) if block is not None and len(specs) == 1 else None)
             if not high:
                 raise ValueError(f"integer input {s['name']} needs high= (its values are drawn from [0, high))")
-            arr = mx.nd.array(np.random.randint(0, high, size=shape), ctx=ctx, dtype=s["dtype"])
-        else:
-            arr = mx.random.uniform(-1.0, 1.0, shape=shape, ctx=ctx).astype(s["dtype"])
-        out.append(arr)
+        out.append(mx.nd.array(answers.numpy_input(shape, s["dtype"], int(seed) + i, high), ctx=ctx, dtype=s["dtype"]))
     return out
 
 
@@ -146,9 +148,10 @@ class SymbolCell(ModuleSteps):
     benchmark_score.py and the zoo cells do: MXNet infers their shapes from the data and
     reads them only to train). A graph that ends in such outputs trains as it is."""
 
-    def __init__(self, mx, sym, ref, specs, ctxs, batch, train, loss):
+    def __init__(self, mx, sym, ref, specs, ctxs, batch, train, loss, seed=0):
         import numpy as np
         self.mx = mx
+        self.seed = seed
         self.macs_per_sample, self.macs_unknown = macs_per_sample(sym, specs)
         self.total_batch = batch * len(ctxs)
         self.train = train
@@ -196,29 +199,44 @@ class SymbolCell(ModuleSteps):
                            "loaded": sorted(n for n in want if n in arg or n in aux),
                            "random": sorted(n for n in want if n not in arg and n not in aux),
                            "unused": sorted(n for n in list(arg) + list(aux) if n not in want)}
-        mod.init_params(initializer=mx.init.Xavier(magnitude=2.0), arg_params=arg or None, aux_params=aux or None,
-                        allow_missing=True)
+        # the params file's weights; the others the seed's (answers.py), the same under every release
+        self._init = dict(initializer=answers.initializer(mx, seed), arg_params=arg or None, aux_params=aux or None,
+                          allow_missing=True)
+        mod.init_params(**self._init)
+        self.optimizer = None
         if train:
-            mod.init_optimizer(optimizer="sgd", optimizer_params={"learning_rate": 0.01, "momentum": 0.9,
-                                                                  "rescale_grad": 1.0 / self.total_batch})
+            self.optimizer = {"optimizer": "sgd", "optimizer_params": {"learning_rate": 0.01, "momentum": 0.9,
+                                                                       "rescale_grad": 1.0 / self.total_batch}}
+            mod.init_optimizer(**self.optimizer)
         mx.nd.waitall()
         self.bind_seconds = time.perf_counter() - t0
         # several contexts: the batch in host memory, each slice copied to its device by
         # Module, as a data iterator's batch (throughput._Cell does the same)
-        data = _inputs(mx, specs, self.total_batch, ctxs[0] if len(ctxs) == 1 else mx.cpu(), sym)
+        data = _inputs(mx, specs, self.total_batch, ctxs[0] if len(ctxs) == 1 else mx.cpu(), sym, seed=seed)
         label = []
         if train:
-            for shape, classes in labels.values():
-                label.append(mx.nd.array(np.random.randint(0, classes, size=shape)) if classes else
-                             mx.random.uniform(0.0, 1.0, shape=shape))
+            for i, (shape, classes) in enumerate(labels.values()):
+                rng = np.random.RandomState(int(seed) + 100 + i)
+                label.append(mx.nd.array(rng.randint(0, classes, size=shape) if classes else
+                                         rng.uniform(0.0, 1.0, size=shape)))
         self.batch = mx.io.DataBatch(data=data, label=label)
         self.mod = mod
+        self.sym = sym
+        self.input_names = names
+
+    def answers(self, ops: bool) -> dict:
+        """What the network computes on its batch (``answers.module_answers``): training from
+        its initial weights (the params file's, the seed's for the rest), one step."""
+        return answers.module_answers(self.mx, self.mod, self.sym, self.batch, self.seed, ops=ops,
+                                      optimizer=self.optimizer,
+                                      reset=lambda: self.mod.init_params(force_init=True, **self._init),
+                                      input_names=self.input_names)
 
 
 class BlockCell(TimedSteps):
     """A HybridBlock, hybridized with static_alloc / static_shape, on one context."""
 
-    def __init__(self, mx, net, specs, ctxs, batch, train, loss):
+    def __init__(self, mx, net, specs, ctxs, batch, train, loss, seed=0):
         import numpy as np
         if len(ctxs) != 1:
             raise ValueError("a HybridBlock is measured on one context (Gluon data parallelism is the user's loop)")
@@ -227,14 +245,15 @@ class BlockCell(TimedSteps):
         self.train = train
         ctx = ctxs[0]
         t0 = time.perf_counter()
-        if not _initialised(net):
-            net.initialize(mx.init.Xavier(), ctx=ctx)
+        self.seed = seed
+        if not _initialised(net):  # the seed's weights, by parameter name (answers.py)
+            net.initialize(answers.initializer(mx, seed), ctx=ctx)
         net.hybridize(static_alloc=True, static_shape=True)
         try:
             self.macs_per_sample, self.macs_unknown = macs_per_sample(_block_symbol(mx, net, specs), specs)
         except Exception as exc:  # a block that cannot be called on Symbols
             self.macs_per_sample, self.macs_unknown = None, f"{type(exc).__name__}: {exc}"[:200]
-        self.data = _inputs(mx, specs, batch, ctx, block=net)
+        self.data = _inputs(mx, specs, batch, ctx, block=net, seed=seed)
         self.net = net
         if train:
             if not loss:
@@ -245,9 +264,17 @@ class BlockCell(TimedSteps):
             self.trainer = mx.gluon.Trainer(net.collect_params(), "sgd", {"learning_rate": 0.01, "momentum": 0.9})
             with mx.autograd.predict_mode():
                 out = net(*self.data)
-            self.label = mx.nd.array(np.random.randint(0, out.shape[-1], size=(batch,)), ctx=ctx)
+            self.label = mx.nd.array(np.random.RandomState(int(seed) + 100).randint(0, out.shape[-1], size=(batch,)),
+                                     ctx=ctx)
         mx.nd.waitall()
         self.bind_seconds = time.perf_counter() - t0
+
+    def answers(self, ops: bool) -> dict:
+        """A scoring block's outputs on its batch (``answers.block_answers``). A training
+        block's weights were moved by its rounds and Gluon keeps no initial copy: none."""
+        if self.train:
+            return None
+        return answers.block_answers(self.mx, self.net, self.data, self.seed)
 
     def step(self):
         mx = self.mx
@@ -278,8 +305,8 @@ def load(mx, source: dict, contexts, batch: int, mode: str, seed: int = 0):
     train = mode == "train"
     kind, obj = _build(mx, source["ref"])
     if kind == "symbol":
-        return SymbolCell(mx, obj, source["ref"], source["inputs"], contexts, batch, train, source.get("loss"))
-    return BlockCell(mx, obj, source["inputs"], contexts, batch, train, source.get("loss"))
+        return SymbolCell(mx, obj, source["ref"], source["inputs"], contexts, batch, train, source.get("loss"), seed)
+    return BlockCell(mx, obj, source["inputs"], contexts, batch, train, source.get("loss"), seed)
 
 
 def describe(spec: dict) -> dict:
