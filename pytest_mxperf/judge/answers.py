@@ -216,7 +216,7 @@ def compare(current: Sequence[Mapping[str, Any]], reference: Sequence[Mapping[st
     note = ("; " + "; ".join(dict.fromkeys(notes))) if notes else ""
     if ratio < 0 and first_op is None:
         return AnswerCheck(NOT_COMPARED, "nothing comparable" + note, compared=len(seeds))
-    said = f"{what} by {_e(d)} (tolerance {_e(t)}, {dtype})" if ratio >= 0 else "no outputs compared"
+    said = f"{what} off by {_e(d)} (tolerance {_e(t)}, {dtype})" if ratio >= 0 else "no outputs compared"
     if ratio > 1.0 or first_op is not None:
         if first_op is not None:
             where = f"; first operator whose output differs: {first_op[0]} (by {_e(first_op[1])}, tolerance {_e(tol.ops)})"
