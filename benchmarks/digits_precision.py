@@ -36,7 +36,6 @@ import json
 import os
 import shlex
 import statistics
-import subprocess
 import sys
 from pathlib import Path
 
@@ -49,18 +48,10 @@ from pytest_mxperf.machine.state import LoadMeter, wait_for_quiet  # noqa: E402
 from pytest_mxperf.proc import spawn, worker  # noqa: E402
 from pytest_mxperf.measure import runner  # noqa: E402
 
+from input_pipeline import cpu_model  # noqa: E402  (lscpu's model name)
+
 WORKER = [sys.executable, "-m", "pytest_mxperf.workers.digits_precision"]
 DTYPES = ("float32", "bfloat16", "int8")
-
-
-def cpu_model():
-    """lscpu's model name (e.g. AMD EPYC)."""
-    try:
-        out = subprocess.run(["lscpu"], capture_output=True, text=True, check=True).stdout
-    except (OSError, subprocess.CalledProcessError):
-        return "CPU model unknown"
-    names = [ln.split(":", 1)[1].strip() for ln in out.splitlines() if ln.startswith("Model name:")]
-    return f"lscpu model name: {names[0]}" if names else "CPU model unknown"
 
 
 def isa_flags():

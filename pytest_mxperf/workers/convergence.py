@@ -46,6 +46,22 @@ def load_digits(path=DATA):
         return img(z["x_train"]), z["y_train"].astype(np.float32), img(z["x_val"]), z["y_val"].astype(np.float32)
 
 
+def padded_batches(x, y, batch):
+    """[(images, labels, n)] in batches of ``batch``, the last padded with zeros; n: the
+    real images of the batch."""
+    import numpy as np
+
+    out = []
+    for i in range(0, len(x), batch):
+        xb, yb = x[i:i + batch], y[i:i + batch]
+        n = len(xb)
+        if n < batch:
+            xb = np.concatenate([xb, np.zeros((batch - n,) + xb.shape[1:], xb.dtype)])
+            yb = np.concatenate([yb, np.zeros(batch - n, yb.dtype)])
+        out.append((xb, yb, n))
+    return out
+
+
 def run(spec):
     import numpy as np
 
@@ -91,14 +107,8 @@ def run(spec):
     mod.init_optimizer(kvstore=kv, optimizer=optimizer, optimizer_params=params)
 
     # Validation batches, padded to the bound batch size; the padding is ignored.
-    val_batches = []
-    for i in range(0, len(xva), total):
-        x, y = xva[i:i + total], yva[i:i + total]
-        n = len(x)
-        if n < total:
-            x = np.concatenate([x, np.zeros((total - n,) + x.shape[1:], np.float32)])
-            y = np.concatenate([y, np.zeros(total - n, np.float32)])
-        val_batches.append((mx.io.DataBatch(data=[mx.nd.array(x)], label=[mx.nd.array(y)]), n))
+    val_batches = [(mx.io.DataBatch(data=[mx.nd.array(x)], label=[mx.nd.array(y)]), n)
+                   for x, y, n in padded_batches(xva, yva, total)]
 
     def evaluate():
         correct = 0

@@ -57,7 +57,7 @@ import statistics
 import time
 
 from pytest_mxperf.workers import precision
-from pytest_mxperf.workers.convergence import DATA, DEFAULT_TARGET, load_digits
+from pytest_mxperf.workers.convergence import DATA, DEFAULT_TARGET, load_digits, padded_batches
 from pytest_mxperf.workers.protocol import (TimedSteps, error_line, import_mxnet, runtime_info, serve,
                                             thread_pools, timed_window)
 
@@ -74,22 +74,6 @@ def split_holdout(n: int, fraction: float = CALIB_FRACTION):
     if k < 1 or k >= n:
         raise ValueError(f"calib_fraction {fraction} of {n} images leaves an empty part")
     return slice(0, k), slice(k, n)
-
-
-def padded_batches(x, y, batch):
-    """[(images, labels, n)] in batches of ``batch``, the last padded with zeros; n: the
-    real images of the batch."""
-    import numpy as np
-
-    out = []
-    for i in range(0, len(x), batch):
-        xb, yb = x[i:i + batch], y[i:i + batch]
-        n = len(xb)
-        if n < batch:
-            xb = np.concatenate([xb, np.zeros((batch - n,) + xb.shape[1:], xb.dtype)])
-            yb = np.concatenate([yb, np.zeros(batch - n, yb.dtype)])
-        out.append((xb, yb, n))
-    return out
 
 
 class ScoringRounds(TimedSteps):
