@@ -164,27 +164,29 @@ def _judged(session: PerfSession) -> Tuple[Judged, List[str]]:
     return Judged({}, failed=fails), said
 
 
-def advice_for(cell) -> List:
-    """The environment advisor on what the cell's first process ran with (see advisor.py)."""
+def advice_for(cell, topology_facts: Optional[Dict[str, Any]] = None) -> List:
+    """The environment advisor on what the cell's first process ran with (see advisor.py);
+    ``topology_facts``: ``topology.describe()`` when the caller has read it already."""
     from pytest_mxperf.machine import advisor, topology
     run = next(iter(cell.ok_runs), None)
     if run is None:
         return []
     m = run.meta
     return advisor.advise(m.get("env") or {}, m.get("env_defaults_applied") or {}, m.get("features"),
-                          topology.describe(), cell.workload.contexts, int(m.get("num_gpus") or 0),
-                          advisor.openmp_runtime(m.get("threads")))
+                          topology_facts if topology_facts is not None else topology.describe(),
+                          cell.workload.contexts, int(m.get("num_gpus") or 0), advisor.openmp_runtime(m.get("threads")))
 
 
 def advise(cells: Dict[str, CellRecord], verdicts: Dict[str, vd.Verdict]) -> Tuple[List[str], Dict[str, List[str]]]:
     """Advice once per session (which cells it concerns), and on each failing verdict: the
     session's lines, and per failing figure the notes to add to its verdict."""
-    from pytest_mxperf.machine import advisor
+    from pytest_mxperf.machine import advisor, topology
     seen: Dict[str, List[str]] = {}
     lines: Dict[str, str] = {}
     notes: Dict[str, List[str]] = {}
+    topology_facts = topology.describe()  # the machine's, read once for the session's cells
     for key, rec in cells.items():
-        adv = advice_for(rec.cell)
+        adv = advice_for(rec.cell, topology_facts)
         for a in adv:
             seen.setdefault(a.code, []).append(key)
             lines[a.code] = advisor.format_advice([a])[0]
