@@ -212,3 +212,19 @@ def test_the_policy_fails_on_wrong_answers_unless_told_not_to():
         assert failed is fails, lines
         assert any("WRONG-ANSWERS score/x#answers" in ln for ln in lines), lines
         assert any("computed something else" in ln for ln in lines) is fails, lines
+
+
+def test_a_parameter_filled_in_chunks_has_the_values_of_one_draw(monkeypatch):
+    """``fill`` draws CHUNK elements at a time into the array in place: the legacy stream draws
+    one double an element in order, so the values are those of one draw of the whole
+    (checked with a small chunk against numpy's generator by hand)."""
+    import zlib
+    monkeypatch.setattr(answers, "CHUNK", 7)
+    arr = np.zeros((5, 4, 3), np.float32)
+    answers.fill("conv9_weight", arr, 3)
+    bound = math.sqrt(2.0 / ((4 * 3 + 5 * 3) / 2))
+    rng = np.random.RandomState((zlib.crc32(b"conv9_weight") + 1000003 * 3) % 2 ** 32)
+    assert np.array_equal(arr, rng.uniform(-bound, bound, size=(5, 4, 3)).astype(np.float32))
+    ones = np.zeros((4,), np.float32)
+    answers.fill("bn_gamma", ones, 3)
+    assert (ones == 1).all()

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 #: a float32 rounding, relative
 FLOAT32_ULP = 2.0 ** -24
@@ -65,10 +65,10 @@ VERDICT_KINDS = {DIFFERENT: "wrong-answers", SAME: "same-answers", NOT_COMPARED:
 KEY_SUFFIX = "#answers"
 
 
-def summary(verdicts: Mapping[str, Any]) -> Optional[str]:
-    """The answers in one clause of the session's first line, None when none were compared."""
-    kinds = [getattr(v, "kind", None) if not isinstance(v, Mapping) else v.get("kind")
-             for key, v in verdicts.items() if key.endswith(KEY_SUFFIX)]
+def summary(kinds: Iterable[Optional[str]]) -> Optional[str]:
+    """The answers in one clause of the session's first line (``kinds``: the kinds of the
+    session's answers verdicts), None when none were compared."""
+    kinds = list(kinds)
     wrong, same = kinds.count(VERDICT_KINDS[DIFFERENT]), kinds.count(VERDICT_KINDS[SAME])
     if not (wrong or same):
         return None
@@ -85,14 +85,7 @@ class AnswerCheck:
     reason: str                                # one line
     distance: Optional[float] = None           # the largest distance, relative
     tolerance: Optional[float] = None          # the tolerance of what was largest over it
-    what: Optional[str] = None                 # what that was: "output 0", "loss", "weights", "op relu1_output"
     first_op: Optional[Tuple[str, float]] = None  # the first operator (graph order) beyond its tolerance
-    compared: int = 0                          # records compared (pairs of one seed)
-
-    def to_dict(self) -> Dict[str, Any]:
-        d = dataclasses.asdict(self)
-        d["first_op"] = list(self.first_op) if self.first_op else None
-        return d
 
 
 def distance(a: Mapping[str, Any], b: Mapping[str, Any]) -> Optional[float]:
@@ -119,7 +112,9 @@ def output_tolerance(sketch: Mapping[str, Any], tol: Tolerance) -> float:
     return max(tol.outputs, RESOLUTION_FACTOR * FLOAT32_ULP * math.sqrt(n) / float(sketch["norm"]))
 
 
-def _by_seed(records: Sequence[Mapping[str, Any]]) -> Dict[int, Mapping[str, Any]]:
+def by_seed(records: Iterable[Mapping[str, Any]]) -> Dict[int, Mapping[str, Any]]:
+    """One answer record a seed (the one with the operators' outputs when there are two):
+    what a comparison pairs, and what a baseline keeps."""
     out: Dict[int, Mapping[str, Any]] = {}
     for r in records:
         if isinstance(r, Mapping) and isinstance(r.get("seed"), int):
@@ -129,25 +124,29 @@ def _by_seed(records: Sequence[Mapping[str, Any]]) -> Dict[int, Mapping[str, Any
     return out
 
 
-def first_differing_op(ops: Sequence, ref_ops: Sequence, tolerance: float) -> Optional[Tuple[str, float]]:
-    """The first operator output of ``ops`` (graph order) whose distance from the one of the
-    same name in ``ref_ops`` is beyond ``tolerance`` (or whose shape differs: inf)."""
+def _walk_ops(ops: Sequence, ref_ops: Sequence, tolerance: float):
+    """The operator outputs of ``ops`` (graph order) against those of the same name in
+    ``ref_ops``: (the first beyond ``tolerance`` as (name, distance), or None; how many were
+    compared; the largest distance among them). A shape that differs is at distance inf."""
     ref = {name: s for name, s in ref_ops}
+    first, compared, largest = None, 0, 0.0
     for name, s in ops:
         if name not in ref:
             continue
         d = distance(s, ref[name])
         d = math.inf if d is None else d
-        if d > tolerance:
-            return name, d
-    return None
+        compared += 1
+        largest = max(largest, d)
+        if first is None and d > tolerance:
+            first = (name, d)
+    return first, compared, largest
 
 
 def output_distance(records: Sequence[Mapping[str, Any]], reference: Sequence[Mapping[str, Any]]) -> Optional[float]:
     """The largest distance of ``records``' outputs from ``reference``'s over the seeds both
     have (e.g. an int8 cell's outputs from its float32 network's: same weights, same
     inputs); None when no seed pairs or no output is comparable."""
-    cur, ref = _by_seed(records), _by_seed(reference)
+    cur, ref = by_seed(records), by_seed(reference)
     ds = [distance(x, y) for s in set(cur) & set(ref)
           for x, y in zip(cur[s].get("outputs") or [], ref[s].get("outputs") or [])]
     ds = [d for d in ds if d is not None]
@@ -160,7 +159,7 @@ def compare(current: Sequence[Mapping[str, Any]], reference: Sequence[Mapping[st
     ``same_release``: whether both sides ran the same MXNet release (draws from MXNet's RNG
     are compared only then)."""
     tol = TOLERANCES.get(dtype, TOLERANCES["float32"])
-    cur, ref = _by_seed(current), _by_seed(reference)
+    cur, ref = by_seed(current), by_seed(reference)
     seeds = sorted(set(cur) & set(ref))
     if not cur:
         return AnswerCheck(NOT_COMPARED, "no answers recorded by this session's processes")
@@ -170,7 +169,7 @@ def compare(current: Sequence[Mapping[str, Any]], reference: Sequence[Mapping[st
         return AnswerCheck(NOT_COMPARED, f"no process of the same seed on both sides (this session "
                                          f"{sorted(cur)}, reference {sorted(ref)})")
     worst = (-1.0, 0.0, tol.outputs, "")  # the answers' worst: (distance / tolerance, distance, tolerance, what)
-    largest_op = (0.0, "")                 # operators within their tolerance: the largest distance
+    largest_op = 0.0                       # operators: the largest distance, and how many were compared
     ops_compared = 0
     first_op = None
     notes: List[str] = []
@@ -204,20 +203,14 @@ def compare(current: Sequence[Mapping[str, Any]], reference: Sequence[Mapping[st
                     d = max(abs(x - y) / max(abs(y), 1e-12) for x, y in zip(la, lb)) if len(la) == len(lb) else None
                     seen(d, tol.train, "the loss")
         if tol.ops is not None and a.get("ops") and b.get("ops"):
-            op = first_differing_op(a["ops"], b["ops"], tol.ops)
-            if op is not None:
-                first_op = first_op or op
-            else:
-                ref_ops = {n: s for n, s in b["ops"]}
-                for name, s in a["ops"]:
-                    d = distance(s, ref_ops[name]) if name in ref_ops else None
-                    ops_compared += d is not None
-                    if d is not None and d >= largest_op[0]:
-                        largest_op = (d, name)
+            op, n_ops, largest = _walk_ops(a["ops"], b["ops"], tol.ops)
+            first_op = first_op or op
+            ops_compared += n_ops
+            largest_op = max(largest_op, largest)
     ratio, d, t, what = worst
     note = ("; " + "; ".join(dict.fromkeys(notes))) if notes else ""
     if ratio < 0 and first_op is None:
-        return AnswerCheck(NOT_COMPARED, "nothing comparable" + note, compared=len(seeds))
+        return AnswerCheck(NOT_COMPARED, "nothing comparable" + note)
     said = f"{what} off by {_e(d)} (tolerance {_e(t)}, {dtype})" if ratio >= 0 else "no outputs compared"
     if ratio > 1.0 or first_op is not None:
         if first_op is not None:
@@ -229,10 +222,10 @@ def compare(current: Sequence[Mapping[str, Any]], reference: Sequence[Mapping[st
         if ratio <= 1.0:
             said = f"{what} within tolerance ({_e(d)} of {_e(t)}, {dtype})"
         return AnswerCheck(DIFFERENT, f"answers differ: {said}{where}{note}", d if ratio >= 0 else None,
-                           t if ratio >= 0 else None, what or None, first_op, len(seeds))
-    ops = (f"; {ops_compared} operator outputs within {_e(tol.ops)} (largest {_e(largest_op[0])})"
+                           t if ratio >= 0 else None, first_op)
+    ops = (f"; {ops_compared} operator outputs within {_e(tol.ops)} (largest {_e(largest_op)})"
            if ops_compared else "")
-    return AnswerCheck(SAME, f"same answers: {said}{ops}{note}", d, t, what, None, len(seeds))
+    return AnswerCheck(SAME, f"same answers: {said}{ops}{note}", d, t)
 
 
 def _e(x: float) -> str:

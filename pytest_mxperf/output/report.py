@@ -389,7 +389,7 @@ def outcome_line(session, outcome, *, failed: bool, command: str = "pytest", ref
         elif session.baseline is None and not options.reference and measured:
             line += (f"; no baseline for this machine ({session.machine.get('id')}): record one with {command} "
                      "--perf-update-baselines")
-    answers = answers_rule.summary(verdicts)
+    answers = answers_rule.summary(_kind(v) for key, v in verdicts.items() if key.endswith(answers_rule.KEY_SUFFIX))
     if answers:
         line += "; " + answers
     others = other_figures(verdicts)

@@ -13,6 +13,7 @@ from typing import Any, Dict, Iterable, Mapping, Optional, Sequence
 from pytest_mxperf.model.jsonio import atomic_write_text
 from pytest_mxperf.model.measurement import CellMeasurement
 from pytest_mxperf.model.stats import quantile
+from pytest_mxperf.judge import answers as answers_rule
 from pytest_mxperf.judge import resolution
 from pytest_mxperf.store.baselines import (
     HISTORY,
@@ -84,8 +85,7 @@ def summarize_cell(cell: CellMeasurement, software: Optional[Mapping[str, Any]] 
         "first_batch_seconds": _median(m.get("first_batch_seconds") for m in metas),
         "cpu_utilization": _median(m.get("cpu_utilization") for m in metas),
         # what the cell computed (one record a seed: the judge pairs them by seed)
-        "answers": list({a["seed"]: a for a in sorted((r.answers for r in ok if r.answers),
-                                                      key=lambda a: bool(a.get("ops")))}.values()) or None,
+        "answers": list(answers_rule.by_seed(r.answers for r in ok if r.answers).values()) or None,
         "n_processes": len(ok),
         "n_failed": len(cell.runs) - len(ok),
     }

@@ -66,17 +66,15 @@ def param_value(name: str, shape: Sequence[int], seed: int):
     """The float32 numpy value of parameter ``name`` of ``shape`` in a cell of ``seed``."""
     import numpy as np
 
-    shape = tuple(int(s) for s in shape)
-    kind, bound = _rule(name, shape)
-    if kind == "uniform":
-        return _param_rng(seed, name).uniform(-bound, bound, size=shape).astype(np.float32)
-    return (np.ones if kind == "ones" else np.zeros)(shape, np.float32)
+    arr = np.empty(tuple(int(s) for s in shape), np.float32)
+    fill(name, arr, seed)
+    return arr
 
 
-def fill(mx, name: str, arr, seed: int) -> None:
-    """Fill NDArray ``arr`` in place with ``param_value(name, arr.shape, seed)``, ``CHUNK``
-    elements at a time (a network's weights are never held twice: the peak memory of a
-    measuring process is its own)."""
+def fill(name: str, arr, seed: int) -> None:
+    """Fill ``arr`` (an NDArray, or a numpy array) in place with parameter ``name``'s values
+    in a cell of ``seed``, ``CHUNK`` elements at a time (a network's weights are never held
+    twice: the peak memory of a measuring process is its own)."""
     shape = tuple(int(s) for s in arr.shape)
     kind, bound = _rule(name, shape)
     if kind != "uniform":
@@ -98,7 +96,7 @@ def initializer(mx, seed: int):
 
     class Seeded(mx.init.Initializer):
         def __call__(self, desc, arr):
-            fill(mx, str(desc), arr, seed)
+            fill(str(desc), arr, seed)
 
         def dumps(self):
             return f'["seeded", {{"seed": {int(seed)}}}]'
@@ -191,13 +189,12 @@ def op_sketches(mx, sym, arg_params, aux_params, inputs: Dict, ctx=None, limit: 
     internals = sym.get_internals()
     group = mx.sym.Group([internals[n] for n in names])
     ctx = ctx or mx.cpu()
-    nd = {k: (v if isinstance(v, mx.nd.NDArray) else mx.nd.array(v, dtype=v.dtype)).as_in_context(ctx)
-          for k, v in dict(arg_params).items()}
-    aux = {k: (v if isinstance(v, mx.nd.NDArray) else mx.nd.array(v, dtype=v.dtype)).as_in_context(ctx)
-           for k, v in dict(aux_params).items()}
-    args = dict(nd)
-    for k, v in inputs.items():
-        args[k] = mx.nd.array(v, ctx=ctx, dtype=v.dtype)
+
+    def on_ctx(params):
+        return {k: (v if isinstance(v, mx.nd.NDArray) else mx.nd.array(v, dtype=v.dtype)).as_in_context(ctx)
+                for k, v in dict(params).items()}
+    aux = on_ctx(aux_params)
+    args = {**on_ctx(arg_params), **on_ctx(inputs)}
     needed = group.list_arguments()
     missing = [n for n in needed if n not in args]
     if missing:  # labels the group does not read: any value of their shape
@@ -265,6 +262,8 @@ def numpy_input(shape: Sequence[int], dtype: str, seed: int, high: Optional[int]
     return input_batch(shape, seed).astype(dtype)
 
 
+#: operators that draw from MXNet's own RNG in training (two releases may draw otherwise)
+RANDOM_OPS = ("Dropout",)
 #: training steps an answer record takes from the initial weights (one: the loss of the
 #: initial weights, and the weights its gradients and the update made)
 TRAIN_STEPS = 1
@@ -316,6 +315,6 @@ def train_steps(mx, mod, batch, optimizer: Dict, seed: int, steps: int = TRAIN_S
     rec["weights"] = dict(sketch(weights[::stride]), every=stride)
     if losses and all(v is not None for v in losses):
         rec["loss"] = [_round(v) for v in losses]
-    ops = mod.symbol.tojson() if hasattr(mod, "symbol") else ""
-    rec["random_ops"] = sorted({op for op in ("Dropout",) if f'"op": "{op}"' in ops})
+    from pytest_mxperf.workers import precision
+    rec["random_ops"] = sorted(op for op in precision.graph_ops(mod.symbol) if op in RANDOM_OPS)
     return rec

@@ -194,8 +194,8 @@ def measure_cells(spec: dict) -> dict:
 
     A cell's ``peak_rss_bytes`` is the peak of the resident set while it ran: the kernel's
     high-water mark (VmHWM) is reset before each cell (``/proc/self/clear_refs``) and read
-    after it (before its answer record, as a process's own peak is); the memory the earlier
-    cells left to the allocator is in it."""
+    after its timed rounds (``measure_cell``, before its answer record, as a process's own
+    peak is); the memory the earlier cells left to the allocator is in it."""
     cells = list(spec["cells"])
     progress = spec["progress_path"]
     for c in cells:  # unknown zoo names fail here, before the import
@@ -220,13 +220,9 @@ def measure_cells(spec: dict) -> dict:
             r = {"status": status, "message": error_line(text, type(exc).__name__), "meta": {}}
         meta = r.setdefault("meta", {})
         meta["process_cells"] = {"index": i, "of": len(cells)}  # import_seconds: the process's, once
-        before_answers = meta.pop("_peak_before_answers", None)
-        if r.get("status") == "ok":
-            peak = (before_answers or _peak_rss()) if hwm else None
-            if peak is not None:
-                meta["peak_rss_bytes"] = peak
-            else:  # no per-cell high-water mark here: a process-wide one would not be this cell's
-                meta.pop("peak_rss_bytes", None)
+        if r.get("status") == "ok" and not (hwm and meta.get("peak_rss_bytes") is not None):
+            # no per-cell high-water mark here: a process-wide one would not be this cell's
+            meta.pop("peak_rss_bytes", None)
         results.append(r)
         _progress(progress, {"cell": i, "result": r})
         if r.get("status") not in ("ok", "unsupported", "unavailable"):
@@ -367,8 +363,11 @@ def measure_cell(mx, spec: dict, process_meta: dict) -> dict:
     meta["timed_windows"] = windows
     meta["cpu_utilization"] = cpu / wall if wall > 0 else None
     meta["threads"] = thread_pools()
-    # the whole process's peak resident set (Linux: KiB), judged by the rule "growth"
-    meta["peak_rss_bytes"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    # the peak resident set, judged by the rule "growth", read before the answer record: the
+    # whole process's (Linux: KiB), or for a cell of several its high-water mark since
+    # ``measure_cells`` reset it (None where it could not be read)
+    meta["peak_rss_bytes"] = (_peak_rss() if spec.get("progress")
+                              else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)
     meta["loaded_companions"] = loaded_companions()
     meta["total_batch"] = cell.total_batch
     meta["timed_seconds"] = wall
@@ -377,8 +376,6 @@ def measure_cell(mx, spec: dict, process_meta: dict) -> dict:
     if first or not cell.train:  # never in the timed rounds
         # every scoring process sketches its outputs (one batch); the first process of a cell
         # (seed 0) also each operator's output, and a training cell's step there
-        if spec.get("progress"):  # a cell of several: its peak is read here, before its answers
-            meta["_peak_before_answers"] = _peak_rss()
         t_a = time.perf_counter()
         rec = cell.answers(ops=first)
         if rec is not None:
