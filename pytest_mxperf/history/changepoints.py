@@ -45,7 +45,6 @@ import warnings
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 import numpy as np
-from scipy import stats as sps
 
 from pytest_mxperf.model import options
 
@@ -108,6 +107,7 @@ def _welch(a: np.ndarray, b: np.ndarray) -> tuple:
     differ for certain when their levels do."""
     if np.ptp(a) < 1e-9 and np.ptp(b) < 1e-9:
         return (math.inf, 0.0) if abs(a.mean() - b.mean()) > 1e-9 else (0.0, 1.0)
+    from scipy import stats as sps  # here, not at the top: a session's end imports this module
     with np.errstate(all="ignore"), warnings.catch_warnings():
         # nearly equal figures: scipy warns of precision loss, and the t statistic is
         # still the right one to rank by (a spread of 1e-9 was handled above)

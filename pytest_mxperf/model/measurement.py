@@ -21,6 +21,7 @@ figure is the median of its per-process figures, its spread is taken between pro
 from __future__ import annotations
 
 import dataclasses
+import functools
 import statistics
 from typing import Any, Dict, List, Optional, Tuple
 
@@ -152,12 +153,18 @@ class RunResult:
         n = self.workload.total_batch
         return [n / s for s in self.seconds_per_batch if s > 0]
 
+    @functools.cached_property
+    def _throughput(self) -> float:
+        # computed once: a process's rounds are what its worker returned, never changed after
+        # (the replayed error-rate studies ask for it millions of times)
+        return self.workload.total_batch / statistics.median(self.seconds_per_batch)
+
     def value(self, metric: str) -> Optional[float]:
         """This process's figure for ``metric`` (None when it has none)."""
         if not self.ok:
             return None
         if metric == "throughput" and self.round_seconds:
-            return self.workload.total_batch / statistics.median(self.seconds_per_batch)
+            return self._throughput
         if metric == "peak_rss_mib" and "peak_rss_mib" not in self.figures:
             rss = self.meta.get("peak_rss_bytes")
             return rss / 2 ** 20 if isinstance(rss, (int, float)) and rss > 0 else None

@@ -16,6 +16,17 @@ MAD_TO_SD = 1.4826       # MAD x this = SD for normal data
 MEDIAN_SE = 1.2533       # SE of a median of n normal values = this x SD / sqrt(n)
 
 
+def _finite_positive_number(v: object) -> bool:
+    """Whether ``v`` is one finite positive number (a bool is not): ``finite_positive`` of one."""
+    if isinstance(v, bool):
+        return False
+    try:
+        f = float(v)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return False
+    return math.isfinite(f) and f > 0
+
+
 def finite_positive(values: Iterable[object]) -> List[float]:
     """The values that are finite positive numbers, as floats (the rest dropped)."""
     out = []
@@ -317,7 +328,7 @@ def duet_pair_log_ratio(candidate_seconds: Sequence[float], reference_seconds: S
         raise ValueError(f"unequal rounds: {len(candidate_seconds)} candidate, "
                          f"{len(reference_seconds)} reference")
     logs = [math.log(r / c) for c, r in zip(candidate_seconds, reference_seconds)
-            if finite_positive([c]) and finite_positive([r])]
+            if _finite_positive_number(c) and _finite_positive_number(r)]
     if not logs:
         raise ValueError("no round with finite positive times on both sides")
     return statistics.median(logs)
