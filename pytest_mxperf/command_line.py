@@ -71,6 +71,9 @@ def add_options(parser) -> None:
                      "baseline was recorded with")
     g.addoption("--perf-no-probe", action="store_true", default=False,
                 help="do not run the machine-state probe around each worker (no busy-machine screen)")
+    g.addoption("--perf-no-peak", action="store_true", default=False,
+                help="do not measure the machine's peak GFLOP/s (a worker of its own, once a session): "
+                     "the hardware-limit figures show a cell's GFLOP/s without its share of the peak")
     g.addoption("--perf-update-baselines", nargs="?", const="replace", default=None, metavar="replace|add",
                 help="record every measured cell into this machine's baseline file: replace (default) "
                      "starts a new comparison set, add pools this session with the previous ones")
@@ -131,6 +134,7 @@ def options_from(config) -> opts.PerfOptions:
         ab_pairs=1 if smoke else processes if g("--perf-processes") else opts.AB_PAIRS,
         duet_pairs=1 if smoke else processes if g("--perf-processes") else opts.DUET_PAIRS,
         machine_probe=not (smoke or g("--perf-no-probe")),
+        machine_peak=not g("--perf-no-peak"),
         update_baselines=update,
         baseline_pool=opts.parse_baseline_pool(g("--perf-update-baselines")),
         baselines_dir=g("--perf-baselines-dir"),

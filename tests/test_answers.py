@@ -149,7 +149,8 @@ def wrong_python(tmp_path):
 def _session(pytester, *args):
     pytester.makepyfile(test_cells=CELL)
     return pytester.runpytest_subprocess(
-        "-p", "no:cacheprovider", "-m", "cpu", "--perf-ctx", "cpu", "--perf-no-probe", "--perf-time-budget", "0.3",
+        "-p", "no:cacheprovider", "-m", "cpu", "--perf-ctx", "cpu", "--perf-no-probe", "--perf-no-peak",
+        "--perf-time-budget", "0.3",
         "--perf-baselines-dir", str(pytester.path / "bl"), "--perf-machine", "box", *args)
 
 

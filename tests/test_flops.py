@@ -146,6 +146,19 @@ def test_cells_without_a_count_or_a_cpu_peak(monkeypatch):
     assert fake.cells[-1].figure("gflops") is None and len(session.findings) == 1
 
 
+def test_no_peak_measures_no_peak_and_shows_gflops_alone(monkeypatch):
+    """--perf-no-peak: no peak worker starts; a cell's GFLOP/s are shown without a share of a
+    peak, and the line says why."""
+    session = PerfSession(PerfOptions(machine_probe=False, machine_peak=False), environ={})
+    fake = _Fake(monkeypatch, session, peak={"status": "ok", "peak_gflops": 100.0})
+    m, _ = _measurer(session)
+    cell = m.measure("resnet50_v2", 8)
+    assert cell.figure("gflops") > 0 and cell.figure("pct_of_peak") is None
+    assert fake.peak_calls == 0 and session.peaks == {}
+    (shown,) = session.findings
+    assert "pct_of_peak" not in shown.figures and "peak not measured (--perf-no-peak)" in shown.note
+
+
 def test_the_peak_worker_failing_is_a_status_not_an_exception(tmp_path):
     fake_python = tmp_path / "python"
     fake_python.write_text("#!/bin/sh\nexit 3\n")

@@ -244,7 +244,8 @@ def _run(pytester, rep, candidate, reference, *args):
     pytester.makepyfile(test_mem=CELL)
     return pytester.runpytest_subprocess(
         "-p", "no:cacheprovider", "-m", "cpu", "--perf-python", candidate, "--perf-reference", reference,
-        "--perf-report", rep, "--perf-baselines-dir", str(pytester.path / "bl"), "--perf-no-probe", *args)
+        "--perf-report", rep, "--perf-baselines-dir", str(pytester.path / "bl"), "--perf-no-probe", "--perf-no-peak",
+        *args)
 
 
 def _memory(pytester, rep):

@@ -131,7 +131,8 @@ def test_tokens(mxperf):
 
 
 def _run(pytester, *args):
-    return pytester.runpytest_subprocess("-p", "no:cacheprovider", "--perf-no-probe", "--perf-time-budget", "0.3",
+    return pytester.runpytest_subprocess("-p", "no:cacheprovider", "--perf-no-probe", "--perf-no-peak",
+                                         "--perf-time-budget", "0.3",
                                          "--perf-baselines-dir", str(pytester.path / "bl"), "--perf-machine", "box",
                                          *args)
 
@@ -157,7 +158,7 @@ def api_project(tmp_path_factory, _symbol_file):
 
 def _session(project, home, *args):
     env = dict(os.environ, HOME=str(home), USERPROFILE=str(home))
-    return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--perf-no-probe",
+    return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--perf-no-probe", "--perf-no-peak",
                            "--perf-time-budget", "0.3", "--perf-baselines-dir", str(project / "bl"),
                            "--perf-machine", "box", *args], cwd=project, env=env, capture_output=True, text=True,
                           timeout=1800)

@@ -115,7 +115,8 @@ def _user_env():
     return env
 
 
-_COMMON = ["-m", "pytest", "test_mine.py", "-p", "no:cacheprovider", "--perf-no-probe", "--perf-time-budget", "0.3",
+_COMMON = ["-m", "pytest", "test_mine.py", "-p", "no:cacheprovider", "--perf-no-probe", "--perf-no-peak",
+           "--perf-time-budget", "0.3",
            "--perf-baselines-dir", "bl", "--perf-machine", "box"]
 
 

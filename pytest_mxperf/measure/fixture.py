@@ -192,6 +192,8 @@ class Measurer:
         context, dtype = peak_target(w)
         if context is None:
             return None, None, dtype
+        if not self.options.machine_peak:
+            return None, None, "peak not measured (--perf-no-peak)"
         p = machine_peak(self.session, context, dtype)
         if not isinstance(p.get("peak_gflops"), (int, float)):
             return None, p, f"peak not measured: {p.get('status')}: {p.get('message')}"

@@ -228,6 +228,9 @@ class PerfOptions:
     ab_pairs: int = AB_PAIRS
     duet_pairs: int = DUET_PAIRS  # duet pairs per cell in A/B mode's first stage
     machine_probe: bool = True
+    # the machine's peak GFLOP/s (a worker of its own, once a session) that float32 and GPU
+    # cells are shown against; off: their GFLOP/s are shown alone
+    machine_peak: bool = True
     # baselines and verdicts
     update_baselines: bool = False
     baseline_pool: str = "replace"
