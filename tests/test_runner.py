@@ -60,6 +60,18 @@ def test_a_measurement_has_warmup_rounds_and_samples():
     assert min(r.samples) <= r.median <= max(r.samples)  # the process's figure lies among its rounds'
 
 
+def test_a_rounds_length_follows_a_small_budget():
+    """The timed seconds asked for are the budget: 5 rounds of 0.2 s at the default 1.5-s budget's
+    scale, shorter rounds when the budget cannot hold 5 of them, never under 0.02 s; a spec's
+    own round length is kept."""
+    from pytest_mxperf.workers.throughput import round_seconds_for
+    assert round_seconds_for({"time_budget": 1.5}) == 0.2
+    assert round_seconds_for({"time_budget": 0.3}) == pytest.approx(0.06)
+    assert round_seconds_for({"time_budget": 0.3, "min_rounds": 3}) == pytest.approx(0.1)
+    assert round_seconds_for({"time_budget": 0.01}) == 0.02
+    assert round_seconds_for({"time_budget": 0.3, "round_seconds": 0.5}) == 0.5
+
+
 def test_python_warnings_as_errors_do_not_break_the_worker():
     r = runner.run_workload(LENET, smoke=True, env=_env(PYTHONWARNINGS="error"), timeout=120)
     assert r.status == "ok", r.message

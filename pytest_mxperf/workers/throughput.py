@@ -263,13 +263,29 @@ def _peak_rss():
     return None
 
 
+#: a timed round's target length, and the shortest a small budget makes (a round of one batch
+#: is as long as the batch, whatever the target)
+ROUND_SECONDS = 0.2
+MIN_ROUND_SECONDS = 0.02
+
+
+def round_seconds_for(spec: dict) -> float:
+    """The target length of a timed round: the spec's ``round_seconds``, else ROUND_SECONDS,
+    shorter when the time budget cannot hold ``min_rounds`` of them (a 0.3-s budget: five
+    rounds of 0.06 s), never under MIN_ROUND_SECONDS: the budget is the timed seconds asked for."""
+    if spec.get("round_seconds") is not None:
+        return float(spec["round_seconds"])
+    budget = float(spec.get("time_budget", 3.0))
+    return max(MIN_ROUND_SECONDS, min(ROUND_SECONDS, budget / max(1, int(spec.get("min_rounds", 5)))))
+
+
 def measure_cell(mx, spec: dict, process_meta: dict) -> dict:
     """One cell in a process that has imported MXNet (``process_meta``: ``_import_mxnet``'s)."""
     w = spec["workload"]
     budget = float(spec.get("time_budget", 3.0))
     min_rounds = int(spec.get("min_rounds", 5))
     max_rounds = int(spec.get("max_rounds", 60))
-    round_target = float(spec.get("round_seconds", 0.2))
+    round_target = round_seconds_for(spec)
     warmup_min = int(spec.get("warmup_batches", 2))
     warmup_seconds = float(spec.get("warmup_seconds", 1.0))
     smoke = bool(spec.get("smoke", False))
