@@ -144,8 +144,13 @@ class RunResult:
 
     @property
     def seconds_per_batch(self) -> List[float]:
+        return list(self._seconds_per_batch)
+
+    @functools.cached_property
+    def _seconds_per_batch(self) -> tuple:
+        # computed once, like _throughput: a process's rounds never change after its worker
         k = max(1, self.batches_per_round)
-        return [s / k for s in self.round_seconds]
+        return tuple(s / k for s in self.round_seconds)
 
     @property
     def samples(self) -> List[float]:
@@ -157,7 +162,7 @@ class RunResult:
     def _throughput(self) -> float:
         # computed once: a process's rounds are what its worker returned, never changed after
         # (the replayed error-rate studies ask for it millions of times)
-        return self.workload.total_batch / statistics.median(self.seconds_per_batch)
+        return self.workload.total_batch / statistics.median(self._seconds_per_batch)
 
     def value(self, metric: str) -> Optional[float]:
         """This process's figure for ``metric`` (None when it has none)."""

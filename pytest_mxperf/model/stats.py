@@ -327,8 +327,12 @@ def duet_pair_log_ratio(candidate_seconds: Sequence[float], reference_seconds: S
     if len(candidate_seconds) != len(reference_seconds):
         raise ValueError(f"unequal rounds: {len(candidate_seconds)} candidate, "
                          f"{len(reference_seconds)} reference")
-    logs = [math.log(r / c) for c, r in zip(candidate_seconds, reference_seconds)
-            if _finite_positive_number(c) and _finite_positive_number(r)]
+    try:  # rounds are floats: compared as they are (a NaN or an infinity fails 0 < x < inf)
+        logs = [math.log(r / c) for c, r in zip(candidate_seconds, reference_seconds)
+                if 0 < c < math.inf and 0 < r < math.inf and c is not True and r is not True]
+    except TypeError:  # something that is not a number: each value read as finite_positive reads it
+        logs = [math.log(float(r) / float(c)) for c, r in zip(candidate_seconds, reference_seconds)
+                if _finite_positive_number(c) and _finite_positive_number(r)]
     if not logs:
         raise ValueError("no round with finite positive times on both sides")
     return statistics.median(logs)
