@@ -24,8 +24,8 @@ The corpora (``benchmarks/data/``):
 * ``aa-corpus-amd-epyc-2c-9e858421.json``: the same cells recorded while other engineers'
   tests loaded the machine (0.4-1.6 other CPUs busy around every pair; pair spreads of
   9-33%, where the quiet corpus has about 1%). A loaded machine is not what the gate
-  promises its error rates on; the cases it fails are marked ``xfail(strict=True)`` with
-  what was seen, so that a change of the rules that meets them shows.
+  promises its error rates on: what it misses there is the benchmark's table (what was seen
+  is said below), and the one requirement it meets there is held here.
 
 Fixed seeds; a fixed number of sessions per N (fewer for the expensive 64-cell sessions).
 On the quiet corpora the requirement is held at N = 6 and 64 (``QUIET_N``); N = 24 runs the
@@ -118,13 +118,6 @@ def test_baseline_a_20_percent_change_beyond_the_stated_resolution_is_caught_on_
 
 
 @pytest.fixture(scope="module")
-def vm_fresh():
-    c = L.load_aa_corpus(AA).with_fresh(L.MIN_FRESH)
-    assert [len(p.fresh) for p in c.pools] == [10] * 4
-    return c
-
-
-@pytest.fixture(scope="module")
 def intel_quiet():
     c = L.load_replay_reruns(QUIET).with_fresh(L.MIN_FRESH)
     assert [len(p.fresh) for p in c.pools] == [12] * 4
@@ -139,44 +132,23 @@ def _rates(mode, corpus, n, effect):
 
 # ----------------------------------------------------------------------------- A/B (duet pairs)
 
-@pytest.mark.parametrize("n", [
-    pytest.param(6, marks=_xfail("A/A duet sessions of 6 cells failed in 44 of 100 (33 with an unresolved cell, 8 a "
-                                 "floor, 6 a regression): pairs spread 9-33% here and a cell stops at 40 pairs, "
-                                 "its estimate still beyond -5% by chance and not significant: unresolved")),
-    pytest.param(24, marks=_xfail("A/A duet sessions of 24 cells failed in 49 of 50 (46 unresolved, 16 floor)")),
-    pytest.param(64, marks=_xfail("A/A duet sessions of 64 cells failed in 40 of 40 (40 unresolved, 19 floor, "
-                                  "2 regression)")),
-])
-def test_ab_unchanged_sessions_fail_in_at_most_5_percent(duet_corpus, n):
-    r = _rates("ab", duet_corpus, n, 1.0)
-    assert r.failed_rate <= MAX_FAILED, L.format_row(r)
+# The loaded corpus in A/B mode: unchanged sessions fail far more often than 5% there (44 of
+# 100 sessions of 6 cells, 49 of 50 of 24, 40 of 40 of 64: pairs spread 9-33% while other work
+# ran, and a cell stops at 40 pairs, unresolved), and the x0.90 cell was caught in 94 of 100
+# sessions of 6 cells and 46 of 50 of 24. The gate does not promise its rates on a loaded
+# machine; those rows are benchmarks/replay_error_rates.py's table
+# (benchmarks/results/error-rates-2026-11-25b.txt), not tests. What holds there is held here:
 
-
-@pytest.mark.parametrize("n", [
-    pytest.param(6, marks=_xfail("the x0.90 duet cell was caught in 94 of 100 sessions of 6 cells (61 regression, "
-                                 "31 unresolved, 2 floor; 6 unchanged)")),
-    pytest.param(24, marks=_xfail("the x0.90 duet cell was caught in 46 of 50 sessions of 24 cells (21 regression, "
-                                  "25 unresolved; 4 unchanged)")),
-    64,   # caught in 39 of 40 (97.5%)
-])
-def test_ab_a_10_percent_slower_cell_is_caught_in_95_percent(duet_corpus, n):
-    r = _rates("ab", duet_corpus, n, CHANGE)
+def test_ab_a_10_percent_slower_cell_among_64_is_caught_in_95_percent_even_on_a_loaded_vm(duet_corpus):
+    r = _rates("ab", duet_corpus, 64, CHANGE)  # caught in 39 of 40 (97.5%)
     assert r.caught_rate >= MIN_CAUGHT, L.format_row(r)
 
 
 # ----------------------------------------------------------------------------- baseline mode
 
-@pytest.mark.parametrize("n", [
-    pytest.param(6, marks=_xfail("100 of 100 sessions of 6 cells failed, every one on a floor: this VM's processes "
-                                 "ran far below the C4.large legacy-sanity floors while other work loaded it (the "
-                                 "probes of that loaded hour are its own reference, so few processes are labelled "
-                                 "slowed, and a floor fails the rest)")),
-    pytest.param(24, marks=_xfail("50 of 50 sessions of 24 cells failed on a floor")),
-    pytest.param(64, marks=_xfail("40 of 40 sessions of 64 cells failed on a floor")),
-])
-def test_baseline_unchanged_sessions_on_this_vm_fail_in_at_most_5_percent(vm_fresh, n):
-    r = _rates("baseline", vm_fresh, n, 1.0)
-    assert r.failed_rate <= MAX_FAILED, L.format_row(r)
+# The loaded corpus in baseline mode: every session of 6, 24 and 64 cells failed, on a floor
+# (this VM's processes ran far below the C4.large legacy-sanity floors while other work loaded
+# it, and the probes of that loaded hour are their own reference): the benchmark's table.
 
 
 @pytest.mark.parametrize("n", QUIET_N)
