@@ -52,6 +52,35 @@ def _pytest_process_never_imports_mxnet():
     assert "mxnet" not in sys.modules, "the pytest process imported mxnet; measurements belong in workers"
 
 
+@pytest.fixture(autouse=True)
+def _processes_before_the_test():
+    """What ``stand_ins.new_children`` leaves out: the processes already running when the test
+    began."""
+    import psutil
+
+    import stand_ins
+    stand_ins.PROCESSES_BEFORE_THE_TEST = {p.pid for p in psutil.Process().children(recursive=True)}
+    yield
+
+
+#: the modules whose tests start real MXNet workers (each uses both cores), or other MXNet
+#: installs: one xdist group, so that with ``-n 2 --dist loadgroup`` (the README's test command)
+#: no two of them run at once; every other module is a group of its own, its module-scoped
+#: fixtures built once
+REAL_MXNET_MODULES = frozenset({
+    "test_ab_real", "test_answers", "test_commbench", "test_convergence", "test_digits_precision_worker",
+    "test_dist", "test_duet", "test_duet_gpu", "test_duet_latency", "test_gpu_float16", "test_installs",
+    "test_memory_rule", "test_multicell", "test_multidevice", "test_peak", "test_pipeline", "test_plugin",
+    "test_precision", "test_profiles", "test_runner", "test_usermodel", "test_utilisation", "test_wheel",
+    "test_zoo"})
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        stem = item.path.stem
+        item.add_marker(pytest.mark.xdist_group("real-mxnet" if stem in REAL_MXNET_MODULES else stem))
+
+
 STUB = __import__("pathlib").Path(__file__).resolve().parent / "stub_worker.py"
 
 

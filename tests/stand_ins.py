@@ -27,3 +27,16 @@ def box_records(pytester, report="rep"):
     """The records of results.json that a ``run_box`` session wrote with ``--perf-report rep``."""
     import json
     return json.loads((pytester.path / report / "results.json").read_text())["records"]
+
+
+#: the pids this pytest process had running when the current test began (tests/conftest.py)
+PROCESSES_BEFORE_THE_TEST: set = set()
+
+
+def new_children():
+    """The processes this test started (children of this pytest process, at any depth) that
+    still run: a test that leaves none leaves this empty, whatever other tests of the same
+    process (an xdist worker runs several modules) started before it."""
+    import psutil
+    return [p for p in psutil.Process().children(recursive=True)
+            if p.pid not in PROCESSES_BEFORE_THE_TEST and p.is_running()]

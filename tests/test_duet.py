@@ -4,8 +4,8 @@ run here against stand-in workers that speak the real round protocol
 kind, paired with a stand-in that spins: the real side must wait idle beside it."""
 
 
-import psutil
 import pytest
+from stand_ins import new_children
 
 from pytest_mxperf.measure import duet
 from pytest_mxperf.model.workload import Workload
@@ -40,7 +40,7 @@ def assert_the_waiting_side_idles(idle, spinning):
 
 
 def _children():
-    return [p for p in psutil.Process().children(recursive=True) if p.is_running()]
+    return new_children()
 
 
 def test_a_duet_pair_alternates_rounds_of_equal_size(make_stub_python):

@@ -10,6 +10,7 @@ import sys
 
 import psutil
 import pytest
+from stand_ins import new_children
 
 import fake_nvml as F
 from pytest_mxperf.judge import verdict_duet
@@ -229,7 +230,7 @@ def test_ab_gpu_cells_run_as_duets_of_stand_ins_and_are_judged(pytester, make_st
     assert all(run["meta"]["duet"]["side"] == "candidate" for run in rec["runs"])
     assert all(run["meta"]["duet"]["side"] == "reference" for run in rec["reference_runs"])
     assert {run["figures"]["gpu_memory_mib"] for run in rec["runs"]} == {3000.0}
-    assert not [p for p in psutil.Process().children(recursive=True) if p.is_running()]
+    assert not new_children()
 
 
 def test_ab_a_gpu_side_out_of_memory_is_a_one_line_error_and_leaves_no_process(pytester, make_stub_python,
@@ -248,7 +249,7 @@ def test_ab_a_gpu_side_out_of_memory_is_a_one_line_error_and_leaves_no_process(p
     (rec,) = [x for x in doc["records"] if x["key"].startswith("score/resnet50_v2/b8/gpu:0")]
     assert rec["status"] == "oom" and rec["message"].endswith("cudaMalloc retry failed: out of memory")
     assert "\n" not in rec["message"]
-    assert not [p for p in psutil.Process().children(recursive=True) if p.is_running()]
+    assert not new_children()
 
 
 def test_a_bad_user_setting_is_advised_against_and_shown_on_the_failing_cell(two_sessions, monkeypatch):
