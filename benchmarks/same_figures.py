@@ -8,7 +8,8 @@ a. multi-cell vs alone: ``--pairs`` pairs; in each, one ``runner.run_cells`` pro
    measures the six cells (their order rotated by one from pair to pair) and each cell is
    measured alone in its own ``runner.run_workload`` process; which side goes first
    alternates (AB, BA, ...). Per cell: the ratio multi/alone of each pair and their median
-   (target 0.98-1.02).
+   (target 0.98-1.02). ``--alone alexnet:1`` measures only that cell alone (more pairs of one
+   cell for the time of a few); the multi-cell process still measures all six.
 b. the suite vs benchmark_score.py: per round and cell, the suite's ``run_workload`` and
    ``python benchmark_score.py --network NET --batch-size B`` (the script as released,
    run from its own directory, one network and batch an invocation, in the environment the
@@ -283,12 +284,15 @@ def settle(args, what):
     return wait_quiet(args.quiet_cores, args.max_wait, what)
 
 
-def part_a(cells, args, log, done=()):
-    per = {w.key(): [] for w in cells}
+def part_a(cells, args, log, done=(), alone=None):
+    """``alone``: the cells measured alone and compared (default: every cell); the multi-cell
+    process measures all of ``cells`` either way."""
+    alone = list(cells if alone is None else alone)
+    per = {w.key(): [] for w in alone}
     for r in done:
         per[r["cell"]].append(r)
     for i in range(args.pairs):
-        if {w.key() for w in cells} <= {r["cell"] for r in done if r["pair"] == i and r["kept"]}:
+        if {w.key() for w in alone} <= {r["cell"] for r in done if r["pair"] == i and r["kept"]}:
             continue
         shift = i % len(cells)
         order = cells[shift:] + cells[:shift]
@@ -305,7 +309,7 @@ def part_a(cells, args, log, done=()):
                         sides["multi"] = {w.key(): suite_facts(r) for w, r in zip(order, runs)}
                     else:
                         sides["alone"] = {}
-                        for w in cells:
+                        for w in alone:
                             r, foreign[w.key()] = measured(lambda: runner.run_workload(w, time_budget=args.time_budget,
                                                                                        seed=i))
                             sides["alone"][w.key()] = suite_facts(r)
@@ -313,6 +317,8 @@ def part_a(cells, args, log, done=()):
             disturbed = worst >= args.quiet_cores
             final = not disturbed or attempt == args.max_redo
             for pos, w in enumerate(order):
+                if w.key() not in sides["alone"]:
+                    continue
                 m, a = sides["multi"][w.key()], sides["alone"][w.key()]
                 row = {"part": "a", "pair": i, "attempt": attempt, "time": stamp, "waited": round(waited, 1),
                        "first": "multi" if multi_first else "alone", "cell": w.key(), "position": pos,
@@ -321,7 +327,7 @@ def part_a(cells, args, log, done=()):
                        "ratio": m["ips"] / a["ips"] if m["ok"] and a["ok"] else None}
                 per[w.key()].append(row)
                 log(row)
-            shown = "  ".join(f"{w.model}/b{w.batch_size} {fmt(per[w.key()][-1]['ratio'], '.3f')}" for w in cells)
+            shown = "  ".join(f"{w.model}/b{w.batch_size} {fmt(per[w.key()][-1]['ratio'], '.3f')}" for w in alone)
             print(f"[a] pair {i + 1}/{args.pairs} {stamp} ({'multi first' if multi_first else 'alone first'}): "
                   f"multi/alone {shown}; other processes up to {worst:.2f} cores"
                   + (" - DISTURBED, " + ("again" if not final else "kept (redo limit)") if disturbed else ""),
@@ -472,6 +478,9 @@ def main(argv=None) -> int:
                     help="MXNet 1.9.1's example/image-classification (benchmark_score.py, symbols/, common/)")
     ap.add_argument("--models", default="alexnet,inception-bn,resnet50_v2")
     ap.add_argument("--batches", default="1,8")
+    ap.add_argument("--alone", default=None,
+                    help="part a: the cells measured alone and compared, as model:batch,... (default: every cell; "
+                         "the multi-cell process measures every cell either way)")
     ap.add_argument("--parts", default="a,b", help="a (multi vs alone), b (suite vs benchmark_score)")
     ap.add_argument("--time-budget", type=float, default=runner.TIME_BUDGET_S,
                     help="the suite's timed seconds per cell (its default)")
@@ -493,6 +502,9 @@ def main(argv=None) -> int:
     models = [m.strip() for m in args.models.split(",") if m.strip()]
     cells = [Workload(model=m, mode="score", batch_size=int(b), contexts=("cpu:0",))
              for m in models for b in args.batches.split(",")]
+    alone = cells if not args.alone else [w for w in cells if f"{w.model}:{w.batch_size}" in args.alone.split(",")]
+    if not alone:
+        raise SystemExit(f"--alone {args.alone}: none of the cells (model:batch)")
     parts = set(args.parts.split(","))
     raw = Path(args.raw or f"/tmp/same-figures-{today}.jsonl")
     command = " ".join([os.path.relpath(sys.executable, ROOT) if sys.executable.startswith(str(ROOT)) else sys.executable,
@@ -522,7 +534,7 @@ def main(argv=None) -> int:
         print(f"resuming from {raw}: {len(done)} measurements", flush=True)
     elif raw.exists():
         raw.unlink()
-    per_a = part_a(cells, args, log, [r for r in done if r["part"] == "a"]) if "a" in parts else None
+    per_a = part_a(cells, args, log, [r for r in done if r["part"] == "a"], alone) if "a" in parts else None
     per_b = part_b(cells, args, log, [r for r in done if r["part"] == "b"]) if "b" in parts else None
     ended = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     stamps = [r["time"] for per in (per_a, per_b) if per for rows in per.values() for r in rows]
@@ -547,7 +559,9 @@ def main(argv=None) -> int:
            "## Graphs: the suite's zoo against benchmark_score.py's get_symbol", ""] + graphs
     if per_a is not None:
         doc += ["", f"## a. multi-cell worker vs alone ({args.pairs} pairs, AB/BA alternating, the multi-cell "
-                    "process's order rotated by one each pair)", ""] + table_a(cells, per_a)
+                    "process's order rotated by one each pair"
+                    + (f"; measured alone: {', '.join(label(w) for w in alone)}" if len(alone) < len(cells) else "")
+                    + ")", ""] + table_a(alone, per_a)
     if per_b is not None:
         doc += ["", f"## b. the suite vs benchmark_score.py ({args.rounds} rounds, which first alternating; "
                     "mean/b_s: the suite's mean over its timed rounds against benchmark_score)", ""] + table_b(cells, per_b)
@@ -556,7 +570,7 @@ def main(argv=None) -> int:
     Path(args.out).write_text("\n".join(doc) + "\n")
     print("\n".join(doc[doc.index("## Graphs: the suite's zoo against benchmark_score.py's get_symbol"):]
                     [:len(graphs) + 2]), flush=True)
-    for title, tab in (("a", per_a and table_a(cells, per_a)), ("b", per_b and table_b(cells, per_b))):
+    for title, tab in (("a", per_a and table_a(alone, per_a)), ("b", per_b and table_b(cells, per_b))):
         if tab:
             print(f"## {title}\n" + "\n".join(tab), flush=True)
     print(f"written: {args.out} (raw: {raw})", flush=True)
