@@ -203,6 +203,20 @@ def test_a_failed_cells_reason_is_cut_so_that_its_row_fits_the_screen():
     assert lines[0].split() == ["cell", "unit", "median", "spread", "result"]
 
 
+def test_a_measured_cell_with_no_floor_here_is_measured_not_skipped():
+    """A training cell on a CPU: no published table has a floor for it, so its test skips the
+    floor; the cell itself was measured, as the first line counts it."""
+    from pytest_mxperf.judge.floors import Floor
+    none = Floor(None, None, None, None, 0.1, False, "no CPU training table")
+    slowed = Floor("legacy-sanity", "c4", 10.0, 9.0, 0.1, False, "")
+    recs = [CellRecord("t", CellMeasurement(W, [_run(100.0)]), floor=none, outcome="skipped"),
+            CellRecord("t", CellMeasurement(Workload("mlp", batch_size=8), [_run(100.0)]), floor=slowed,
+                       outcome="skipped")]
+    rows = report.compact_rows(recs, {})
+    assert [r[-1] for r in rows] == ["measured", "skipped"]  # a floor not judged (slowed) stays said
+    assert report.cell_counts(recs, {})["measured"] == 2
+
+
 def test_counts_are_one_a_cell_by_its_primary_figure():
     from pytest_mxperf.judge.verdict_record import Verdict
     key = W.key()

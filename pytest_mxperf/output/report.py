@@ -475,8 +475,11 @@ def compact_rows(records: Sequence[CellRecord], verdicts: Dict[str, Any]) -> Lis
         if cell.status != "ok":
             result = cell.status + (f": {reason(cell.message)}" if reason(cell.message) else "")
         else:
+            # a cell measured where no published floor applies: its test skips the floor, the
+            # cell is measured (as the first line counts it)
+            outcome = "measured" if rec.outcome == "skipped" and f is not None and f.kind is None else rec.outcome
             result = "; ".join(x for x in ("below floor" if _below_floor(rec) else "",
-                                           vd.get("kind") or rec.outcome) if x)
+                                           vd.get("kind") or outcome) if x)
             failed = [r for r in cell.runs if not r.ok]
             if failed:
                 result += f"; {len(failed)} of {len(cell.runs)} process(es) {failed[0].status}"
