@@ -13,7 +13,8 @@ the suite gives its workers (``runner.build_env``):
    ``--alternations`` times, in alternating order:
    ``sync``:      10 batches, each followed by ``wait_to_read()`` of its outputs (the script's
                   loop, in steady state);
-   ``pipelined``: k batches (about 0.2 s, the suite's round) then one ``waitall()``;
+   ``pipelined``: the suite's round, ``protocol.ModuleSteps.timed(k)``: k batches (about
+                  0.2 s) then one ``waitall()``;
 3. ``again``: ``score()`` once more, in the now warm process.
 
 Per cell, over the processes (the unit of replication): the median of each, and the ratios
@@ -73,13 +74,11 @@ def sync(n):
             o.wait_to_read()
     return time.perf_counter() - t0
 
-def pipelined(n):
-    mx.nd.waitall()
-    t0 = time.perf_counter()
-    for _ in range(n):
-        mod.forward(b, is_train=False)
-    mx.nd.waitall()
-    return time.perf_counter() - t0
+# the suite's own round (workers/protocol.py): n forward passes between two waitall()
+from pytest_mxperf.workers.protocol import ModuleSteps
+steps = ModuleSteps()
+steps.mx, steps.mod, steps.batch, steps.train = mx, mod, b, False
+pipelined = steps.timed
 
 t_w = time.perf_counter()
 per = []
