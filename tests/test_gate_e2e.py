@@ -252,18 +252,24 @@ def test_ab_a_gpu_side_out_of_memory_is_a_one_line_error_and_leaves_no_process(p
     assert not new_children()
 
 
-def test_a_bad_user_setting_is_advised_against_and_shown_on_the_failing_cell(two_sessions, monkeypatch):
+def test_a_bad_user_setting_is_advised_against_and_shown_on_the_failing_cell(two_sessions, pytester, monkeypatch):
     """The user's OMP_NUM_THREADS above the physical cores (oversubscription) comes with
-    advice in the summary and on the failing cell; the suite's own fill-in never does."""
-    r = two_sessions(("lenet",), record={"rate": 100.0}, now={"rate": 100.0}, args=("--perf-no-probe",),
+    advice: once on the screen, and on each failing cell in the full report; the suite's own
+    fill-in never does."""
+    r = two_sessions(("lenet", "mlp"), record={"rate": 100.0}, now={"rate": 100.0}, args=("--perf-no-probe",),
                      record_args=("--perf-no-probe",))
     assert "advice" not in _out(r)
     monkeypatch.setenv("OMP_NUM_THREADS", "64")
-    r = two_sessions(("lenet",), now={"rate": 60.0}, args=("--perf-no-probe",))
+    r = two_sessions(("lenet", "mlp"), now={"rate": 60.0}, args=("--perf-no-probe", "--perf-report", "rep"))
     out = _out(r)
     assert r.ret == pytest.ExitCode.TESTS_FAILED, out
-    assert "mxperf: advice (1 cell(s)): [" in out and "OMP_NUM_THREADS=64" in out
-    assert "note score/lenet/b8/cpu:0/float32/threads=auto: advice:" in out
+    # the screen says the advice once, with how many of its cells fail; the full report on each failing cell
+    assert "mxperf: advice (2 cell(s), 2 of them failing): [" in out and "OMP_NUM_THREADS=64" in out
+    assert sum("OMP_NUM_THREADS=64" in line for line in out.splitlines()) == 1, out
+    assert "advice:" not in out
+    full = (pytester.path / "rep" / "report.txt").read_text()
+    for cell in ("lenet", "mlp"):
+        assert f"note score/{cell}/b8/cpu:0/float32/threads=auto: advice: [" in full, full
 
 
 KVSTORE = """

@@ -177,6 +177,11 @@ def advice_for(cell, topology_facts: Optional[Dict[str, Any]] = None) -> List:
                           cell.workload.contexts, int(m.get("num_gpus") or 0), advisor.openmp_runtime(m.get("threads")))
 
 
+#: the start of a failing verdict's advice note: said on the screen once for the session
+#: (``advise``'s line), on each failing figure in the full report and results.json
+ADVICE = "advice: "
+
+
 def advise(cells: Dict[str, CellRecord], verdicts: Dict[str, vd.Verdict]) -> Tuple[List[str], Dict[str, List[str]]]:
     """Advice once per session (which cells it concerns), and on each failing verdict: the
     session's lines, and per failing figure the notes to add to its verdict."""
@@ -192,8 +197,13 @@ def advise(cells: Dict[str, CellRecord], verdicts: Dict[str, vd.Verdict]) -> Tup
             lines[a.code] = advisor.format_advice([a])[0]
         for k, v in verdicts.items():
             if cell_of(k) == key and v.failed:
-                notes[k] = [f"advice: {line}" for line in advisor.format_advice(adv)]
-    return [f"mxperf: advice ({len(keys)} cell(s)): {lines[code]}" for code, keys in seen.items()], notes
+                notes[k] = [ADVICE + line for line in advisor.format_advice(adv)]
+    failing = {cell_of(k) for k in notes}
+
+    def which(keys):
+        n = len(failing.intersection(keys))
+        return f"{len(keys)} cell(s)" + (f", {n} of them failing" if n else "")
+    return [f"mxperf: advice ({which(keys)}): {lines[code]}" for code, keys in seen.items()], notes
 
 
 def _failing_cells(cells: Dict[str, CellRecord], verdicts: Dict[str, vd.Verdict]) -> Dict[str, str]:
@@ -268,13 +278,14 @@ def _verdict_line(key: str, v: vd.Verdict) -> str:
 
 def verdict_details(verdicts: Dict[str, vd.Verdict]) -> List[str]:
     """What the full report says of the verdicts the terminal does not: each figure not gated
-    (the baseline holds too few processes of it) and the notes on figures not said there."""
+    (the baseline holds too few processes of it), the notes on figures not said there, and
+    each failing figure's advice (the terminal says each piece of advice once)."""
     lines: List[str] = []
     for key, v in verdicts.items():
         if v.kind in ("not-gated", SAME_ANSWERS, NOT_COMPARED_ANSWERS):
             lines.append(_verdict_line(key, v))
-        if v.kind not in SAID:
-            lines += [f"mxperf: note {key}: {note}" for note in v.notes]
+        lines += [f"mxperf: note {key}: {note}" for note in v.notes
+                  if v.kind not in SAID or note.startswith(ADVICE)]
     return lines
 
 
@@ -289,7 +300,7 @@ def verdict_messages(options, machine: Dict[str, Any], verdicts: Dict[str, vd.Ve
     for key, v in verdicts.items():
         if v.kind in SAID:
             messages.append(_verdict_line(key, v))
-            messages += [f"mxperf: note {key}: {note}" for note in v.notes]
+            messages += [f"mxperf: note {key}: {note}" for note in v.notes if not note.startswith(ADVICE)]
     messages.extend(profile_lines)
     if confirmed:
         what = "pairs" if options.reference else "processes"
