@@ -77,7 +77,7 @@ def test_an_8_percent_slowdown_fails_after_confirmation(two_sessions):
     assert "re-measured" in out
     # announced with its cost before it starts, and its progress
     assert "mxperf: confirming 1 suspect cell(s) with 8 more process(es)" in out
-    assert "mxperf: confirmed 1 of 1 suspect cell(s) (score/resnet50_v2/b8" in out
+    assert "mxperf: re-measured 1 of 1 suspect cell(s) (score/resnet50_v2/b8" in out
     assert "failing the session: 1 confirmed regression" in out
     assert "REGRESSION score/lenet" not in out
 

@@ -187,7 +187,7 @@ def judge_baseline(session: PerfSession, baseline: Baseline) -> Judged:
             for i, (key, (n, _)) in enumerate(sorted(wanted.items())):
                 session.confirm(key, n)
                 confirmed.add(key)
-                session.say(f"mxperf: confirmed {i + 1} of {len(wanted)} suspect cell(s) ({key}), "
+                session.say(f"mxperf: re-measured {i + 1} of {len(wanted)} suspect cell(s) ({key}), "
                             f"{(time.time() - t0) / 60:.1f} min gone, about "
                             f"{sum(n * s for k, (n, s) in wanted.items() if k > key) / 60:.1f} min left")
             spent += time.time() - t0
