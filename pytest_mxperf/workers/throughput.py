@@ -12,8 +12,8 @@ Method (MXNet's ``example/image-classification/benchmark_score.py``'s networks a
 input; it waits for every batch's outputs over one 10-batch window, this worker waits once
 a round, ``waitall()``, over rounds of k batches after about a second of warm-up:
 benchmarks/results/score-window-*.txt measures the difference in one process, at AlexNet b1
-2.3% for the per-batch wait and 4.7% for the script's window after 5 batches, at b8 0.6% and
-1.9%):
+1.7% for the per-batch wait and 6.1% for the script's window after 5 batches, at b8 0.4% and
+0.3%):
   bind -> init random weights (Xavier) -> first batch (timed separately, reported as
   "first batch") -> untimed warm-up -> rounds of k batches, each round
   ``waitall(); t0; k x step; waitall(); t1``. Throughput is computed from the median time
