@@ -215,6 +215,10 @@ def test_a_measured_cell_with_no_floor_here_is_measured_not_skipped():
     rows = report.compact_rows(recs, {})
     assert [r[-1] for r in rows] == ["measured", "skipped"]  # a floor not judged (slowed) stays said
     assert report.cell_counts(recs, {})["measured"] == 2
+    # the full report's rows say the same
+    full = [r for r in report.cell_rows(recs, {}) if r[0].startswith("score ")]  # each cell's first row
+    assert [r[0] for r in full] == ["score lenet b8 cpu:0", "score mlp b8 cpu:0"], full
+    assert [("measured" in r, "skipped" in r) for r in full] == [(True, False), (False, True)], full
 
 
 def test_counts_are_one_a_cell_by_its_primary_figure():

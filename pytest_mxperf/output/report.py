@@ -77,6 +77,15 @@ def cell_label(rec: CellRecord) -> str:
     return f"{w.mode} {w.model} b{w.batch_size} {ctx}{extra}"
 
 
+def _test_word(rec: CellRecord) -> str:
+    """What a cell's row says of its test before any verdict: the floor's outcome, but
+    ``measured`` for a cell measured where no published floor applies (a training cell on a
+    CPU): its test skips the floor, the cell was measured, as the first line counts it."""
+    if rec.outcome == "skipped" and rec.cell.status == "ok" and rec.floor is not None and rec.floor.kind is None:
+        return "measured"
+    return rec.outcome
+
+
 def cell_rows(records: Sequence[CellRecord], verdicts: Dict[str, Any]) -> List[List[str]]:
     rows = []
     for rec in records:
@@ -93,7 +102,7 @@ def cell_rows(records: Sequence[CellRecord], verdicts: Dict[str, Any]) -> List[L
             else:
                 base = _fmt(vd.get("baseline_median"))
             change = f"{vd['change_pct']:+.1f}%" if vd.get("change_pct") is not None else "-"
-            status = cell.status if cell.status != "ok" else rec.outcome
+            status = cell.status if cell.status != "ok" else _test_word(rec)
             label = cell_label(rec) if i == 0 else "  " + METRICS[m.name].label
             first = i == 0
             result = " / ".join(x for x in ((status if first else ""), vd.get("kind") or "") if x)
@@ -475,11 +484,8 @@ def compact_rows(records: Sequence[CellRecord], verdicts: Dict[str, Any]) -> Lis
         if cell.status != "ok":
             result = cell.status + (f": {reason(cell.message)}" if reason(cell.message) else "")
         else:
-            # a cell measured where no published floor applies: its test skips the floor, the
-            # cell is measured (as the first line counts it)
-            outcome = "measured" if rec.outcome == "skipped" and f is not None and f.kind is None else rec.outcome
             result = "; ".join(x for x in ("below floor" if _below_floor(rec) else "",
-                                           vd.get("kind") or outcome) if x)
+                                           vd.get("kind") or _test_word(rec)) if x)
             failed = [r for r in cell.runs if not r.ok]
             if failed:
                 result += f"; {len(failed)} of {len(cell.runs)} process(es) {failed[0].status}"
