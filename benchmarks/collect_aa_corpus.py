@@ -4,7 +4,7 @@ product's own measuring code, for the error-rate replay (``benchmarks/replay_err
 For each cell, interleaved round by round (round r measures every cell once, in a rotated
 order, before round r + 1 starts, so that the machine's slow spells hit all cells alike):
 
-* one **A/A duet pair**: ``PerfSession.throughput_run(w).duet`` (that is
+* one **A/A duet pair**: ``Scheduler.throughput_run(w).duet`` (that is
   ``measure.duet.run_pair`` with the session's default options from ``model/options.py``),
   the same interpreter (this one) on both sides; which side runs first alternates from
   round to round (and between cells of one round). The product does not probe the machine
@@ -12,7 +12,7 @@ order, before round r + 1 starts, so that the machine's slow spells hit all cell
   probe and load meter (``machine/state.run_probe``, ``LoadMeter``), kept beside the pair
   (``bracket``), not in the runs' meta, so that the replay sees the runs as the judge
   would;
-* one **fresh worker process** for baseline mode: ``PerfSession.measure(w, processes=1)``
+* one **fresh worker process** for baseline mode: ``Scheduler.measure(w, processes=1)``
   (``measure.runner.run_workload`` bracketed by the machine-state probe exactly as a
   session does it: ``meta["machine_state"]`` holds its probes and load).
 
@@ -50,6 +50,7 @@ sys.path.insert(0, str(HERE.parent))
 from pytest_mxperf.machine import state as machine_state  # noqa: E402
 from pytest_mxperf.machine.fingerprint import machine_fingerprint  # noqa: E402
 from pytest_mxperf.measure.session import PerfSession  # noqa: E402
+from pytest_mxperf.outcome.comparators import comparison_for  # noqa: E402
 from pytest_mxperf.model.jsonio import atomic_write_text  # noqa: E402
 from pytest_mxperf.model.measurement import RunResult  # noqa: E402
 from pytest_mxperf.model.options import PerfOptions  # noqa: E402
@@ -106,8 +107,11 @@ def main(argv=None) -> int:
              if args.cells else list(DEFAULT_CELLS))
     fp = machine_fingerprint(args.machine)
     out = args.out_dir / f"aa-corpus-{fp['id']}{'-' + args.tag if args.tag else ''}.json"
-    ab = PerfSession(PerfOptions(reference=sys.executable))     # the A/B session's options, defaults
-    fresh = PerfSession(PerfOptions())                          # baseline mode's, defaults
+    ab_options = PerfOptions(reference=sys.executable)          # the A/B session's options, defaults
+    ab_session = PerfSession(ab_options)
+    ab_session.begin({"id": fp["id"]}, None, ab_options, comparison_for(sys.executable))
+    ab = ab_session.scheduler
+    fresh = PerfSession(PerfOptions()).scheduler                # baseline mode's, defaults
     data: Dict[str, Any] = {
         "schema": SCHEMA,
         "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
@@ -121,7 +125,7 @@ def main(argv=None) -> int:
                     "warmup_timeout": ab.options.warmup_timeout, "memory_limit": ab.options.memory_limit},
         "note": ("A/A: the same interpreter on both sides of every duet pair (candidate and reference), "
                  "which side runs first alternating; fresh: one worker process each, bracketed by the "
-                 "machine-state probe as PerfSession does. Other engineers' tests may have run on this "
+                 "machine-state probe as the session's scheduler does. Other engineers' tests may have run on this "
                  "shared 2-vCPU VM at the same time: each pair's 'bracket' (the product's probe and load "
                  "meter around the whole pair) and each entry's 'loadavg' (1-minute load average before, "
                  "after) show it; t is seconds from the start of the run."),

@@ -72,7 +72,7 @@ def main(argv=None) -> int:
     t0 = time.time()
     command = "python " + " ".join([os.path.relpath(Path(sys.argv[0]).resolve(), HERE.parent)] + list(
         argv if argv is not None else sys.argv[1:]))
-    lines = [f"Error rates of the gate on recorded processes, replayed through outcome.finish.finish_session "
+    lines = [f"Error rates of the gate on recorded processes, replayed through outcome.finish.end_session "
              f"(seed {a.seed})", f"command: {command}",
              "failed: sessions that would exit 1 (regression, unresolved, floor); caught: the changed cell (cell 0 "
              "of N, throughput x effect) failed. Requirement: failed <= 5% at x1.00 for every N; caught >= 95% at "

@@ -2,25 +2,26 @@
 error rates: how often a session of N unchanged cells fails, and how often one changed cell
 among them is caught.
 
-Nothing here judges. A simulated session is a ``PerfSession`` whose ``records`` are
-``CellRecord``s built from recorded processes, with a ``remeasure`` callback that draws
-more recorded processes (or pairs) of the same cell; each cell is held to its floor by the
-``mxperf`` fixture's own ``Measurer.check_floor``; then the real
-``outcome.finish.finish_session`` labels the machine's state, judges, runs the second
-stage / confirmation through ``remeasure``, and applies the failure policy at its defaults.
+Nothing here judges. A simulated session is a ``PerfSession`` begun and planned as the
+plugin does it (``planning.plan_for``: the pairs a cell gets follow from N), on a clock
+that moves by the recorded processes' wall time (so the confirmation budget is a real
+session's of that size); each cell is recorded into its ledger and held to its floor by the
+``mxperf`` fixture's own ``Measurer`` (``record``, ``check_floor``), with a ``remeasure``
+callback that draws more recorded processes (or pairs) of the same cell; then the real
+``outcome.finish.end_session`` chooses the comparator, labels the machine's state, judges,
+settles suspects through ``remeasure`` and applies the failure policy at its defaults.
 What is counted:
 
-* **failed**: the session would exit 1: ``GateOutcome.failed`` (a regression or an
-  unresolved slowdown, as ``finish._say_verdicts`` decides from ``options.fail_on``) or a
-  cell whose floor check failed (``fixture.Fail``: a failed test). The failing kinds are
-  kept apart (regression, unresolved, floor).
+* **failed**: the session would exit 1: ``SessionOutcome.failed`` (its typed failures from
+  ``outcome/policy.py``: a regression, an unresolved slowdown, a cell below its floor). The
+  failing kinds are kept apart (regression, unresolved, floor).
 * **caught**: the changed cell failed (its primary figure's verdict is failing, or its
   floor check failed).
 
 Recorded processes stand in for workers in three places, nothing else: ``remeasure`` (more
-processes of the same recording), ``ReplaySession.probe_mxnet`` and ``hardware`` (what the
-recording says the interpreter and machine were, instead of probing this one: a replay is
-the same on any machine), and the operator profile of a failing cell
+processes of the same recording), the scheduler's MXNet probe and hardware facts
+(``replay_session``: what the recording says the interpreter and machine were, instead of
+probing this one: a replay is the same on any machine), and the operator profile of a failing cell
 (``no_profile_worker``, as tests/stand_ins.py: a replayed session has no worker to profile).
 
 Corpora (``load_*``): ``benchmarks/data/aa-corpus-*.json`` (``collect_aa_corpus.py``: A/A
@@ -38,8 +39,8 @@ How a session is built from a corpus (``ab_session``, ``baseline_session``):
   its judged rate figures multiplied by it), so its throughput is exactly x effect in
   every process; the others are unchanged.
 * A/B: pairs stay pairs (a candidate run is judged against the reference run recorded with
-  it). The first stage draws ``session.duet_pairs`` duet pairs (process pairs:
-  ``stats.pairs_needed(N, FDR_Q)``, as the plugin sets ``ab_pairs``); each cell draws its
+  it). The first stage draws the plan's duet pairs (process pairs: the plan's ``ab_pairs``,
+  ``stats.pairs_needed(N, FDR_Q)``); each cell draws its
   pairs from a fresh shuffle of its pool, without replacement until the pool is used up,
   then from a new shuffle (a second stage may ask for more pairs than were recorded); a
   drawn pair's sides change places with probability 1/2 (A/A: both sides are the same
@@ -70,17 +71,15 @@ from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 from unittest import mock
 
-from pytest_mxperf.judge import thresholds
 from pytest_mxperf.machine.hardware import HardwareInfo
 from pytest_mxperf.measure import profiling
 from pytest_mxperf.measure.fixture import Fail, Measurer, Skip
 from pytest_mxperf.measure.session import PerfSession
 from pytest_mxperf.model import options as opts
-from pytest_mxperf.model import stats
 from pytest_mxperf.model.measurement import METRICS, CellMeasurement, RunResult
 from pytest_mxperf.model.options import PerfOptions
 from pytest_mxperf.model.workload import Workload
-from pytest_mxperf.outcome import finish
+from pytest_mxperf.outcome import comparators, finish
 from pytest_mxperf.store import baseline_store
 from pytest_mxperf.store.baselines import Baseline
 
@@ -299,22 +298,51 @@ def replica(w: Workload, j: int) -> Workload:
 
 # ----------------------------------------------------------------------------- the session
 
-class ReplaySession(PerfSession):
-    """A PerfSession whose interpreters and machine are the recording's (no MXNet probe
-    worker starts, and the floors are this corpus's machine's, on any machine)."""
+#: hold the confirmation budget at what every replay had before the session's clock was
+#: simulated (``CONFIRM_FLOOR_S``: 60 s), to compare verdicts with the old code's
+#: (``benchmarks/replay_verdicts.py``); False: the budget a real session of this size has
+FIXED_BUDGET = False
 
-    def __init__(self, options: PerfOptions, corpus: Corpus):
-        super().__init__(options, environ={})
-        self.corpus = corpus
-        self.machine = {"id": corpus.machine_id}
 
-    def probe_mxnet(self, python: Optional[str] = None) -> Dict[str, Any]:
-        return {"status": "ok", "mxnet_version": self.corpus.mxnet_version, "features": self.corpus.features,
-                "num_gpus": 0}
+class ReplayClock:
+    """A replayed session's wall clock: it starts at 0 and moves on by each recorded process's
+    wall time as the session draws it (a pair: the longer side), so the confirmation budget
+    is what a real session of this size would have (``max(CONFIRM_FLOOR_S, the first stage's
+    time)``). With FIXED_BUDGET it stands still (the budget is CONFIRM_FLOOR_S)."""
 
-    @property
-    def hardware(self) -> HardwareInfo:
-        return HardwareInfo(cpu_model=self.corpus.cpu_model, vcpus=self.corpus.vcpus)
+    def __init__(self, fixed: bool, per_process: float):
+        self.t = 0.0
+        self.fixed = fixed
+        self.per_process = per_process
+
+    def __call__(self) -> float:
+        return self.t
+
+    def ran(self, cell: CellMeasurement) -> None:
+        if self.fixed:
+            return
+        refs = list(cell.reference or [])
+        for i, r in enumerate(cell.runs):
+            wall = max([r.wall_seconds] + ([refs[i].wall_seconds] if i < len(refs) else []))
+            self.t += wall if wall > 0 else self.per_process
+
+
+def replay_session(options: PerfOptions, corpus: Corpus, baseline: Optional[Baseline], clock: ReplayClock
+                   ) -> PerfSession:
+    """A PerfSession begun as the plugin begins one (its machine, baseline and comparison),
+    whose interpreters and machine are the recording's (the MXNet probe and the hardware
+    facts answered from the corpus, so no probe worker starts and the floors are this
+    corpus's machine's, on any machine), on a simulated clock."""
+    session = PerfSession(options, environ={})
+    session.clock.now = clock
+    session.context = dataclasses.replace(session.context, started=0.0)
+    session.begin({"id": corpus.machine_id}, baseline, options,
+                  comparators.comparison_for(options.reference))
+    probe = {"status": "ok", "mxnet_version": corpus.mxnet_version, "features": corpus.features, "num_gpus": 0}
+    sched = session.scheduler
+    sched._probe_cache.update({options.python: probe, options.reference: probe})   # stand-ins for the probe
+    sched._hw = HardwareInfo(cpu_model=corpus.cpu_model, vcpus=corpus.vcpus)      # and the machine's facts
+    return session
 
 
 @contextlib.contextmanager
@@ -340,35 +368,42 @@ class SessionResult:
 
 def run_session(corpus: Corpus, measures: Sequence[Callable[[int], CellMeasurement]], *, ab: bool,
                 duet: Sequence[bool] = (), baseline: Optional[Baseline] = None) -> SessionResult:
-    """One session through the product's end of a session. ``measures[i](n)`` gives n more
-    pairs (``ab``) or processes of cell i (cell 0 is the changed one): it is the cell's
-    first stage (``duet[i]``: ``session.duet_pairs`` duet pairs, else ``session.ab_pairs``
-    process pairs, as the plugin sets them; baseline mode: ``options.processes``) and its
-    ``remeasure``. Each cell is recorded and held to its floor as the fixture does
-    (``Measurer._record``, ``Measurer.check_floor``); the session's probes are kept as
-    ``PerfSession._bracketed`` keeps them; then ``finish.finish_session``."""
+    """One session through the product's wiring. ``measures[i](n)`` gives n more pairs
+    (``ab``) or processes of cell i (cell 0 is the changed one). The session is planned as
+    the plugin plans it (``planning.plan_for`` over N measuring tests: the pairs a cell gets
+    in A/B mode follow from N); each cell's first stage is the plan's (``duet[i]``: duet
+    pairs, else process pairs; baseline mode: ``options.processes``), recorded and held to
+    its floor by the ``mxperf`` fixture's ``Measurer`` (``record``, ``check_floor``), with
+    ``measures[i]`` as its ``remeasure``; then ``finish.end_session``, on the session's
+    simulated clock."""
+    from pytest_mxperf.measure import planning
     options = PerfOptions(reference=REFERENCE) if ab else PerfOptions()
-    session = ReplaySession(options, corpus)
-    session.baseline = baseline
-    if ab:
-        session.ab_pairs = stats.pairs_needed(len(measures), thresholds.FDR_Q)   # plugin.py sets it so
-    measurer = Measurer(session, "replay")
+    clock = ReplayClock(FIXED_BUDGET, options.time_budget + planning.PROCESS_OVERHEAD_S)
+    session = replay_session(options, corpus, baseline, clock)
+    markers = [frozenset({"scoring"} if (duet[i] if i < len(duet) else True) else {"distributed"})
+               for i in range(len(measures))]
+    made = planning.plan_for([planning.Planned(measuring=True, markers=m) for m in markers], options, ab)
+    session.planned(made.plan)
+    plan = session.context.plan
+    measurer = Measurer(session.scheduler, session.ledger, "replay")
     floor_failed: Dict[str, bool] = {}
     keys = []
     for i, measure in enumerate(measures):
-        def remeasure(n: int, measure=measure) -> CellMeasurement:
+        def remeasure(more, measure=measure) -> CellMeasurement:
+            n = more if isinstance(more, int) else more.count
             cell = measure(n)
+            clock.ran(cell)
             for r in list(cell.runs) + list(cell.reference or []):
                 ms = r.machine_state
-                session.probes += [p for p in (ms.get("probe_before"), ms.get("probe_after")) if p]
+                session.ledger.probed([ms.get("probe_before"), ms.get("probe_after")])
             return cell
 
-        n_first = ((session.duet_pairs if (duet[i] if i < len(duet) else True) else session.ab_pairs) if ab
+        n_first = ((plan.duet_pairs if (duet[i] if i < len(duet) else True) else plan.ab_pairs) if ab
                    else options.processes)
         first = remeasure(n_first)
         key = first.workload.key()
         keys.append(key)
-        measurer._record(first, remeasure)
+        measurer.record(first, remeasure)
         try:
             measurer.check_floor(first)
             floor_failed[key] = False
@@ -377,10 +412,8 @@ def run_session(corpus: Corpus, measures: Sequence[Callable[[int], CellMeasureme
         except Skip:
             floor_failed[key] = False
     with no_profile_worker():
-        out = finish.finish_session(session)
-    kinds = {v.kind for v in out.verdicts.values() if v.failed and v.kind in options.fail_on}
-    if any(floor_failed.values()):
-        kinds.add("floor")
+        out = finish.end_session(session)
+    kinds = {f.kind for f in out.failures if f.judged}
 
     def kind(key: str) -> Optional[str]:
         v = out.verdicts.get(key)
@@ -397,11 +430,11 @@ def run_session(corpus: Corpus, measures: Sequence[Callable[[int], CellMeasureme
     elif baseline is not None:
         res = baseline.resolution(changed)
         resolution = res.fraction(True) if res is not None else None
-    return SessionResult(failed=bool(out.failed or any(floor_failed.values())), kinds=tuple(sorted(kinds)),
+    return SessionResult(failed=out.failed, kinds=tuple(sorted(kinds)),
                          changed_kind=kind(changed),
                          caught=bool(floor_failed.get(changed)) or bool(v is not None and v.failed),
                          cell_kinds=[kind(k) for k in keys], resolution=resolution,
-                         units=sum(len(r.cell.runs) for r in session.records), second_stage=out.confirmed)
+                         units=sum(len(r.cell.runs) for r in session.ledger.records), second_stage=out.confirmed)
 
 
 def ab_session(corpus: Corpus, n_cells: int, effect: float, rng: random.Random, swap: bool = True) -> SessionResult:

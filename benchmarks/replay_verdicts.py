@@ -1,7 +1,7 @@
 """Every replayed session's verdicts, kept, so that a change of the product's end of a
 session can be shown to keep its behaviour (or where it does not).
 
-Replays every corpus ``replay_lib`` loads through ``outcome.finish.finish_session``:
+Replays every corpus ``replay_lib`` loads through the end of a session (``outcome.finish.end_session``; before the core's rebuild, ``finish_session``):
 
 * A/B mode: ``replay_lib.ab_session`` over the A/A corpora's duet pairs (``aa_corpora()``)
   and the regime file's 12 A/A process pairs (``load_regime_pairs()``);
@@ -69,6 +69,12 @@ def run(sessions: int, sizes=SIZES, effects=EFFECTS, say=print) -> Dict[str, Any
     out: List[Dict[str, Any]] = []
     cpu: Dict[str, float] = {}
     t0 = time.process_time()
+    # the replay's own simulated clock (replay_lib.ReplayClock) held still where it has one:
+    # the session starts at 0 and no time passes, so the budget is CONFIRM_FLOOR_S
+    fixed_before = getattr(L, "FIXED_BUDGET", None)
+    if fixed_before is not None:
+        L.FIXED_BUDGET = True
+        say("replay_verdicts: replay_lib.FIXED_BUDGET held (the replayed session's clock stands at 0)")
     with fixed_clock(say=say) as clock:
         for mode, corpus in combinations():
             one = L.ab_session if mode == "ab" else L.baseline_session
@@ -85,6 +91,8 @@ def run(sessions: int, sizes=SIZES, effects=EFFECTS, say=print) -> Dict[str, Any
                     out += rows
                     cpu[f"{mode} | {corpus.name} | N={n} | x{e:.2f}"] = round(time.process_time() - c0, 2)
                     say(summary_line(mode, corpus.name, n, e, rows) + f"  {cpu[list(cpu)[-1]]:6.1f} s CPU")
+    if fixed_before is not None:
+        L.FIXED_BUDGET = fixed_before
     budgets = sorted(set(clock.budgets))
     floor = _confirm_floor()
     if floor is not None and any(b != floor for b in budgets):

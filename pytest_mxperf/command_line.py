@@ -5,12 +5,15 @@ the values' parsing and defaults are ``model/options.py``'s."""
 from __future__ import annotations
 
 import os
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import pytest
 
-from pytest_mxperf.store.baselines import Baseline
 from pytest_mxperf.model import options as opts
+from pytest_mxperf.store.baselines import Baseline
+
+if TYPE_CHECKING:  # pragma: no cover
+    from pytest_mxperf.measure.session import PerfSession
 
 #: ``--perf-reference baseline``: the A/B reference is the install this machine's baseline
 #: was recorded with (its stored MXNet requirement, built into a cached venv)
@@ -216,3 +219,221 @@ def reference_python(spec: str, candidate: Optional[str] = None) -> str:
         return installs.reference_python(spec, like=candidate)
     except distributions.InstallError as exc:
         raise pytest.UsageError(f"--perf-reference: {exc}") from None
+
+
+# ----------------------------------------------------------------------------- the session starts
+
+def start_session(config) -> "PerfSession":
+    """The session as pytest starts: the options read and settled against this machine (its
+    baseline loaded, a reference install built), how cells are compared, decided once. Every
+    problem is one usage error, said before anything is measured."""
+    import dataclasses
+
+    from pytest_mxperf.machine import fingerprint
+    from pytest_mxperf.measure.session import PerfSession
+    from pytest_mxperf.outcome.comparators import comparison_for
+    from pytest_mxperf.proc import spawn
+    from pytest_mxperf.store.baselines import BaselineError
+    try:
+        options = options_from(config)
+    except opts.OptionError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    if getattr(config.option, "numprocesses", None) or getattr(config.option, "dist", "no") != "no":
+        raise pytest.UsageError("pytest-mxperf refuses pytest-xdist: measurements must never run "
+                                "concurrently on one machine (run without -n/--dist)")
+    if options.baselines_dir is None:
+        options = dataclasses.replace(options, baselines_dir=str(config.rootpath / "baselines"))
+    check_mxnet_distributions(options.python)
+    spawn.sweep_stale_workdirs()  # a killed session's leftovers
+    session = PerfSession(options, on_results=lambda doc: config.hook.pytest_mxperf_update_results(
+        config=config, results=doc), say=lambda line: say(config, line),
+        given_machine_state=lambda part: config.hook.pytest_mxperf_machine_state(config=config, part=part))
+    try:
+        machine = fingerprint.machine_fingerprint(options.machine)
+    except ValueError as exc:
+        raise pytest.UsageError(f"--perf-machine: {exc}") from None
+    config.hook.pytest_mxperf_update_machine_info(config=config, machine_info=machine)
+    store = session.context.store
+    try:
+        # A corrupt or newer-schema baseline is refused now, before anything is measured,
+        # and never overwritten.
+        baseline = store.load(machine["id"])
+    except BaselineError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    requirement, reference = None, options.reference
+    if reference == REFERENCE_BASELINE:
+        requirement = baseline_requirement(machine["id"], baseline, str(store.path(machine["id"])))
+        reference = requirement
+    if reference:
+        reference = reference_python(reference, options.python)
+    session.begin(machine, baseline, options, comparison_for(reference, requirement))
+    _check_explicit_gpus(session)
+    return session
+
+
+def _check_explicit_gpus(session) -> None:
+    """An explicit GPU list that this machine cannot satisfy is a usage error, said before
+    anything is measured; with no GPU at all, GPU tests skip instead."""
+    options, scheduler = session.context.options, session.scheduler
+    if not options.ctx_explicit:
+        return
+    for group in options.ctx_groups:
+        if any(c.startswith("gpu") for c in group):
+            reason = scheduler.gpu_unavailable_reason(group)
+            if reason and scheduler.num_gpus > 0:
+                raise pytest.UsageError(f"--perf-ctx {','.join(group)}: {reason}")
+
+
+def say(config, line: str) -> None:
+    """A line on the terminal now, also while a test runs (pytest captures its output then:
+    the line is written with capturing suspended, as ``capsys.disabled()`` does)."""
+    import contextlib
+    tr = config.pluginmanager.get_plugin("terminalreporter")
+    if tr is None:
+        return
+    capman = config.pluginmanager.get_plugin("capturemanager")
+    with capman.global_and_fixture_disabled() if capman is not None else contextlib.nullcontext():
+        tr.ensure_newline()  # after the progress dots
+        tr.write_line(line)
+
+
+def command(config) -> str:
+    """The command line the session ran with, to say again with one more option."""
+    import shlex
+    args = list(config.invocation_params.args)
+    return "pytest" + (" " + shlex.join(args) if args else "")
+
+
+# ----------------------------------------------------------------------------- the grid
+
+def _ctx_id(group) -> str:
+    kind = group[0].split(":")[0]
+    return kind + "-".join(c.split(":")[1] for c in group)
+
+
+def _explicitly_parametrized(metafunc) -> set:
+    names = set()
+    for mark in metafunc.definition.iter_markers("parametrize"):
+        argnames = mark.args[0] if mark.args else mark.kwargs.get("argnames", ())
+        if isinstance(argnames, str):
+            argnames = [a.strip() for a in argnames.split(",")]
+        names.update(argnames)
+    return names
+
+
+def parametrize(metafunc, options: opts.PerfOptions) -> None:
+    """A test's grid from the options and its ``mxperf_grid`` marker: its contexts, models and
+    batch sizes (a test that parametrises model / batch_size / ctx itself keeps its own)."""
+    names = [n for n in metafunc.fixturenames if n not in _explicitly_parametrized(metafunc)]
+    if "own_model" in names:
+        metafunc.parametrize("own_model", list(options.model_files),
+                             ids=[f.rsplit("/", 1)[-1] for f in options.model_files])
+    grid = metafunc.definition.get_closest_marker("mxperf_grid")
+    kw = grid.kwargs if grid else {}
+    if "ctx" in names:
+        # a grid limited to some devices (float16: GPUs) gets no cells of the others, so
+        # that "-m cpu" does not select cells that can only skip
+        devices = kw.get("devices")
+        groups = [g for g in options.ctx_groups if not devices or g[0].split(":")[0] in devices]
+        metafunc.parametrize("ctx", [pytest.param(list(g), id=_ctx_id(g), marks=getattr(pytest.mark, g[0].split(":")[0]))
+                                     for g in groups])
+    batches = options.selected_batches(kw.get("batch_sizes") or opts.DEFAULT_BATCH_SIZES)
+    if "model" in names:
+        from pytest_mxperf import zoo
+        models = options.selected_models(kw.get("models") or zoo.model_names())
+        if "batch_size" not in names:
+            metafunc.parametrize("model", list(models))
+            return
+        slow, everyday = kw.get("slow") or {}, kw.get("default_batches") or batches  # the others are slow on CPU
+        metafunc.parametrize("model,batch_size", [
+            pytest.param(m, b, id=f"{m}-b{b}",
+                         marks=[pytest.mark.slow] if (m in slow and b >= slow[m]) or b not in everyday else [])
+            for m in models for b in batches])
+    elif "batch_size" in names:
+        metafunc.parametrize("batch_size", list(batches), ids=[f"b{b}" for b in batches])
+
+
+def select(config, items, options: opts.PerfOptions) -> int:
+    """The selected tests in the order the session runs them (by priority under a deadline),
+    slow cells deselected unless asked for, this shard's alone: the slow tests deselected."""
+    from pytest_mxperf.measure import planning
+    if options.deadline is not None:
+        items[:] = [items[i] for i in planning.by_priority([planning.planned(it) for it in items])]
+    slow = 0
+    if not (options.include_slow or "slow" in (config.getoption("markexpr", "") or "")):
+        # "slow" is about 2-core CPUs: on a GPU the whole grid runs by default
+        drop = [it for it in items if it.get_closest_marker("slow") and not it.get_closest_marker("gpu")]
+        if drop:
+            config.hook.pytest_deselected(items=drop)
+            items[:] = [it for it in items if it not in drop]
+            slow = len(drop)
+    if options.shard:
+        from pytest_mxperf.history.fleet import shard_of
+        k, n = options.shard
+        keep = [it for it in items if shard_of(it.nodeid, n) == k]
+        drop = [it for it in items if shard_of(it.nodeid, n) != k]
+        if drop:
+            config.hook.pytest_deselected(items=drop)
+            items[:] = keep
+        say(config, f"mxperf: shard {k}/{n}: {len(keep)} of {len(keep) + len(drop)} test(s)"
+                    + (f", fleet {options.fleet_id}" if options.fleet_id else ""))
+    return slow
+
+
+# ----------------------------------------------------------------------------- the plan
+
+def plan(pytest_session, session, deselected_slow: int):
+    """What the session will measure and cost, said before it starts (``planning.plan_for``),
+    after the GPU tests that no GPU here can run are skipped with one line: (the plan, the
+    grids of the tests that measure their grid together) or (None, {})."""
+    from pytest_mxperf.measure import planning
+    from pytest_mxperf.output import report
+    items = pytest_session.items
+    if not any(planning.planned(it).measuring for it in items):
+        return None, {}
+    skipped = {id(it) for it in _skip_gpu_tests_without_a_usable_gpu(pytest_session, session)}
+    runnable = [it for it in items if id(it) not in skipped and not it.get_closest_marker("skip")]
+    grids = planning.grids([it for it in items if id(it) not in skipped])
+    ctx = session.context
+    made = planning.plan_for([planning.planned(it) for it in runnable], ctx.options, ctx.comparison.ab,
+                             explicit_pairs=bool(pytest_session.config.getoption("--perf-processes")),
+                             deselected_slow=deselected_slow)
+    if made.plan.tests:
+        say(pytest_session.config, report.plan_line(made.plan.tests, ctx.options, made.plan.ab_pairs,
+                                                    made.plan.duet_pairs, made.duet_tests, made.estimate,
+                                                    deselected_slow, ab=ctx.comparison.ab))
+    return made.plan, grids
+
+
+def _skip_gpu_tests_without_a_usable_gpu(pytest_session, session) -> list:
+    """Measuring GPU tests selected and no GPU usable here (``machine/gpu_readiness.py``):
+    one line, said now, before any worker; the GPU tests skip with it (the list returned),
+    and the session fails at its end when the policy says so (``outcome/policy.py``)."""
+    import re
+    import sys
+
+    from pytest_mxperf.machine import gpu_readiness, hardware
+    from pytest_mxperf.measure import planning
+    from pytest_mxperf.measure.ledger import NO_GPU, Event
+    config = pytest_session.config
+    items = [it for it in pytest_session.items if it.get_closest_marker("gpu") and planning.planned(it).measuring]
+    if not items or config.option.collectonly:
+        return []
+    ctx, scheduler = session.context, session.scheduler
+    o = ctx.options
+    asked = "gpu" in re.findall(r"\w+", config.getoption("markexpr", "") or "") or (
+        o.ctx_explicit and any(c.startswith("gpu") for g in o.ctx_groups for c in g))
+    facts = hardware.gpu_facts()
+    finding = gpu_readiness.check(
+        facts.gpus, hardware.visible_gpus(ctx.environ, facts.gpus), scheduler.probe,
+        hardware.mxnet_distribution(o.python), python=o.python or sys.executable,
+        nvml_note=facts.reason if facts.source == "absent" else None,
+        cuda_visible_devices=ctx.environ.get("CUDA_VISIBLE_DEVICES"))
+    decision = gpu_readiness.decide(finding, asked, o.fail_on)
+    if decision is None:
+        return []
+    session.ledger.event(Event(NO_GPU, decision.finding.line, fails=decision.fails))
+    for it in items:
+        it.add_marker(pytest.mark.skip(reason=decision.finding.line))
+    say(config, decision.line)
+    return items

@@ -1,6 +1,7 @@
 """A/B mode's one error budget per session and the deadline of its second stage, on the
 product's functions (outcome/ab_judging.py, judge/ab_pairs.py)."""
 
+import dataclasses
 import math
 import time
 
@@ -13,6 +14,7 @@ from pytest_mxperf.model.measurement import METRICS, CellMeasurement, RunResult
 from pytest_mxperf.model.options import PerfOptions
 from pytest_mxperf.model.workload import Workload
 from pytest_mxperf.outcome import ab_judging
+from pytest_mxperf.outcome.comparators import comparison_for
 
 
 def test_the_two_families_share_one_budget_in_proportion():
@@ -54,30 +56,41 @@ def _cell(wall):
     return CellRecord("t", CellMeasurement(w, runs, list(runs)))
 
 
+def _started(options, ago):
+    s = PerfSession(options)
+    s.context = dataclasses.replace(s.context, started=time.time() - ago)
+    return s
+
+
+def _said(wanted, cut):
+    from pytest_mxperf.measure.scheduler import MoreToMeasure
+    from pytest_mxperf.outcome.comparators import Confirmation
+    from pytest_mxperf.output.messages import said
+    return said(Confirmation("second-stage", tuple(MoreToMeasure(k, n) for k, n in wanted.items()), deadline_cut=cut))
+
+
 def test_the_second_stage_is_cut_to_what_the_deadline_leaves():
-    s = PerfSession(PerfOptions(machine_probe=False, deadline=100.0))
-    s.started = time.time() - 50.0  # 85 s are for measuring: about 35 s are left
+    s = _started(PerfOptions(machine_probe=False, deadline=100.0), 50.0)  # 85 s are for measuring: about 35 s are left
     cells = {"a": _cell(10.0), "b": _cell(10.0)}
-    wanted, said = ab_judging.within_deadline(s, {"a": 4, "b": 2}, cells)  # 60 s wanted
+    wanted, cut = ab_judging.within_deadline({"a": 4, "b": 2}, cells, s.clock.measuring_left())  # 60 s wanted
     assert sum(wanted.values()) * 10.0 <= 35.0
     assert wanted == {"a": 2, "b": 1}
-    assert "cut to 3 of 6 pair(s) by --perf-deadline" in said
+    assert "cut to 3 of 6 pair(s) by --perf-deadline" in _said(wanted, cut)
 
 
 def test_a_second_stage_that_fits_or_has_no_deadline_is_left_whole():
     cells = {"a": _cell(10.0)}
     s = PerfSession(PerfOptions(machine_probe=False, deadline=1000.0))
-    assert ab_judging.within_deadline(s, {"a": 4}, cells) == ({"a": 4}, "")
-    s = PerfSession(PerfOptions(machine_probe=False))
-    s.started = time.time() - 10 ** 6
-    assert ab_judging.within_deadline(s, {"a": 4}, cells) == ({"a": 4}, "")
+    assert ab_judging.within_deadline({"a": 4}, cells, s.clock.measuring_left()) == ({"a": 4}, None)
+    s = _started(PerfOptions(machine_probe=False), 10 ** 6)
+    assert s.clock.measuring_left() is None
+    assert ab_judging.within_deadline({"a": 4}, cells, s.clock.measuring_left()) == ({"a": 4}, None)
 
 
 def test_past_the_deadline_the_second_stage_adds_nothing():
-    s = PerfSession(PerfOptions(machine_probe=False, deadline=60.0))
-    s.started = time.time() - 120.0
-    wanted, said = ab_judging.within_deadline(s, {"a": 4}, {"a": _cell(10.0)})
-    assert wanted == {} and "cut to 0 of 4" in said
+    s = _started(PerfOptions(machine_probe=False, deadline=60.0), 120.0)
+    wanted, cut = ab_judging.within_deadline({"a": 4}, {"a": _cell(10.0)}, s.clock.measuring_left())
+    assert wanted == {} and "cut to 0 of 4" in _said(wanted, cut)
 
 
 QUIET = {"probe": {"gemm_gflops": 200.0, "stream_gbps": 30.0, "seconds": 0.4},
@@ -85,7 +98,7 @@ QUIET = {"probe": {"gemm_gflops": 200.0, "stream_gbps": 30.0, "seconds": 0.4},
 
 
 def test_a_duet_pair_is_bracketed_by_the_machine_probe_on_both_sides():
-    from pytest_mxperf.measure.session import CellRun
+    from pytest_mxperf.measure.scheduler import CellRun
     w = Workload("lenet", mode="score", batch_size=8)
     calls = []
 
@@ -93,8 +106,10 @@ def test_a_duet_pair_is_bracketed_by_the_machine_probe_on_both_sides():
         calls.append(seed)
         mk = [RunResult(w, "ok", batches_per_round=1, round_seconds=[0.08] * 6, meta={"duet": {}}) for _ in "cr"]
         return mk[0], mk[1]
-    s = PerfSession(PerfOptions(reference="/ref/python"), given_machine_state=lambda part: QUIET[part])
-    cell = s.run_processes(w, CellRun(lambda py, seed: None, pair), 2)
+    options = PerfOptions(reference="/ref/python")
+    s = PerfSession(options, given_machine_state=lambda part: QUIET[part])
+    s.begin({"id": "m"}, None, options, comparison_for("/ref/python"))
+    cell = s.scheduler.run_processes(w, CellRun(lambda py, seed: None, pair), 2)
     assert calls == [0, 1] and len(cell.runs) == len(cell.reference) == 2
     for c, r in cell.pairs():
         assert c.machine_state["probe_before"] == QUIET["probe"] and c.machine_state["load"] == QUIET["load"]
@@ -105,9 +120,8 @@ def test_an_unclear_duet_cell_whose_pairs_ran_beside_other_work_says_so():
     w = Workload("lenet", mode="score", batch_size=8)
 
     def side(seconds, state):
-        r = RunResult(w, "ok", batches_per_round=1, round_seconds=[seconds] * 6, meta={"duet": {}})
-        r.label_machine_state(state, "other processes took 1.2 CPUs")
-        return r
+        return RunResult(w, "ok", batches_per_round=1, round_seconds=[seconds] * 6,
+                         meta={"duet": {}}).labelled(state, "other processes took 1.2 CPUs")
     cand = [side(0.08 * f, "slowed") for f in (1.3, 0.95, 1.2)]
     ref = [side(0.08, "slowed") for _ in range(3)]
     rec = CellRecord("t", CellMeasurement(w, cand, ref))

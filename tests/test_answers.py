@@ -199,18 +199,19 @@ def test_ab_mode_fails_a_candidate_that_computes_something_else(pytester, wrong_
 
 def test_the_policy_fails_on_wrong_answers_unless_told_not_to():
     from pytest_mxperf.judge.verdict_record import Verdict
+    from pytest_mxperf.measure.session import SessionContext
     from pytest_mxperf.model import options as opts
-    from pytest_mxperf.outcome.finish import verdict_messages
-
-    class Options:
-        reference, min_effect, smoke = None, 0.05, False
+    from pytest_mxperf.model.outcome import SessionOutcome
+    from pytest_mxperf.outcome import policy
+    from pytest_mxperf.output import messages
 
     verdicts = {"score/x#answers": Verdict(kind="wrong-answers", reason="answers differ: the outputs off by 1e-2")}
-    for policy, fails in (("", True), ("-answers", False)):
-        o = Options()
-        o.fail_on = opts.parse_fail_on(policy)
-        lines, failed = verdict_messages(o, {"id": "box"}, verdicts, 0)
-        assert failed is fails, lines
+    for fail_on, fails in (("", True), ("-answers", False)):
+        ctx = SessionContext(opts.PerfOptions(fail_on=opts.parse_fail_on(fail_on)), {}, machine={"id": "box"})
+        failures = policy.failures(ctx, (), (), (), {}, verdicts)
+        out = SessionOutcome(ctx, {}, verdicts, failures)
+        lines = messages.verdict_lines(out)
+        assert out.failed is fails, lines
         assert any("WRONG-ANSWERS score/x#answers" in ln for ln in lines), lines
         assert any("computed something else" in ln for ln in lines) is fails, lines
 

@@ -97,7 +97,7 @@ def test_judging_a_session_any_number_of_times_changes_nothing_measured(interim)
     from pytest_mxperf.model.measurement import CellMeasurement, RunResult
     from pytest_mxperf.model.options import PerfOptions
     from pytest_mxperf.model.workload import Workload
-    from pytest_mxperf.outcome import session_files
+    from pytest_mxperf.outcome import comparators
 
     w = Workload("lenet", mode="score", batch_size=8)
 
@@ -105,12 +105,12 @@ def test_judging_a_session_any_number_of_times_changes_nothing_measured(interim)
         return RunResult(w, "ok", batches_per_round=1, round_seconds=[8 / v], meta={"env": {}})
 
     s = PerfSession(PerfOptions(machine_probe=False))
-    s.add(CellRecord("t::one", CellMeasurement(w, [run(100.0), run(101.0)])))
-    s.add(CellRecord("t::two", CellMeasurement(w, [run(99.0), run(102.0)])))
-    before = [list(r.cell.runs) for r in s.records]
+    s.ledger.add(CellRecord("t::one", CellMeasurement(w, [run(100.0), run(101.0)])))
+    s.ledger.add(CellRecord("t::two", CellMeasurement(w, [run(99.0), run(102.0)])))
+    before = [list(r.cell.runs) for r in s.ledger.records]
     for _ in range(interim):
-        session_files.provisional_verdicts(s)
-        merged = merge_records(s.records)
-    assert [list(r.cell.runs) for r in s.records] == before
+        comparators.interim(comparators.choose(s.context, s.clock), s.ledger.measured_cells())
+        merged = merge_records(s.ledger.records)
+    assert [list(r.cell.runs) for r in s.ledger.records] == before
     assert len(merged[w.key()].cell.runs) == 4
-    assert merged[w.key()].cell is not s.records[0].cell
+    assert merged[w.key()].cell is not s.ledger.records[0].cell

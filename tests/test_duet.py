@@ -105,15 +105,16 @@ def test_resident_worker_kinds_are_declared_and_cluster_and_convergence_kinds_ar
 
 
 def test_the_plan_says_which_cells_run_process_pairs():
-    from pytest_mxperf.output import report
+    from pytest_mxperf.measure import planning
     from pytest_mxperf.model.options import PerfOptions
-    line = report.plan_line(4, PerfOptions(reference="/x/python"), 8, 3, duet_tests=3)
+    from pytest_mxperf.output import report
+    line = report.plan_line(4, PerfOptions(reference="/x/python"), 8, 3, duet_tests=3, ab=True)
     assert "score, train, latency, io, kvstore, your own network" in line
     assert "distributed and time-to-accuracy cells run 8 process pairs" in line
     options = PerfOptions(reference="/x/python")
-    pair = report.duet_pair_seconds(options)
-    first = 3 * 3 * pair + report.planned_test_seconds(options, 3, 8, duet=False)  # 3 duet cells, 1 of 8 process pairs
-    most = first + 3 * report.SECOND_STAGE_PAIRS * pair                             # each duet cell 5 more pairs
+    pair = planning.duet_pair_seconds(options)
+    first = 3 * 3 * pair + planning.planned_test_seconds(options, True, 3, 8, duet=False)  # 3 duet cells, 1 of 8 process pairs
+    most = first + 3 * planning.SECOND_STAGE_PAIRS * pair                             # each duet cell 5 more pairs
     assert (f"expected about {report.duration_text(first)} when no cell needs a second stage, about "
             f"{report.duration_text(most)} when every cell does") in line, line
 

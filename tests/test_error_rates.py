@@ -1,6 +1,6 @@
 """The gate's error rates, measured on its own code: recorded processes replayed through the
 real end of a session (``benchmarks/replay_lib.py``: ``Measurer.check_floor``, then
-``outcome.finish.finish_session`` with its second stage / confirmation drawing more recorded
+``outcome.finish.end_session`` with its second stage / confirmation drawing more recorded
 pairs or processes). The full table, with more sessions, corpora and effects:
 ``benchmarks/replay_error_rates.py`` (``benchmarks/results/error-rates-2026-11-25.txt``).
 

@@ -1,6 +1,6 @@
 """zoo/flops.py (FLOPs per sample, achieved GFLOP/s, fraction of the peak) and how the parent
 turns a cell's throughput into the derived figures ``gflops`` and ``pct_of_peak``
-(samples.add_flop_figures, fixture.Measurer), with the peak measured once per session.
+(measurement.with_flop_figures, fixture.Measurer), with the peak measured once per session.
 No worker runs here: the cell's processes and the peak are stand-ins."""
 
 import sys
@@ -10,7 +10,8 @@ import pytest
 from pytest_mxperf.measure import fixture
 from pytest_mxperf.measure import peak as peak_module
 from pytest_mxperf.model.options import PerfOptions
-from pytest_mxperf.model.measurement import METRICS, CellMeasurement, RunResult, add_flop_figures
+from pytest_mxperf.measure.scheduler import MoreToMeasure
+from pytest_mxperf.model.measurement import METRICS, CellMeasurement, RunResult, with_flop_figures
 from pytest_mxperf.measure.session import PerfSession
 from pytest_mxperf.model.workload import Workload
 from pytest_mxperf.zoo import ModelSpec, flops, get_model
@@ -54,10 +55,12 @@ def _run(w, seconds_per_batch=(0.5, 0.5, 0.6), status="ok"):
                      message="" if status == "ok" else "boom")
 
 
-def test_add_flop_figures_is_derived_from_the_throughput():
+def test_flop_figures_are_derived_from_the_throughput_as_new_values():
     w = Workload("resnet50_v2", "score", 8)
-    runs = [_run(w), _run(w, (0.25, 0.25)), _run(w, status="crash")]
-    add_flop_figures(runs, 1e9, peak_gflops=64.0)
+    measured = [_run(w), _run(w, (0.25, 0.25)), _run(w, status="crash")]
+    runs = [with_flop_figures(r, 1e9, peak_gflops=64.0) for r in measured]
+    assert all(m.figures == {} for m in measured)   # the measured processes are left as they were
+    assert [r.process for r in runs] == [m.process for m in measured]  # the same processes
     # 8 images / 0.5 s = 16 img/s of 1 GFLOP each; 8 / 0.25 s = 32 img/s
     assert runs[0].figures["gflops"] == pytest.approx(16.0)
     assert runs[0].figures["pct_of_peak"] == pytest.approx(25.0)
@@ -69,12 +72,10 @@ def test_add_flop_figures_is_derived_from_the_throughput():
     assert {m.name for m in cell.metrics()} >= {"throughput", "gflops", "pct_of_peak"}
     assert cell.figure("gflops") == pytest.approx(24.0)
 
-    no_peak = [_run(w)]
-    add_flop_figures(no_peak, 1e9, peak_gflops=None)
-    assert "gflops" in no_peak[0].figures and "pct_of_peak" not in no_peak[0].figures
-    other = [_run(Workload("resnet50_v2", "kvstore", 8))]
-    add_flop_figures(other, 1e9, 64.0)
-    assert other[0].figures == {}
+    no_peak = with_flop_figures(_run(w), 1e9, peak_gflops=None)
+    assert "gflops" in no_peak.figures and "pct_of_peak" not in no_peak.figures
+    other = with_flop_figures(_run(Workload("resnet50_v2", "kvstore", 8)), 1e9, 64.0)
+    assert other.figures == {}
 
 
 class _Fake:
@@ -96,13 +97,15 @@ class _Fake:
             self.peak_asked.append((context, dtype))
             return dict(peak, context=context, dtype=dtype)
 
-        monkeypatch.setattr(session, "run_processes", run_processes)
+        monkeypatch.setattr(session.scheduler, "run_processes", run_processes)
+        monkeypatch.setattr(session.scheduler, "run_more", lambda w, run, more: run_processes(w, run, more.count))
         monkeypatch.setattr(peak_module, "measure_peak", measure_peak)
 
 
 def _measurer(session):
     props = {}
-    m = fixture.Measurer(session, "test_node", record_property=lambda k, v: props.__setitem__(k, v))
+    m = fixture.Measurer(session.scheduler, session.ledger, "test_node",
+                         record_property=lambda k, v: props.__setitem__(k, v))
     return m, props
 
 
@@ -110,7 +113,7 @@ def test_each_cell_gets_gflops_and_pct_of_the_peak_measured_once(monkeypatch):
     session = PerfSession(PerfOptions(machine_probe=False), environ={})
     fake = _Fake(monkeypatch, session, peak={"status": "ok", "peak_gflops": 100.0, "omp_num_threads": "2"})
     m, props = _measurer(session)
-    assert session.peaks == {}  # nothing measured before a cell needs it
+    assert session.scheduler._peaks == {}  # nothing measured before a cell needs it
     cell = m.measure("resnet50_v2", 8)
     fps = flops.flops_per_sample("resnet50_v2", "score")
     assert cell.figure("gflops") == pytest.approx(16.0 * fps / 1e9)  # 8 images / 0.5 s
@@ -120,15 +123,15 @@ def test_each_cell_gets_gflops_and_pct_of_the_peak_measured_once(monkeypatch):
     int8 = m.measure("resnet50_v2", 8, dtype="int8")
     # int8 operations are not a fraction of the float32 peak: GFLOP/s alone
     assert int8.figure("gflops") == pytest.approx(cell.figure("gflops")) and int8.figure("pct_of_peak") is None
-    assert fake.peak_calls == 1 and session.peaks["cpu:0/float32"]["peak_gflops"] == 100.0
-    shown = [f for f in session.findings if f.name.startswith("hardware limit")]
+    assert fake.peak_calls == 1 and session.scheduler._peaks["cpu:0/float32"]["peak_gflops"] == 100.0
+    shown = [f for f in session.ledger.findings if f.name.startswith("hardware limit")]
     assert [f.name for f in shown] == [f"hardware limit {c.workload.key()}" for c in (cell, train, int8)]
     assert shown[0].figures == {"gflops": round(cell.figure("gflops"), 2), "peak_gflops": 100.0,
                                 "pct_of_peak": round(cell.figure("pct_of_peak"), 1)}
     assert "int8 operations per second, shown alone" in shown[2].note and "pct_of_peak" not in shown[2].figures
     assert props["mxperf_gflops"] == round(int8.figure("gflops"), 2)
     # the gate's re-measurement gets the same derived figures
-    again = session.records[0].remeasure(2)
+    again = session.ledger.records[0].remeasure(MoreToMeasure(cell.workload.key(), 2))
     assert again.figure("pct_of_peak") == pytest.approx(cell.figure("pct_of_peak"))
     assert fake.peak_calls == 1
 
@@ -139,11 +142,11 @@ def test_cells_without_a_count_or_a_cpu_peak(monkeypatch):
     m, _ = _measurer(session)
     cell = m.measure("alexnet", 4)
     assert cell.figure("gflops") > 0 and cell.figure("pct_of_peak") is None
-    assert "peak not measured: crash: no MXNet" in session.findings[-1].note
+    assert "peak not measured: crash: no MXNet" in session.ledger.findings[-1].note
     assert fake.peak_calls == 1
     w = Workload("mlp", "kvstore", 4)
     m.measure_module("some.worker", {}, w, lambda p: {})  # not a pass of a network: no FLOPs
-    assert fake.cells[-1].figure("gflops") is None and len(session.findings) == 1
+    assert fake.cells[-1].figure("gflops") is None and len(session.ledger.findings) == 1
 
 
 def test_no_peak_measures_no_peak_and_shows_gflops_alone(monkeypatch):
@@ -154,8 +157,8 @@ def test_no_peak_measures_no_peak_and_shows_gflops_alone(monkeypatch):
     m, _ = _measurer(session)
     cell = m.measure("resnet50_v2", 8)
     assert cell.figure("gflops") > 0 and cell.figure("pct_of_peak") is None
-    assert fake.peak_calls == 0 and session.peaks == {}
-    (shown,) = session.findings
+    assert fake.peak_calls == 0 and session.scheduler._peaks == {}
+    (shown,) = session.ledger.findings
     assert "pct_of_peak" not in shown.figures and "peak not measured (--perf-no-peak)" in shown.note
 
 
@@ -164,10 +167,10 @@ def test_the_peak_worker_failing_is_a_status_not_an_exception(tmp_path):
     fake_python.write_text("#!/bin/sh\nexit 3\n")
     fake_python.chmod(0o755)
     session = PerfSession(PerfOptions(machine_probe=False, python=str(fake_python), timeout=30), environ={})
-    peak = peak_module.machine_peak(session)
+    peak = peak_module.machine_peak(session.scheduler)
     assert peak["status"] == "crash" and peak["peak_gflops"] is None and peak["message"]
-    assert peak_module.machine_peak(session) is peak  # cached on the session
-    assert session.peaks == {"cpu:0/float32": peak}
+    assert peak_module.machine_peak(session.scheduler) is peak  # cached for the session
+    assert session.scheduler._peaks == {"cpu:0/float32": peak}
 
 
 def test_gpu_cells_are_set_against_their_gpus_peak_in_their_dtype(monkeypatch):
@@ -175,7 +178,7 @@ def test_gpu_cells_are_set_against_their_gpus_peak_in_their_dtype(monkeypatch):
     GPU cell asks for the float32 peak of its GPU; each peak measured once."""
     session = PerfSession(PerfOptions(machine_probe=False), environ={})
     fake = _Fake(monkeypatch, session, peak={"status": "ok", "peak_gflops": 1000.0, "fc_gflops": 1000.0})
-    monkeypatch.setattr(session, "gpu_unavailable_reason", lambda contexts: None)  # two stand-in GPUs
+    monkeypatch.setattr(session.scheduler, "gpu_unavailable_reason", lambda contexts: None)  # two stand-in GPUs
     m, _ = _measurer(session)
     fp16 = m.measure("resnet50_v2", 8, contexts=("gpu:0", "gpu:1"), dtype="float16")
     fps = flops.flops_per_sample("resnet50_v2", "score")
@@ -184,9 +187,9 @@ def test_gpu_cells_are_set_against_their_gpus_peak_in_their_dtype(monkeypatch):
     m.measure("resnet50_v2", 8, contexts=("gpu:0",))
     m.measure("resnet50_v2", 8, contexts=("gpu:0",), dtype="float16")
     assert fake.peak_asked == [("gpu:0", "float16"), ("gpu:0", "float32")]
-    note = session.findings[0].note
+    note = session.ledger.findings[0].note
     assert "peak: 2 x best round of float16 cuBLAS / cuDNN kernels through MXNet on gpu:0" in note
-    assert session.findings[0].figures["peak_gflops"] == 2000.0
+    assert session.ledger.findings[0].figures["peak_gflops"] == 2000.0
 
 
 def test_flops_per_sample_of_cells():
@@ -194,10 +197,8 @@ def test_flops_per_sample_of_cells():
     assert peak_module.cell_flops_per_sample(Workload("lenet", "io", 1)) is None
     own = Workload("my_net-abc123", "train", 1, source='{"ref": {}}')
     assert peak_module.cell_flops_per_sample(own) is None  # nothing counted yet
-    counted = _run(own)
-    counted.meta["macs_per_sample"] = 1_000_000
-    uncounted = _run(own)
-    uncounted.meta["macs_unknown"] = "ValueError: could not infer shapes"
+    counted = _run(own).with_facts(macs_per_sample=1_000_000)
+    uncounted = _run(own).with_facts(macs_unknown=["ValueError: could not infer shapes"])
     assert peak_module.cell_flops_per_sample(own, [uncounted, counted]) == 6_000_000  # 3 x 2 x MACs: training
     assert peak_module.cell_flops_per_sample(own, [uncounted]) is None
     assert "mxnet" not in sys.modules

@@ -192,9 +192,9 @@ def test_spell_depth_is_the_lowest_probe_ratio_of_the_spell_processes():
     from pytest_mxperf.judge import machine_states as MS
 
     def run(state, gemm_before, gemm_after, stream=40.0):
-        return SimpleNamespace(meta={"machine_state": {
+        return SimpleNamespace(machine_state={
             "state": state, "probe_before": {"gemm_gflops": gemm_before, "stream_gbps": stream},
-            "probe_after": {"gemm_gflops": gemm_after, "stream_gbps": stream}}})
+            "probe_after": {"gemm_gflops": gemm_after, "stream_gbps": stream}})
 
     ref = {"gemm_gflops": 140.0, "stream_gbps": 40.0}
     runs = [run("slow-spell", 109.0, 120.0), run("slow-spell", 87.0, 130.0), run("quiet", 50.0, 50.0)]

@@ -6,12 +6,15 @@ costs. The session's side (which cells run together, in which order, each once) 
 ``runner.run_cells`` replaced, as pure logic. Nothing here depends on the machine's speed.
 """
 
+import dataclasses
 import sys
 from pathlib import Path
 
 import pytest
 
 from pytest_mxperf.measure import runner
+from pytest_mxperf.measure.planning import Plan
+from pytest_mxperf.measure.scheduler import Scheduler
 from pytest_mxperf.measure.session import CellRecord, PerfSession, merge_records
 from pytest_mxperf.model.measurement import CellMeasurement, RunResult
 from pytest_mxperf.model.options import PerfOptions
@@ -88,8 +91,13 @@ def fake_run(throughput=10.0, fail=(), unreached=()):
     return calls, run_cells
 
 
-def session(**kw):
+def whole_session(**kw):
     return PerfSession(PerfOptions(machine_probe=False, **kw), environ={})
+
+
+def session(**kw):
+    """A session's scheduler (what measures cells)."""
+    return whole_session(**kw).scheduler
 
 
 def test_cells_run_together_each_process_in_its_own_order(monkeypatch):
@@ -100,7 +108,7 @@ def test_cells_run_together_each_process_in_its_own_order(monkeypatch):
     assert [c[1] for c in calls] == [0, 1]  # two processes, process i's seed i
     assert calls[0][0] == ws and calls[1][0] == ws[::-1]
     assert all(len(cells[w.key()].runs) == 2 for w in ws)
-    orders = [PerfSession.process_order(ws, i, 5) for i in range(5)]
+    orders = [Scheduler.process_order(ws, i, 5) for i in range(5)]
     assert len({tuple(o) for o in orders}) == 5  # five processes, five orders
     assert all(sorted(o, key=ws.index) == ws for o in orders)
 
@@ -114,9 +122,9 @@ def test_a_cell_two_tests_ask_for_is_measured_once(monkeypatch):
     again = s.measure_cells([ws[1]])
     assert len(calls) == 2 and again[ws[1].key()] is first[ws[1].key()]
     # both tests record the cell: its processes are counted once
-    s.add(CellRecord("t1", first[ws[1].key()]))
-    s.add(CellRecord("t2", again[ws[1].key()]))
-    merged = merge_records(s.records)[ws[1].key()]
+    s.ledger.add(CellRecord("t1", first[ws[1].key()]))
+    s.ledger.add(CellRecord("t2", again[ws[1].key()]))
+    merged = merge_records(s.ledger.records)[ws[1].key()]
     assert len(merged.cell.runs) == 2 and merged.nodeids == ("t1", "t2")
     # another environment is another measurement
     other = s.measure_cells(ws, extra_env={"MXNET_SUBGRAPH_BACKEND": "NONE"})
@@ -140,7 +148,7 @@ def test_gpu_cells_ab_mode_and_deadlines_keep_processes_of_their_own(monkeypatch
     calls, fake = fake_run()
     monkeypatch.setattr(runner, "run_cells", fake)
     alone = []
-    monkeypatch.setattr(PerfSession, "measure", lambda self, w, processes=None, extra_env=None:
+    monkeypatch.setattr(Scheduler, "measure", lambda self, w, processes=None, extra_env=None:
                         alone.append(w) or CellMeasurement(w, []))
     gpu = [Workload(model="lenet", mode="score", batch_size=b, contexts=("gpu:0",)) for b in (1, 2)]
     session().measure_cells(gpu)
@@ -149,13 +157,13 @@ def test_gpu_cells_ab_mode_and_deadlines_keep_processes_of_their_own(monkeypatch
 
 
 def test_progress_line_counts_cells_and_time_left():
-    s = session(processes=2)
-    s.expect(10, 100.0)
-    assert s.progress_line().startswith("mxperf: 0 of 10 cell(s) measured")
-    assert "about 1.7 min left" in s.progress_line()
-    s.runs_done = 10  # five cells' two processes each
-    s.started -= 60.0  # a minute gone: as much again is left
-    line = s.progress_line()
+    s = whole_session(processes=2)
+    s.planned(Plan(tests=10, cells=10, estimate_seconds=100.0))
+    assert s.clock.progress_line().startswith("mxperf: 0 of 10 cell(s) measured")
+    assert "about 1.7 min left" in s.clock.progress_line()
+    s.clock.runs_done = 10  # five cells' two processes each
+    s.context = dataclasses.replace(s.context, started=s.context.started - 60.0)  # a minute gone: as much again is left
+    line = s.clock.progress_line()
     assert "5 of 10 cell(s)" in line and "about 1.0 min left" in line
 
 
@@ -169,10 +177,16 @@ def _suspect(wall, runs=2, multi=True):
 
 
 def test_confirming_suspects_is_planned_within_the_first_stages_time():
-    from pytest_mxperf.outcome.judging import confirmation_line, confirmation_plan
     from pytest_mxperf.judge.thresholds import CONFIRM_PROCESSES
-    from pytest_mxperf.outcome.judging import SPAWN_S
-    from pytest_mxperf.output.report import PROBE_OVERHEAD_S
+    from pytest_mxperf.measure.planning import PROBE_OVERHEAD_S, SPAWN_S
+    from pytest_mxperf.measure.scheduler import MoreToMeasure
+    from pytest_mxperf.outcome.comparators import Confirmation
+    from pytest_mxperf.outcome.judging import confirmation_plan
+    from pytest_mxperf.output.messages import said
+
+    def confirmation_line(plan, budget, cut):
+        return said(Confirmation("confirm", tuple(MoreToMeasure(k, n, seconds=p) for k, (n, p) in plan.items()),
+                                 budget=budget, cut=cut))
     o = PerfOptions()
     per = 3.0 + 1.5 + SPAWN_S + PROBE_OVERHEAD_S  # a cell of a shared process: its fresh process costs the import too
     plan, cut = confirmation_plan({"a": _suspect(3.0), "b": _suspect(3.0)}, budget_s=1e6, options=o)

@@ -7,7 +7,7 @@ img/s. None of those processes was slowed by another process, so the probe label
 them "slowed" and the verdict sees all of them.
 
 Each simulated session is the product's end of a session (``benchmarks/replay_lib.py``:
-``outcome.finish.finish_session`` in A/B mode, the floor by ``Measurer.check_floor``) on
+``outcome.finish.end_session`` in A/B mode, the floor by ``Measurer.check_floor``) on
 pairs drawn from those 12 recorded pairs, kept as pairs (a pair's two processes ran back
 to back, in the same regime or not, as recorded); the candidate's figures are multiplied by
 an effect. These cells carry no duet rounds, so they are judged as process pairs

@@ -29,7 +29,7 @@ def test_ordinary_errors_are_not_oom():
 
 
 def _session(num_gpus):
-    s = PerfSession(PerfOptions())
+    s = PerfSession(PerfOptions()).scheduler
     s._probe_cache[None] = {"status": "ok", "num_gpus": num_gpus}
     return s
 

@@ -1,4 +1,4 @@
-"""Replay: the real gate (``gate.finish_session``, default settings) on per-process figures
+"""Replay: the real gate (``gate.end_session``, default settings) on per-process figures
 measured on a shared 2-vCPU machine in separate sessions.
 
 ``benchmarks/data/replay-*-quiet.json`` (12 processes per cell, nothing else running) is
@@ -35,6 +35,7 @@ from pytest_mxperf.model.measurement import CellMeasurement, RunResult
 from pytest_mxperf.model.options import PerfOptions
 from pytest_mxperf.model.workload import Workload
 from pytest_mxperf.outcome import finish as gate
+from pytest_mxperf.outcome.comparators import comparison_for
 from pytest_mxperf.store import baseline_store
 from pytest_mxperf.store.baselines import Baseline
 
@@ -88,16 +89,18 @@ def simulate(base_pools, cur_pools, scale, rng, resamples=RESAMPLES):
             order = rng.sample(range(len(pool)), len(pool))
             drawn = iter(order)
 
-            def remeasure(n, w=w, pool=pool, drawn=drawn):
+            def draw(n, w=w, pool=pool, drawn=drawn):
                 return CellMeasurement(w, [_run(w, pool[i][0] * scale, pool[i][1]) for i in
                                            (next(drawn) for _ in range(n))])
 
-            cell = remeasure(2)
-            records.append(CellRecord("replay", cell, remeasure=remeasure))
+            cell = draw(2)
+            records.append(CellRecord("replay", cell, remeasure=lambda more, draw=draw: draw(more.count)))
         s = PerfSession(PerfOptions(machine_probe=False))
-        s.records, s.baseline, s.machine = records, Baseline.from_doc(doc), {"id": "replay"}
+        s.begin({"id": "replay"}, Baseline.from_doc(doc), s.context.options, comparison_for(None))
+        for rec in records:
+            s.ledger.add(rec)
         with no_profile_worker():  # a replayed session has no worker to profile
-            out = gate.finish_session(s)
+            out = gate.end_session(s)
         kinds = {k: v.kind for k, v in out.verdicts.items() if "#" not in k}
         for k, kind in kinds.items():
             per_cell[k][kind] = per_cell[k].get(kind, 0) + 1

@@ -116,3 +116,48 @@ def test_every_link_between_the_readme_and_the_docs_resolves():
                 bad.append(f"{page.name} -> {target}")
     assert not bad, bad
     assert len((ROOT / "README.md").read_text().splitlines()) < 200  # a front page, the rest in docs/
+
+
+# ----------------------------------------------------------------------------- the core's shape (issue 34)
+
+def test_the_plugin_is_thin():
+    """plugin.py: at most 250 lines, no hook body over 10 lines, nothing of ours on pytest's
+    config but through ``config.stash``."""
+    import ast
+    import re
+    src = (ROOT / "pytest_mxperf" / "plugin.py").read_text()
+    assert len(src.splitlines()) <= 250
+    long = []
+    for node in ast.walk(ast.parse(src)):
+        if isinstance(node, ast.FunctionDef) and node.name.startswith("pytest_"):
+            body = node.body[1:] if isinstance(node.body[0], ast.Expr) and isinstance(
+                getattr(node.body[0], "value", None), ast.Constant) else node.body  # the docstring is not the body
+            lines = node.end_lineno - body[0].lineno + 1
+            if lines > 10:
+                long.append(f"{node.name}: {lines} lines")
+    assert not long, long
+    assert not re.search(r"config\._", src)
+
+
+def test_the_reference_option_is_read_where_the_comparison_is_chosen():
+    """At most 3 modules name ``options.reference``: the mode is decided once."""
+    import re
+    naming = [p.name for p in (ROOT / "pytest_mxperf").rglob("*.py")
+              if re.search(r"\b(options|o)\.reference\b", p.read_text())]
+    assert len(naming) <= 3, naming
+
+
+def test_the_architecture_map_names_every_module_and_nothing_else():
+    """docs/architecture.md names every module of the package by its path in the package
+    (``folder/module.py``), and every such path it names exists."""
+    import re
+    text = (ROOT / "docs" / "architecture.md").read_text()
+    pkg = ROOT / "pytest_mxperf"
+    modules = {str(p.relative_to(pkg)) for p in pkg.rglob("*.py") if p.name != "__init__.py"}
+    named = set(re.findall(r"`((?:[a-z_]+/)?[a-z_0-9]+\.py)`", text))
+    folders = {m.split("/")[0] for m in modules if "/" in m}
+    assert not sorted(modules - named), f"modules the map does not name: {sorted(modules - named)}"
+    in_package = {n for n in named if n.split("/")[0] in folders or "/" not in n}
+    missing = sorted(n for n in in_package if n not in modules
+                     and not (ROOT / "tests" / n).exists() and not (ROOT / "benchmarks" / n).exists())
+    assert not missing, f"named in the map but not in the package: {missing}"

@@ -1,6 +1,6 @@
 """Baseline mode states its resolution, and decides per session, not per figure.
 
-A seeded simulation of whole gate sessions (``gate.finish_session``, default settings, the
+A seeded simulation of whole gate sessions (``gate.end_session``, default settings, the
 confirmation path included) on synthetic lognormal per-process figures. The machine:
 
 * every process of a cell varies by ``SIGMA_P`` (log SD 1.5%, this VM's quiet processes:
@@ -41,6 +41,8 @@ from pytest_mxperf.model.measurement import CellMeasurement, RunResult
 from pytest_mxperf.model.options import PerfOptions, parse_fail_on
 from pytest_mxperf.model.workload import Workload
 from pytest_mxperf.outcome import finish as gate
+from pytest_mxperf.outcome.comparators import comparison_for
+from pytest_mxperf.output import messages
 from pytest_mxperf.store import baseline_store, baselines
 
 SEED = 20261124
@@ -103,15 +105,17 @@ def run_session(machine, doc, effects=None, fail_on=None):
     for i, ((w, _, _), c) in enumerate(zip(machine.cells, centres)):
         effect = (effects or {}).get(i, 1.0)
 
-        def remeasure(n, w=w, c=c, effect=effect):
+        def draw(n, w=w, c=c, effect=effect):
             return CellMeasurement(w, [_run(w, v) for v in machine.processes(c, n, effect)])
 
-        records.append(CellRecord("sim", remeasure(2), remeasure=remeasure))
+        records.append(CellRecord("sim", draw(2), remeasure=lambda more, draw=draw: draw(more.count)))
     options = PerfOptions(machine_probe=False, **({"fail_on": parse_fail_on(fail_on)} if fail_on else {}))
     s = PerfSession(options)
-    s.records, s.baseline, s.machine = records, doc, {"id": "sim"}
+    s.begin({"id": "sim"}, doc, options, comparison_for(None))
+    for rec in records:
+        s.ledger.add(rec)
     with no_profile_worker():  # a simulated session has no worker to profile
-        return gate.finish_session(s)
+        return gate.end_session(s)
 
 
 def primary(out):
@@ -148,7 +152,7 @@ def test_a_provisional_resolution_is_said_and_cannot_promise_this(capsys):
     fails unchanged sessions far more often, and the summary says why and what to do."""
     failed, kinds, outs = simulate(10, 1, random.Random(SEED + 1), sessions=50)
     print(f"\nunchanged, N=10, one recorded session: {failed}/50 sessions failed; per cell: {kinds}")
-    assert all(any("resolution provisional" in m and "--perf-update-baselines=add" in m for m in o.headline)
+    assert all(any("resolution provisional" in m and "--perf-update-baselines=add" in m for m in messages.headline(o))
                for o in outs)
     assert failed / 50 > 0.05  # why the resolution is called provisional
 
@@ -207,10 +211,11 @@ def test_a_slowdown_inside_the_resolution_is_named_and_fails_only_when_asked():
         kinds_here = {v.kind for v in o.verdicts.values()}
         assert [v.kind for v in o.verdicts.values()] == [v.kind for v in o_asked.verdicts.values()]
         if "below-resolution" in kinds_here:
-            head = o.messages[0]
+            head = messages.end_lines(o)[0]
             assert head.startswith("mxperf: BELOW RESOLUTION: ") and "use A/B: --perf-reference baseline" in head
             assert "mxnet==1.9.1" in head and "not failing; --perf-fail-on +below-resolution" in head
-            assert o_asked.failed and any("--perf-fail-on below-resolution" in m for m in o_asked.headline)
+            assert o_asked.failed and o_asked.failure("below-resolution") is not None
+            assert any("--perf-fail-on below-resolution" in m for m in messages.headline(o_asked))
             if not kinds_here & set(thresholds.FAILING):
                 only_below += 1
                 assert not o.failed

@@ -201,7 +201,7 @@ def test_an_ab_cell_below_its_floor_fails_only_when_its_reference_is_not_below_i
 
     def ab(cand_s, ref_s):
         cell = _cell(seconds=(cand_s,))
-        cell.reference = [RunResult(w, "ok", batches_per_round=1, round_seconds=[ref_s])]
+        cell = cell.with_runs(cell.runs, [RunResult(w, "ok", batches_per_round=1, round_seconds=[ref_s])])
         return judge_floor(cell, _floor(value=10.0))
     outcome, msg = ab(1.0, 1.0)    # 8 img/s on both sides
     assert outcome == "skipped" and "both below the legacy-sanity floor" in msg and "machine ran slow" in msg
@@ -217,7 +217,7 @@ def test_an_ab_cell_just_under_its_floor_and_within_the_minimum_effect_of_its_re
 
     def ab(cand_ips, ref_ips):
         cell = _cell(seconds=(8.0 / cand_ips,))
-        cell.reference = [RunResult(w, "ok", batches_per_round=1, round_seconds=[8.0 / ref_ips])]
+        cell = cell.with_runs(cell.runs, [RunResult(w, "ok", batches_per_round=1, round_seconds=[8.0 / ref_ips])])
         return judge_floor(cell, _floor(value=10.0))
     outcome, msg = ab(9.9, 10.1)
     assert outcome == "skipped" and "within 5% of the reference" in msg

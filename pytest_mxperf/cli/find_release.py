@@ -35,17 +35,21 @@ import sys
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence, TextIO, Tuple
 
+from pytest_mxperf.model.outcome import EXIT_FAILED, EXIT_PASSED, EXIT_STATUSES, EXIT_WRITER
 from pytest_mxperf.proc import distributions, installs, spawn, wheel_variants
 
 RESERVED_OPTIONS = ("--perf-python", "--perf-reference", "--perf-report")
 DEFAULT_PYTEST_ARGS = ("perf_tests", "-m", "cpu")
 CHANGED = ("regression", "improvement")
 NO_AB = "no A/B result"
-# pytest's exit codes after which the session's results are usable: 0 all passed, 1 some
-# test failed (a regression fails the gate: that is a finding, not a failure to run).
-USABLE_EXIT_CODES = (0, 1)
+# the exit statuses after which a step's results are usable (model/outcome.py's table): 0
+# passed, 1 a judged failure (a regression fails the gate: that is a finding, not a failure to
+# run), 6 a writer other than the report failed (the step's results.json is read all the same;
+# without it the step says so)
+USABLE_EXIT_CODES = (EXIT_PASSED, EXIT_FAILED, EXIT_WRITER)
 INTERRUPT_GRACE_S = 15.0
-PYTEST_EXIT = {2: "interrupted", 3: "internal error", 4: "usage error", 5: "no tests collected"}
+PYTEST_EXIT = {2: "interrupted", 3: "internal error", 4: "usage error", 5: "no tests collected",
+               EXIT_WRITER: EXIT_STATUSES[EXIT_WRITER]}
 
 
 class UsageError(Exception):

@@ -123,7 +123,7 @@ def spell_depth(runs, reference: Optional[Mapping[str, float]]) -> Optional[floa
     spell can explain (``verdict``: such a slowdown is judged, not excused)."""
     depth: Optional[float] = None
     for r in runs:
-        st = r.meta.get("machine_state") or {}
+        st = r.machine_state
         if st.get("state") != SPELL:
             continue
         for key, _, _ in FIGURES:
@@ -138,4 +138,4 @@ def spell_depth(runs, reference: Optional[Mapping[str, float]]) -> Optional[floa
 
 def states(runs) -> list:
     """The machine-state labels of a list of RunResults (None where not labelled)."""
-    return [(r.meta.get("machine_state") or {}).get("state") for r in runs]
+    return [r.state for r in runs]

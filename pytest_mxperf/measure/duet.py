@@ -450,7 +450,7 @@ def run_pair(workload: Workload, *, candidate: Optional[str], reference: Optiona
                                   python=side.python,
                                   # the pool keeps what it allocated: its peak is judged
                                   gpu_memory_mib=max(own) if own and module == runner.WORKER_MODULE else None)
-            r.meta["duet"] = {
+            duet_fact = {
                 "pair": seed, "side": side.name, "ran_first": (side.name == "candidate") == candidate_first,
                 "batches_per_round": k, "rounds": len(r.round_seconds),
                 "sizing_round_seconds": slower,  # the slower side's untimed round of k: rounds_for's round
@@ -460,6 +460,7 @@ def run_pair(workload: Workload, *, candidate: Optional[str], reference: Optiona
                 "warmup_window": (side.ready or {}).get("warmup_window"),
             }
             if gpu is not None:
-                r.meta["duet"]["gpu_memory"] = dict(side.gpu_mib, source=nvml.OWN_MEMORY_SOURCE, gpus=gpu.names)
+                duet_fact["gpu_memory"] = dict(side.gpu_mib, source=nvml.OWN_MEMORY_SOURCE, gpus=gpu.names)
+            r = r.with_facts(duet=duet_fact)  # the parent's facts of the pair: a new value
             results.append(r)
     return results[0], results[1]

@@ -26,11 +26,12 @@ from pytest_mxperf.measure.peak import (
     machine_peak,
     peak_target,
 )
-from pytest_mxperf.measure.session import CellRecord, CellRun, Finding, PerfSession
+from pytest_mxperf.measure.scheduler import CellRun, Scheduler
+from pytest_mxperf.measure.ledger import CellRecord, Finding, FloorCheck, Ledger
 from pytest_mxperf.model.measurement import (
     CellMeasurement,
     RunResult,
-    add_flop_figures,
+    with_flop_figures,
 )
 from pytest_mxperf.model.options import PerfOptions
 from pytest_mxperf.model.workload import Workload
@@ -51,14 +52,16 @@ def _raise(exc_type):
 
 
 class Measurer:
-    """The ``mxperf`` fixture: measure cells, check floors, record findings."""
+    """The ``mxperf`` fixture: measure cells, check floors, record findings. It measures
+    through the session's scheduler and writes to its ledger: nothing else of the session."""
 
-    def __init__(self, session: PerfSession, nodeid: str,
+    def __init__(self, scheduler: Scheduler, ledger: Ledger, nodeid: str,
                  record_property: Callable[[str, Any], None] = lambda k, v: None,
                  on_cell: Callable[[CellRecord], None] = lambda rec: None,
                  skip: Optional[Callable[[str], None]] = None, fail: Optional[Callable[[str], None]] = None,
                  grid: Sequence[Mapping[str, Any]] = (), params: Optional[Mapping[str, Any]] = None):
-        self.session = session
+        self.scheduler = scheduler
+        self.ledger = ledger
         # this test's grid parameters (model, batch_size, ctx) and those of every selected test
         # of its function, its own among them: the cells measured together (``_grid_cells``)
         self._params = dict(params or {})
@@ -73,33 +76,35 @@ class Measurer:
 
     @property
     def options(self) -> PerfOptions:
-        return self.session.options
+        return self.scheduler.options
 
     @property
     def num_gpus(self) -> int:
-        return self.session.num_gpus
+        return self.scheduler.num_gpus
 
     def require(self, contexts: Sequence[str]) -> None:
         """Skip (raise Skip) when the contexts cannot run here, with the reason."""
-        reason = self.session.gpu_unavailable_reason(contexts)
+        reason = self.scheduler.gpu_unavailable_reason(contexts)
         if reason:
-            self.session.skipped(reason)
+            self.ledger.skipped(reason)
             self._skip(reason)
 
     def require_feature(self, feature: str, what: str) -> None:
         """Skip, with the reason, when the worker's MXNet build lacks ``feature``
         (``mx.runtime.Features``, e.g. NCCL, CUDNN, MKLDNN)."""
-        features = self.session.probe.get("features")
+        features = self.scheduler.probe.get("features")
         if features is not None and feature not in features:
             reason = (f"{what} needs an MXNet build with {feature}; this one "
-                      f"(mxnet {self.session.probe.get('mxnet_version')}) has none")
-            self.session.skipped(reason)
+                      f"(mxnet {self.scheduler.probe.get('mxnet_version')}) has none")
+            self.ledger.skipped(reason)
             self._skip(reason)
 
-    def _record(self, cell: CellMeasurement, remeasure) -> CellMeasurement:
+    def record(self, cell: CellMeasurement, remeasure) -> CellMeasurement:
+        """Record a measured cell into the session (its ledger), with how to measure it again
+        (``remeasure(more)``): what every measuring call here ends with."""
         rec = CellRecord(self.nodeid, cell, remeasure=remeasure)
         self.records.append(rec)
-        self.session.add(rec)
+        self.ledger.add(rec)
         self._on_cell(rec)
         self._properties(cell)
         return cell
@@ -121,10 +126,10 @@ class Measurer:
         name, source = self._resolve_model(model, input_shape, inputs, input_spec, params, loss, mode)
         w = Workload(model=name, mode=mode, batch_size=int(batch_size), contexts=contexts, dtype=dtype,
                      threads=str(threads), optimizer=optimizer, kvstore=kvstore, source=source)
-        cells = self.session.measure_cells([w] + self._grid_cells(w), extra_env, processes)
+        cells = self.scheduler.measure_cells([w] + self._grid_cells(w), extra_env, processes)
         cell = self._with_flops(self._with_tf32(cells[w.key()]))
-        run = self.session.throughput_run(w, extra_env)
-        self._record(cell, lambda n: self._with_flops(self._with_tf32(self.session.run_processes(w, run, n))))
+        run = self.scheduler.throughput_run(w, extra_env)
+        self.record(cell, lambda more: self._with_flops(self._with_tf32(self.scheduler.run_more(w, run, more))))
         self._report_flops(cell)
         return cell
 
@@ -136,7 +141,7 @@ class Measurer:
         (``PerfSession.measure_cells``); a test that asks for something else measures that."""
         from pytest_mxperf import zoo
         own = self._params
-        if w.source or not self._grid or not self.session.can_share_process(w):
+        if w.source or not self._grid or not self.scheduler.can_share_process(w):
             return []
         mine = {"model": w.model, "batch_size": w.batch_size, "ctx": list(w.contexts)}
         if any(k in own and (list(own[k]) if k == "ctx" else own[k]) != v for k, v in mine.items()):
@@ -146,7 +151,7 @@ class Measurer:
             other = dataclasses.replace(
                 w, model=str(p.get("model", w.model)), batch_size=int(p.get("batch_size", w.batch_size)),
                 contexts=tuple(p.get("ctx", w.contexts)))
-            if other != w and other.model in zoo.MODELS and self.session.can_share_process(other):
+            if other != w and other.model in zoo.MODELS and self.scheduler.can_share_process(other):
                 out.append(other)
         return out
 
@@ -158,32 +163,33 @@ class Measurer:
         contexts."""
         from pytest_mxperf.machine import hardware, tensor_math
         python = python or self.options.python
-        return tensor_math.for_contexts(contexts, self.session.environ if env is None else env,
+        return tensor_math.for_contexts(contexts, self.scheduler.environ if env is None else env,
                                         hardware.mxnet_distribution(python), worker_cuda_runtime)
 
     def _with_tf32(self, cell: CellMeasurement) -> CellMeasurement:
         """A float32 GPU cell whose processes record whether their float32 GEMMs ran as TF32
-        (the ``tf32`` fact; its reference processes for the reference install)."""
+        (the ``tf32`` fact; its reference processes for the reference install): a new value,
+        the measured cell (which another test may share) left as it is."""
         w = cell.workload
         if w.device != "gpu" or w.dtype != "float32":
             return cell
-        for runs, python in ((cell.runs, self.options.python), (cell.reference or [], self.options.reference)):
-            for r in runs:
-                r.record_tf32(self.tf32(w.contexts, r.cuda_runtime, python, r.env))
-        return cell
+
+        def with_tf32(r, python):
+            fact = self.tf32(w.contexts, r.cuda_runtime, python, r.env)
+            return r if fact is None else r.with_facts(tf32=dict(fact))
+        return cell.with_runs([with_tf32(r, self.options.python) for r in cell.runs],
+                              None if cell.reference is None else
+                              [with_tf32(r, self.scheduler.context.comparison.reference) for r in cell.reference])
 
     def _with_flops(self, cell: CellMeasurement) -> CellMeasurement:
         """The cell with its derived figures: achieved GFLOP/s and the percentage of the
         measured peak of its device and dtype (measured now if this is the first cell that
-        needs it; ``peak_target``). Shown, never judged: the throughput is."""
+        needs it; ``peak_target``): a new value. Shown, never judged: the throughput is."""
         fps = cell_flops_per_sample(cell.workload, cell.ok_runs)
         if fps is None or not cell.ok_runs:
             return cell
         peak = self._cell_peak(cell.workload)[0]
-        add_flop_figures(cell.runs, fps, peak)
-        if cell.reference:
-            add_flop_figures(cell.reference, fps, peak)
-        return cell
+        return cell.mapped(lambda r: with_flop_figures(r, fps, peak))
 
     def _cell_peak(self, w: Workload):
         """(peak GFLOP/s the cell is set against or None, the peak worker's result or None,
@@ -194,7 +200,7 @@ class Measurer:
             return None, None, dtype
         if not self.options.machine_peak:
             return None, None, "peak not measured (--perf-no-peak)"
-        p = machine_peak(self.session, context, dtype)
+        p = machine_peak(self.scheduler, context, dtype)
         if not isinstance(p.get("peak_gflops"), (int, float)):
             return None, p, f"peak not measured: {p.get('status')}: {p.get('message')}"
         n = w.num_devices if w.device == "gpu" else 1
@@ -227,7 +233,7 @@ class Measurer:
                              f"OMP_NUM_THREADS={peak.get('omp_num_threads')}")
         elif why:
             notes.append(why)
-        self.session.show(Finding(self.nodeid, f"hardware limit {w.key()}", figs, "; ".join(notes)))
+        self.ledger.show(Finding(self.nodeid, f"hardware limit {w.key()}", figs, "; ".join(notes)))
         for k, v in figs.items():
             self._record_property(f"mxperf_{k}", v)
 
@@ -257,7 +263,7 @@ class Measurer:
         key = (ref, tuple(specs))
         if key not in self._described:
             self._described[key] = runner.describe_user_network(ref, specs, python=self.options.python,
-                                                      env=self.session.environ)
+                                                      env=self.scheduler.environ)
         return self._described[key]
 
     def trains_as_is(self, model: str, *, params: Optional[str] = None,
@@ -298,7 +304,7 @@ class Measurer:
             s.setdefault("seed", seed)
             as_cap, rss_cap = runner.memory_caps(workload, runner.resolve_memory_limit(o.memory_limit))
             s.setdefault("memory_limit", as_cap)
-            env, defaults = runner.build_env(workload, self.session.environ, extra_env)
+            env, defaults = runner.build_env(workload, self.scheduler.environ, extra_env)
             out = runner.run_process([python or sys.executable, "-m", module], s, timeout=timeout or o.timeout,
                                      env=env, rss_limit=rss_cap)
             return runner.run_result(out, workload, env, defaults, figures, python=python)
@@ -310,12 +316,12 @@ class Measurer:
                 return duet.run_pair(workload, candidate=candidate, reference=reference, seed=seed,
                                      candidate_first=candidate_first, time_budget=o.time_budget, smoke=o.smoke,
                                      timeout=timeout or o.timeout, warmup_timeout=o.warmup_timeout,
-                                     memory_limit=o.memory_limit, env=self.session.environ, extra_env=extra_env,
+                                     memory_limit=o.memory_limit, env=self.scheduler.environ, extra_env=extra_env,
                                      module=module, spec=dict(spec), figures=figures)
-        # A/B pairs of a resident worker kind run as a duet (session.run_processes)
+        # A/B pairs of a resident worker kind run as a duet (Scheduler.run_processes)
         how = CellRun(run, duet_pair)
-        cell = self.session.run_processes(workload, how, processes)
-        return self._record(cell, lambda n: self.session.run_processes(workload, how, n))
+        cell = self.scheduler.run_processes(workload, how, processes)
+        return self.record(cell, lambda more: self.scheduler.run_more(workload, how, more))
 
     def _properties(self, cell: CellMeasurement) -> None:
         p = self._record_property
@@ -336,11 +342,11 @@ class Measurer:
     def check_floor(self, cell: CellMeasurement) -> floors.Floor:
         """Hold the cell to its published-table floor: fails, skips, or returns the floor.
         Without ``floor`` in the failure policy a cell below its floor is reported only."""
-        floor = self.session.floor_for(cell)
-        outcome, message = judge_floor(cell, floor, self.session.label_now(cell.ok_runs), self.options.min_effect)
-        rec = next((r for r in reversed(self.records) if r.cell is cell), None)
-        if rec is not None:
-            rec.floor, rec.outcome, rec.note = floor, outcome, message
+        floor = self.scheduler.floor_for(cell)
+        outcome, message = judge_floor(cell, floor, self.scheduler.label_now(cell.ok_runs), self.options.min_effect)
+        key = cell.workload.key()
+        if any(r.key == key for r in self.records):
+            self.ledger.settle(FloorCheck(self.nodeid, key, floor, outcome, message))
         self._record_property("mxperf_floor_kind", floor.kind or "none")
         if floor.value is not None:
             self._record_property("mxperf_floor_per_s", round(floor.value, 3))
@@ -369,7 +375,7 @@ class Measurer:
         contexts = tuple(contexts)
         self.require(contexts)
         w = Workload(model=model, mode=mode, contexts=contexts, threads=str(threads))
-        env, _ = runner.build_env(w, self.session.environ, extra_env)
+        env, _ = runner.build_env(w, self.scheduler.environ, extra_env)
         python = self.options.python or sys.executable
         spec = dict(spec)
         as_cap, rss_cap = runner.memory_caps(w, runner.resolve_memory_limit(self.options.memory_limit))
@@ -380,6 +386,6 @@ class Measurer:
     def report(self, name: str, figures: Dict[str, Any], note: str = "") -> None:
         """Show derived figures (an efficiency, a ratio) in the report and the JUnit XML;
         they are not judged (the figures they derive from are)."""
-        self.session.show(Finding(self.nodeid, name, dict(figures), note))
+        self.ledger.show(Finding(self.nodeid, name, dict(figures), note))
         for k, v in figures.items():
             self._record_property(f"mxperf_{name}_{k}", v)

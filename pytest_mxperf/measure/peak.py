@@ -8,7 +8,7 @@ import sys
 from typing import Any, Dict, Optional, Sequence
 
 from pytest_mxperf.measure import runner
-from pytest_mxperf.measure.session import PerfSession
+from pytest_mxperf.measure.scheduler import Scheduler
 from pytest_mxperf.model.measurement import FLOP_MODES, RunResult
 from pytest_mxperf.model.workload import Workload
 
@@ -33,22 +33,22 @@ def peak_target(w: Workload):
     return "cpu:0", "float32"
 
 
-def machine_peak(session: PerfSession, context: str = "cpu:0", dtype: str = "float32") -> Dict[str, Any]:
+def machine_peak(scheduler: Scheduler, context: str = "cpu:0", dtype: str = "float32") -> Dict[str, Any]:
     """The peak GFLOP/s of ``context`` in ``dtype`` (a large FullyConnected and a 3x3
     Convolution through MXNet, best round: oneDNN on CPU, cuBLAS / cuDNN on a GPU),
     measured once per session in its own worker process, the first time a cell needs it,
-    and kept by the session (``PerfSession.peak``).
+    and kept by the session (``Scheduler.peak``).
     ``{"status": "ok", "peak_gflops", "fc_gflops", "conv_gflops", "threads", "kernels"}``,
     or ``{"status": <failure>, "message", "peak_gflops": None}``."""
-    return session.peak(f"{context}/{dtype}", lambda: measure_peak(session, context, dtype))
+    return scheduler.peak(f"{context}/{dtype}", lambda: measure_peak(scheduler, context, dtype))
 
 
-def measure_peak(session: PerfSession, context: str = "cpu:0", dtype: str = "float32") -> Dict[str, Any]:
-    o = session.options
+def measure_peak(scheduler: Scheduler, context: str = "cpu:0", dtype: str = "float32") -> Dict[str, Any]:
+    o = scheduler.options
     # the cell's environment: the suite's OpenMP threads on CPU, CUDA's device order on GPUs
     w = Workload(model="peak", mode="score", contexts=(context,), dtype=dtype)
     as_cap, rss_cap = runner.memory_caps(w, runner.resolve_memory_limit(o.memory_limit))
-    env, _ = runner.build_env(w, session.environ)
+    env, _ = runner.build_env(w, dict(scheduler.environ))
     spec: Dict[str, Any] = {"kernels": list(PEAK_KERNELS), "memory_limit": as_cap, "context": context,
                             "dtype": dtype}
     if o.smoke:

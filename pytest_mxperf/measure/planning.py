@@ -1,12 +1,15 @@
-"""The session's plan, without pytest: the order a deadline cuts measuring tests in, and
-what the selection will cost (the estimate said before anything is measured). The plugin
-hands it plain facts about each collected test (``Planned``) and keeps the hooks.
+"""The session's plan and its one cost model, without pytest: the order a deadline cuts
+measuring tests in, what the selection will cost (the estimate said before anything is
+measured), what a test, a process, a duet pair or a confirmation costs, and the share of the
+deadline kept for the end of the session. Every cost constant of the suite is here. The
+plugin hands it plain facts about each collected test (``Planned``) and keeps the hooks.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import List, Optional, Sequence, Tuple
+import statistics
+from typing import Any, List, Optional, Sequence, Tuple
 
 from pytest_mxperf.judge import thresholds
 from pytest_mxperf.model import stats
@@ -20,6 +23,20 @@ DEFAULT_PRIORITY = 100
 #: (``training``) are estimated as duets.
 DUET_MARKERS = ("scoring", "training", "latency", "multi_device", "io")
 PROCESS_PAIR_MARKERS = ("distributed",)
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    """What the session expects, decided when collection ends: its measuring tests and cells,
+    what one test takes, the pairs a cell gets in A/B mode, and the estimate said first."""
+
+    tests: int = 0
+    cells: int = 0
+    estimate_seconds: Optional[float] = None
+    test_seconds: Optional[float] = None
+    ab_pairs: int = 0
+    duet_pairs: int = 0
+    deselected_slow: int = 0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -127,3 +144,132 @@ def estimate(tests: Sequence[Planned], processes: int, can_share: bool = True) -
         kinds.append(FRESH_NAMES[kind])
     return Estimate(SESSION_S + shared_s + fresh_s, shared_n, shared_s, len(fresh), fresh_s,
                     tuple(dict.fromkeys(kinds)))
+
+
+# ----------------------------------------------------------------------------- costs of processes
+
+#: seconds a worker process costs besides its timed part (interpreter, import mxnet, bind,
+#: warm-up, the machine probe around it); used only for the duration estimate printed first.
+#: Measured here: an A/B session of 2 ResNet-50 v2 cells (1.8.0.post0 vs 1.9.1, 72 processes
+#: at the default 1.5 s budget) took 533 s, 7.4 s a process.
+PROCESS_OVERHEAD_S = 4.0
+PROBE_OVERHEAD_S = 2.0
+# a duet pair: two workers importing MXNet, binding and warming up at once, then finishing
+# (measured: 7-8 s for ResNet-50 v2 b2 here), and its rounds, sized to at least half of
+# duet.ROUND_SECONDS and rounded up to whole batches (measured: 0.2 s for a 0.15-s target)
+DUET_STARTUP_S = 7.5
+DUET_ROUND_S = 0.2
+#: duet pairs a second stage typically adds to a cell: the median over the cells of a real
+#: session with oneDNN fusion off on the candidate (AMD EPYC, 2 vCPUs, 2026-11-23: 0 to 9, median 5)
+SECOND_STAGE_PAIRS = 5
+#: starting a worker process and reading its result, beside MXNet's import (measured: 0.2-0.4 s)
+SPAWN_S = 0.5
+#: what confirming suspects may take after a first stage shorter than this (seconds)
+CONFIRM_FLOOR_S = 60.0
+#: share of --perf-deadline kept for the end of the session (second stage, profiles, reports)
+DEADLINE_RESERVE = 0.15
+
+
+def duet_pair_seconds(options) -> float:
+    """What one duet pair costs: both workers start and warm up together (two processes on
+    the machine's cores), then the settling and timed rounds of both sides, one at a time."""
+    from pytest_mxperf.measure import duet
+    rounds = 1 if options.smoke else duet.rounds_for(options.time_budget)
+    return DUET_STARTUP_S + 2 * (rounds + duet.SETTLE_ROUNDS + 1) * DUET_ROUND_S
+
+
+def planned_test_seconds(options, ab: bool, duet_pairs: int = 3, ab_pairs: int = 8, duet: bool = True) -> float:
+    """The plan's estimate of one measuring test (one cell); in A/B mode (``ab``) a duet
+    cell's or, with ``duet=False``, a cell of process pairs."""
+    per_process = options.time_budget + PROCESS_OVERHEAD_S + (PROBE_OVERHEAD_S if options.machine_probe else 0.0)
+    if ab:
+        return duet_pairs * duet_pair_seconds(options) if duet else 2 * ab_pairs * per_process
+    return options.processes * per_process
+
+
+def process_seconds(runs: Sequence[Any], options) -> float:
+    """What one more fresh process of a cell is expected to take, from its processes so far:
+    the median of their wall times (else the time budget and a process's overhead), plus
+    MXNet's import and a process start when they were measured among other cells (a fresh
+    process imports MXNet too, which a shared one did once for all its cells), plus the probe."""
+    walls = sorted(r.wall_seconds for r in runs if r.wall_seconds)
+    per = walls[len(walls) // 2] if walls else options.time_budget + PROCESS_OVERHEAD_S
+    shared = [r for r in runs if r.meta.process_cells]
+    if shared:
+        per += max(r.meta.import_seconds or 0.0 for r in shared) + SPAWN_S
+    return per + (PROBE_OVERHEAD_S if options.machine_probe else 0.0)
+
+
+def pair_seconds(cell: Any) -> Optional[float]:
+    """What one pair of this cell took so far (the median over its pairs; a duet pair's two
+    workers run side by side, so the longer of the two)."""
+    walls = [max(c.wall_seconds, r.wall_seconds) for c, r in zip(cell.runs, cell.reference or [])]
+    walls = [w for w in walls if w > 0]
+    return statistics.median(walls) if walls else None
+
+
+# ----------------------------------------------------------------------------- collected tests
+
+def planned(item) -> Planned:
+    """What the plan needs of a collected test, read from pytest's item."""
+    mark = item.get_closest_marker("mxperf_priority")
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    return Planned(
+        measuring="mxperf" in getattr(item, "fixturenames", ()),
+        priority=int(mark.args[0]) if mark and mark.args else None,
+        group=(getattr(item, "originalname", item.name), str(params.get("model", ""))),
+        markers=frozenset(m.name for m in item.iter_markers()),
+        cell=((str(params["model"]), int(params.get("batch_size") or 0), str(list(params["ctx"])[0]).split(":")[0])
+              if "model" in params and "ctx" in params else None),
+        function="::".join(grid_key(item)))
+
+
+#: the parameters of the plugin's grid (``command_line.parametrize``): a test's cell
+GRID_PARAMS = ("model", "batch_size", "ctx")
+
+
+def grid_params(item) -> dict:
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    return {k: params[k] for k in GRID_PARAMS if k in params}
+
+
+def grid_key(item) -> Tuple[str, str]:
+    return (item.nodeid.split("::")[0], getattr(item, "originalname", item.name))
+
+
+def grids(items) -> dict:
+    """(module, test function) -> the grid parameters of each of its selected tests, in
+    collection order: the cells a grid test measures together (``Measurer._grid_cells``).
+    Tests that will skip (a mark added before they run) are left out."""
+    out: dict = {}
+    for it in items:
+        p = grid_params(it)
+        if p and not it.get_closest_marker("skip"):
+            out.setdefault(grid_key(it), []).append(p)
+    return out
+
+
+@dataclasses.dataclass(frozen=True)
+class Made:
+    """The plan for the session (``session.Plan``), with the estimate and the duet tests said first."""
+
+    plan: Any
+    estimate: Optional[Estimate]
+    duet_tests: int
+
+
+def plan_for(tests: Sequence[Planned], options, ab: bool, explicit_pairs: bool = False,
+             deselected_slow: int = 0) -> Made:
+    """The session's plan from its runnable collected tests: how many measure, the pairs a
+    cell gets in A/B mode (from the number of cells, unless --perf-processes set them), one
+    test's expected time and the session's estimate. Pure."""
+    n = sum(t.measuring for t in tests)
+    duets = duet_tests(tests)
+    pairs = options.ab_pairs
+    if ab and not options.smoke and not explicit_pairs and n:
+        pairs = ab_pairs(n)
+    estimate_ = estimate(tests, options.processes, can_share=options.deadline is None) if not ab and n else None
+    test_s = planned_test_seconds(options, ab, options.duet_pairs, pairs, duet=duets == n)
+    return Made(Plan(tests=n, cells=n, estimate_seconds=estimate_.seconds if estimate_ else None, test_seconds=test_s,
+                     ab_pairs=pairs, duet_pairs=options.duet_pairs, deselected_slow=deselected_slow),
+                estimate_, duets)

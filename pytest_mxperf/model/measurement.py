@@ -23,8 +23,11 @@ from __future__ import annotations
 import dataclasses
 import functools
 import statistics
-from typing import Any, Dict, List, Optional, Tuple
+import uuid
+from types import MappingProxyType
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
+from pytest_mxperf.model.run_facts import Facts
 from pytest_mxperf.model.stats import iqr_spread
 from pytest_mxperf.model.workload import Workload
 
@@ -118,9 +121,16 @@ def cell_of(key: str) -> str:
     return split_metric_key(key)[0]
 
 
-@dataclasses.dataclass
+def _process_id() -> str:
+    return uuid.uuid4().hex[:16]
+
+
+@dataclasses.dataclass(frozen=True)
 class RunResult:
-    """One worker process: its figures plus what it actually ran with.
+    """One worker process: its figures plus what it actually ran with. Immutable: made once
+    from what the worker returned (``measure/runner.run_result``); a fact the parent learns
+    later (the machine's state around it, its label, TF32) or a derived figure (GFLOP/s) makes
+    a new value (``with_facts``, ``labelled``, ``with_figures``) that keeps its ``process`` id.
 
     Throughput cells carry per-round timings (``round_seconds`` of ``batches_per_round``
     batches each); their throughput is computed from the median time per batch. Other
@@ -131,12 +141,34 @@ class RunResult:
     status: str
     message: str = ""
     batches_per_round: int = 0
-    round_seconds: List[float] = dataclasses.field(default_factory=list)
-    figures: Dict[str, float] = dataclasses.field(default_factory=dict)
-    meta: Dict[str, Any] = dataclasses.field(default_factory=dict)
-    stderr_tail: List[str] = dataclasses.field(default_factory=list)
+    round_seconds: Tuple[float, ...] = ()
+    figures: Mapping[str, float] = dataclasses.field(default_factory=dict)
+    meta: Facts = dataclasses.field(default_factory=Facts)
+    stderr_tail: Tuple[str, ...] = ()
     returncode: Optional[int] = None
     wall_seconds: float = 0.0
+    #: which process this is: a result and the new values made from it share it (a cell two
+    #: tests share, a labelled copy), so a process is counted once (``merge_records``)
+    process: str = dataclasses.field(default_factory=_process_id)
+
+    def __post_init__(self):
+        set_ = object.__setattr__
+        set_(self, "round_seconds", tuple(float(x) for x in self.round_seconds))
+        set_(self, "figures", MappingProxyType(dict(self.figures)))
+        set_(self, "meta", self.meta if isinstance(self.meta, Facts) else Facts(self.meta))
+        set_(self, "stderr_tail", tuple(self.stderr_tail))
+
+    def with_facts(self, **facts: Any) -> "RunResult":
+        """This process with more facts (each declared in run_facts.py): a new value."""
+        return dataclasses.replace(self, meta=self.meta.with_facts(**facts))
+
+    def with_figures(self, **figures: float) -> "RunResult":
+        """This process with more figures (derived ones: GFLOP/s): a new value."""
+        return dataclasses.replace(self, figures={**self.figures, **figures})
+
+    def labelled(self, state: str, reason: str) -> "RunResult":
+        """This process with its machine-state label (judge/machine_states.py): a new value."""
+        return self.with_facts(machine_state={**self.machine_state, "state": state, "reason": reason})
 
     @property
     def ok(self) -> bool:
@@ -171,8 +203,8 @@ class RunResult:
         if metric == "throughput" and self.round_seconds:
             return self._throughput
         if metric == "peak_rss_mib" and "peak_rss_mib" not in self.figures:
-            rss = self.meta.get("peak_rss_bytes")
-            return rss / 2 ** 20 if isinstance(rss, (int, float)) and rss > 0 else None
+            rss = self.meta.peak_rss_bytes
+            return rss / 2 ** 20 if rss is not None and rss > 0 else None
         v = self.figures.get(metric)
         return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
 
@@ -181,16 +213,15 @@ class RunResult:
     @property
     def machine_state(self) -> Dict[str, Any]:
         """The probes before / after and the load around this process, and its label
-        ("state", "reason") once judged; {} when the machine was not probed."""
-        v = self.meta.get("machine_state")
-        return v if isinstance(v, dict) else {}
+        ("state", "reason") once judged; {} when the machine was not probed (a copy)."""
+        v = self.meta.machine_state
+        return dict(v) if v else {}
 
-    def record_machine_state(self, probe_before: Optional[Dict[str, Any]], probe_after: Optional[Dict[str, Any]],
-                             load: Optional[Dict[str, Any]]) -> None:
-        self.meta["machine_state"] = {"probe_before": probe_before, "probe_after": probe_after, "load": load}
-
-    def label_machine_state(self, state: str, reason: str) -> None:
-        self.meta.setdefault("machine_state", {}).update(state=state, reason=reason)
+    def with_machine_state(self, probe_before: Optional[Dict[str, Any]], probe_after: Optional[Dict[str, Any]],
+                           load: Optional[Dict[str, Any]]) -> "RunResult":
+        """This process with the machine's state measured around it: a new value."""
+        return self.with_facts(machine_state={"probe_before": probe_before, "probe_after": probe_after,
+                                              "load": load})
 
     @property
     def state(self) -> Optional[str]:
@@ -199,51 +230,47 @@ class RunResult:
 
     @property
     def utilisation(self) -> Optional[Dict[str, Any]]:
-        v = self.meta.get("utilisation")
-        return v if isinstance(v, dict) and v else None
+        v = self.meta.utilisation
+        return v if v else None
 
     @property
     def env(self) -> Optional[Dict[str, str]]:
         """The threading and MXNet variables the process ran with (None when not recorded)."""
-        v = self.meta.get("env")
-        return dict(v) if isinstance(v, dict) else None
+        v = self.meta.env
+        return dict(v) if v is not None else None
 
     @property
     def cuda_runtime(self) -> Optional[str]:
         """The CUDA runtime version the worker loaded ("11.7"; None on CPU or when unknown)."""
-        v = self.meta.get("cuda_runtime")
+        v = self.meta.cuda_runtime
         return str(v) if v else None
 
     @property
     def tf32(self) -> Optional[Dict[str, Any]]:
         """Whether this float32 GPU process's GEMMs ran as TF32: {"in_use": True / False / None,
         "why", ...} (machine/tensor_math.py); None for other cells."""
-        v = self.meta.get("tf32")
-        return dict(v) if isinstance(v, dict) else None
-
-    def record_tf32(self, fact: Optional[Dict[str, Any]]) -> None:
-        if fact is not None:
-            self.meta["tf32"] = dict(fact)
+        v = self.meta.tf32
+        return dict(v) if v is not None else None
 
     @property
     def openmp_threads(self) -> Optional[int]:
-        v = (self.meta.get("threads") or {}).get("openmp")
+        v = (self.meta.threads or {}).get("openmp")
         return v if isinstance(v, int) and not isinstance(v, bool) else None
 
     @property
     def mxnet_version(self) -> Optional[str]:
-        return self.meta.get("mxnet_version") or None
+        return self.meta.mxnet_version or None
 
     @property
     def answers(self) -> Optional[Dict[str, Any]]:
         """The answer record of this process (``workers/answers.py``), None when it kept none."""
-        v = self.meta.get("answers")
-        return v if isinstance(v, dict) and isinstance(v.get("seed"), int) else None
+        v = self.meta.answers
+        return v if v is not None and isinstance(v.get("seed"), int) else None
 
     @property
     def macs_per_sample(self) -> Optional[float]:
-        v = self.meta.get("macs_per_sample")
-        return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 else None
+        v = self.meta.macs_per_sample
+        return float(v) if v is not None and v > 0 else None
 
     @property
     def median(self) -> Optional[float]:
@@ -260,10 +287,11 @@ class RunResult:
             "figures": dict(self.figures),
             "samples": self.samples,
             "median": self.median,
-            "meta": self.meta,
+            "meta": self.meta.to_dict(),
             "stderr_tail": list(self.stderr_tail),
             "returncode": self.returncode,
             "wall_seconds": self.wall_seconds,
+            "process": self.process,
         }
 
     @classmethod
@@ -280,6 +308,7 @@ class RunResult:
             stderr_tail=list(d.get("stderr_tail", [])),
             returncode=d.get("returncode"),
             wall_seconds=float(d.get("wall_seconds", 0.0)),
+            **({"process": str(d["process"])} if d.get("process") else {}),
         )
 
 
@@ -287,15 +316,30 @@ def _runs_from(items) -> List[RunResult]:
     return [RunResult.from_dict(r) for r in items or []]
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True)
 class CellMeasurement:
     """All worker processes of one cell in one session (and, in A/B mode, the reference
     interpreter's processes, paired with them in order: ``runs[i]`` ran next to
-    ``reference[i]``)."""
+    ``reference[i]``). Immutable: ``with_runs`` makes a new value."""
 
     workload: Workload
-    runs: List[RunResult]
-    reference: Optional[List[RunResult]] = None
+    runs: Tuple[RunResult, ...]
+    reference: Optional[Tuple[RunResult, ...]] = None
+
+    def __post_init__(self):
+        object.__setattr__(self, "runs", tuple(self.runs))
+        if self.reference is not None:
+            object.__setattr__(self, "reference", tuple(self.reference))
+
+    def with_runs(self, runs: Sequence[RunResult], reference: Optional[Sequence[RunResult]] = None
+                  ) -> "CellMeasurement":
+        """The same cell with these processes: a new value."""
+        return CellMeasurement(self.workload, tuple(runs), None if reference is None else tuple(reference))
+
+    def mapped(self, f) -> "CellMeasurement":
+        """The same cell with ``f(run)`` in place of each of its processes (both sides): a new value."""
+        return self.with_runs([f(r) for r in self.runs],
+                              None if self.reference is None else [f(r) for r in self.reference])
 
     @property
     def primary(self) -> Metric:
@@ -407,21 +451,19 @@ class CellMeasurement:
 FLOP_MODES = ("score", "latency", "train")
 
 
-def add_flop_figures(runs: List[RunResult], flops_per_sample: Optional[float],
-                     peak_gflops: Optional[float] = None) -> None:
-    """Add the derived figures ``gflops`` (samples/s x FLOPs per sample) and, given the
-    machine's measured peak, ``pct_of_peak`` to every measured run, in place. Both are
-    ``derived`` (shown, never judged: the throughput they come from is judged)."""
-    if not flops_per_sample or flops_per_sample <= 0:
-        return
-    for r in runs:
-        if not r.ok or r.workload.mode not in FLOP_MODES:
-            continue
-        rate = r.value("throughput")
-        if not rate:
-            continue
-        g = rate * flops_per_sample / 1e9
-        r.figures["gflops"] = g
-        if peak_gflops and peak_gflops > 0:
-            r.figures["pct_of_peak"] = 100.0 * g / peak_gflops
+def with_flop_figures(run: RunResult, flops_per_sample: Optional[float],
+                      peak_gflops: Optional[float] = None) -> RunResult:
+    """``run`` with the derived figures ``gflops`` (samples/s x FLOPs per sample) and, given the
+    machine's measured peak, ``pct_of_peak``, when it measured a mode that has them: a new
+    value (pure). Both are ``derived`` (shown, never judged: the throughput they come from is
+    judged)."""
+    if not flops_per_sample or flops_per_sample <= 0 or not run.ok or run.workload.mode not in FLOP_MODES:
+        return run
+    rate = run.value("throughput")
+    if not rate:
+        return run
+    g = rate * flops_per_sample / 1e9
+    if peak_gflops and peak_gflops > 0:
+        return run.with_figures(gflops=g, pct_of_peak=100.0 * g / peak_gflops)
+    return run.with_figures(gflops=g)
 

@@ -5,7 +5,10 @@ direction is its ``Metric``). Everything else a process reports, or the parent r
 around it, is a *fact* kept in ``RunResult.meta``: the MXNet it imported, its threads, the
 environment it ran with, the machine's state around it. Every fact is declared here with
 its type, its unit and who writes it (as pyperf declares its metadata in one place), and the
-parent reads the facts it uses through ``RunResult``'s typed properties, never by key.
+parent reads the facts it uses as typed attributes of ``Facts`` (``run.meta.import_seconds``:
+the value when it has the declared type, else None), never by key. ``Facts`` is read-only:
+a process's facts are made once with its result, and a fact known later (the machine's
+state around the process, its label, TF32) makes a new result (``RunResult.with_facts``).
 ``undeclared`` names what a worker wrote that is not declared (the tests check the bundled
 workers against it).
 """
@@ -13,7 +16,8 @@ workers against it).
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Dict, List, Mapping, Tuple
+import copy
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Tuple
 
 WORKER, PARENT = "worker", "parent"
 
@@ -89,3 +93,62 @@ BY_NAME: Dict[str, Fact] = {f.name: f for f in FACTS}
 def undeclared(meta: Mapping[str, Any]) -> List[str]:
     """The keys of a process's facts that are not declared above."""
     return sorted(k for k in meta if k not in BY_NAME)
+
+
+def _typed(value: Any, kind: type) -> bool:
+    if isinstance(value, bool):
+        return kind is bool
+    if kind is float:
+        return isinstance(value, (int, float))
+    return isinstance(value, kind)
+
+
+class Facts(Mapping[str, Any]):
+    """A process's facts: a read-only mapping (``facts["env"]`` as the JSON has it; assigning
+    raises) whose declared facts are typed attributes (``facts.import_seconds``: the value when
+    it has the declared type, else None). Made from a copy of what it is given, so that nothing
+    another holder changes reaches it."""
+
+    __slots__ = ("_d",)
+
+    def __init__(self, d: Optional[Mapping[str, Any]] = None):
+        object.__setattr__(self, "_d", copy.deepcopy(dict(d or {})))
+
+    def __getitem__(self, key: str) -> Any:
+        return self._d[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._d)
+
+    def __len__(self) -> int:
+        return len(self._d)
+
+    def __getattr__(self, name: str) -> Any:
+        fact = BY_NAME.get(name)
+        if fact is None:
+            raise AttributeError(f"{name!r} is not a declared fact (model/run_facts.py)")
+        v = self._d.get(name)
+        return v if _typed(v, fact.type) else None
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError("a process's facts are read-only: RunResult.with_facts makes a new result")
+
+    def __repr__(self) -> str:
+        return f"Facts({self._d!r})"
+
+    def __reduce__(self):
+        return Facts, (self._d,)
+
+    def __eq__(self, other: object) -> bool:
+        return dict(self) == dict(other) if isinstance(other, Mapping) else NotImplemented
+
+    def with_facts(self, **facts: Any) -> "Facts":
+        """These facts with ``facts`` set (each one declared): a new value."""
+        unknown = [k for k in facts if k not in BY_NAME]
+        if unknown:
+            raise KeyError(f"undeclared fact(s): {', '.join(unknown)} (model/run_facts.py)")
+        return Facts({**self._d, **facts})
+
+    def to_dict(self) -> Dict[str, Any]:
+        """A plain copy, for JSON."""
+        return copy.deepcopy(self._d)

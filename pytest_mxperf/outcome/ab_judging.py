@@ -1,8 +1,8 @@
-"""Judge an A/B session's cells: every judged figure of a cell against the reference
+"""A/B mode's judgement, pure: every judged figure of a cell against the reference
 install's processes paired with the candidate's (duet pairs of resident workers, or process
 pairs for worker kinds that cannot be resident; other rules, such as memory growth, on the
-pairs' figures), then a second stage of pairs for the suspects, announced with its cost.
-Whatever is still unclear is ``unresolved``. The rules are ``judge/ab_pairs.py``'s and
+pairs' figures), and how many more pairs a suspect needs in the second stage, cut to the
+deadline. ``comparators.ABComparator`` uses them; the rules are ``judge/ab_pairs.py``'s and
 ``judge/verdict_duet.py``'s; baseline mode is ``judging.py``'s.
 """
 
@@ -10,17 +10,15 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import statistics
-import time
-from typing import Dict, Optional, Tuple
+from typing import Callable, Dict, Optional, Tuple
 
 from pytest_mxperf.judge import ab_pairs, machine_states, verdict_duet
-from pytest_mxperf.judge.thresholds import FDR_Q
 from pytest_mxperf.judge import verdict as vd
-from pytest_mxperf.measure.session import CellRecord, PerfSession
+from pytest_mxperf.judge.thresholds import FDR_Q
+from pytest_mxperf.measure import planning
+from pytest_mxperf.measure.ledger import CellRecord
 from pytest_mxperf.model import stats
-from pytest_mxperf.model.measurement import CellMeasurement, cell_of, metric_key
-from pytest_mxperf.outcome.judging import Judged, label_machine_states
+from pytest_mxperf.model.measurement import cell_of, metric_key
 
 
 #: figures that are a rate of a duet's timed rounds (higher is better: score / train
@@ -44,7 +42,7 @@ def duet_log_ratio(c, r, metric) -> float:
 
 def _is_duet(cell) -> bool:
     pairs = cell.pairs()
-    return bool(pairs) and all("duet" in c.meta for c, _ in pairs)
+    return bool(pairs) and all(c.meta.duet is not None for c, _ in pairs)
 
 
 def _ab_inputs(cells: Dict[str, CellRecord], final: set):
@@ -103,40 +101,19 @@ def judge_ab_once(cells: Dict[str, CellRecord], final: set, min_effect: float) -
     return v
 
 
-def pair_seconds(cell: CellMeasurement) -> Optional[float]:
-    """What one pair of this cell took so far (the median over its pairs; a duet pair's two
-    workers run side by side, so the longer of the two)."""
-    walls = [max(c.wall_seconds, r.wall_seconds) for c, r in zip(cell.runs, cell.reference or [])]
-    walls = [w for w in walls if w > 0]
-    return statistics.median(walls) if walls else None
-
-
-def second_stage_line(wanted: Dict[str, int], cells: Dict[str, CellRecord]) -> str:
-    """Said before the second stage starts: how many pairs it adds and what they will cost,
-    from what each cell's first-stage pairs took (the plan could not know which cells would
-    be unclear)."""
-    from pytest_mxperf.model.options import duration_text
-    seconds = sum(n * (pair_seconds(cells[k].cell) or 0.0) for k, n in wanted.items())
-    short = {k: k.split("/threads=")[0] for k in wanted}
-    each = ", ".join(f"{short[k]} +{n}" for k, n in wanted.items())
-    return (f"mxperf: second stage: {len(wanted)} unclear cell(s) get {sum(wanted.values())} more pair(s) "
-            f"({each}); expected about {duration_text(seconds)} more")
-
-
-def within_deadline(session: PerfSession, wanted: Dict[str, int], cells: Dict[str, CellRecord]
-                    ) -> Tuple[Dict[str, int], str]:
+def within_deadline(wanted: Dict[str, int], cells: Dict[str, CellRecord], left: Optional[float]
+                    ) -> Tuple[Dict[str, int], Optional[Tuple[int, int, float]]]:
     """The second stage's pairs cut, cell by cell in proportion, to what the rest of
-    ``--perf-deadline`` holds (less the share kept for the end of the session); and what was
-    cut, said beside the plan. A cell left with fewer pairs than it wanted is judged on what
-    it has: a slowdown it cannot confirm is unresolved, never passed."""
-    deadline = session.options.deadline
-    if deadline is None or not wanted:
-        return wanted, ""
-    left = deadline * (1.0 - session.DEADLINE_RESERVE) - (time.time() - session.started)
-    cost = {k: n * (pair_seconds(cells[k].cell) or 0.0) for k, n in wanted.items()}
+    ``--perf-deadline`` holds (``left``: seconds left for measuring, None without a deadline);
+    and what was cut (pairs kept, pairs wanted, seconds left) or None. A cell left with fewer
+    pairs than it wanted is judged on what it has: a slowdown it cannot confirm is
+    unresolved, never passed. Pure."""
+    if left is None or not wanted:
+        return wanted, None
+    cost = {k: n * (planning.pair_seconds(cells[k].cell) or 0.0) for k, n in wanted.items()}
     total = sum(cost.values())
     if total <= max(left, 0.0):
-        return wanted, ""
+        return wanted, None
     share = max(left, 0.0) / total
     cut = {k: int(n * share) for k, n in wanted.items()}
     spare = max(left, 0.0) - sum(cut[k] * cost[k] / wanted[k] for k in wanted)
@@ -145,62 +122,30 @@ def within_deadline(session: PerfSession, wanted: Dict[str, int], cells: Dict[st
         if cut[k] < wanted[k] and each <= spare:
             cut[k] += 1
             spare -= each
-    return ({k: n for k, n in cut.items() if n > 0},
-            f"; cut to {sum(cut.values())} of {sum(wanted.values())} pair(s) by --perf-deadline "
-            f"({max(left, 0.0):.0f} s left for measuring)")
+    return {k: n for k, n in cut.items() if n > 0}, (sum(cut.values()), sum(wanted.values()), max(left, 0.0))
 
 
-def judge_ab(session: PerfSession) -> Judged:
-    """A/B mode: judge the session's cells against the reference's pairs; suspects get a
-    second stage of pairs, measured through the session (``PerfSession.confirm``) after it
-    says what they will cost, and the cells are judged again as they then are."""
-    options = session.options
-    final: set = set()
-    confirmed = 0
-    cells = session.measured_cells()
-    label_machine_states(cells, None)
-
-    def judge():
-        return judge_ab_once(cells, final, options.min_effect)
-
-    # duet figures: the first stage's log ratios of every judged figure of every duet cell;
-    # the primary figures' spread pooled over the session (a cell's 3 pairs can show far less
-    # than the machine's by chance)
-    pairings, _, duets = _ab_inputs(cells, final)
+def second_stage_pairs(cells: Dict[str, CellRecord], min_effect: float) -> Callable[[str], Optional[int]]:
+    """How many more duet pairs a suspect cell needs, from the first stage's pairs of every
+    duet cell: as many as make the interval of each of the cell's figures, at the strictest
+    BH level of the session's duet figures, narrower than the minimum effect (the primary
+    figures' spread pooled over the session: a cell's 3 pairs can show far less than the
+    machine's by chance). None for a cell of process pairs (the plan's ``ab_pairs`` again)."""
+    pairings, _, duets = _ab_inputs(cells, set())
     _, q_duets = family_q(pairings, duets)
     first = {mk: list(d.pair_log_ratios) for mk, d in duets.items()}
     spread = verdict_duet.session_spread(first[k] for k in cells if k in first)
 
-    def second_stage_pairs(key: str) -> int:
+    def pairs(key: str) -> Optional[int]:
         figures = [mk for mk in first if cell_of(mk) == key]
         if not figures:
-            return session.ab_pairs
-        # as many more pairs as make the interval of each of the cell's figures, at the
-        # strictest BH level of the session's duet figures, narrower than the minimum effect
+            return None
         return max(verdict_duet.pairs_needed(len(first), first[mk], spread=spread, q=q_duets,
-                                             min_effect=options.min_effect) - len(first[mk])
+                                             min_effect=min_effect) - len(first[mk])
                    for mk in figures)
+    return pairs
 
-    verdicts = judge()
-    if not options.smoke:
-        suspects = sorted({cell_of(k) for k, v in verdicts.items() if v.kind == "suspect"})
-        wanted = {k: second_stage_pairs(k) for k in suspects if cells[k].remeasure is not None}
-        wanted, cut = within_deadline(session, wanted, cells)
-        if wanted or cut:
-            session.say(second_stage_line(wanted, cells) + cut)
-        for key in suspects:
-            if key in wanted:
-                session.confirm(key, wanted[key])
-            final.add(key)
-        if final:
-            confirmed = len(final)
-            cells = session.measured_cells()
-            label_machine_states(cells, None)
-            verdicts = judge()
-        # a cell that became unclear only in the second judgement (BH across cells) gets no
-        # third stage: it is unresolved, never left as a silent "suspect"
-        late = {cell_of(k) for k, v in verdicts.items() if v.kind == "suspect"} - final
-        if late:
-            final |= late
-            verdicts = judge()
-    return Judged(verdicts, confirmed)
+
+def is_duet(cell) -> bool:
+    """Whether a cell's A/B pairs ran as duets (resident workers taking turns)."""
+    return _is_duet(cell)

@@ -15,7 +15,7 @@ from typing import Dict, Optional
 
 from pytest_mxperf.judge import answers as rule
 from pytest_mxperf.judge import verdict as vd
-from pytest_mxperf.measure.session import CellRecord
+from pytest_mxperf.measure.ledger import CellRecord
 from pytest_mxperf.store.baselines import Baseline
 
 #: the verdict kinds of the answers stage

@@ -105,3 +105,33 @@ def table_text(benchmark_session, config) -> str:
                  scale_unit=partial(config.hook.pytest_benchmark_scale_unit, config=config)
                  ).display(out, groups, progress_reporter=report_noprogress)
     return "".join(out.parts)
+
+
+def tables(config, report_dir, verbose: bool, write_text) -> Optional[str]:
+    """pytest-benchmark's terminal tables of the cells: written to DIR/benchmark.txt with
+    --perf-report DIR (``write_text(dir, name, lines)``), and kept off the terminal unless -v
+    or one of its display options asks for them, through the attribute its --benchmark-quiet
+    sets (``BenchmarkSession.quiet``, read by its ``display`` only: its --benchmark-json,
+    --benchmark-save/-autosave and --benchmark-compare-fail work as before). Returns what the
+    screen says of them: where they are ("" when in no file), or None when they follow on the
+    terminal."""
+    bs = session_of(config)
+    if bs is None or not getattr(bs, "groups", None):
+        return None
+    where = None
+    if report_dir:
+        try:
+            text = table_text(bs, config)
+        except (ImportError, AttributeError, TypeError):  # a pytest-benchmark whose table is drawn otherwise
+            text = ""
+        if text:
+            where, _ = write_text(report_dir, "benchmark.txt", text.splitlines())
+    if verbose or getattr(bs, "verbose", False) or display_asked(config.getoption):
+        return None
+    bs.quiet = True
+    return where or ""
+
+
+def session_of(config):
+    """pytest-benchmark's session on pytest's config (its ``_benchmarksession``), None without it."""
+    return getattr(config, "_benchmarksession", None)

@@ -1,29 +1,24 @@
-"""Human-readable session report: one row per judged figure (with its unit), then findings
-and the gate's messages. Plain functions over the session and the gate's outcome."""
+"""What a session shows, rendered from its outcome (``model/outcome.SessionOutcome``): the
+screen (the outcome in one line, what failed or changed, one compact table, the failing
+cells' profiles) and the full report (machine, software, every figure's row, what is shown,
+not judged, the details). Plain functions of values."""
 
 from __future__ import annotations
 
 from typing import Any, Dict, List, Optional, Sequence
 
 from pytest_mxperf.judge import answers as answers_rule
-from pytest_mxperf.measure.session import CellRecord, Finding
+from pytest_mxperf.measure import planning
+from pytest_mxperf.measure.ledger import CellRecord, Finding
 from pytest_mxperf.model.measurement import METRICS, metric_key
 from pytest_mxperf.model.options import duration_text
+from pytest_mxperf.model.outcome import EXIT_PASSED, SessionOutcome
+from pytest_mxperf.output import messages
 
-#: seconds a worker process costs besides its timed part (interpreter, import mxnet, bind,
-#: warm-up, the machine probe around it); used only for the duration estimate printed first.
-#: Measured here: an A/B session of 2 ResNet-50 v2 cells (1.8.0.post0 vs 1.9.1, 72 processes
-#: at the default 1.5 s budget) took 533 s, 7.4 s a process.
-PROCESS_OVERHEAD_S = 4.0
-PROBE_OVERHEAD_S = 2.0
-# a duet pair: two workers importing MXNet, binding and warming up at once, then finishing
-# (measured: 7-8 s for ResNet-50 v2 b2 here), and its rounds, sized to at least half of
-# duet.ROUND_SECONDS and rounded up to whole batches (measured: 0.2 s for a 0.15-s target)
-DUET_STARTUP_S = 7.5
-DUET_ROUND_S = 0.2
-#: duet pairs a second stage typically adds to a cell: the median over the cells of a real
-#: session with oneDNN fusion off on the candidate (AMD EPYC, 2 vCPUs, 2026-11-23: 0 to 9, median 5)
-SECOND_STAGE_PAIRS = 5
+
+def _cells(outcome: SessionOutcome) -> List[CellRecord]:
+    """The session's cells, each once, as the end of the session judged them (labelled)."""
+    return list(outcome.cells.values())
 
 
 def _fmt(x: Optional[float], digits: int = 2) -> str:
@@ -133,40 +128,24 @@ def format_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> List[s
     return lines
 
 
-def duet_pair_seconds(options) -> float:
-    """What one duet pair costs: both workers start and warm up together (two processes on
-    the machine's cores), then the settling and timed rounds of both sides, one at a time."""
-    from pytest_mxperf.measure import duet
-    rounds = 1 if options.smoke else duet.rounds_for(options.time_budget)
-    return DUET_STARTUP_S + 2 * (rounds + duet.SETTLE_ROUNDS + 1) * DUET_ROUND_S
-
-
-def planned_test_seconds(options, duet_pairs: int = 3, ab_pairs: int = 8, duet: bool = True) -> float:
-    """The plan's estimate of one measuring test (one cell); in A/B mode a duet cell's or,
-    with ``duet=False``, a cell of process pairs."""
-    per_process = options.time_budget + PROCESS_OVERHEAD_S + (PROBE_OVERHEAD_S if options.machine_probe else 0.0)
-    if options.reference:
-        return duet_pairs * duet_pair_seconds(options) if duet else 2 * ab_pairs * per_process
-    return options.processes * per_process
-
-
 def _minutes(seconds: float) -> str:
     return f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.1f} min"
 
 
 def plan_line(tests: int, options, ab_pairs: int, duet_pairs: int = 3, duet_tests: Optional[int] = None,
-              plan=None, deselected_slow: int = 0) -> str:
-    """The expected duration, said before anything is measured. ``duet_tests``: how many of
-    the tests are duet cells in A/B mode (default: all); ``plan``: baseline mode's
-    ``planning.estimate`` (which cells share worker processes, which tests have their own)."""
+              plan=None, deselected_slow: int = 0, ab: bool = False) -> str:
+    """The expected duration, said before anything is measured. ``ab``: an A/B session;
+    ``duet_tests``: how many of the tests are duet cells in A/B mode (default: all); ``plan``:
+    baseline mode's ``planning.estimate`` (which cells share worker processes, which tests
+    have their own)."""
     duet_tests = tests if duet_tests is None else duet_tests
-    seconds = (duet_tests * planned_test_seconds(options, duet_pairs, ab_pairs)
-               + (tests - duet_tests) * planned_test_seconds(options, duet_pairs, ab_pairs, duet=False))
+    seconds = (duet_tests * planning.planned_test_seconds(options, ab, duet_pairs, ab_pairs)
+               + (tests - duet_tests) * planning.planned_test_seconds(options, ab, duet_pairs, ab_pairs, duet=False))
     cut = ""
     if options.deadline is not None and seconds > options.deadline:
         cut = f"; --perf-deadline {duration_text(options.deadline)} will leave some not reached"
-    if options.reference:
-        most = seconds + duet_tests * SECOND_STAGE_PAIRS * duet_pair_seconds(options)
+    if ab:
+        most = seconds + duet_tests * planning.SECOND_STAGE_PAIRS * planning.duet_pair_seconds(options)
         return (f"mxperf: A/B mode: {tests} cell(s) x {duet_pairs} duet pairs (resident candidate and reference "
                 f"workers taking turns at timed rounds: score, train, latency, io, kvstore, your own network; "
                 f"distributed and time-to-accuracy cells run {ab_pairs} process pairs); expected about "
@@ -246,40 +225,40 @@ def utilisation_lines(records: Sequence[CellRecord]) -> List[str]:
     return lines
 
 
-def _context(session, outcome) -> Dict[str, Any]:
+def _context(outcome: SessionOutcome) -> Dict[str, Any]:
     """What the full report says of the machine, the software and the environment."""
     from pytest_mxperf.machine import hardware
+    ctx = outcome.context
     software, env = "", {}
-    for r in session.cells().values():
+    for r in _cells(outcome):
         for run in r.cell.runs:
             if run.mxnet_version and not software:
-                software = (f"mxnet {run.meta['mxnet_version']}, python {run.meta.get('python')}, "
-                            f"OpenMP threads {(run.meta.get('threads') or {}).get('openmp')}")
+                software = (f"mxnet {run.mxnet_version}, python {run.meta.python}, "
+                            f"OpenMP threads {run.openmp_threads}")
             env = run.env or env
-    baseline = session.baseline
+    baseline = ctx.baseline
     sides = []
-    if session.options.reference and outcome:
+    if ctx.comparison.ab:
         for side, facts in outcome.sides.items():
             recorded = facts.get("recorded_baseline_requirement")
             sides.append(f"{side}: mxnet {facts.get('mxnet_version')} ({facts.get('python')}"
                          + (f"; {recorded}, the install this machine's baseline was recorded with" if recorded else "")
                          + f"); features: {','.join(facts.get('features') or []) or '?'}")
-    return {"hardware": hardware.summary(), "software": software, "machine_id": session.machine.get("id"),
-            "baseline": (f"{session.store.path(session.machine['id'])} ({len(baseline.keys())} cells)"
+    return {"hardware": hardware.summary(), "software": software, "machine_id": ctx.machine.get("id"),
+            "baseline": (f"{ctx.store.path(ctx.machine['id'])} ({len(baseline.keys())} cells)"
                          if baseline is not None else None),
             "sides": sides,
             "env": ", ".join(f"{k}={v}" for k, v in sorted(env.items())) or "(none recorded)"}
 
 
-def full_lines(session, outcome) -> List[str]:
+def full_lines(outcome: SessionOutcome) -> List[str]:
     """The full report: the machine, software and environment, every figure of every cell
     (memory and the other judged figures in rows of their own, floors), utilisation, the
     figures shown, not judged, and what the end of the session said beside its verdicts
-    (``GateOutcome.details``). ``--perf-report DIR`` writes it to DIR/report.txt; ``-v``
+    (``messages.detail_lines``). ``--perf-report DIR`` writes it to DIR/report.txt; ``-v``
     shows it after the session's screen."""
-    cells = list(session.cells().values())  # each cell once, with each of its processes once
-    lines = summary_lines(cells, session.findings, _context(session, outcome), outcome.verdicts if outcome else {})
-    return lines + list(outcome.details if outcome else [])
+    lines = summary_lines(_cells(outcome), outcome.findings, _context(outcome), outcome.verdicts)
+    return lines + messages.detail_lines(outcome)
 
 
 # ----------------------------------------------------------------------------- the screen
@@ -343,41 +322,39 @@ def other_figures(verdicts: Dict[str, Any]) -> Dict[str, int]:
     return out
 
 
-def session_failed(session, outcome, exitstatus: Optional[int] = None) -> bool:
-    """Whether the session fails: pytest's exit status (a test that failed), or the end of the
-    session's policy (``outcome/finish.end_session``)."""
-    if exitstatus not in (None, 0):
-        return True
-    return bool((outcome is not None and outcome.failed) or (session.no_gpu_reason and session.no_gpu_fails)
-                or any(m.startswith(("mxperf: failing the session", "mxperf: could not finish"))
-                       for m in session.end_messages))
+def session_failed(outcome: SessionOutcome, exitstatus: Optional[int] = None) -> bool:
+    """Whether the session fails: pytest's exit status (a test that failed), or the outcome's
+    failures (a judged failure, or a writer that could not write)."""
+    return exitstatus not in (None, 0) or outcome.exit_status != EXIT_PASSED
 
 
-def against(session, outcome, reference: Optional[str] = None) -> str:
+def against(outcome: SessionOutcome, reference: Optional[str] = None) -> str:
     """What the session was compared with: this machine's baseline and when it was recorded,
     or in A/B mode the reference install (``reference``: --perf-reference as given)."""
-    options = session.options
-    if options.reference:
-        sides = outcome.sides if outcome is not None else {}
+    ctx = outcome.context
+    if ctx.comparison.ab:
+        sides = outcome.sides
         ref, cand = sides.get("reference") or {}, sides.get("candidate") or {}
-        spec = reference or options.reference
-        if session.reference_requirement:
-            what = f"{session.reference_requirement}, the install this machine's baseline was recorded with"
+        spec = reference or ctx.comparison.reference or ""
+        if ctx.comparison.requirement:
+            what = f"{ctx.comparison.requirement}, the install this machine's baseline was recorded with"
         elif "/" in spec:
             what = f"mxnet {ref.get('mxnet_version') or '?'} at {spec}"
         else:
             what = spec
         return what + " (A/B" + (f"; candidate mxnet {cand['mxnet_version']}" if cand.get("mxnet_version") else "") + ")"
-    baseline = session.baseline
+    baseline = ctx.baseline
     when = (baseline.updated or "")[:10] if baseline is not None else ""
-    return f"baseline {session.machine.get('id')}" + (f" (recorded {when})" if when else "")
+    return f"baseline {ctx.machine.get('id')}" + (f" (recorded {when})" if when else "")
 
 
-def outcome_line(session, outcome, *, failed: bool, command: str = "pytest", reference: Optional[str] = None) -> str:
+def outcome_line(outcome: SessionOutcome, *, failed: bool, command: str = "pytest",
+                 reference: Optional[str] = None) -> str:
     """The session in one line: passed or FAILED, its cells counted once each by their primary
     figure's verdict, against what; without anything to compare with, what to do next."""
-    records = list(session.cells().values())
-    verdicts = outcome.verdicts if outcome is not None else {}
+    ctx = outcome.context
+    records = _cells(outcome)
+    verdicts = outcome.verdicts
     counts = cell_counts(records, verdicts)
     status = "FAILED" if failed else "passed"
     total = len(records)
@@ -387,16 +364,16 @@ def outcome_line(session, outcome, *, failed: bool, command: str = "pytest", ref
         said = [f"{counts[w]} {w}" for w, _ in COUNTED if w in ALWAYS_COUNTED or counts[w]]
         if counts["measured"]:
             extra.insert(0, f"{counts['measured']} not compared")
-        line = f"mxperf: {status}: {', '.join(said + extra)} of {_n(total, 'cell')} against {against(session, outcome, reference)}"
+        line = f"mxperf: {status}: {', '.join(said + extra)} of {_n(total, 'cell')} against {against(outcome, reference)}"
     else:
         measured = counts["measured"]
         line = (f"mxperf: {status}: " + (_n(measured, "cell") if measured == total else f"{measured} of {_n(total, 'cell')}")
                 + " measured" + "".join(f", {x}" for x in extra))
-        options = session.options
-        if options.update_baselines and outcome is not None and outcome.baseline_path:
-            line += f"; recorded as this machine's first baseline ({session.machine.get('id')}: {outcome.baseline_path})"
-        elif session.baseline is None and not options.reference and measured:
-            line += (f"; no baseline for this machine ({session.machine.get('id')}): record one with {command} "
+        recorded = outcome.written.recorded
+        if recorded is not None:
+            line += f"; recorded as this machine's first baseline ({ctx.machine.get('id')}: {recorded.path})"
+        elif ctx.baseline is None and not ctx.comparison.ab and measured and not ctx.options.update_baselines:
+            line += (f"; no baseline for this machine ({ctx.machine.get('id')}): record one with {command} "
                      "--perf-update-baselines")
     answers = answers_rule.summary(_kind(v) for key, v in verdicts.items() if key.endswith(answers_rule.KEY_SUFFIX))
     if answers:
@@ -407,19 +384,19 @@ def outcome_line(session, outcome, *, failed: bool, command: str = "pytest", ref
     floors = sum(_below_floor(r) for r in records)
     if floors:
         line += f"; {_n(floors, 'cell')} below {'its' if floors == 1 else 'their'} floor"
-    if judged and session.options.update_baselines and outcome is not None and outcome.baseline_path:
-        line += f"; recorded into {outcome.baseline_path}"
+    if judged and outcome.written.recorded is not None:
+        line += f"; recorded into {outcome.written.recorded.path}"
     return line
 
 
-def change_lines(session, outcome) -> List[str]:
+def change_lines(outcome: SessionOutcome) -> List[str]:
     """What failed or changed, after the first line: cells that did not measure or were
     skipped (grouped by what happened), cells below their floor, cells the baseline does not
     hold or gate, then what the end of the session said (the slowdowns the baseline cannot
     decide, each change, the failure policy, profiles of failing cells, recording, report
     files)."""
-    records = list(session.cells().values())
-    verdicts = outcome.verdicts if outcome is not None else {}
+    records = _cells(outcome)
+    verdicts = outcome.verdicts
     lines: List[str] = []
     failed: Dict[tuple, List[str]] = {}
     skipped: Dict[str, List[str]] = {}
@@ -449,7 +426,7 @@ def change_lines(session, outcome) -> List[str]:
         lines.append(f"mxperf: {_n(len(ungated), 'cell')} shown, not gated: the baseline holds fewer than "
                      f"{MIN_BASELINE_PROCESSES} processes of {'it' if len(ungated) == 1 else 'them'}; re-record "
                      "with --perf-update-baselines")
-    return lines + list(session.end_messages)
+    return lines + messages.end_lines(outcome)
 
 
 COMPACT_HEADER = ["cell", "unit", "median", "spread", "baseline", "change", "floor", "result"]
@@ -518,33 +495,32 @@ def compact_table(records: Sequence[CellRecord], verdicts: Dict[str, Any], ab: b
     return format_table(header, rows)
 
 
-def session_lines(session, outcome, *, exitstatus: Optional[int] = None, command: str = "pytest",
+def session_lines(outcome: SessionOutcome, *, exitstatus: Optional[int] = None, command: str = "pytest",
                   reference: Optional[str] = None) -> List[str]:
     """The session's screen (the terminal's ``mxperf`` section): the outcome in one line, what
     failed or changed and what to do next, then one compact table, then the failing cells'
     operator profiles. ``exitstatus``: pytest's,
     before the end of the session's policy; ``command``: the command line to run again (what
     the next step says); ``reference``: --perf-reference as given."""
-    cells = list(session.cells().values())
-    verdicts = outcome.verdicts if outcome is not None else {}
-    lines = [outcome_line(session, outcome, failed=session_failed(session, outcome, exitstatus), command=command,
-                          reference=reference)]
-    lines += change_lines(session, outcome)
+    cells = _cells(outcome)
+    lines = [outcome_line(outcome, failed=session_failed(outcome, exitstatus), command=command, reference=reference)]
+    lines += change_lines(outcome)
     if cells:
-        lines += compact_table(cells, verdicts, ab=bool(session.options.reference))
-    lines += list(outcome.profile_lines if outcome is not None else [])  # what failed, in detail
-    if session.deselected_slow:
-        lines.append(f"mxperf: {session.deselected_slow} slow cells deselected (--perf-slow runs them)")
+        lines += compact_table(cells, outcome.verdicts, ab=outcome.context.comparison.ab)
+    lines += messages.profile_lines(outcome)  # what failed, in detail
+    slow = outcome.context.plan.deselected_slow
+    if slow:
+        lines.append(f"mxperf: {slow} slow cells deselected (--perf-slow runs them)")
     return lines
 
 
-def held_back(session) -> str:
+def held_back(outcome: SessionOutcome) -> str:
     """What the full report holds that the screen does not, in a few words."""
-    shown = f"{_n(len(session.findings), 'figure')} shown, not judged; " if session.findings else ""
+    shown = f"{_n(len(outcome.findings), 'figure')} shown, not judged; " if outcome.findings else ""
     return f"{shown}every figure's row; machine, software, environment"
 
 
-def footer_line(session, *, full_below: bool, report_file: Optional[str] = None,
+def footer_line(outcome: SessionOutcome, *, full_below: bool, report_file: Optional[str] = None,
                 benchmark: Optional[str] = None) -> str:
     """The screen's last line: where the full report is (``report_file``; below it with
     ``-v``; else how to see it), and pytest-benchmark's tables when they are not on the
@@ -552,8 +528,58 @@ def footer_line(session, *, full_below: bool, report_file: Optional[str] = None,
     if full_below:
         return "mxperf: the full report follows" + (f" (also in {report_file})" if report_file else "")
     if report_file:
-        return (f"mxperf: full report ({held_back(session)}): {report_file}"
+        return (f"mxperf: full report ({held_back(outcome)}): {report_file}"
                 + (f"; pytest-benchmark's tables: {benchmark}" if benchmark else "") + "; -v shows them here")
-    return (f"mxperf: -v shows the full report ({held_back(session)})"
+    return (f"mxperf: -v shows the full report ({held_back(outcome)})"
             + (" and pytest-benchmark's tables" if benchmark is not None else "")
             + "; --perf-report DIR writes it to DIR/report.txt")
+
+
+# ----------------------------------------------------------------------------- the terminal's section
+
+#: the full report as text (the screen, then ``full_lines``) and pytest-benchmark's tables,
+#: in --perf-report DIR
+TEXT_REPORT, BENCHMARK_TABLES = "report.txt", "benchmark.txt"
+
+
+def write_text(report_dir: Optional[str], name: str, lines: Sequence[str]) -> tuple:
+    """One text file of the report (TEXT_REPORT, BENCHMARK_TABLES) into --perf-report DIR,
+    written atomically: (its path or None, the line saying it could not be written)."""
+    from pathlib import Path
+
+    from pytest_mxperf.model.jsonio import atomic_write_text
+    if not report_dir:
+        return None, []
+    try:
+        out_dir = Path(report_dir)
+        out_dir.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(out_dir / name, "\n".join(lines) + "\n")
+        return str(out_dir / name), []
+    except OSError as exc:
+        return None, [f"mxperf: {name} not written to {report_dir}: {exc}"]
+
+
+def shown(outcome: SessionOutcome) -> bool:
+    """Whether the session has anything to show: cells, figures shown, or what its end says."""
+    return bool(outcome.cells or outcome.findings or messages.end_lines(outcome))
+
+
+def show(terminalreporter, outcome: SessionOutcome, *, exitstatus: int, command: str, reference: Optional[str],
+         verbose: bool, benchmark: Optional[str]) -> None:
+    """The terminal's ``mxperf`` section (the screen, where the rest is) and, with ``-v``, the
+    full report after it; report.txt written to --perf-report DIR. ``benchmark``: where
+    pytest-benchmark's tables are (``benchmark_records.tables``)."""
+    if not shown(outcome):
+        return
+    screen = session_lines(outcome, exitstatus=exitstatus, command=command, reference=reference)
+    full = full_lines(outcome)
+    report_file, unwritten = write_text(outcome.context.options.report_dir, TEXT_REPORT,
+                                        screen + ["", "full report:"] + full)
+    terminalreporter.section("mxperf")
+    for line in screen + unwritten + [footer_line(outcome, full_below=verbose, report_file=report_file,
+                                                  benchmark=benchmark)]:
+        terminalreporter.write_line(line)
+    if verbose:
+        terminalreporter.section("mxperf: full report", sep="-")
+        for line in full:
+            terminalreporter.write_line(line)

@@ -53,8 +53,7 @@ def summarize_cell(cell: CellMeasurement, software: Optional[Mapping[str, Any]] 
     ``requirement``: the MXNet distribution that measured it (``mxnet==1.9.1``)."""
     ok = cell.ok_runs
     rounds = [s for r in ok for s in r.samples]
-    metas = [r.meta or {} for r in ok]
-    first = metas[0] if metas else {}
+    first = ok[0].meta if ok else None
     primary = cell.primary
     rec: Dict[str, Any] = {
         "date": date or now_iso(),
@@ -67,23 +66,22 @@ def summarize_cell(cell: CellMeasurement, software: Optional[Mapping[str, Any]] 
                     for m in cell.metrics() if m.name != primary.name},
         # machine state while each process ran (aligned with process_medians), for the
         # verdict's busy-machine screen; the probe figures let a later session relabel them
-        "process_states": [(r.meta.get("machine_state") or {}).get("state") for r in ok],
-        "process_probes": [_probe_record(r.meta.get("machine_state")) for r in ok],
+        "process_states": [r.state for r in ok],
+        "process_probes": [_probe_record(r.machine_state or None) for r in ok],
         "median": cell.median_or_none,
         "spread": cell.spread,
         "rounds": ({"n": len(rounds), "median": statistics.median(rounds), "q1": quantile(rounds, 0.25),
                     "q3": quantile(rounds, 0.75), "min": min(rounds), "max": max(rounds)} if rounds else None),
-        "mxnet_version": first.get("mxnet_version") or (software or {}).get("mxnet_version"),
+        "mxnet_version": (first.mxnet_version if first else None) or (software or {}).get("mxnet_version"),
         "mxnet_requirement": requirement,
         "software": dict(software) if software else None,
-        "env": first.get("env", {}),
-        "env_defaults_applied": first.get("env_defaults_applied", {}),
-        "threads": first.get("threads") if isinstance(first.get("threads"), dict) else None,
-        "peak_rss_bytes": max((m["peak_rss_bytes"] for m in metas if isinstance(m.get("peak_rss_bytes"), (int, float))),
-                              default=None),
-        "bind_seconds": _median(m.get("bind_seconds") for m in metas),
-        "first_batch_seconds": _median(m.get("first_batch_seconds") for m in metas),
-        "cpu_utilization": _median(m.get("cpu_utilization") for m in metas),
+        "env": dict(first.env or {}) if first else {},
+        "env_defaults_applied": dict(first.env_defaults_applied or {}) if first else {},
+        "threads": dict(first.threads) if first and first.threads is not None else None,
+        "peak_rss_bytes": max((r.meta.peak_rss_bytes for r in ok if r.meta.peak_rss_bytes is not None), default=None),
+        "bind_seconds": _median(r.meta.bind_seconds for r in ok),
+        "first_batch_seconds": _median(r.meta.first_batch_seconds for r in ok),
+        "cpu_utilization": _median(r.meta.cpu_utilization for r in ok),
         # what the cell computed (one record a seed: the judge pairs them by seed)
         "answers": list(answers_rule.by_seed(r.answers for r in ok if r.answers).values()) or None,
         "n_processes": len(ok),

@@ -1,0 +1,443 @@
+"""How a session's cells are measured (the scheduler of ``measure/session.py``): each worker
+process bracketed by the machine-state probe (``machine/state.py``), a cell two tests ask for
+measured once, a test's grid of CPU cells in worker processes of several cells, and in A/B
+mode pairs of the two installs (duet pairs of resident workers taking turns, else process
+pairs back to back, the order alternating pair by pair: AB, BA, AB, ... so that drift and
+order effects cancel). ``confirm`` measures what the end of the session asks for more of
+(``MoreToMeasure``). The session's context is read, never changed; what is measured goes to
+the clock (progress) and the ledger (probes, events), and back to the caller as new values.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+
+from pytest_mxperf import zoo
+from pytest_mxperf.judge import floors
+from pytest_mxperf.machine import hardware
+from pytest_mxperf.measure import duet, runner
+from pytest_mxperf.measure.ledger import DUET_FALLBACK, NO_GPU, CellRecord, Event, Ledger
+from pytest_mxperf.model.measurement import CellMeasurement, RunResult
+from pytest_mxperf.model.workload import Workload
+from pytest_mxperf.proc import worker
+
+#: a probe younger than this is reused as the next process's "before" probe
+PROBE_REUSE_SECONDS = 2.0
+
+RunFn = Callable[[Optional[str], int], RunResult]  # (python, seed) -> one process
+#: (candidate python, reference python, seed, candidate first) -> one duet pair's two sides
+DuetFn = Callable[[Optional[str], Optional[str], int, bool], Tuple[RunResult, RunResult]]
+
+
+@dataclasses.dataclass(frozen=True)
+class CellRun:
+    """How a cell's processes run: ``process`` runs one fresh worker process; ``duet``, for
+    worker kinds that can be resident (``duet.resident``), runs one A/B duet pair, which A/B
+    mode then uses instead of process pairs."""
+
+    process: RunFn
+    duet: Optional[DuetFn] = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Side:
+    """One side of a comparison: the interpreter whose MXNet install runs it (None: this
+    session's ``--perf-python``, else this interpreter) and the variables laid over the
+    session's environment for it."""
+
+    python: Optional[str] = None
+    environment: Tuple[Tuple[str, str], ...] = ()
+
+
+@dataclasses.dataclass(frozen=True)
+class MoreToMeasure:
+    """What the end of a session asks to measure again of one cell: ``count`` more processes
+    (``kind`` "processes": the candidate side alone) or pairs ("duet" or "process-pairs":
+    ``candidate`` against ``reference``), expected to take ``seconds`` each, to settle a
+    verdict at the cell's ``min_effect``."""
+
+    key: str
+    count: int
+    kind: str = "processes"
+    candidate: Side = Side()
+    reference: Optional[Side] = None
+    seconds: float = 0.0
+    min_effect: float = 0.05
+
+    @property
+    def cost(self) -> float:
+        return self.count * self.seconds
+
+
+class Scheduler:
+    """How the session's cells are measured. ``context()``: the session's frozen context
+    (``session.SessionContext``); ``clock``: its ``session.Clock``."""
+
+    def __init__(self, context: Callable[[], Any], ledger: Ledger, clock: Any,
+                 say: Callable[[str], None], given_machine_state: Callable[[str], Optional[Dict[str, Any]]]):
+        self._context = context
+        self.ledger = ledger
+        self.clock = clock
+        self._say = say
+        # the plugin's hook pytest_mxperf_machine_state: part ("probe" / "load") -> the
+        # machine's state as given instead of measured, or None to measure it
+        self._given_state = given_machine_state
+        self._probe_cache: Dict[Optional[str], Dict[str, Any]] = {}
+        self._hw: Optional[hardware.HardwareInfo] = None
+        self._last_probe: Optional[tuple] = None
+        # measured peaks per "context/dtype" (fixture.machine_peak): each measured once,
+        # lazily, the first time a cell's GFLOP/s is set against it
+        self._peaks: Dict[str, Dict[str, Any]] = {}
+        # every cell measured so far, by what measured it (``shared_key``): a test that asks
+        # for a cell another test measured gets that measurement, not a second one
+        self._measured: Dict[Tuple, CellMeasurement] = {}
+
+    @property
+    def context(self):
+        """The session's context (``session.SessionContext``), as it is now."""
+        return self._context()
+
+    @property
+    def options(self):
+        return self._context().options
+
+    @property
+    def environ(self) -> Mapping[str, str]:
+        return self._context().environ
+
+    # -- facts, gathered once and only when needed ------------------------------------
+    def probe_mxnet(self, python: Optional[str] = None) -> Dict[str, Any]:
+        """What MXNet a worker interpreter has (version, features, GPUs), asked once."""
+        if python not in self._probe_cache:
+            self._probe_cache[python] = worker.probe(python, env=dict(self.environ))
+        return self._probe_cache[python]
+
+    @property
+    def probe(self) -> Dict[str, Any]:
+        return self.probe_mxnet(self.options.python)
+
+    @property
+    def num_gpus(self) -> int:
+        return int(self.probe.get("num_gpus") or 0)
+
+    @property
+    def hardware(self) -> hardware.HardwareInfo:
+        if self._hw is None:
+            self._hw = hardware.hardware_info(dict(self.environ))
+        return self._hw
+
+    def gpu_unavailable_reason(self, contexts: Sequence[str]) -> Optional[str]:
+        """Why GPU contexts cannot run here, or None when they can (or are CPU)."""
+        gpus = [c for c in contexts if c.startswith("gpu")]
+        if not gpus:
+            return None
+        no_gpu = self.ledger.events(NO_GPU)
+        if no_gpu:
+            return no_gpu[0].text
+        have = self.num_gpus
+        if self.probe.get("status") not in (None, "ok"):
+            return f"cannot probe MXNet for GPUs: {self.probe.get('message')}"
+        if have == 0:
+            return "no GPU here: mx.context.num_gpus() is 0"
+        top = max(int(c.split(":")[1]) for c in gpus)
+        if top >= have:
+            return f"{','.join(gpus)} requested but this machine has {have} GPU(s) (gpu:0..gpu:{have - 1})"
+        return None
+
+    def peak(self, key: str, measure: Callable[[], Dict[str, Any]]) -> Dict[str, Any]:
+        """The machine's peak for ``key`` ("context/dtype"), measured by ``measure`` the first
+        time it is asked for and kept for the session."""
+        if key not in self._peaks:
+            self._peaks[key] = measure()
+        return self._peaks[key]
+
+    def floor_for(self, cell: CellMeasurement) -> floors.Floor:
+        w = cell.workload
+        tolerance = self.options.floor_tolerance
+        mode = w.mode if w.mode in ("score", "train") else None
+        if mode is None or w.num_devices != 1 or w.model not in zoo.MODELS:
+            why = ("published tables are single-device" if mode and w.num_devices != 1
+                   else f"no published table for {w.model}" if mode else f"no published table for mode {w.mode}")
+            return floors.Floor(None, None, None, None, tolerance, False, why)
+        if w.dtype != "float32":
+            return floors.Floor(None, None, None, None, tolerance, False,
+                                f"the published tables are float32; no floor for {w.dtype}")
+        # a GPU cell is held to the table of the GPU it runs on (gpu:N as NVML names it)
+        return floors.select_floor(hardware.for_contexts(self.hardware, w.contexts), mode, w.model,
+                                   w.batch_size, w.device, tolerance=tolerance)
+
+    # -- the machine-state probe around every process -----------------------------------
+    def _machine_probe(self) -> Optional[Dict[str, Any]]:
+        from pytest_mxperf.machine import state as machine_state
+        now = time.monotonic()
+        if self._last_probe and now - self._last_probe[0] < PROBE_REUSE_SECONDS:
+            return self._last_probe[1]
+        given = self._given_state("probe")
+        p = dict(given) if given is not None else machine_state.run_probe(env=dict(self.environ))
+        self._last_probe = (time.monotonic(), p)
+        return p
+
+    def _with_machine_state(self, measure: Callable[[], Sequence[RunResult]]) -> List[RunResult]:
+        """What ``measure`` ran (one process, or a duet pair's two sides, which ran inside the
+        same window), each a new value with the machine's state measured right before and
+        after it."""
+        paired = self.context.comparison.ab
+        if not self.options.machine_probe:
+            results = list(measure())
+            self.clock.measured(results, paired)
+            return results
+        from pytest_mxperf.machine import state as machine_state
+        before = self._machine_probe()
+        meter = machine_state.LoadMeter()
+        meter.start()
+        try:
+            results = list(measure())
+        except BaseException:  # e.g. duet.NoRoomForTwo: nothing measured, the meter stops
+            meter.stop()
+            raise
+        load = meter.stop()
+        given = self._given_state("load")
+        if given is not None:
+            load = dict(given)
+        after = self._machine_probe()
+        results = [r.with_machine_state(before, after, load) for r in results]
+        self.ledger.probed([before, after])
+        self.clock.measured(results, paired)
+        return results
+
+    def _bracketed(self, run: RunFn, python: Optional[str], seed: int) -> RunResult:
+        """One process, with the machine's state measured right before and after it."""
+        return self._with_machine_state(lambda: [run(python, seed)])[0]
+
+    def _bracketed_pair(self, pair: DuetFn, candidate: Optional[str], reference: Optional[str], seed: int,
+                        candidate_first: bool) -> Tuple[RunResult, RunResult]:
+        """One duet pair, with the machine's state measured right before and after it (both
+        sides carry the same state)."""
+        c, r = self._with_machine_state(lambda: pair(candidate, reference, seed, candidate_first))
+        return c, r
+
+    def label_now(self, runs: Sequence[RunResult]) -> List[Optional[str]]:
+        """Machine-state labels of ``runs`` against the session's probes so far (the end of
+        the session labels everything against one reference)."""
+        from pytest_mxperf.judge import machine_states
+        reference = machine_states.reference_from(self.ledger.probes)
+        out = []
+        for r in runs:
+            ms = r.machine_state
+            out.append(machine_states.label(ms.get("probe_before"), ms.get("probe_after"), ms.get("load"),
+                                           reference).state if ms else None)
+        return out
+
+    # -- measuring ------------------------------------------------------------------------
+    def _fallback(self, key: str) -> Optional[str]:
+        """Why cell ``key``'s A/B pairs run as process pairs (its duet's two pools did not fit)."""
+        said = [e.text for e in self.ledger.events(DUET_FALLBACK) if e.subject == key]
+        return said[0] if said else None
+
+    def run_processes(self, workload: Workload, how: CellRun, processes: Optional[int] = None) -> CellMeasurement:
+        """``processes`` fresh processes of ``how`` (pairs with the reference in A/B mode:
+        duet pairs when ``how`` has a duet, else process pairs)."""
+        ctx = self.context
+        if ctx.comparison.ab:
+            return self._pairs(workload, how, Side(ctx.options.python), Side(ctx.comparison.reference), processes)
+        return self._processes(workload, how, Side(ctx.options.python), processes or ctx.options.processes)
+
+    def _processes(self, workload: Workload, how: CellRun, side: Side, n: int) -> CellMeasurement:
+        runs: List[RunResult] = []
+        for i in range(n):
+            r = self._bracketed(how.process, side.python, i)
+            runs.append(r)
+            if not r.ok:
+                break  # a crash, OOM or timeout will not go away by repeating it
+        return CellMeasurement(workload, runs)
+
+    def _pairs(self, workload: Workload, how: CellRun, candidate: Side, reference: Side,
+               processes: Optional[int]) -> CellMeasurement:
+        ctx = self.context
+        runs: List[RunResult] = []
+        ref: List[RunResult] = []
+        cand_py, ref_py = candidate.python, reference.python
+        key = workload.key()
+        duet_pair = how.duet if self._fallback(key) is None else None
+        i = 0
+        while i < (processes or (ctx.plan.duet_pairs or ctx.options.duet_pairs if duet_pair is not None
+                                 else ctx.plan.ab_pairs or ctx.options.ab_pairs)):
+            paired = None
+            if duet_pair is not None:  # resident workers taking turns (duet.py): the pair is one unit
+                try:
+                    paired = self._bracketed_pair(duet_pair, cand_py, ref_py, i, bool(i % 2))
+                except duet.NoRoomForTwo as exc:  # one line, then process pairs for this cell
+                    # said once, with the end of the session's lines (a test's output is captured)
+                    self.ledger.event(Event(DUET_FALLBACK, f"{key}: {exc}; its A/B pairs run as process pairs", key))
+                    duet_pair = None
+                    continue  # this pair again, as a process pair (and a process pair's count)
+            if paired is not None:
+                runs.append(paired[0])
+                ref.append(paired[1])
+            else:
+                fallback = self._fallback(key)
+                order = ((cand_py, runs), (ref_py, ref)) if i % 2 else ((ref_py, ref), (cand_py, runs))
+                for py, out in order:
+                    r = self._bracketed(how.process, py, i)
+                    out.append(r.with_facts(duet_fallback=fallback) if fallback else r)
+            i += 1
+            if not (runs[-1].ok and ref[-1].ok):
+                break  # a side that fails will not succeed by repeating it
+        return CellMeasurement(workload, runs, ref)
+
+    def throughput_run(self, workload: Workload, extra_env: Optional[Mapping[str, str]] = None) -> CellRun:
+        o = self.options
+        environ = dict(self.environ)
+
+        def run(python: Optional[str], seed: int) -> RunResult:
+            return runner.run_workload(workload, time_budget=o.time_budget, smoke=o.smoke, timeout=o.timeout,
+                                       memory_limit=o.memory_limit, env=environ, extra_env=extra_env,
+                                       python=python, seed=seed, warmup_timeout=o.warmup_timeout)
+
+        def duet_pair(candidate: Optional[str], reference: Optional[str], seed: int, candidate_first: bool):
+            return duet.run_pair(workload, candidate=candidate, reference=reference, seed=seed,
+                                 candidate_first=candidate_first, time_budget=o.time_budget, smoke=o.smoke,
+                                 timeout=o.timeout, warmup_timeout=o.warmup_timeout, memory_limit=o.memory_limit,
+                                 env=environ, extra_env=extra_env,
+                                 known_need_mib=self.gpu_memory_known(workload.key()))
+        # A/B pairs of this worker kind run as a duet (resident workers alternating rounds)
+        return CellRun(run, duet_pair)
+
+    def gpu_memory_known(self, key: str) -> Optional[float]:
+        """The most GPU memory one process of cell ``key`` held (``gpu_memory_mib``: the process's
+        own), from this session's processes, else from the baseline's; None when unknown."""
+        seen = [v for rec in self.ledger.records if rec.key == key
+                for r in rec.cell.runs + (rec.cell.reference or ()) for v in [r.value("gpu_memory_mib")]
+                if v is not None]
+        baseline = self.context.baseline
+        if not seen and baseline is not None:
+            seen = baseline.values(key, "gpu_memory_mib") or []  # None: no such figure recorded
+        return max(seen) if seen else None
+
+    def measure(self, workload: Workload, processes: Optional[int] = None,
+                extra_env: Optional[Mapping[str, str]] = None) -> CellMeasurement:
+        """Measure one throughput/latency cell in fresh worker processes."""
+        return self.run_processes(workload, self.throughput_run(workload, extra_env), processes)
+
+    @staticmethod
+    def shared_key(workload: Workload, extra_env: Optional[Mapping[str, str]] = None,
+                   processes: Optional[int] = None, how: str = "throughput") -> Tuple:
+        """What makes two requests the same measurement: the cell, how it is measured (a
+        worker kind and its spec), the environment laid over the session's and the processes."""
+        return (how, workload, tuple(sorted((extra_env or {}).items())), processes)
+
+    def can_share_process(self, workload: Workload) -> bool:
+        """Whether ``workload`` may be measured in a worker process with other cells: a CPU
+        throughput cell outside A/B mode (a duet pairs one cell's two installs) and without
+        --perf-deadline (whose plan starts one test at a time). GPU cells keep a process of
+        their own: MXNet's GPU memory pool and cuDNN's autotune choices would carry over."""
+        ctx = self.context
+        return (workload.device == "cpu" and not ctx.comparison.ab and ctx.options.deadline is None
+                and workload.mode in ("score", "train", "latency"))
+
+    def measure_cells(self, workloads: Sequence[Workload], extra_env: Optional[Mapping[str, str]] = None,
+                      processes: Optional[int] = None) -> Dict[str, CellMeasurement]:
+        """Throughput cells, each measured once in the session: the ones not measured yet run
+        together in worker processes of several cells (``runner.run_cells``) when there are
+        two or more that ``can_share_process``; any other alone (``measure``). Returns every
+        one of ``workloads`` by its key."""
+        out: Dict[str, CellMeasurement] = {}
+        todo = []
+        for w in dict.fromkeys(workloads):
+            known = self._measured.get(self.shared_key(w, extra_env, processes))
+            if known is not None:
+                out[w.key()] = known
+            else:
+                todo.append(w)
+        shared = [w for w in todo if self.can_share_process(w)]
+        if len(shared) < 2:
+            shared = []
+        for w in todo:
+            if w not in shared:
+                out[w.key()] = self._keep(self.shared_key(w, extra_env, processes), self.measure(w, processes, extra_env))
+        for w, cell in self._measure_together(shared, extra_env, processes).items():
+            out[w.key()] = self._keep(self.shared_key(w, extra_env, processes), cell)
+        return out
+
+    def _keep(self, key: Tuple, cell: CellMeasurement) -> CellMeasurement:
+        """``cell`` as the measurement of ``shared_key`` ``key`` for the rest of the session."""
+        self._measured[key] = cell
+        return cell
+
+    @staticmethod
+    def process_order(items: Sequence[Any], i: int, n: int) -> List[Any]:
+        """The order of ``items`` in the ``i``-th of ``n`` processes: rotated by a share of the
+        list every second process, and reversed in every odd one, so that the same cell is not
+        always at the same point of a process (nor of the session's slow spells)."""
+        items = list(items)
+        if not items:
+            return items
+        rot = ((i // 2) * max(1, len(items) // max(1, n))) % len(items)
+        items = items[rot:] + items[:rot]
+        return items[::-1] if i % 2 else items
+
+    def _measure_together(self, workloads: Sequence[Workload], extra_env: Optional[Mapping[str, str]],
+                          processes: Optional[int]) -> Dict[Workload, CellMeasurement]:
+        """``workloads`` in ``processes`` worker processes, each measuring all of them in its own
+        order (``process_order``) with the machine probe around it; process i's seed is i for
+        every cell, as when a cell has processes of its own. A cell whose process failed in it
+        is not measured again (a crash will not go away by repeating it); the cells that
+        process did not reach run in a fresh one."""
+        if not workloads:
+            return {}
+        o = self.options
+        environ = dict(self.environ)
+        n = processes or o.processes
+        runs: Dict[Workload, List[RunResult]] = {w: [] for w in workloads}
+        done: set = set()  # cells that failed, or cannot run here: not measured again
+        for i in range(n):
+            todo = [w for w in self.process_order(workloads, i, n) if w not in done]
+            while todo:
+                got: List[Optional[RunResult]] = []
+
+                def one_process(cells=tuple(todo), seed=i):
+                    got[:] = runner.run_cells(cells, time_budget=o.time_budget, smoke=o.smoke, timeout=o.timeout,
+                                              memory_limit=o.memory_limit, env=environ, extra_env=extra_env,
+                                              python=o.python, seed=seed, warmup_timeout=o.warmup_timeout)
+                    return [r for r in got if r is not None]
+                stamped = iter(self._with_machine_state(one_process))  # new values: with the machine's state
+                got[:] = [None if r is None else next(stamped) for r in got]
+                rest = []
+                for w, r in zip(todo, got):
+                    if r is None:
+                        rest.append(w)
+                        continue
+                    runs[w].append(r)
+                    if not r.ok:
+                        done.add(w)
+                if len(rest) == len(todo):  # nothing reached: never loop
+                    break
+                todo = rest
+        if self.context.plan.cells:  # a grid done: where the session is
+            self.clock.say_progress()
+        return {w: CellMeasurement(w, rs) for w, rs in runs.items()}
+
+    # -- what the end of the session asks for ----------------------------------------------
+    def run_more(self, workload: Workload, how: CellRun, more: MoreToMeasure) -> CellMeasurement:
+        """``more.count`` more processes of one side, or pairs of its two sides, of ``how``: what
+        a record's ``remeasure`` runs. A side's own environment is not measured yet (every
+        comparator today asks for the session's): refused rather than measured without it."""
+        if more.candidate.environment or (more.reference is not None and more.reference.environment):
+            raise ValueError(f"{more.key}: measuring a side in an environment of its own is not supported")
+        if more.kind == "processes" or more.reference is None:
+            return self._processes(workload, how, more.candidate, more.count)
+        pairs_how = how if more.kind == "duet" else CellRun(how.process)
+        return self._pairs(workload, pairs_how, more.candidate, more.reference, more.count)
+
+    def confirm(self, more: MoreToMeasure) -> Optional[CellMeasurement]:
+        """Measure cell ``more.key`` again: ``more.count`` more processes or pairs, through the
+        worker kind that measured it (its record's ``remeasure``), kept as a record of its own;
+        None when the cell cannot be measured again."""
+        rec = self.ledger.cells().get(more.key)
+        if rec is None or rec.remeasure is None or more.count <= 0:
+            return None
+        extra = rec.remeasure(more)
+        self.ledger.add(CellRecord(rec.nodeid, extra, outcome="measured", note="", remeasure=rec.remeasure))
+        return extra

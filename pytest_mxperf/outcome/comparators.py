@@ -1,0 +1,210 @@
+"""How a session's cells are compared, chosen once, and the one loop that settles suspects.
+
+A comparator implements one small interface:
+
+* ``judge(cells, final)``: every judged figure of the measured ``cells`` (each process
+  labelled with the machine's state, as new values), ``final`` the cells that get no more
+  measuring: (verdicts, the cells as judged). The interim results after each cell use the
+  same call (``final`` empty).
+* ``more(verdicts, cells, suspects, spent)``: what more to measure to settle ``suspects``,
+  as ``MoreToMeasure`` values naming both sides (install and environment), the kind (more
+  processes, duet pairs or process pairs), the count, the cost and the cell's minimum effect;
+  with the cells that become final and what the confirmation said (``Confirmation``).
+* ``conclude(verdicts, cells)``: the verdicts with what the comparator adds last (baseline
+  mode: what changed around each figure since the baseline).
+
+``choose`` decides the mode, in one place: A/B when a reference install is named, else this
+machine's baseline. ``settle`` is the loop both use: judge, measure what the comparator asks
+for (saying its cost first and its progress as it goes), judge again, at most ``rounds``
+times; a suspect left after that is final when the comparator says so (``late_final``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Callable, Dict, FrozenSet, Optional, Tuple
+
+from pytest_mxperf.judge import verdict as vd
+from pytest_mxperf.measure import planning
+from pytest_mxperf.measure.scheduler import MoreToMeasure, Side
+from pytest_mxperf.measure.ledger import CellRecord
+from pytest_mxperf.measure.session import Comparison, SessionContext
+from pytest_mxperf.model.measurement import cell_of
+from pytest_mxperf.outcome import ab_judging, judging
+
+def comparison_for(reference: Optional[str], requirement: Optional[str] = None) -> Comparison:
+    """The session's comparison from the settled ``--perf-reference`` (an interpreter, or
+    None): the only place the option decides the mode."""
+    if reference:
+        return Comparison("ab", reference=reference, requirement=requirement)
+    return Comparison("baseline")
+
+
+@dataclasses.dataclass(frozen=True)
+class Confirmation:
+    """What a comparator asks to measure in one round, to be said before it runs: the cells
+    and their ``MoreToMeasure``; ``kind`` "confirm" (baseline mode: more processes, within
+    ``budget`` seconds, ``cut`` when they had to be cut to it) or "second-stage" (A/B: more
+    pairs; ``deadline_cut``: (pairs kept, pairs wanted, seconds left) when --perf-deadline cut
+    them)."""
+
+    kind: str
+    wanted: Tuple[MoreToMeasure, ...]
+    budget: float = 0.0
+    cut: bool = False
+    deadline_cut: Optional[Tuple[int, int, float]] = None
+
+
+def min_effect(context: SessionContext, key: str) -> float:
+    """The minimum effect a cell's verdict is settled at: one value for every cell today
+    (--perf-min-effect); a per-cell threshold will answer here. The rules of judge/ take the
+    session's value."""
+    return context.options.min_effect
+
+
+def _suspects(verdicts: Dict[str, vd.Verdict]) -> FrozenSet[str]:
+    return frozenset(cell_of(k) for k, v in verdicts.items() if v.kind == "suspect")
+
+
+class BaselineComparator:
+    """Against this machine's baseline: suspects get more fresh processes (up to
+    ``CONFIRM_PROCESSES`` in all, within as long again as the measuring so far or a minute),
+    up to three rounds (judging again can make another cell a suspect: BH across cells)."""
+
+    mode = "baseline"
+    rounds = 3
+    late_final = False
+
+    def __init__(self, context: SessionContext, now: Callable[[], float]):
+        self.context = context
+        self.baseline = context.baseline
+        self.now = now
+        self._reference = None
+        self._budget: Optional[float] = None
+
+    @property
+    def confirms(self) -> bool:
+        o = self.context.options
+        return not o.smoke and not o.update_baselines
+
+    def judge(self, cells: Dict[str, CellRecord], final: FrozenSet[str]
+              ) -> Tuple[Dict[str, vd.Verdict], Dict[str, CellRecord]]:
+        labelled, reference = judging.label_machine_states(cells, self.baseline)
+        self._reference = reference or self._reference
+        if self.baseline is None:
+            return {}, labelled
+        return (judging.judge_baseline_once(labelled, self.baseline, self._reference, set(final),
+                                            self.context.options.min_effect), labelled)
+
+    def more(self, verdicts, cells: Dict[str, CellRecord], suspects: FrozenSet[str], spent: float
+             ) -> Tuple[Confirmation, FrozenSet[str]]:
+        o = self.context.options
+        if self._budget is None:  # confirming costs at most the first stage again, or a minute
+            self._budget = max(planning.CONFIRM_FLOOR_S, self.now() - self.context.started)
+        left = self._budget - spent
+        plan, cut = judging.confirmation_plan({k: cells[k] for k in suspects}, left, o)
+        wanted = tuple(MoreToMeasure(k, n, "processes", Side(o.python), None, per, min_effect(self.context, k))
+                       for k, (n, per) in sorted(plan.items()))
+        return Confirmation("confirm", wanted, budget=left, cut=cut), frozenset(plan)
+
+    def conclude(self, verdicts: Dict[str, vd.Verdict], cells: Dict[str, CellRecord]) -> Dict[str, vd.Verdict]:
+        if self.baseline is None:
+            return verdicts
+        return judging.with_context(verdicts, cells, self.baseline)
+
+
+class ABComparator:
+    """Against a reference install, pair by pair: suspects get one second stage of pairs
+    (duet pairs sized from the session's first-stage spread, else as many process pairs
+    again), cut to the deadline; a cell that became a suspect only in the second judgement
+    is final without more measuring (unresolved, never a silent suspect)."""
+
+    mode = "ab"
+    rounds = 1
+    late_final = True
+
+    def __init__(self, context: SessionContext, left: Callable[[], Optional[float]]):
+        self.context = context
+        self.left = left
+        self._pairs: Optional[Callable[[str], Optional[int]]] = None
+
+    @property
+    def confirms(self) -> bool:
+        return not self.context.options.smoke
+
+    def judge(self, cells: Dict[str, CellRecord], final: FrozenSet[str]
+              ) -> Tuple[Dict[str, vd.Verdict], Dict[str, CellRecord]]:
+        labelled, _ = judging.label_machine_states(cells, None)
+        if self._pairs is None:  # the second stage is sized from the first stage's pairs
+            self._pairs = ab_judging.second_stage_pairs(labelled, self.context.options.min_effect)
+        return ab_judging.judge_ab_once(labelled, set(final), self.context.options.min_effect), labelled
+
+    def more(self, verdicts, cells: Dict[str, CellRecord], suspects: FrozenSet[str], spent: float
+             ) -> Tuple[Confirmation, FrozenSet[str]]:
+        ctx = self.context
+        o = ctx.options
+        if self._pairs is None:
+            self._pairs = ab_judging.second_stage_pairs(cells, o.min_effect)
+        wanted: Dict[str, int] = {}
+        for k in sorted(suspects):
+            if cells[k].remeasure is None:
+                continue
+            n = self._pairs(k)
+            wanted[k] = ctx.plan.ab_pairs or o.ab_pairs if n is None else n
+        wanted, deadline_cut = ab_judging.within_deadline(wanted, cells, self.left())
+        more = tuple(MoreToMeasure(k, n, "duet" if ab_judging.is_duet(cells[k].cell) else "process-pairs",
+                                   Side(o.python), Side(ctx.comparison.reference),
+                                   planning.pair_seconds(cells[k].cell) or 0.0, min_effect(ctx, k))
+                     for k, n in wanted.items())
+        return Confirmation("second-stage", more, deadline_cut=deadline_cut), suspects
+
+    def conclude(self, verdicts: Dict[str, vd.Verdict], cells: Dict[str, CellRecord]) -> Dict[str, vd.Verdict]:
+        return verdicts
+
+
+def choose(context: SessionContext, clock) -> "BaselineComparator | ABComparator":
+    """The session's comparator, from its context's comparison (decided once, ``comparison_for``)."""
+    if context.comparison.ab:
+        return ABComparator(context, clock.measuring_left)
+    return BaselineComparator(context, clock.now)
+
+
+def settle(comparator, cells: Callable[[], Dict[str, CellRecord]], confirm: Callable[[MoreToMeasure], object],
+           say: Callable[[object], None], now: Callable[[], float]) -> judging.Judged:
+    """The one loop both modes use: judge the measured ``cells()``; while the comparator finds
+    suspects and may measure (``rounds``), say what it asks for (``say(Confirmation)``), measure
+    it (``confirm``, each cell's progress said as ``say((i, n, more, seconds gone, seconds
+    left))``) and judge again, as the cells then are. Returns the verdicts as concluded."""
+    final: FrozenSet[str] = frozenset()
+    verdicts, judged = comparator.judge(cells(), final)
+    confirmed: FrozenSet[str] = frozenset()
+    if comparator.confirms:
+        spent = 0.0
+        for _ in range(comparator.rounds):
+            suspects = _suspects(verdicts) - final
+            if not suspects:
+                break
+            asked, settled = comparator.more(verdicts, judged, suspects, spent)
+            if asked.wanted or asked.deadline_cut:
+                say(asked)
+            t0 = now()
+            for i, more in enumerate(asked.wanted):
+                confirm(more)
+                say((i + 1, len(asked.wanted), more, now() - t0, sum(m.cost for m in asked.wanted[i + 1:])))
+            spent += now() - t0
+            final |= settled
+            confirmed |= settled
+            verdicts, judged = comparator.judge(cells(), final)
+        late = _suspects(verdicts) - final
+        if late and comparator.late_final:
+            final |= late
+            verdicts, judged = comparator.judge(cells(), final)
+    return judging.Judged(comparator.conclude(verdicts, judged), len(confirmed), judged)
+
+
+def interim(comparator, cells: Dict[str, CellRecord]) -> Dict[str, vd.Verdict]:
+    """The verdicts of the cells measured so far, as they stand (no more measuring): what the
+    interim results file says after each cell. The same judging call as at the end."""
+    if not cells:
+        return {}
+    return comparator.judge(cells, frozenset())[0]

@@ -1,0 +1,85 @@
+"""The failure policy, in one place: every ``--perf-fail-on`` rule (model/options.py names
+them) applied to what a session measured and judged, as typed ``Failure`` values. The exit
+status follows from them (``model/outcome.exit_status``), never from a line's text; the
+screen says them (``output/``), results.json carries them.
+
+Pure: the session's context, its ledger's events and skips, its cells and their verdicts in,
+failures out. The rules a test applies while it runs ask here too (``fails_below_floor``,
+``fails_without_gpu``).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, Mapping, Sequence, Tuple
+
+from pytest_mxperf.measure.ledger import NO_GPU, NOT_REACHED
+from pytest_mxperf.measure.session import SessionContext
+from pytest_mxperf.model.outcome import Failure
+from pytest_mxperf.outcome.answer_check import WRONG
+
+#: the verdict kinds that fail by the policy of the same name (baseline mode's undecided
+#: slowdowns fail only when asked: below-resolution, unclear)
+VERDICT_RULES = (("regression", "regression"), ("unresolved", "unresolved"), (WRONG, "answers"),
+                 ("below-resolution", "below-resolution"), ("unclear", "unclear"))
+
+
+def fails_below_floor(fail_on, measured: bool) -> bool:
+    """Whether a test whose cell is below its floor fails (a cell that did not measure always does)."""
+    return not measured or "floor" in fail_on
+
+
+def fails_without_gpu(fail_on) -> bool:
+    """Whether a session whose GPU tests were asked for and no GPU can be used fails."""
+    return "no-gpu" in fail_on
+
+
+def failures(context: SessionContext, events: Sequence[Any], skips: Sequence[str],
+             records: Sequence[Any], cells: Mapping[str, Any], verdicts: Mapping[str, Any]) -> Tuple[Failure, ...]:
+    """Every failure of the session by its policy: ``events`` and ``skips`` the ledger's,
+    ``records`` its records (every test's), ``cells`` the cells as judged, ``verdicts`` by
+    figure key."""
+    o = context.options
+    fail_on = o.fail_on
+    out = []
+    not_reached = [e.subject for e in events if e.kind == NOT_REACHED]
+    if not_reached and "not-reached" in fail_on:
+        out.append(Failure("not-reached", len(not_reached), tuple(not_reached)))
+    no_gpu = [e for e in events if e.kind == NO_GPU]
+    if any(e.fails for e in no_gpu):
+        out.append(Failure("no-gpu", 1, (), no_gpu[0].text))
+    if nothing_measured(events, skips, records) and "none-measured" in fail_on:
+        out.append(Failure("none-measured", 0))
+    measured = [k for k, r in cells.items() if r.cell.ok_runs]
+    if (measured and not context.comparison.ab and context.baseline is None and not o.update_baselines
+            and "no-baseline" in fail_on):
+        out.append(Failure("no-baseline", len(measured)))
+    below = [k for k, r in cells.items() if below_floor(r)]
+    if below and "floor" in fail_on:
+        out.append(Failure("floor", len(below), tuple(below)))
+    for kind, rule in VERDICT_RULES:
+        keys = [k for k, v in verdicts.items() if v.kind == kind]
+        if keys and rule in fail_on:
+            busy = sum(bool(verdicts[k].busy) for k in keys)
+            out.append(Failure(rule, len(keys), tuple(keys), busy=busy))
+    return tuple(out)
+
+
+def below_floor(rec) -> bool:
+    """A measured cell whose test found it below its published-table floor."""
+    return rec.outcome == "failed" and rec.floor is not None and rec.cell.status == "ok"
+
+
+def nothing_measured(events: Sequence[Any], skips: Sequence[str], records: Sequence[Any]) -> bool:
+    """Measuring tests ran (or skipped for a reason other than no GPU) and no cell measured."""
+    no_gpu = {e.text for e in events if e.kind == NO_GPU}
+    measured = [r for r in records if r.cell.status == "ok"]
+    return not measured and bool(records or (set(skips) - no_gpu))
+
+
+def why_nothing_measured(events: Sequence[Any], skips: Sequence[str]) -> Tuple[str, ...]:
+    no_gpu = {e.text for e in events if e.kind == NO_GPU}
+    return tuple(sorted(set(skips) - no_gpu))
+
+
+def to_dicts(failures: Sequence[Failure]) -> Sequence[Dict[str, Any]]:
+    return [f.to_dict() for f in failures]

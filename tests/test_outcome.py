@@ -1,0 +1,180 @@
+"""One frozen outcome (issue 34, parts 3 and 4): the end of a session is one immutable value
+whose failures are typed; ``output/`` renders every line of the screen, report.txt and
+summary.md from it; the exit status comes from its failures, never from a line's text; a
+writer that fails is a failure of its own and stops no other writer."""
+
+import dataclasses
+import errno
+import re
+from pathlib import Path
+
+import pytest
+from stand_ins import no_profile_worker
+
+from pytest_mxperf.cli import find_release
+from pytest_mxperf.judge.verdict_record import Verdict
+from pytest_mxperf.measure.ledger import NOT_REACHED, CellRecord, Event
+from pytest_mxperf.measure.session import PerfSession, SessionContext
+from pytest_mxperf.model import outcome as model
+from pytest_mxperf.model.measurement import CellMeasurement, RunResult
+from pytest_mxperf.model.options import PerfOptions, parse_fail_on
+from pytest_mxperf.model.outcome import EXIT_FAILED, EXIT_PASSED, EXIT_WRITER, WRITER, Failure, SessionOutcome
+from pytest_mxperf.model.workload import Workload
+from pytest_mxperf.outcome import finish
+from pytest_mxperf.outcome.comparators import comparison_for
+from pytest_mxperf.outcome.session_files import results_document
+from pytest_mxperf.output import messages, report
+from pytest_mxperf.store.results import Results
+
+ROOT = Path(__file__).resolve().parent.parent
+A, B = Workload("alexnet", batch_size=8), Workload("lenet", batch_size=1)
+
+
+def _run(w, rate, **meta):
+    return RunResult(w, "ok", batches_per_round=1, round_seconds=[w.total_batch / rate] * 3,
+                     meta={"mxnet_version": "1.9.1", "env": {}, **meta}, wall_seconds=3.0)
+
+
+def _by_hand():
+    ctx = SessionContext(PerfOptions(deadline=600.0), {}, machine={"id": "box-1"})
+    cells = {A.key(): CellRecord("t::a", CellMeasurement(A, [_run(A, 90.0), _run(A, 91.0)])),
+             B.key(): CellRecord("t::b", CellMeasurement(B, [_run(B, 500.0), _run(B, 510.0)]))}
+    verdicts = {A.key(): Verdict("regression", "worse by 10.0% (img/s)", change=-0.10, current_median=90.5,
+                                 baseline_median=100.0),
+                B.key(): Verdict("unchanged", "within the noise", change=0.01)}
+    failures = (Failure("regression", 1, (A.key(),)), Failure("not-reached", 1, ("t::c",)))
+    return SessionOutcome(ctx, cells, verdicts, failures, events=(Event(NOT_REACHED, "late", "t::c"),))
+
+
+def test_an_outcome_made_by_hand_renders_the_screen_the_report_and_the_summary():
+    out = _by_hand()
+    screen = report.session_lines(out, exitstatus=0)
+    assert screen[0].startswith("mxperf: FAILED: 1 regressed, 0 improved, 0 unclear, 1 unchanged of 2 cells")
+    assert any(x.startswith(f"mxperf: REGRESSION {A.key()}: worse by 10.0%") for x in screen)
+    assert any("failing the session: 1 confirmed regression(s) against baseline box-1" in x for x in screen)
+    assert any("1 measuring test(s) not reached before --perf-deadline" in x for x in screen)
+    full = report.full_lines(out)
+    assert any(x.startswith("machine id: box-1") for x in full)
+    assert any(x.startswith("score alexnet b8 cpu:0") and "regression" in x for x in full)
+    doc = results_document(out)
+    assert doc["session"]["failures"][0] == {"kind": "regression", "count": 1, "subjects": [A.key()], "detail": "",
+                                             "busy": 0}
+    assert doc["session"]["exit_status"] == EXIT_FAILED
+    summary = "\n".join(Results.from_doc(doc).markdown_summary())
+    assert A.key() in summary and "regression" in summary
+
+
+def test_the_outcome_is_frozen_and_holds_no_rendered_text():
+    out = _by_hand()
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        out.failures = ()
+    texts = [f for f in dataclasses.fields(SessionOutcome)]
+    assert not any(f.name in ("messages", "headline", "details", "profile_lines") for f in texts)
+    found = [p for p in (ROOT / "pytest_mxperf" / "outcome").glob("*.py")
+             if re.search(r"[\"']mxperf: ", p.read_text())]
+    assert not found, found
+
+
+def test_the_exit_status_comes_from_the_failures_alone():
+    assert model.exit_status(()) == EXIT_PASSED
+    assert model.exit_status((Failure(WRITER, 1, ("history",), "disk full"),)) == EXIT_WRITER
+    assert model.exit_status((Failure(WRITER), Failure("unresolved"))) == EXIT_FAILED   # a verdict outranks a writer
+    for kind in ("regression", "unresolved", "floor", "answers", "not-reached", "no-gpu", "none-measured",
+                 "no-baseline", "below-resolution", "unclear"):
+        assert model.exit_status((Failure(kind),)) == EXIT_FAILED, kind
+
+
+def test_the_exit_statuses_are_documented_and_find_release_reads_the_usable_ones():
+    doc = (ROOT / "docs" / "how-it-measures.md").read_text()
+    table = doc[doc.index("## Exit statuses"):]
+    for status in model.EXIT_STATUSES:
+        assert re.search(rf"^\| {status} \|", table, re.M), status
+    assert set(find_release.USABLE_EXIT_CODES) == {EXIT_PASSED, EXIT_FAILED, EXIT_WRITER}
+
+
+def test_no_line_of_text_decides_anything():
+    """No ``startswith("mxperf: ...")`` or ``"mxperf: ..." in`` test remains in the package."""
+    bad = []
+    for p in (ROOT / "pytest_mxperf").rglob("*.py"):
+        for n, line in enumerate(p.read_text().splitlines(), 1):
+            if re.search(r"startswith\(\(?[\"']mxperf:|[\"']mxperf: [^\"']*[\"']\s+in\b", line):
+                bad.append(f"{p.name}:{n}")
+    assert not bad, bad
+
+
+# ----------------------------------------------------------------------------- whole ends of sessions
+
+def _session(tmp_path, runs_a, options=None, baseline_runs=None):
+    """A session of two cells ended by the real ``end_session`` (a baseline recorded from
+    ``baseline_runs`` when given)."""
+    from pytest_mxperf.store import baseline_store
+    from pytest_mxperf.store.baselines import Baseline
+    options = options or PerfOptions(machine_probe=False)
+    baseline = None
+    if baseline_runs is not None:
+        baseline = Baseline.new("box-1")
+        for w, runs in baseline_runs.items():
+            rec = baseline_store.summarize_cell(CellMeasurement(w, runs), requirement="mxnet==1.9.1")
+            baseline.add_recordings({w.key(): rec}, {w.key(): w.to_dict()})
+    s = PerfSession(options, environ={})
+    s.begin({"id": "box-1"}, baseline, options, comparison_for(None))
+    s.ledger.add(CellRecord("t::a", CellMeasurement(A, runs_a),
+                            remeasure=lambda more: CellMeasurement(A, [_run(A, 80.0) for _ in range(more.count)])))
+    s.ledger.add(CellRecord("t::b", CellMeasurement(B, [_run(B, 500.0 + i) for i in range(5)])))
+    return s
+
+
+def _baseline_runs():
+    return {A: [_run(A, 100.0 + i) for i in range(5)], B: [_run(B, 500.0 + i) for i in range(5)]}
+
+
+def test_rewording_or_dropping_every_line_leaves_every_exit_status(tmp_path, monkeypatch):
+    """The same sessions ended twice: as they are, and with every renderer of output/
+    rewording or dropping its lines; the exit statuses are the same."""
+    cases = [
+        (lambda: _session(tmp_path, [_run(A, 100.0 + i) for i in range(5)], baseline_runs=_baseline_runs()), EXIT_PASSED),
+        (lambda: _session(tmp_path, [_run(A, 80.0 + i * 0.1) for i in range(5)], baseline_runs=_baseline_runs()),
+         EXIT_FAILED),
+        (lambda: _session(tmp_path, [_run(A, 100.0)], PerfOptions(machine_probe=False, fail_on=parse_fail_on(
+            "+no-baseline"))), EXIT_FAILED),
+    ]
+
+    def end_all():
+        statuses = []
+        for make, _ in cases:
+            with no_profile_worker():
+                statuses.append(finish.end_session(make()).exit_status)
+        return statuses
+    as_said = end_all()
+    assert as_said == [want for _, want in cases]
+    for name in dir(messages):
+        if callable(getattr(messages, name)) and not name.startswith("_") and name.endswith(("lines", "headline")):
+            monkeypatch.setattr(messages, name, lambda *a, **k: [])
+    monkeypatch.setattr(messages, "said", lambda what: "reworded")
+    monkeypatch.setattr(messages, "PREFIX", "perf: ")
+    assert end_all() == as_said
+
+
+def test_a_writer_that_fails_stops_no_other_and_is_a_failure_of_its_own(tmp_path, monkeypatch):
+    """--perf-update-baselines on a full disk: the baseline is not written (a typed WRITER
+    failure naming it, exit status 6), the report files and the history entry are."""
+    from pytest_mxperf.store import baseline_store
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+    monkeypatch.setattr(baseline_store.BaselineStore, "update", full)
+    report_dir = tmp_path / "rep"
+    options = PerfOptions(machine_probe=False, update_baselines=True, baselines_dir=str(tmp_path / "bl"),
+                          report_dir=str(report_dir), history=str(tmp_path / "h.sqlite"))
+    s = _session(tmp_path, [_run(A, 100.0 + i) for i in range(5)], options)
+    with no_profile_worker():
+        out = finish.end_session(s)
+    assert out.exit_status == EXIT_WRITER
+    (f,) = [f for f in out.failures if f.kind == WRITER]
+    assert f.subjects == ("baseline",) and "No space left on device" in f.detail
+    doc = Results.load(report_dir / "results.json")
+    assert doc.session["complete"] and doc.session["failures"][0]["kind"] == WRITER
+    assert {r["key"] for r in doc.records} == {A.key(), B.key()}
+    assert out.written.history and (report_dir / "summary.md").exists()
+    (line,) = messages.writer_lines(out)
+    assert line.startswith("mxperf: the baseline was not recorded: OSError") and "No space left" in line
