@@ -91,7 +91,8 @@ def fixed_clock(say: Optional[Callable[[str], None]] = None, targets=TARGETS) ->
             current = getattr(module, attr, None)
             stand_in = _stand_in(current) if current is not None else None
             if stand_in is None:
-                clock.skipped.append(f"{where}: not there" if current is None else f"{where}: not a clock ({current!r})")
+                clock.skipped.append(f"{where}: not there" if current is None
+                                     else f"{where}: not a clock ({current!r})")
                 continue
             stack.enter_context(mock.patch.object(module, attr, stand_in))
             clock.patched.append(where)

@@ -17,7 +17,8 @@ confirmed (``SessionResult.second_stage``) and units.
 
     .venv/bin/python benchmarks/replay_verdicts.py --out benchmarks/results/replay-verdicts-before-2026-11-26.json
     .venv/bin/python benchmarks/replay_verdicts.py --out /tmp/after.json
-    .venv/bin/python benchmarks/replay_verdicts.py --compare benchmarks/results/replay-verdicts-before-2026-11-26.json /tmp/after.json
+    .venv/bin/python benchmarks/replay_verdicts.py --compare \
+        benchmarks/results/replay-verdicts-before-2026-11-26.json /tmp/after.json
 
 ``--compare BEFORE AFTER`` prints, per (mode, corpus, N, effect), the sessions and how many
 have the same cell_kinds, failed and kinds in both files, with the first differing
@@ -98,7 +99,8 @@ def run(sessions: int, sizes=SIZES, effects=EFFECTS, say=print) -> Dict[str, Any
     if floor is not None and any(b != floor for b in budgets):
         say(f"replay_verdicts: confirmation budgets other than CONFIRM_FLOOR_S ({floor:g} s) were seen: {budgets} "
             "(the clock is read somewhere it is not held: see replay_clock.TARGETS)")
-    return {"schema": SCHEMA, "what": "replay_verdicts: every replayed session's verdicts (benchmarks/replay_verdicts.py)",
+    return {"schema": SCHEMA,
+            "what": "replay_verdicts: every replayed session's verdicts (benchmarks/replay_verdicts.py)",
             "commit": _commit(), "python": platform.python_version(), "cpu_model": cpu_model(),
             "sessions_per_combination": sessions, "sizes": list(sizes), "effects": list(effects),
             "clock": {"held": clock.patched, "skipped": clock.skipped,
