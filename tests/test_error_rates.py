@@ -25,11 +25,24 @@ The corpora (``benchmarks/data/``):
   tests loaded the machine (0.4-1.6 other CPUs busy around every pair; pair spreads of
   9-33%, where the quiet corpus has about 1%). A loaded machine is not what the gate
   promises its error rates on: what it misses there is the benchmark's table (what was seen
-  is said below), and the one requirement it meets there is held here.
+  is said below); the one requirement held there before (a x0.90 cell among 64 caught in
+  95%, seen in 39 of 40 sessions) is a strict xfail on enough sessions (caught in 114 of 124).
 
-Fixed seeds; a fixed number of sessions per N (fewer for the expensive 64-cell sessions).
-On the quiet corpora the requirement is held at N = 6 and 64 (``QUIET_N``); N = 24 runs the
-same code between them, in the benchmark's table.
+How many sessions a claim rests on (``benchmarks/error_claims.py``): "at most 5%" (of
+unchanged sessions failing; of changed cells missed) is held only on enough sessions to
+support it at 95% one-sided confidence: 0 failures in at least 59 sessions, at most 1 in 93,
+at most 2 in 124 (the one-sided Clopper-Pearson bound at most 5%). Each claim replays the
+fewest sessions that support it with the failures measured there
+(``benchmarks/false_failures.py``, ``benchmarks/results/false-failures-2026-11-26.txt``: the
+same seeds, so these are the first sessions of its rows); a claim today's rules miss on a
+corpus is a strict xfail (``raises=ClaimNotMet``: any other failed assertion fails) whose
+reason is the measured count. A failing session is any failing kind: regression,
+unresolved or floor (``replay_lib``'s ``failed``). No bound is loosened to pass.
+
+Fixed seeds and a held clock (``benchmarks/replay_clock.py``: the confirmation budget is
+CONFIRM_FLOOR_S however fast this machine replays): the same sessions and verdicts on any
+machine. On the quiet corpora the requirement is held at N = 6 and 64 (``QUIET_N``); N = 24
+runs the same code between them, in the benchmark's tables (0 failures in 200 sessions).
 """
 
 import sys
@@ -38,17 +51,28 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+import error_claims as E  # noqa: E402
 import replay_lib as L  # noqa: E402
+from replay_clock import fixed_clock  # noqa: E402
 
 SEED = 20261125
-SESSIONS = {6: 100, 24: 50, 64: 40}
+#: sessions a claim rests on: the fewest that support it (error_claims) with what was measured.
+#: Unchanged sessions on the quiet corpora: 0 failures in 200 at N = 6, 24 and 64, A/B and
+#: baseline mode; a x0.90 cell in A/B mode: caught in 200 of 200 (so 59 of 59 here)
+CLAIM_SESSIONS = 59
+#: baseline mode, a change beyond the stated resolution: sessions until 59 of them are beyond it
+#: (the x0.80 cell of the AMD quiet corpus at N = 6 is beyond a one-recording resolution in
+#: about 1 session of 11; the x0.90 cell of the Intel quiet corpus in 3 of 4)
+BEYOND_SESSIONS = {"quiet_fresh": 686, "intel_quiet": 77}
+#: what a row shows that is not a rate (a change below the resolution in every session; the
+#: expensive 64-cell baseline rows of a xfail): as many sessions as before
+SEEN_SESSIONS = {6: 100, 24: 50, 64: 40}
 #: the sizes the quiet corpora's requirement is held at here: the smallest and the largest
-#: session; the same code at N = 24 is in benchmarks/replay_error_rates.py's table (the loaded
-#: corpus's xfail cases below keep 24, where they were seen)
+#: session; the same code at N = 24 is in benchmarks/false_failures.py's table
 QUIET_N = [6, 64]
-MAX_FAILED = 0.05     # unchanged sessions that fail, whatever N
-MIN_CAUGHT = 0.95     # a -10% cell caught (A/B; baseline mode: when beyond the stated resolution)
 CHANGE = 0.90
+
+assert CLAIM_SESSIONS >= E.sessions_needed(0)
 
 AA = L.DATA_DIR / "aa-corpus-amd-epyc-2c-9e858421.json"
 AA_QUIET = L.DATA_DIR / "aa-corpus-amd-epyc-2c-9e858421-quiet.json"
@@ -58,8 +82,14 @@ pytestmark = pytest.mark.skipif(not (AA.exists() and AA_QUIET.exists()) or QUIET
                                 reason="no recorded corpus in benchmarks/data")
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _held_clock():
+    with fixed_clock():
+        yield
+
+
 def _xfail(seen: str):
-    return pytest.mark.xfail(strict=True, reason=f"today's rules: {seen}")
+    return pytest.mark.xfail(strict=True, raises=E.ClaimNotMet, reason=f"today's rules: {seen}")
 
 
 @pytest.fixture(scope="module")
@@ -85,33 +115,34 @@ def quiet_fresh():
 
 @pytest.mark.parametrize("n", QUIET_N)
 def test_ab_unchanged_sessions_on_a_quiet_vm_fail_in_at_most_5_percent(quiet_duets, n):
-    r = _rates("ab", quiet_duets, n, 1.0)
-    assert r.failed_rate <= MAX_FAILED, L.format_row(r)
+    r = _rates("ab", quiet_duets, n, 1.0, CLAIM_SESSIONS)
+    _unchanged(r)
 
 
 @pytest.mark.parametrize("n", QUIET_N)
 def test_ab_a_10_percent_slower_cell_on_a_quiet_vm_is_caught_in_95_percent(quiet_duets, n):
-    r = _rates("ab", quiet_duets, n, CHANGE)
-    assert r.caught_rate >= MIN_CAUGHT, L.format_row(r)
+    r = _rates("ab", quiet_duets, n, CHANGE, CLAIM_SESSIONS)
+    _caught(r)
 
 
 @pytest.mark.parametrize("n", QUIET_N)
 def test_baseline_unchanged_sessions_on_this_quiet_vm_fail_in_at_most_5_percent(quiet_fresh, n):
-    r = _rates("baseline", quiet_fresh, n, 1.0)
-    assert r.failed_rate <= MAX_FAILED, L.format_row(r)
+    r = _rates("baseline", quiet_fresh, n, 1.0, CLAIM_SESSIONS)
+    _unchanged(r)
 
 
 @pytest.mark.parametrize("n", QUIET_N)
 def test_baseline_a_20_percent_change_beyond_the_stated_resolution_is_caught_on_this_quiet_vm(quiet_fresh, n):
     """A one-session recording of this VM states a provisional resolution wider than 10% (a
     x0.90 cell is below it in every session: said, not failing); at N = 6 a x0.80 cell is
-    beyond it in some sessions and caught in each of them."""
-    assert _rates("baseline", quiet_fresh, n, CHANGE).beyond_resolution == 0
-    r = _rates("baseline", quiet_fresh, n, 0.80)
+    beyond it in about one session of 11 (73 of 800) and caught in each of them: 686
+    sessions hold 59 beyond it."""
+    assert _rates("baseline", quiet_fresh, n, CHANGE, SEEN_SESSIONS[n]).beyond_resolution == 0
     if n == 6:
-        assert r.beyond_resolution >= 5, L.format_row(r)
-        assert r.caught_beyond_rate >= MIN_CAUGHT, L.format_row(r)
+        r = _rates("baseline", quiet_fresh, n, 0.80, BEYOND_SESSIONS["quiet_fresh"])
+        _caught_beyond(r)
     else:
+        r = _rates("baseline", quiet_fresh, n, 0.80, SEEN_SESSIONS[n])
         # for one of 24 or 64 figures a one-session baseline of this VM resolves less than
         # 20%: the slowdown is named below the resolution in every session, never unchanged
         assert r.beyond_resolution == 0 and r.changed_kinds == {"below-resolution": r.sessions}, L.format_row(r)
@@ -124,44 +155,65 @@ def intel_quiet():
     return c
 
 
-def _rates(mode, corpus, n, effect):
-    r = L.rates(mode, corpus, n, effect, SESSIONS[n], SEED)
+def _rates(mode, corpus, n, effect, sessions):
+    r = L.rates(mode, corpus, n, effect, sessions, SEED)
     print(f"\n{corpus.name}: {L.format_row(r)}")
     return r
 
 
+def _unchanged(r):
+    """Unchanged sessions failed (any failing kind) in at most 5%, by the rule."""
+    E.hold(r.failed, r.sessions, f"unchanged sessions failed ({L.format_row(r)})")
+
+
+def _caught(r):
+    """The changed cell missed (passed) in at most 5% of sessions, by the rule."""
+    E.hold(r.sessions - r.caught, r.sessions, f"the changed cell passed ({L.format_row(r)})")
+
+
+def _caught_beyond(r):
+    """Of the sessions whose stated resolution the change exceeds, the changed cell missed in
+    at most 5%, by the rule (on those sessions alone)."""
+    E.hold(r.beyond_resolution - r.caught_beyond, r.beyond_resolution,
+           f"beyond the stated resolution, the changed cell passed ({L.format_row(r)})")
+
+
 # ----------------------------------------------------------------------------- A/B (duet pairs)
 
-# The loaded corpus in A/B mode: unchanged sessions fail far more often than 5% there (44 of
-# 100 sessions of 6 cells, 49 of 50 of 24, 40 of 40 of 64: pairs spread 9-33% while other work
-# ran, and a cell stops at 40 pairs, unresolved), and the x0.90 cell was caught in 94 of 100
-# sessions of 6 cells and 46 of 50 of 24. The gate does not promise its rates on a loaded
-# machine; those rows are benchmarks/replay_error_rates.py's table
-# (benchmarks/results/error-rates-2026-11-25b.txt), not tests. What holds there is held here:
+# The loaded corpus in A/B mode (benchmarks/results/false-failures-2026-11-26.txt): unchanged
+# sessions fail far more often than 5% there (58 of 124 sessions of 6 cells, 113 of 124 of 24,
+# 124 of 124 of 64, mostly unresolved, a floor in 14-66 of them: pairs spread 9-33% while other
+# work ran, and a cell stops at 40 pairs, unresolved). The gate does not promise its rates on a
+# loaded machine; those rows are the benchmark's table, not tests. The one claim held here
+# before, on 40 sessions (39 caught), is not met on enough sessions to support it:
 
+@_xfail("a x0.90 cell among 64 on the loaded corpus passes in 3 of 59 sessions (caught 94.9%); in 10 of 124 "
+        "(caught 91.9%: 58 regression, 55 unresolved, 1 floor, 10 unchanged), benchmarks/results/"
+        "false-failures-2026-11-26.txt")
 def test_ab_a_10_percent_slower_cell_among_64_is_caught_in_95_percent_even_on_a_loaded_vm(duet_corpus):
-    r = _rates("ab", duet_corpus, 64, CHANGE)  # caught in 39 of 40 (97.5%)
-    assert r.caught_rate >= MIN_CAUGHT, L.format_row(r)
+    r = _rates("ab", duet_corpus, 64, CHANGE, CLAIM_SESSIONS)
+    _caught(r)
 
 
 # ----------------------------------------------------------------------------- baseline mode
 
-# The loaded corpus in baseline mode: every session of 6, 24 and 64 cells failed, on a floor
-# (this VM's processes ran far below the C4.large legacy-sanity floors while other work loaded
-# it, and the probes of that loaded hour are their own reference): the benchmark's table.
+# The loaded corpus in baseline mode, its baseline recorded from the same loaded hour: no
+# unchanged session failed (0 of 124 at N = 6, 24 and 64); the Intel VM's baseline re-runs
+# pooled with its loaded re-runs fail on a floor in 18-31% (the benchmark's table).
 
 
 @pytest.mark.parametrize("n", QUIET_N)
 def test_baseline_unchanged_sessions_on_a_quiet_vm_fail_in_at_most_5_percent(intel_quiet, n):
-    r = _rates("baseline", intel_quiet, n, 1.0)
-    assert r.failed_rate <= MAX_FAILED, L.format_row(r)
+    r = _rates("baseline", intel_quiet, n, 1.0, CLAIM_SESSIONS)
+    _unchanged(r)
 
 
 @pytest.mark.parametrize("n", [6, pytest.param(64, marks=_xfail(
     "beyond the session's resolution in 13 of 40 sessions of 64 cells, caught in 12 (92.3%): one below-resolution"))])
 def test_baseline_a_10_percent_change_beyond_the_resolution_is_caught(intel_quiet, n):
-    r = _rates("baseline", intel_quiet, n, CHANGE)
     # the resolution is the session's (for one of its N figures): the requirement applies to
-    # fewer sessions as N grows, to enough of them to mean something here
+    # fewer sessions as N grows; at N = 6 to 3 of 4 (160 of 200), and 77 sessions hold 59 of
+    # them; at N = 64 to about 1 in 3, and 40 sessions (13 of them) show a miss already
+    r = _rates("baseline", intel_quiet, n, CHANGE, BEYOND_SESSIONS["intel_quiet"] if n == 6 else SEEN_SESSIONS[n])
     assert r.beyond_resolution >= 5, L.format_row(r)
-    assert r.caught_beyond_rate >= MIN_CAUGHT, L.format_row(r)
+    _caught_beyond(r)
