@@ -17,14 +17,26 @@ meter measures (other processes' CPU time); those processes are labelled "slowed
 rest "quiet". Nothing else about the data is changed.
 
 What is asserted (the figures go into the closing note):
-* x1.00: sessions with a false "regression" at most FDR_Q (0.05).
+* x1.00: sessions that fail, every failing kind counted (a regression, an unresolved
+  slowdown, anything else the default failure policy fails on: ``GateOutcome.failed``), at
+  most FDR_Q (5%), held by ``benchmarks/error_claims.py``'s rule (at most 8 failing sessions
+  of 300 support "at most 5%" at 95% one-sided confidence). These sessions are not held to
+  their floors (no fixture runs here; ``benchmarks/false_failures.py`` holds the same
+  recordings to them: its "baseline intel-quiet+loaded" rows). Today's rules miss it: the
+  loaded current sessions are mostly unresolved, so the check is a strict xfail with the
+  measured count.
 * x0.76: every session fails (regression, or unresolved on a busy machine), never passes.
 * x0.90 and x0.93: reported, with the share of sessions that fail; at x0.90 a slowdown
   passes silently in at most 10% of sessions.
+
+The clock is held (``benchmarks/replay_clock.py``): the suspects' confirmation budget is
+CONFIRM_FLOOR_S however fast this machine replays, so the fixed seeds give the same
+sessions on any machine.
 """
 
 import json
 import random
+import sys
 from pathlib import Path
 
 import pytest
@@ -39,6 +51,10 @@ from pytest_mxperf.outcome.comparators import comparison_for
 from pytest_mxperf.store import baseline_store
 from pytest_mxperf.store.baselines import Baseline
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+import error_claims as E  # noqa: E402
+from replay_clock import fixed_clock  # noqa: E402
+
 DATA_DIR = Path(__file__).resolve().parent.parent / "benchmarks" / "data"
 QUIET = sorted(DATA_DIR.glob("replay-*-quiet.json"))
 RESAMPLES = 300
@@ -46,7 +62,15 @@ SEED = 20261122
 BASE_PROCESSES = 5
 STARVED = 0.75
 
+assert E.allowed(RESAMPLES) == 8
+
 pytestmark = pytest.mark.skipif(not QUIET, reason="no replay data (run benchmarks/collect_replay_data.py)")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _held_clock():
+    with fixed_clock():
+        yield
 
 
 def load_pool(path):
@@ -75,9 +99,11 @@ def _run(w, value, state):
 
 
 def simulate(base_pools, cur_pools, scale, rng, resamples=RESAMPLES):
-    """Per cell: counts of final verdict kinds; per session: how many failed, and why."""
+    """Per cell: counts of final verdict kinds; per session: how many failed ("any": the
+    session fails, ``GateOutcome.failed``), and by each failing kind (every kind of a failing
+    verdict or in the failure policy)."""
     per_cell = {k: {} for k in cur_pools}
-    failed = {"regression": 0, "unresolved": 0}
+    failed = {"any": 0, "regression": 0, "unresolved": 0}
     for _ in range(resamples):
         doc = {"schema": 1, "cells": {}}
         records = []
@@ -104,8 +130,9 @@ def simulate(base_pools, cur_pools, scale, rng, resamples=RESAMPLES):
         kinds = {k: v.kind for k, v in out.verdicts.items() if "#" not in k}
         for k, kind in kinds.items():
             per_cell[k][kind] = per_cell[k].get(kind, 0) + 1
-        for kind in failed:
-            failed[kind] += any(v == kind for v in kinds.values())
+        failed["any"] += bool(out.failed)
+        for kind in {v.kind for v in out.verdicts.values() if v.failed or v.kind in s.options.fail_on}:
+            failed[kind] = failed.get(kind, 0) + 1
     return per_cell, failed
 
 
@@ -123,13 +150,16 @@ def pools(request):
     return quiet, busy
 
 
+@pytest.mark.xfail(strict=True, raises=E.ClaimNotMet, reason=(
+    "today's rules: 298 of 300 unchanged sessions fail (99.3%; a quiet baseline, the current session from the "
+    "loaded re-runs: 298 with an unresolved slowdown, 5 with a regression); the rule allows 8 in 300"))
 def test_false_alarms_at_or_below_fdr(pools):
     quiet, busy = pools
     per_cell, failed = simulate(quiet, busy, 1.0, random.Random(SEED))
-    print(f"\nx1.00: sessions with a regression {failed['regression'] / RESAMPLES:.3f}, with an unresolved "
-          f"slowdown {failed['unresolved'] / RESAMPLES:.3f}; per cell:",
+    print(f"\nx1.00: sessions failed {failed['any']} of {RESAMPLES} (by kind: "
+          f"{ {k: v for k, v in failed.items() if k != 'any'} }); per cell:",
           {k.split('/')[1]: _rates(c) for k, c in per_cell.items()})
-    assert failed["regression"] / RESAMPLES <= 0.05
+    E.hold(failed["any"], RESAMPLES, f"unchanged sessions failed (by kind: {failed})")
 
 
 def test_a_large_slowdown_always_fails(pools):
