@@ -16,6 +16,14 @@ for a suspect, as the session does. What passes is "unchanged" or "improvement";
 is "regression", "unresolved" (or the floor). The same sessions judged by the median of the
 pair ratios (the exact signed-rank test and its Hodges-Lehmann interval, put in place of
 ``ab_pairs.judge_ab`` for the comparison only) show why the rule looks at the fast end.
+
+Equal installs: a session fails (any failing kind) in at most FDR_Q (5%) of sessions, held on
+enough sessions to support it (``benchmarks/error_claims.py``: 0 failures in at least 59
+sessions, at most 1 in 93, at most 2 in 124, the one-sided 95% Clopper-Pearson bound); today's
+rules miss it on these pairs, so that test is a strict xfail with the measured count
+(``benchmarks/false_failures.py``, ``benchmarks/results/false-failures-2026-11-26.txt``). The
+clock is held (``benchmarks/replay_clock.py``): fixed seeds give the same sessions on any
+machine.
 """
 
 import math
@@ -33,10 +41,22 @@ from pytest_mxperf.model import stats as S
 from pytest_mxperf.outcome import ab_judging
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+import error_claims as E  # noqa: E402
 import replay_lib  # noqa: E402
+from replay_clock import fixed_clock  # noqa: E402
 
 SESSIONS = 120
+#: equal installs: the rule's count for up to 2 failing sessions (error_claims)
+AA_SESSIONS = 124
 SEED = 20261123
+
+assert E.allowed(AA_SESSIONS) == 2
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _held_clock():
+    with fixed_clock():
+        yield
 
 
 @pytest.fixture(scope="module")
@@ -49,15 +69,26 @@ def _pool(corpus):
     return [c["round_seconds"][0] for pair in pool.pairs for c in pair], pool.workload
 
 
-def _sessions(corpus, effect, n_cells=1):
-    """Kinds of the changed cell over SESSIONS sessions of ``n_cells`` cells, and how many sessions failed."""
-    rng = random.Random(f"{SEED}-{effect}-{n_cells}")
-    kinds, failed = Counter(), 0
-    for _ in range(SESSIONS):
-        s = replay_lib.ab_session(corpus, n_cells, effect, rng)
+#: (effect, n_cells) -> (the rng, the sessions replayed so far): the product's rule's sessions,
+#: replayed once for the module's tests (the first k of a seed's sessions are the same whoever
+#: asks for k)
+_replayed = {}
+
+
+def _sessions(corpus, effect, n_cells=1, sessions=SESSIONS, cache=True):
+    """Kinds of the changed cell over ``sessions`` sessions of ``n_cells`` cells, how many
+    sessions failed (any failing kind: regression, unresolved, floor), and how many failed by
+    each kind. ``cache=False``: replayed afresh (another rule patched in)."""
+    fresh = (random.Random(f"{SEED}-{effect}-{n_cells}"), [])
+    rng, done = _replayed.setdefault((effect, n_cells), fresh) if cache else fresh
+    while len(done) < sessions:
+        done.append(replay_lib.ab_session(corpus, n_cells, effect, rng))
+    kinds, failed, failing = Counter(), 0, Counter()
+    for s in done[:sessions]:
         kinds[s.changed_kind] += 1
         failed += s.failed
-    return kinds, failed
+        failing.update(s.kinds)
+    return kinds, failed, failing
 
 
 def _median_ratio_rule(cells, *, min_effect=thresholds.MIN_EFFECT, q=thresholds.FDR_Q):
@@ -97,20 +128,24 @@ def test_the_replayed_figures_are_the_recorded_ones(corpus):
     assert "duet" not in run.meta and not pool.duet   # judged as process pairs
 
 
+@pytest.mark.xfail(strict=True, raises=E.ClaimNotMet, reason=(
+    "today's rules: 4 of 124 one-cell A/A sessions fail (3.2%, all unresolved; the rule allows 2 in 124); "
+    "42 of 1000 (4.2%: 26 regression, 16 unresolved; at most 5.4% at 95%), and 8 of 124 sessions of 6 cells "
+    "(6.5%), benchmarks/results/false-failures-2026-11-26.txt"))
 def test_equal_installs_rarely_fail_on_regime_switching_data(corpus):
-    kinds, failed = _sessions(corpus, 1.00)
-    print(f"\nA/A on recorded regimes, fast end, one cell: {dict(kinds)}, sessions failed {failed}/{SESSIONS}")
-    assert kinds["regression"] / SESSIONS <= thresholds.FDR_Q
-    assert failed / SESSIONS <= 2 * thresholds.FDR_Q
+    kinds, failed, failing = _sessions(corpus, 1.00, sessions=AA_SESSIONS)
+    print(f"\nA/A on recorded regimes, fast end, one cell: {dict(kinds)}, sessions failed {failed}/{AA_SESSIONS} "
+          f"({dict(failing)})")
+    E.hold(failed, AA_SESSIONS, f"equal installs, sessions failed (by kind: {dict(failing)})")
 
 
 @pytest.mark.parametrize("effect, max_passed", [(0.76, 0.02), (0.90, 0.15)])
 def test_a_slower_candidate_rarely_passes_on_regime_switching_data(corpus, effect, max_passed):
     """A 24% slowdown is a confirmed regression; a 10% one rarely passes, but with the pairs
-    kept as recorded it is mostly left "unresolved" (it fails, asking for a re-run: seen 83
-    unresolved, 27 regressions, 10 passed of 120): the fast ends of 8 + 8 pairs drawn from 12
-    are often not significant where the pairs are."""
-    kinds, _ = _sessions(corpus, effect)
+    kept as recorded it is not always confirmed (seen 87 regressions, 19 "unresolved", which
+    fails asking for a re-run, and 14 passed of 120): the fast ends of the pairs drawn from 12
+    are not always significant where the pairs are."""
+    kinds, _, _ = _sessions(corpus, effect)
     print(f"\nx{effect} on recorded regimes, fast end: {dict(kinds)}")
     assert _passed(kinds) <= max_passed
     if effect <= 0.76:
@@ -119,14 +154,13 @@ def test_a_slower_candidate_rarely_passes_on_regime_switching_data(corpus, effec
 
 def test_the_fast_end_beats_the_median_pair_ratio_on_this_data(corpus):
     """The reason the A/B verdict looks at the fast end: on the same sessions the median of
-    the pair ratios lets more of a 24% slowdown pass (seen 4 of 120, the fast end none), and
-    fails no fewer equal sessions. (Drawn with the two sides independent, as this test once
-    did, the median rule also failed more equal sessions: 12% against 3%; with the recorded
-    pairs kept, a pair's two processes mostly ran in the same regime and neither rule fails
-    an equal session of one cell.)"""
+    the pair ratios lets more of a 24% slowdown pass (seen 11 of 120, the fast end none), and
+    fails no fewer equal sessions (seen 22 of 120: 14 unresolved, 8 regressions; the fast end
+    4, unresolved). (Drawn with the two sides independent, as this test once did, the median
+    rule failed 12% of equal sessions against 3%.)"""
     fast_aa, fast_76 = _sessions(corpus, 1.00)[0], _sessions(corpus, 0.76)[0]
     with mock.patch.object(ab_judging.ab_pairs, "judge_ab", _median_ratio_rule):
-        med_aa, med_76 = _sessions(corpus, 1.00)[0], _sessions(corpus, 0.76)[0]
+        med_aa, med_76 = _sessions(corpus, 1.00, cache=False)[0], _sessions(corpus, 0.76, cache=False)[0]
     print(f"\nmedian pair ratio: A/A {dict(med_aa)}, x0.76 {dict(med_76)}; fast end: A/A {dict(fast_aa)}, "
           f"x0.76 {dict(fast_76)}")
     assert 1 - _passed(fast_aa) <= 1 - _passed(med_aa)
