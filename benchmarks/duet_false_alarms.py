@@ -41,7 +41,7 @@ cell's pairs become RunResults (a duet pair: both sides' round times, in the ord
 ran, and ``meta["duet"]``; an old-rule pair: two one-round fresh processes) with a
 ``remeasure`` that simulates more pairs of the same cell, and the session goes through the
 product's end of a session (``replay_lib.run_session``: ``Measurer.check_floor``, then
-``outcome.finish.finish_session``, whose ``ab_judging.judge_ab`` runs the first stage, the
+``outcome.finish.end_session``, whose A/B comparator (``outcome/comparators.py``) runs the first stage, the
 second stage of the suspects and the final verdicts, at the default options). Failed: the
 session failed (a regression, an unresolved slowdown or a floor); flagged: the slower cell
 failed. The same judge on recorded pairs instead of this model:
@@ -348,7 +348,7 @@ def main(argv=None) -> int:
     lines = [f"duet A/B sessions simulated on {DATA.name} (seed {SEED}); "
              f"{ROUNDS} rounds of {ROUND_S} s per side per pair, round noise {ROUND_SD}, "
              f"machine speed block-resampled in {BLOCK_SLOTS * SLOT:g}-s blocks from the 0.5-s traces",
-             "judged by the product: each session through outcome.finish.finish_session (ab_judging.judge_ab: "
+             "judged by the product: each session through outcome.finish.end_session (the A/B comparator: "
              f"stage 1 {D.STAGE1_PAIRS} duet pairs a cell, the suspects' second stage, the final verdicts; default "
              f"options: min effect {thresholds.MIN_EFFECT:g}, q {thresholds.FDR_Q:g}), floors by Measurer.check_floor",
              "the slower candidate (x0.90, x0.76) in one cell of N, the others equal; failed: a regression, "

@@ -1,6 +1,6 @@
 """How often a session of N unchanged cells fails, every failing kind counted (regression,
 unresolved, floor), measured on the product's own end of a session
-(``replay_lib.ab_session`` / ``baseline_session`` -> ``outcome.finish.finish_session``), with
+(``replay_lib.ab_session`` / ``baseline_session`` -> ``outcome.finish.end_session``), with
 enough sessions to say whether the rows support "at most 5%" (``error_claims``: 0 failures in
 59 sessions, at most 1 in 93, at most 2 in 124, ...).
 
@@ -9,8 +9,9 @@ Each row draws its sessions as ``replay_lib.rates`` does (one ``random.Random`` 
 of a row are the k sessions ``rates(..., sessions=k, seed)`` replays, so the tests that hold
 the requirement on fewer sessions (tests/test_error_rates.py, seed 20261125) replay exactly
 the first sessions counted here; the regime file's one-cell row is seeded as
-tests/test_regimes.py's ``_sessions`` (``"20261123-1.0-1"``). The clock is held
-(``replay_clock.fixed_clock``: the confirmation budget is CONFIRM_FLOOR_S on any machine).
+tests/test_regimes.py's ``_sessions`` (``"20261123-1.0-1"``). Each replayed session runs on
+its own clock (``replay_lib.ReplayClock``: it moves by the recorded processes' wall time), so
+the confirmation budget is a real session's of that size on any machine.
 
 Per row: sessions, failed (by kind), failures among the first 59, 93 and 124 sessions (the
 counts the rule names), what the row supports, and the CPU seconds (all sessions, and per
@@ -39,7 +40,6 @@ sys.path.insert(0, str(HERE))
 
 import error_claims as E  # noqa: E402
 import replay_lib as L  # noqa: E402
-from replay_clock import fixed_clock  # noqa: E402
 
 SEED = 20261125          # tests/test_error_rates.py's
 REGIMES_SEED = 20261123  # tests/test_regimes.py's
@@ -206,11 +206,10 @@ def main(argv=None) -> int:
                 if (a.only is None or any(r.label.startswith(o) for o in a.only))
                 and (a.sizes is None or r.n in a.sizes)]
         loaded: Dict[str, L.Corpus] = {}
-        with fixed_clock(say=print):
-            for row in todo:
-                corpus = loaded.setdefault(row.label, row.load())
-                results.append(replay(row, corpus))
-                print(describe(results[-1]), flush=True)
+        for row in todo:
+            corpus = loaded.setdefault(row.label, row.load())
+            results.append(replay(row, corpus))
+            print(describe(results[-1]), flush=True)
         if a.json:
             a.json.write_text(json.dumps({"rows": results}) + "\n")
     order = {label: i for i, label in enumerate(CORPORA)}
@@ -218,7 +217,7 @@ def main(argv=None) -> int:
     command = "python " + " ".join([os.path.relpath(Path(sys.argv[0]).resolve(), HERE.parent)] + list(
         argv if argv is not None else sys.argv[1:]))
     lines = ["Unchanged sessions (x1.00) that fail, every failing kind counted, replayed through "
-             "outcome.finish.finish_session (benchmarks/false_failures.py)", f"command: {command}",
+             "outcome.finish.end_session (benchmarks/false_failures.py)", f"command: {command}",
              "rule (benchmarks/error_claims.py): 'at most 5%' at 95% one-sided confidence needs 0 failures in >= 59 "
              "sessions, <= 1 in 93, <= 2 in 124", ""]
     sources = {}

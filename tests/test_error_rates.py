@@ -39,9 +39,9 @@ corpus is a strict xfail (``raises=ClaimNotMet``: any other failed assertion fai
 reason is the measured count. A failing session is any failing kind: regression,
 unresolved or floor (``replay_lib``'s ``failed``). No bound is loosened to pass.
 
-Fixed seeds and a held clock (``benchmarks/replay_clock.py``: the confirmation budget is
-CONFIRM_FLOOR_S however fast this machine replays): the same sessions and verdicts on any
-machine. On the quiet corpora the requirement is held at N = 6 and 64 (``QUIET_N``); N = 24
+Fixed seeds and the replayed session's own clock (``replay_lib.ReplayClock``: it moves by the
+recorded processes' wall time, so the confirmation budget is a real session's of that size,
+however fast this machine replays): the same sessions and verdicts on any machine. On the quiet corpora the requirement is held at N = 6 and 64 (``QUIET_N``); N = 24
 runs the same code between them, in the benchmark's tables (0 failures in 200 sessions).
 """
 
@@ -53,7 +53,6 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 import error_claims as E  # noqa: E402
 import replay_lib as L  # noqa: E402
-from replay_clock import fixed_clock  # noqa: E402
 
 SEED = 20261125
 #: sessions a claim rests on: the fewest that support it (error_claims) with what was measured.
@@ -81,11 +80,6 @@ QUIET = next(iter(sorted(L.DATA_DIR.glob("replay-intel-*-quiet.json"))), None)
 pytestmark = pytest.mark.skipif(not (AA.exists() and AA_QUIET.exists()) or QUIET is None,
                                 reason="no recorded corpus in benchmarks/data")
 
-
-@pytest.fixture(scope="module", autouse=True)
-def _held_clock():
-    with fixed_clock():
-        yield
 
 
 def _xfail(seen: str):

@@ -22,8 +22,8 @@ enough sessions to support it (``benchmarks/error_claims.py``: 0 failures in at 
 sessions, at most 1 in 93, at most 2 in 124, the one-sided 95% Clopper-Pearson bound); today's
 rules miss it on these pairs, so that test is a strict xfail with the measured count
 (``benchmarks/false_failures.py``, ``benchmarks/results/false-failures-2026-11-26.txt``). The
-clock is held (``benchmarks/replay_clock.py``): fixed seeds give the same sessions on any
-machine.
+replayed session runs on its own clock (``replay_lib.ReplayClock``): fixed seeds give the same
+sessions on any machine.
 """
 
 import math
@@ -43,7 +43,6 @@ from pytest_mxperf.outcome import ab_judging
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 import error_claims as E  # noqa: E402
 import replay_lib  # noqa: E402
-from replay_clock import fixed_clock  # noqa: E402
 
 SESSIONS = 120
 #: equal installs: the rule's count for up to 2 failing sessions (error_claims)
@@ -52,11 +51,6 @@ SEED = 20261123
 
 assert E.allowed(AA_SESSIONS) == 2
 
-
-@pytest.fixture(scope="module", autouse=True)
-def _held_clock():
-    with fixed_clock():
-        yield
 
 
 @pytest.fixture(scope="module")

@@ -18,7 +18,7 @@ rest "quiet". Nothing else about the data is changed.
 
 What is asserted (the figures go into the closing note):
 * x1.00: sessions that fail, every failing kind counted (a regression, an unresolved
-  slowdown, anything else the default failure policy fails on: ``GateOutcome.failed``), at
+  slowdown, anything else the default failure policy fails on: ``SessionOutcome.failed``), at
   most FDR_Q (5%), held by ``benchmarks/error_claims.py``'s rule (at most 8 failing sessions
   of 300 support "at most 5%" at 95% one-sided confidence). These sessions are not held to
   their floors (no fixture runs here; ``benchmarks/false_failures.py`` holds the same
@@ -29,11 +29,12 @@ What is asserted (the figures go into the closing note):
 * x0.90 and x0.93: reported, with the share of sessions that fail; at x0.90 a slowdown
   passes silently in at most 10% of sessions.
 
-The clock is held (``benchmarks/replay_clock.py``): the suspects' confirmation budget is
-CONFIRM_FLOOR_S however fast this machine replays, so the fixed seeds give the same
+The session's clock stands still (a replay takes no time): the suspects' confirmation budget
+is CONFIRM_FLOOR_S however fast this machine replays, so the fixed seeds give the same
 sessions on any machine.
 """
 
+import dataclasses
 import json
 import random
 import sys
@@ -53,7 +54,6 @@ from pytest_mxperf.store.baselines import Baseline
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 import error_claims as E  # noqa: E402
-from replay_clock import fixed_clock  # noqa: E402
 
 DATA_DIR = Path(__file__).resolve().parent.parent / "benchmarks" / "data"
 QUIET = sorted(DATA_DIR.glob("replay-*-quiet.json"))
@@ -66,11 +66,6 @@ assert E.allowed(RESAMPLES) == 8
 
 pytestmark = pytest.mark.skipif(not QUIET, reason="no replay data (run benchmarks/collect_replay_data.py)")
 
-
-@pytest.fixture(scope="module", autouse=True)
-def _held_clock():
-    with fixed_clock():
-        yield
 
 
 def load_pool(path):
@@ -100,7 +95,7 @@ def _run(w, value, state):
 
 def simulate(base_pools, cur_pools, scale, rng, resamples=RESAMPLES):
     """Per cell: counts of final verdict kinds; per session: how many failed ("any": the
-    session fails, ``GateOutcome.failed``), and by each failing kind (every kind of a failing
+    session fails, ``SessionOutcome.failed``), and by each failing kind (every kind of a failing
     verdict or in the failure policy)."""
     per_cell = {k: {} for k in cur_pools}
     failed = {"any": 0, "regression": 0, "unresolved": 0}
@@ -122,6 +117,8 @@ def simulate(base_pools, cur_pools, scale, rng, resamples=RESAMPLES):
             cell = draw(2)
             records.append(CellRecord("replay", cell, remeasure=lambda more, draw=draw: draw(more.count)))
         s = PerfSession(PerfOptions(machine_probe=False))
+        s.clock.now = lambda: 0.0   # a replay takes no time: the confirmation budget is CONFIRM_FLOOR_S
+        s.context = dataclasses.replace(s.context, started=0.0)
         s.begin({"id": "replay"}, Baseline.from_doc(doc), s.context.options, comparison_for(None))
         for rec in records:
             s.ledger.add(rec)
@@ -131,7 +128,7 @@ def simulate(base_pools, cur_pools, scale, rng, resamples=RESAMPLES):
         for k, kind in kinds.items():
             per_cell[k][kind] = per_cell[k].get(kind, 0) + 1
         failed["any"] += bool(out.failed)
-        for kind in {v.kind for v in out.verdicts.values() if v.failed or v.kind in s.options.fail_on}:
+        for kind in {v.kind for v in out.verdicts.values() if v.failed or v.kind in s.context.options.fail_on}:
             failed[kind] = failed.get(kind, 0) + 1
     return per_cell, failed
 
