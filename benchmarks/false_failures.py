@@ -31,6 +31,7 @@ import os
 import random
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional
 
@@ -165,10 +166,7 @@ def describe(r: Dict[str, Any]) -> str:
     s = r["sessions"]
     n = len(s)
     failed = sum(x["failed"] for x in s)
-    kinds: Dict[str, int] = {}
-    for x in s:
-        for k in x["kinds"]:
-            kinds[k] = kinds.get(k, 0) + 1
+    kinds = Counter(k for x in s for k in x["kinds"])
     by_kind = ", ".join(f"{k} {v}" for k, v in sorted(kinds.items())) or "-"
     at = "  ".join(f"{sum(x['failed'] for x in s[:c])}/{c}" if c <= n else f"  -/{c}" for c in CHECKPOINTS)
     ok = E.supports(failed, n)

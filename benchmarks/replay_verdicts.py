@@ -34,6 +34,7 @@ import platform
 import subprocess
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any, Dict, List, Tuple
 
@@ -111,10 +112,7 @@ def run(sessions: int, sizes=SIZES, effects=EFFECTS, say=print) -> Dict[str, Any
 
 def summary_line(mode: str, corpus: str, n: int, effect: float, rows: List[Dict[str, Any]]) -> str:
     failed = sum(r["failed"] for r in rows)
-    kinds: Dict[str, int] = {}
-    for r in rows:
-        for k in r["kinds"]:
-            kinds[k] = kinds.get(k, 0) + 1
+    kinds = Counter(k for r in rows for k in r["kinds"])
     by_kind = ", ".join(f"{k} {v}" for k, v in sorted(kinds.items())) or "-"
     changed: Dict[str, int] = {}
     for r in rows:
