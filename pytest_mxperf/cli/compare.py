@@ -14,6 +14,7 @@ files' processes are all there is, so an unclear slowdown is "unresolved". Exit 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import statistics
 import sys
 from typing import Any, Dict, List, Optional, Sequence
@@ -73,11 +74,12 @@ def compare_results(old: Results, new: Results, *, min_effect: float = threshold
                 m, [r.value(m.name) for r in ok_c], [r.value(m.name) for r in ok_b],
                 machine_states.states(ok_c), machine_states.states(ok_b), screened=cur.workload.device != "gpu", confirmed=True)
     out = V.judge_session(comparisons, min_effect=min_effect, q=q)
-    for k, v in out.items():
+    for k, v in list(out.items()):
         mo, mn = _first_meta(olds.get(k)), _first_meta(news.get(k))
         if mo and mn:
-            v.env_diff = context_diff.env_diff(mn.get("env"), mo.get("env")) + context_diff.version_diff(
+            diff = context_diff.env_diff(mn.get("env"), mo.get("env")) + context_diff.version_diff(
                 {"mxnet_version": mn.get("mxnet_version")}, {"mxnet_version": mo.get("mxnet_version")})
+            out[k] = dataclasses.replace(v, env_diff=diff)
     return out
 
 

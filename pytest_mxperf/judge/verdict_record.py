@@ -11,7 +11,7 @@ from pytest_mxperf.judge.thresholds import FAILING
 from pytest_mxperf.model.measurement import Metric
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True)
 class Verdict:
     kind: str
     reason: str

@@ -90,7 +90,8 @@ def judge_ab_once(cells: Dict[str, CellRecord], final: set, min_effect: float) -
     v.update(verdict_duet.judge_duet(duets, min_effect=min_effect, q=q_duets))
     for mk, d in duets.items():  # each side's figure (median over its processes), shown beside the ratio
         cell = cells[cell_of(mk)].cell
-        v[mk].current_median, v[mk].baseline_median = cell.figure(d.metric.name), cell.reference_figure(d.metric.name)
+        v[mk] = dataclasses.replace(v[mk], current_median=cell.figure(d.metric.name),
+                                    baseline_median=cell.reference_figure(d.metric.name))
         slowed = sum(machine_states.SLOWED in (c.state, r.state) for c, r in cell.pairs())
         if slowed and v[mk].kind in ("suspect", "unresolved"):
             # rounds cancel a slow spell of the machine, not other work sharing its CPUs: say so
