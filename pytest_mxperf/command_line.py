@@ -206,7 +206,41 @@ def baseline_requirement(machine_id: str, baseline: Optional[Baseline], where: s
         raise pytest.UsageError(f"--perf-reference baseline: {where} does not say which MXNet install it was "
                                 "recorded with (recorded before requirements were stored): re-record it with "
                                 "--perf-update-baselines, or give --perf-reference REQ")
+    from pytest_mxperf.proc import distributions, installs
+    try:
+        installs.parse_pinned(requirement)  # the file names what gets installed: refused before any install
+    except distributions.InstallError as exc:
+        raise pytest.UsageError(f"--perf-reference baseline: {where} names an install that is not rebuilt: "
+                                f"{distributions.one_line(exc)}") from None
     return requirement
+
+
+def check_rebuilt_install(config, baseline: Baseline, requirement: str, python: str, where: str) -> None:
+    """``--perf-reference baseline``: the install rebuilt from the baseline's ``requirement``
+    (at ``python``) must be the build the baseline recorded (the sha256 of its libmxnet); a
+    custom build or another build of the same version is a usage error in one line. A
+    baseline that records no build says so in one line, and the rebuilt install is taken."""
+    from pytest_mxperf.proc import distributions
+    from pytest_mxperf.store.baselines import BaselineError
+    try:
+        recorded = baseline.recorded_install()
+    except BaselineError as exc:
+        raise pytest.UsageError(f"--perf-reference baseline: {exc}") from None
+    if not recorded or not recorded.get("libmxnet_sha256"):
+        say(config, f"mxperf: --perf-reference baseline: {where} records no build of {requirement} (recorded before "
+                    "builds were, or its files could not be read): the install rebuilt from it is taken as that build")
+        return
+    try:
+        rebuilt = distributions.install_identity(python)
+    except distributions.InstallError as exc:
+        raise pytest.UsageError(f"--perf-reference baseline: {distributions.one_line(exc)}") from None
+    if (rebuilt or {}).get("libmxnet_sha256") != recorded["libmxnet_sha256"]:
+        got = (rebuilt or {}).get("libmxnet_sha256")
+        raise pytest.UsageError(
+            f"--perf-reference baseline: the install rebuilt from {requirement} ({python}) is not the build "
+            f"{where} recorded: libmxnet sha256 {str(got)[:16]}… against {recorded['libmxnet_sha256'][:16]}… "
+            "(a custom build, or another build of the same version); give --perf-reference the recorded "
+            "interpreter's path, or re-record the baseline with --perf-update-baselines")
 
 
 def reference_python(spec: str, candidate: Optional[str] = None) -> str:
@@ -266,6 +300,8 @@ def start_session(config) -> "PerfSession":
         reference = requirement
     if reference:
         reference = reference_python(reference, options.python)
+    if requirement:
+        check_rebuilt_install(config, baseline, requirement, reference, str(store.path(machine["id"])))
     session.begin(machine, baseline, options, comparison_for(reference, requirement))
     _check_explicit_gpus(session)
     return session

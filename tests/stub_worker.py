@@ -21,6 +21,9 @@ sets ``MXPERF_STUB`` to a JSON configuration:
      "dists": [["mxnet", "1.9.1"]],   the MXNet distributions its metadata lists (``python -c``
                                   of installs.installed_mxnet_distributions); default: one,
                                   mxnet-cu117 when "features" has CUDA, else mxnet
+     "install": {"name": "mxnet", "version": "1.9.1", "libmxnet_sha256": "..."},   what
+                                  distributions.install_identity reads of its MXNet build
+                                  (``python -c``); default: none (a build that cannot be read)
      "error": null,               a one-line error message to return instead (e.g. CUDA's)
      "raise": null,               an exception text the throughput worker raises (through the
                                   real protocol.serve, which makes it a one-line error/oom)
@@ -374,8 +377,15 @@ def list_distributions():
     json.dump({"python": sys.executable, "distributions": c.get("dists", default)}, sys.stdout)
 
 
+def install_identity():
+    c = _cfg()
+    json.dump({"mxnet": c.get("install"), "numpy_version": "1.23.5"}, sys.stdout)
+
+
 def main(argv):
     _spin_while_alive(_cfg())
+    if len(argv) >= 2 and argv[0] == "-c" and "libmxnet_sha256" in argv[1]:
+        return install_identity()
     if len(argv) >= 2 and argv[0] == "-c" and "distributions" in argv[1]:
         return list_distributions()
     if len(argv) >= 2 and argv[0] == "-m":

@@ -467,6 +467,89 @@ def test_reference_baseline_without_a_usable_baseline_is_a_one_line_usage_error(
     assert json.loads(path.read_text()) == doc  # refused, not rewritten
 
 
+def test_a_baseline_naming_an_install_that_is_not_a_pinned_release_is_refused_before_any_install(
+        pytester, make_stub_python, monkeypatch):
+    """The baseline file names the install ``--perf-reference baseline`` rebuilds: a URL (or
+    anything but NAME==VERSION of an MXNet distribution) is one usage line, exit 4, and no
+    venv is built (issue 35, part 1)."""
+    pytester.makepyfile(test_cells=CELLS.format(models=("lenet",)))
+    bdir, cache = pytester.path / "bl", pytester.path / "cache"
+    monkeypatch.setenv("MXPERF_CACHE_DIR", str(cache))
+    common = ["-m", "cpu", "--perf-machine", "box", "--perf-baselines-dir", str(bdir), "--perf-no-probe",
+              "--perf-python", make_stub_python("now", rate=100.0, dists=[["mxnet", "1.9.1"]])]
+    assert _run(pytester, *common, "--perf-update-baselines").ret == 0
+    path = bdir / "box.json"
+    for named in ("mxnet @ https://host/x.whl", "mxnet>=1.8", "numpy==1.23.5", "mxnet==1.9.1+mine"):
+        doc = json.loads(path.read_text())
+        for cell in doc["cells"].values():
+            for rec in cell["history"]:
+                rec["mxnet_requirement"] = named
+        path.write_text(json.dumps(doc))
+        r = _run(pytester, *common, "--perf-reference", "baseline")
+        assert r.ret == pytest.ExitCode.USAGE_ERROR, (named, _out(r))
+        err = [x for x in r.stderr.lines if "--perf-reference baseline" in x]
+        assert len(err) == 1 and "names an install that is not rebuilt" in err[0] and repr(named) in err[0], err
+        assert not cache.exists() or not list(cache.glob("venvs/*")), named  # nothing was installed
+
+
+BUILD = {"name": "mxnet", "version": "1.8.0", "direct_url": None, "libmxnet": "mxnet/libmxnet.so",
+         "libmxnet_sha256": "a" * 64}
+
+
+def test_a_baseline_records_its_build_and_a_rebuilt_install_of_another_build_is_refused(
+        pytester, make_stub_python, monkeypatch):
+    """A recording keeps which build of MXNet measured (the sha256 of its libmxnet, where pip
+    took it from, numpy's version, its features). ``--perf-reference baseline`` takes the
+    install rebuilt from the recorded requirement only when it is that build: the same
+    version built otherwise is one usage line, exit 4 (issue 35, part 1); the same build runs."""
+    pytester.makepyfile(test_cells=CELLS.format(models=("lenet",)))
+    bdir, cache = pytester.path / "bl", pytester.path / "cache"
+    monkeypatch.setenv("MXPERF_CACHE_DIR", str(cache))
+    common = ["-m", "cpu", "--perf-machine", "box", "--perf-baselines-dir", str(bdir), "--perf-no-probe"]
+    dists = [["mxnet", "1.8.0"]]
+    r = _run(pytester, *common, "--perf-update-baselines", "--perf-python",
+             make_stub_python("old", rate=100.0, version="1.8.0", dists=dists, install=BUILD))
+    assert r.ret == 0 and "mxperf: its build: mxnet 1.8.0 from a package index, mxnet/libmxnet.so sha256 aaaa" in _out(r)
+    (rec,) = json.loads((bdir / "box.json").read_text())["cells"]["score/lenet/b8/cpu:0/float32/threads=auto"]["history"]
+    assert rec["install"]["libmxnet_sha256"] == "a" * 64 and rec["install"]["numpy_version"] == "1.23.5"
+    now = make_stub_python("now", rate=100.0)
+    other = make_stub_python("other-build", rate=100.0, version="1.8.0", dists=dists,
+                             install=dict(BUILD, libmxnet_sha256="b" * 64))
+    _cached_reference(cache, "mxnet==1.8.0", now, other)
+    r = _run(pytester, *common, "--perf-python", now, "--perf-reference", "baseline")
+    assert r.ret == pytest.ExitCode.USAGE_ERROR, _out(r)
+    err = [x for x in r.stderr.lines if "--perf-reference baseline" in x]
+    assert len(err) == 1 and "is not the build" in err[0] and "bbbbbbbbbbbbbbbb… against aaaaaaaaaaaaaaaa…" in err[0], err
+    # the same build rebuilt: the A/B runs against it
+    import os
+    from pytest_mxperf.proc import distributions, installs
+    reqs = installs.requirements_for("mxnet==1.8.0", distributions.companion_requirements(now))
+    exe = installs.venv_python(cache / "venvs" / installs.venv_slug("mxnet==1.8.0", reqs) / "venv")
+    exe.unlink()
+    os.symlink(make_stub_python("same-build", rate=100.0, version="1.8.0", dists=dists, install=BUILD), exe)
+    r = _run(pytester, *common, "--perf-python", now, "--perf-reference", "baseline")
+    assert r.ret == 0 and "A/B mode" in _out(r), _out(r)
+
+
+def test_a_baseline_with_a_tampered_install_is_refused_before_anything_is_measured(pytester, make_stub_python):
+    pytester.makepyfile(test_cells=CELLS.format(models=("lenet",)))
+    bdir = pytester.path / "bl"
+    common = ["-m", "cpu", "--perf-machine", "box", "--perf-baselines-dir", str(bdir), "--perf-no-probe",
+              "--perf-python", make_stub_python("now", rate=100.0, install=dict(BUILD, version="1.9.1"))]
+    assert _run(pytester, *common, "--perf-update-baselines").ret == 0
+    path = bdir / "box.json"
+    good = path.read_text()
+    for bad in ("x", {"libmxnet_sha256": "not-a-hash"}, {"version": 191}, {"features": "MKLDNN"}):
+        doc = json.loads(good)
+        for cell in doc["cells"].values():
+            cell["history"][-1]["install"] = bad
+        path.write_text(json.dumps(doc))
+        r = _run(pytester, *common)
+        assert r.ret == pytest.ExitCode.USAGE_ERROR, (bad, _out(r))
+        assert any("has an install" in x for x in r.stderr.lines), (bad, r.stderr.lines)
+        assert "score/lenet" not in r.stdout.str()  # nothing measured
+
+
 def test_a_baseline_of_one_session_says_its_resolution_is_provisional(two_sessions):
     r = two_sessions(("lenet",), record={"rate": 100.0}, now={"rate": 100.0}, args=("--perf-no-probe",),
                      record_args=("--perf-no-probe",))

@@ -458,3 +458,34 @@ def test_a_reference_venv_follows_the_candidates_packages(tmp_path, monkeypatch)
     assert installs.reference_python("mxnet==1.9.1", installer=_never, log=_quiet, like=with_scipy) == py_a
     with pytest.raises(InstallError, match="not an MXNet distribution"):
         installs.reference_python("numpy==1.23.5", installer=_never, log=_quiet, like=with_scipy)
+
+
+@pytest.mark.parametrize("spec, pinned", [
+    ("mxnet==1.9.1", ("mxnet", "1.9.1")), ("mxnet-mkl==1.6.0", ("mxnet-mkl", "1.6.0")),
+    ("mxnet==1.8.0.post0", ("mxnet", "1.8.0.post0")), ("mxnet-cu117==1.9.1", ("mxnet-cu117", "1.9.1"))])
+def test_a_baseline_may_name_a_pinned_release_of_an_mxnet_distribution(spec, pinned):
+    assert installs.parse_pinned(spec) == pinned
+
+
+@pytest.mark.parametrize("spec", ["mxnet @ https://host/x.whl", "mxnet @ file:///tmp/mxnet.whl", "/tmp/x.whl",
+                                  "mxnet>=1.8", "mxnet==1.9.*", "mxnet===1.9.1", "mxnet==1.9.1,!=1.9.2",
+                                  "mxnet[extra]==1.9.1", 'mxnet==1.9.1; python_version > "3"', "numpy==1.23.5",
+                                  "mxnet==1.9.1+mine", "mxnet", "", "mxnet==1.9.1 --index-url http://x"])
+def test_a_baseline_naming_anything_else_is_refused_in_one_line(spec):
+    with pytest.raises(InstallError) as e:
+        installs.parse_pinned(spec)
+    assert repr(spec) in _one_line(e)
+
+
+def test_the_reference_venv_takes_mxnet_from_a_wheel_only(tmp_path, monkeypatch):
+    """pip is told to take the MXNet distribution from a binary wheel (never to build it)."""
+    seen = []
+
+    def run(command, **kwargs):
+        seen.append(list(command))
+        return subprocess.CompletedProcess(command, 0, b"", b"")
+    monkeypatch.setattr(installs.subprocess, "run", run)
+    monkeypatch.setattr(installs, "installed_mxnet_distributions", lambda python: [("mxnet-mkl", "1.6.0")])
+    installs.pip_installer(tmp_path / "venv", ["mxnet-mkl==1.6.0", "numpy==1.23.5"])
+    pip = next(c for c in seen if "pip" in c)
+    assert "--only-binary=mxnet-mkl" in pip and pip[-2:] == ["mxnet-mkl==1.6.0", "numpy==1.23.5"]

@@ -109,6 +109,7 @@ class Recorded:
     few: Tuple[str, ...] = ()                   # cells with too few processes to gate
     resolution: Mapping[str, Any] = dataclasses.field(default_factory=dict)  # Baseline.resolution_summary
     requirement: Optional[str] = None
+    install: Optional[Mapping[str, Any]] = None  # which build (distributions.install_identity), None unknown
 
 
 @dataclasses.dataclass(frozen=True)

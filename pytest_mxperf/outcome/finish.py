@@ -120,6 +120,20 @@ def _recorded_requirement(python: Optional[str]) -> Optional[str]:
         return None
 
 
+def _recorded_install(python: Optional[str], software: Mapping[str, Any]) -> Optional[Dict[str, Any]]:
+    """Which build of MXNet measured (``distributions.install_identity`` of ``--perf-python``,
+    default this interpreter) with the features its workers reported; None when it cannot be
+    read (the baseline then says nothing of its build)."""
+    from pytest_mxperf.proc import distributions
+    try:
+        identity = distributions.install_identity(python)
+    except distributions.InstallError:
+        return None
+    if identity is None:
+        return None
+    return dict(identity, features=list(software.get("features") or []) or None)
+
+
 def record_baseline(outcome: SessionOutcome) -> Recorded:
     """Record the measured cells into this machine's baseline: what was recorded."""
     ctx = outcome.context
@@ -127,9 +141,11 @@ def record_baseline(outcome: SessionOutcome) -> Recorded:
     software = software_facts(r for rec in cells.values() for r in rec.cell.ok_runs)
     kept = kept_profiles.kept_summaries({p.key: dict(p.current) for p in outcome.profiles if p.current is not None})
     requirement = _recorded_requirement(ctx.options.python)
+    install = _recorded_install(ctx.options.python, software)
     store = ctx.store
     path = store.update(ctx.machine["id"], [rec.cell for rec in cells.values()], machine=dict(ctx.machine),
-                        software=software, pool=ctx.options.baseline_pool, profiles=kept, requirement=requirement)
+                        software=software, pool=ctx.options.baseline_pool, profiles=kept, requirement=requirement,
+                        install=install)
     runs = [r for rec in cells.values() for r in rec.cell.ok_runs]
     few = tuple(k for k, rec in cells.items() if len(rec.cell.ok_runs) < thresholds.MIN_BASELINE_PROCESSES)
     try:
@@ -138,7 +154,7 @@ def record_baseline(outcome: SessionOutcome) -> Recorded:
     except BaselineError:
         resolution = {"cells": 0}
     return Recorded(str(path), tuple(cells), ctx.options.baseline_pool, ctx.baseline is None,
-                    sum(r.state == "slowed" for r in runs), len(runs), few, resolution, requirement)
+                    sum(r.state == "slowed" for r in runs), len(runs), few, resolution, requirement, install)
 
 
 # ----------------------------------------------------------------------------- what it means

@@ -238,6 +238,13 @@ def recorded_lines(outcome: SessionOutcome) -> List[str]:
                          + "; a smaller slowdown is reported below the resolution: gate it with an A/B run")
     if rec.requirement:
         lines.append(f"{PREFIX}recorded with {rec.requirement} (--perf-reference baseline runs an A/B against it)")
+    inst = rec.install or {}
+    if inst.get("libmxnet_sha256"):
+        source = (f"from {(inst.get('direct_url') or {}).get('url')}" if inst.get("direct_url")
+                  else "from a package index")
+        lines.append(f"{PREFIX}its build: {inst.get('name')} {inst.get('version')} {source}, {inst.get('libmxnet')} "
+                     f"sha256 {inst['libmxnet_sha256'][:16]}…, numpy {inst.get('numpy_version')}")
+
     return lines
 
 

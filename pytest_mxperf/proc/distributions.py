@@ -116,6 +116,61 @@ def installed_distributions(python: Optional[str] = None,
     return [(n, str(v)) for n, v in found if n]
 
 
+# Runs under the interpreter whose MXNet install is described (3.8+: importlib.metadata).
+_IDENTITY_SCRIPT = r"""
+import hashlib, json, re, sys
+from importlib.metadata import distributions
+out = {"mxnet": None, "numpy_version": None}
+for d in distributions():
+    n = re.sub(r"[-_.]+", "-", d.metadata["Name"] or "").lower()
+    if n == "numpy" and out["numpy_version"] is None:
+        out["numpy_version"] = d.version
+    if re.fullmatch(r"mxnet(-mkl|-native|-cu\d+(mkl)?)?", n) and out["mxnet"] is None:
+        info = {"name": n, "version": d.version, "direct_url": None, "libmxnet": None, "libmxnet_sha256": None}
+        try:
+            text = d.read_text("direct_url.json")
+            info["direct_url"] = json.loads(text) if text else None
+        except (OSError, ValueError):
+            pass
+        for f in d.files or []:
+            if f.name.startswith("libmxnet") and ".so" in f.name:
+                h = hashlib.sha256()
+                with open(d.locate_file(f), "rb") as fh:
+                    for chunk in iter(lambda: fh.read(1 << 20), b""):
+                        h.update(chunk)
+                info["libmxnet"], info["libmxnet_sha256"] = str(f), h.hexdigest()
+                break
+        out["mxnet"] = info
+json.dump(out, sys.stdout)
+"""
+
+
+def install_identity(python: Optional[str] = None, timeout: float = PROBE_TIMEOUT_S) -> Optional[Dict[str, object]]:
+    """Which build of MXNet ``python`` (default: this interpreter) has, read from its metadata
+    and files, never by importing it: {"name", "version", "direct_url" (what pip wrote for an
+    install from a URL or a path, else None), "libmxnet", "libmxnet_sha256", "numpy_version"};
+    None when it has no MXNet distribution. A baseline records it, so that a later session can
+    tell whether an install rebuilt from ``name==version`` is that build. InstallError (one
+    line) when the interpreter cannot be asked."""
+    try:
+        proc = subprocess.run([python or sys.executable, "-c", _IDENTITY_SCRIPT], stdin=subprocess.DEVNULL,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise InstallError(f"{python or sys.executable} did not describe its MXNet within {timeout:g} s") from None
+    except OSError as exc:
+        raise InstallError(f"cannot run {python}: {exc.strerror or exc}") from None
+    try:
+        out = json.loads(proc.stdout.decode("utf-8", "replace"))
+    except ValueError:
+        err = [ln for ln in proc.stderr.decode("utf-8", "replace").splitlines() if ln.strip()]
+        raise InstallError(f"{python or sys.executable} could not describe its MXNet "
+                           f"({spawn.describe_returncode(proc.returncode)}): "
+                           f"{err[-1].strip() if err else 'no output'}") from None
+    if not isinstance(out, dict) or not isinstance(out.get("mxnet"), dict):
+        return None
+    return dict(out["mxnet"], numpy_version=out.get("numpy_version"))
+
+
 def companion_requirements(python: Optional[str] = None) -> List[str]:
     """Pins of the candidate's ``WORKER_COMPANIONS`` (``python``, default this interpreter),
     e.g. ``["numpy==1.23.5", "threadpoolctl==3.8.0", "scipy==1.15.3"]``: what a reference

@@ -120,6 +120,33 @@ def parse_requirement(spec: str):
     return req
 
 
+def parse_pinned(spec: str):
+    """``(name, version)`` of ``NAME==VERSION`` of a known MXNet distribution and a public
+    release version, nothing else: what a baseline file may name as the install to rebuild
+    (the file decides what gets installed, so a URL, a path, extras, markers, a range or a
+    local version are refused). InstallError (one line) otherwise."""
+    from packaging.requirements import InvalidRequirement, Requirement
+    from packaging.version import InvalidVersion, Version
+    text = spec.strip() if isinstance(spec, str) else ""
+    try:
+        req = Requirement(text)
+    except InvalidRequirement:
+        req = None
+    pins = list(req.specifier) if req is not None else []
+    if (req is None or req.url or req.extras or req.marker or not is_mxnet_distribution(req.name)
+            or len(pins) != 1 or pins[0].operator != "==" or "*" in pins[0].version
+            or not re.fullmatch(r"[A-Za-z0-9_.-]+==[A-Za-z0-9_.!+-]+", text.replace(" ", ""))):
+        raise InstallError(f"{spec!r} is not NAME==VERSION of an MXNet distribution "
+                           f"({', '.join(MXNET_DISTRIBUTIONS)}), e.g. mxnet==1.9.1: only such an install is rebuilt")
+    try:
+        version = Version(pins[0].version)
+    except InvalidVersion:
+        raise InstallError(f"{spec!r}: {pins[0].version!r} is not a release version") from None
+    if version.local:
+        raise InstallError(f"{spec!r}: a local version ({version}) is no release on a package index")
+    return normalize_name(req.name), str(version)
+
+
 def requirements_for(spec: str, companions: Optional[Sequence[str]] = None) -> List[str]:
     """The MXNet requirement and what its venv gets beside it: ``companions`` (the
     candidate's, from ``companion_requirements``) or, without them, ``REFERENCE_EXTRAS``."""
@@ -154,7 +181,10 @@ def pip_installer(venv_dir: Path, requirements: Sequence[str]) -> None:
         raise InstallError(f"python -m venv {venv_dir} failed: "
                            f"{_last_error_line(proc.stdout.decode('utf-8', 'replace').splitlines())}")
     python = str(venv_python(venv_dir))
-    command = [python, "-m", "pip", "install", "--disable-pip-version-check", "--no-input", *requirements]
+    # MXNet itself from a binary wheel only (never built from a source distribution)
+    mxnet = [normalize_name(parse_requirement(r).name) for r in requirements[:1]]
+    command = [python, "-m", "pip", "install", "--disable-pip-version-check", "--no-input",
+               *(f"--only-binary={name}" for name in mxnet), *requirements]
     with open(log_path, "wb") as log:
         try:
             proc = subprocess.run(command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,

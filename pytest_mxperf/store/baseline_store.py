@@ -48,9 +48,10 @@ def _probe_record(ms: Optional[Mapping[str, Any]]) -> Optional[Dict[str, Any]]:
 
 def summarize_cell(cell: CellMeasurement, software: Optional[Mapping[str, Any]] = None,
                    date: Optional[str] = None, source: str = "measured", pool: str = "replace",
-                   requirement: Optional[str] = None) -> Dict[str, Any]:
+                   requirement: Optional[str] = None, install: Optional[Mapping[str, Any]] = None) -> Dict[str, Any]:
     """One recording (history entry) from a CellMeasurement's successful processes;
-    ``requirement``: the MXNet distribution that measured it (``mxnet==1.9.1``)."""
+    ``requirement``: the MXNet distribution that measured it (``mxnet==1.9.1``); ``install``:
+    which build that was (``distributions.install_identity`` and its features)."""
     ok = cell.ok_runs
     rounds = [s for r in ok for s in r.samples]
     first = ok[0].meta if ok else None
@@ -74,6 +75,7 @@ def summarize_cell(cell: CellMeasurement, software: Optional[Mapping[str, Any]] 
                     "q3": quantile(rounds, 0.75), "min": min(rounds), "max": max(rounds)} if rounds else None),
         "mxnet_version": (first.mxnet_version if first else None) or (software or {}).get("mxnet_version"),
         "mxnet_requirement": requirement,
+        "install": dict(install) if install else None,
         "software": dict(software) if software else None,
         "env": dict(first.env or {}) if first else {},
         "env_defaults_applied": dict(first.env_defaults_applied or {}) if first else {},
@@ -118,7 +120,8 @@ def write_recordings(machine_id: str, recordings: Mapping[str, Mapping[str, Any]
 def update(machine_id: str, cells: Sequence[CellMeasurement], machine: Optional[Mapping[str, Any]] = None,
            software: Optional[Mapping[str, Any]] = None, *, baselines_dir: Optional[PathLike] = None,
            history: int = HISTORY, date: Optional[str] = None, pool: str = "replace",
-           profiles: Optional[Mapping[str, Mapping[str, Any]]] = None, requirement: Optional[str] = None) -> Path:
+           profiles: Optional[Mapping[str, Mapping[str, Any]]] = None, requirement: Optional[str] = None,
+           install: Optional[Mapping[str, Any]] = None) -> Path:
     """Record measured cells into the machine's baseline file (``--perf-update-baselines``).
 
     Merges: cells not in ``cells`` keep their history; a measured cell gets one new recording
@@ -128,7 +131,8 @@ def update(machine_id: str, cells: Sequence[CellMeasurement], machine: Optional[
     ``profiles``: a small operator profile per cell key (``kept_profiles.summary``), kept in the
     recording as ``profile`` so that a later failure has a profile to set beside its own.
     ``requirement``: the MXNet distribution that measured the cells (``mxnet==1.9.1``), kept
-    in each recording and in the file (``recorded_requirement``). Every recording states
+    in each recording and in the file (``recorded_requirement``); ``install``: which build of it
+    (``Baseline.recorded_install``), in each recording. Every recording states
     the resolution of its comparison set (``resolution``).
     Returns the file's path. Raises BaselineError for an existing unusable file.
     """
@@ -137,7 +141,7 @@ def update(machine_id: str, cells: Sequence[CellMeasurement], machine: Optional[
         if not cell.ok_runs:
             continue
         key = cell.workload.key()
-        recs[key] = summarize_cell(cell, software, date, pool=pool, requirement=requirement)
+        recs[key] = summarize_cell(cell, software, date, pool=pool, requirement=requirement, install=install)
         if profiles and profiles.get(key):
             recs[key]["profile"] = dict(profiles[key])
         wls[key] = cell.workload.to_dict()

@@ -59,6 +59,7 @@ import datetime as _dt
 import json
 import math
 import os
+import re
 import statistics
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Tuple, Union
@@ -108,6 +109,28 @@ MIGRATIONS: Dict[int, Callable[[Dict[str, Any]], Dict[str, Any]]] = {}
 
 def _num_or_none(x) -> bool:
     return x is None or (isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x))
+
+
+#: what makes two recorded installs the same build (``Baseline.recorded_install``)
+INSTALL_IDENTITY = ("name", "version", "libmxnet_sha256")
+#: the fields of a recorded install and the types they may have (None: not known)
+INSTALL_FIELDS = {"name": str, "version": str, "direct_url": dict, "libmxnet": str, "libmxnet_sha256": str,
+                  "numpy_version": str, "features": list}
+
+
+def _bad_install(inst: Any) -> Optional[str]:
+    """Why a recording's ``install`` cannot be trusted (a few words), or None."""
+    if inst is None:
+        return None
+    if not isinstance(inst, dict):
+        return "that is not an object"
+    for f, kind in INSTALL_FIELDS.items():
+        if inst.get(f) is not None and not isinstance(inst.get(f), kind):
+            return f"whose {f} is not a {kind.__name__}"
+    sha = inst.get("libmxnet_sha256")
+    if sha is not None and not re.fullmatch(r"[0-9a-f]{64}", sha):
+        return "whose libmxnet_sha256 is not a sha256"
+    return None
 
 
 def _where(path: Optional[PathLike]) -> str:
@@ -172,6 +195,9 @@ def _checked(doc: Any, path: Optional[PathLike]) -> Dict[str, Any]:
                     raise bad(f"cell {key!r} has a {f} that is not an object")
             if rec.get("mxnet_requirement") is not None and not isinstance(rec.get("mxnet_requirement"), str):
                 raise bad(f"cell {key!r} has an mxnet_requirement that is not a string")
+            why = _bad_install(rec.get("install"))
+            if why:
+                raise bad(f"cell {key!r} has an install {why}")
     if not isinstance(doc.get("machine", {}), dict):
         raise bad("'machine' is not an object")
     if doc.get("mxnet_requirement") is not None and not isinstance(doc.get("mxnet_requirement"), str):
@@ -492,6 +518,26 @@ class Baseline:
                 if isinstance(req, str) and req:
                     out.setdefault(req, []).append(key)
         return out
+
+    def recorded_install(self, keys: Optional[Iterable[str]] = None) -> Optional[Dict[str, Any]]:
+        """Which build of MXNet the comparison sets of ``keys`` (default: every cell) were
+        recorded with (``distributions.install_identity``: name, version, the sha256 of its
+        libmxnet, where pip took it from, numpy's version, its features); None when no
+        recording says (recorded before installs were). Raises BaselineError (one line) when
+        they say different builds (pooled recordings of different installs)."""
+        keys = list(keys) if keys is not None else sorted(self._cells())
+        seen: Dict[tuple, Dict[str, Any]] = {}
+        for key in keys:
+            for rec in self.comparison_set(key):
+                inst = rec.get("install")
+                if isinstance(inst, dict):
+                    seen.setdefault(tuple(str(inst.get(f)) for f in INSTALL_IDENTITY), inst)
+        if len(seen) > 1:
+            said = ", ".join(f"{i.get('name')} {i.get('version')} (libmxnet {str(i.get('libmxnet_sha256'))[:12]})"
+                             for i in seen.values())
+            raise BaselineError(f"baseline {self.path or self.machine_id or ''} was recorded with more than one "
+                                f"build of MXNet: {said}; re-record it with --perf-update-baselines")
+        return dict(next(iter(seen.values()))) if seen else None
 
     def recorded_requirement(self, keys: Optional[Iterable[str]] = None) -> Optional[str]:
         """The MXNet requirement the baseline of ``keys`` (default: every cell) was measured
