@@ -85,6 +85,25 @@ def _mxnet_only(found) -> List[Tuple[str, str]]:
     return [seen[k] for k in sorted(seen)]
 
 
+def _ask(python: str, script: str, what: str, timeout: float, key: Optional[str] = None):
+    """The JSON ``python -c script`` prints (its ``key`` when given); InstallError (one line,
+    saying ``what`` it could not do) when the interpreter cannot be run or prints no such JSON."""
+    try:
+        proc = subprocess.run([python, "-c", script], stdin=subprocess.DEVNULL,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise InstallError(f"{python} did not {what} within {timeout:g} s") from None
+    except OSError as exc:
+        raise InstallError(f"cannot run {python}: {exc.strerror or exc}") from None
+    try:
+        out = json.loads(proc.stdout.decode("utf-8", "replace"))
+        return out[key] if key is not None else out
+    except (ValueError, KeyError, TypeError):
+        err = [ln for ln in proc.stderr.decode("utf-8", "replace").splitlines() if ln.strip()]
+        raise InstallError(f"{python} could not {what} ({spawn.describe_returncode(proc.returncode)}): "
+                           f"{err[-1].strip() if err else 'no output'}") from None
+
+
 def installed_mxnet_distributions(python: Optional[str] = None,
                                   timeout: float = PROBE_TIMEOUT_S) -> List[Tuple[str, str]]:
     """The MXNet distributions installed for ``python`` (default: this interpreter), as
@@ -99,20 +118,7 @@ def installed_distributions(python: Optional[str] = None,
     if python is None:
         from importlib.metadata import distributions
         return [(d.metadata["Name"], d.version) for d in distributions() if d.metadata["Name"]]
-    try:
-        proc = subprocess.run([python, "-c", _LIST_SCRIPT], stdin=subprocess.DEVNULL,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        raise InstallError(f"{python} did not list its distributions within {timeout:g} s") from None
-    except OSError as exc:
-        raise InstallError(f"cannot run {python}: {exc.strerror or exc}") from None
-    try:
-        found = json.loads(proc.stdout.decode("utf-8", "replace"))["distributions"]
-    except (ValueError, KeyError, TypeError):
-        err = [ln for ln in proc.stderr.decode("utf-8", "replace").splitlines() if ln.strip()]
-        raise InstallError(f"{python} could not list its distributions "
-                           f"({spawn.describe_returncode(proc.returncode)}): "
-                           f"{err[-1].strip() if err else 'no output'}") from None
+    found = _ask(python, _LIST_SCRIPT, "list its distributions", timeout, "distributions")
     return [(n, str(v)) for n, v in found if n]
 
 
@@ -152,20 +158,7 @@ def install_identity(python: Optional[str] = None, timeout: float = PROBE_TIMEOU
     None when it has no MXNet distribution. A baseline records it, so that a later session can
     tell whether an install rebuilt from ``name==version`` is that build. InstallError (one
     line) when the interpreter cannot be asked."""
-    try:
-        proc = subprocess.run([python or sys.executable, "-c", _IDENTITY_SCRIPT], stdin=subprocess.DEVNULL,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        raise InstallError(f"{python or sys.executable} did not describe its MXNet within {timeout:g} s") from None
-    except OSError as exc:
-        raise InstallError(f"cannot run {python}: {exc.strerror or exc}") from None
-    try:
-        out = json.loads(proc.stdout.decode("utf-8", "replace"))
-    except ValueError:
-        err = [ln for ln in proc.stderr.decode("utf-8", "replace").splitlines() if ln.strip()]
-        raise InstallError(f"{python or sys.executable} could not describe its MXNet "
-                           f"({spawn.describe_returncode(proc.returncode)}): "
-                           f"{err[-1].strip() if err else 'no output'}") from None
+    out = _ask(python or sys.executable, _IDENTITY_SCRIPT, "describe its MXNet", timeout)
     if not isinstance(out, dict) or not isinstance(out.get("mxnet"), dict):
         return None
     return dict(out["mxnet"], numpy_version=out.get("numpy_version"))
