@@ -398,10 +398,12 @@ def select(config, items, options: opts.PerfOptions) -> int:
     slow = 0
     if not (options.include_slow or "slow" in (config.getoption("markexpr", "") or "")):
         # "slow" is about 2-core CPUs: on a GPU the whole grid runs by default
-        drop = [it for it in items if it.get_closest_marker("slow") and not it.get_closest_marker("gpu")]
+        keep, drop = [], []
+        for it in items:
+            (drop if it.get_closest_marker("slow") and not it.get_closest_marker("gpu") else keep).append(it)
         if drop:
             config.hook.pytest_deselected(items=drop)
-            items[:] = [it for it in items if it not in drop]
+            items[:] = keep
             slow = len(drop)
     if options.shard:
         from pytest_mxperf.history.fleet import shard_of

@@ -208,7 +208,7 @@ def test_the_policy_fails_on_wrong_answers_unless_told_not_to():
     verdicts = {"score/x#answers": Verdict(kind="wrong-answers", reason="answers differ: the outputs off by 1e-2")}
     for fail_on, fails in (("", True), ("-answers", False)):
         ctx = SessionContext(opts.PerfOptions(fail_on=opts.parse_fail_on(fail_on)), {}, machine={"id": "box"})
-        failures = policy.failures(ctx, (), (), (), {}, verdicts)
+        failures = policy.failures(ctx, (), (), {}, verdicts)
         out = SessionOutcome(ctx, {}, verdicts, failures)
         lines = messages.verdict_lines(out)
         assert out.failed is fails, lines

@@ -35,6 +35,11 @@ class CellRecord:
     def key(self) -> str:
         return self.cell.workload.key()
 
+    @property
+    def below_floor(self) -> bool:
+        """A measured cell whose test found it below its published-table floor."""
+        return self.outcome == "failed" and self.floor is not None and self.cell.status == "ok"
+
     def to_dict(self, verdicts: Optional[Mapping[str, Any]] = None) -> Dict[str, Any]:
         d = self.cell.to_dict()
         d["nodeid"] = self.nodeid
@@ -125,6 +130,18 @@ class Event:
 #: the kinds of Event: a measuring test the deadline left unstarted; no usable GPU (its GPU
 #: tests skip); a cell whose duet pairs could not share a GPU (process pairs instead)
 NOT_REACHED, NO_GPU, DUET_FALLBACK = "not-reached", "no-gpu", "duet-fallback"
+
+
+def unmeasured(cells: Mapping[str, CellRecord], skips: Sequence[str], events: Sequence[Event]
+               ) -> Optional[List[str]]:
+    """Why nothing was measured (the skips' reasons other than no GPU, said once on their own;
+    else that every cell failed to measure), or None when a cell measured or nothing ran."""
+    if any(r.cell.status == "ok" for r in cells.values()):
+        return None
+    skipped = sorted(set(skips) - {e.text for e in events if e.kind == NO_GPU})
+    if not (cells or skipped):
+        return None
+    return skipped or ["every cell failed to measure"]
 
 
 class Ledger:

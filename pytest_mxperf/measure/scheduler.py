@@ -76,11 +76,10 @@ class Scheduler:
     (``session.SessionContext``); ``clock``: its ``session.Clock``."""
 
     def __init__(self, context: Callable[[], Any], ledger: Ledger, clock: Any,
-                 say: Callable[[str], None], given_machine_state: Callable[[str], Optional[Dict[str, Any]]]):
+                 given_machine_state: Callable[[str], Optional[Dict[str, Any]]]):
         self._context = context
         self.ledger = ledger
         self.clock = clock
-        self._say = say
         # the plugin's hook pytest_mxperf_machine_state: part ("probe" / "load") -> the
         # machine's state as given instead of measured, or None to measure it
         self._given_state = given_machine_state

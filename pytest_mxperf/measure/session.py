@@ -182,7 +182,7 @@ class PerfSession:
         self.say: Callable[[str], None] = say or (lambda line: None)
         self.on_results: Callable[[Dict[str, Any]], None] = on_results or (lambda doc: None)
         self.clock = Clock(lambda: self.context, self.say)
-        self.scheduler = Scheduler(lambda: self.context, self.ledger, self.clock, self.say,
+        self.scheduler = Scheduler(lambda: self.context, self.ledger, self.clock,
                                    given_machine_state or (lambda part: None))
 
     def begin(self, machine: Mapping[str, Any], baseline: Optional[Baseline], options: PerfOptions,

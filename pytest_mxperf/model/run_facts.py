@@ -147,7 +147,11 @@ class Facts(Mapping[str, Any]):
         unknown = [k for k in facts if k not in BY_NAME]
         if unknown:
             raise KeyError(f"undeclared fact(s): {', '.join(unknown)} (model/run_facts.py)")
-        return Facts({**self._d, **facts})
+        # the facts held already are this value's own copies, never changed: only the new
+        # ones are copied (a process's answer records are labelled again at every judgement)
+        new = Facts.__new__(Facts)
+        object.__setattr__(new, "_d", {**self._d, **copy.deepcopy(facts)})
+        return new
 
     def to_dict(self) -> Dict[str, Any]:
         """A plain copy, for JSON."""

@@ -40,7 +40,8 @@ def duet_log_ratio(c, r, metric) -> float:
     return math.log(c.value(metric.name) / r.value(metric.name))
 
 
-def _is_duet(cell) -> bool:
+def is_duet(cell) -> bool:
+    """Whether a cell's A/B pairs ran as duets (resident workers taking turns)."""
     pairs = cell.pairs()
     return bool(pairs) and all(c.meta.duet is not None for c, _ in pairs)
 
@@ -57,7 +58,7 @@ def _ab_inputs(cells: Dict[str, CellRecord], final: set):
                 continue
             mk = metric_key(key, m.name, cell.workload.mode)
             pairs = [(c, r) for c, r in cell.pairs() if c.value(m.name) is not None and r.value(m.name) is not None]
-            if m.rule == "processes" and _is_duet(cell):
+            if m.rule == "processes" and is_duet(cell):
                 duets[mk] = verdict_duet.DuetPairing(m, [duet_log_ratio(c, r, m) for c, r in pairs],
                                                      final=key in final,
                                                      rounds=len(pairs[0][0].round_seconds) if pairs else None)
@@ -146,7 +147,3 @@ def second_stage_pairs(cells: Dict[str, CellRecord], min_effect: float) -> Calla
                    for mk in figures)
     return pairs
 
-
-def is_duet(cell) -> bool:
-    """Whether a cell's A/B pairs ran as duets (resident workers taking turns)."""
-    return _is_duet(cell)

@@ -135,15 +135,13 @@ class ABComparator:
     def judge(self, cells: Dict[str, CellRecord], final: FrozenSet[str]
               ) -> Tuple[Dict[str, vd.Verdict], Dict[str, CellRecord]]:
         labelled, _ = judging.label_machine_states(cells, None)
-        if self._pairs is None:  # the second stage is sized from the first stage's pairs
-            self._pairs = ab_judging.second_stage_pairs(labelled, self.context.options.min_effect)
         return ab_judging.judge_ab_once(labelled, set(final), self.context.options.min_effect), labelled
 
     def more(self, verdicts, cells: Dict[str, CellRecord], suspects: FrozenSet[str], spent: float
              ) -> Tuple[Confirmation, FrozenSet[str]]:
         ctx = self.context
         o = ctx.options
-        if self._pairs is None:
+        if self._pairs is None:  # sized from the first stage's pairs: its one round follows them
             self._pairs = ab_judging.second_stage_pairs(cells, o.min_effect)
         wanted: Dict[str, int] = {}
         for k in sorted(suspects):

@@ -31,7 +31,7 @@ from pytest_mxperf.model.outcome import WRITER, Advice, Failure, Profiled, Recor
 from pytest_mxperf.outcome import comparators, policy
 from pytest_mxperf.outcome.answer_check import answer_verdicts
 from pytest_mxperf.outcome.judging import Judged, software_facts
-from pytest_mxperf.outcome.session_files import ab_sides, record_history, results_document, write_report
+from pytest_mxperf.outcome.session_files import ab_sides, record_history, results_document, with_failures, write_report
 from pytest_mxperf.store import baseline_store, kept_profiles
 from pytest_mxperf.store.baselines import BaselineError
 
@@ -63,7 +63,7 @@ def end_session(session: PerfSession, say: Optional[Callable[[object], None]] = 
                         if notes.get(k) else v) for k, v in verdicts.items()}
         profiled = _profile(session, judged.cells, verdicts)
     cells = {**ledger.cells(), **judged.cells}
-    failures = policy.failures(ctx, ledger.events(), ledger.skips, ledger.records, cells, verdicts)
+    failures = policy.failures(ctx, ledger.events(), ledger.skips, cells, verdicts)
     outcome = SessionOutcome(ctx, cells, verdicts, failures, judged.confirmed, advice, notes, profiled,
                              ledger.events(), ledger.findings, ledger.skips, sides)
     if not measured:
@@ -96,8 +96,7 @@ def write(outcome: SessionOutcome, on_results: Callable[[Dict[str, Any]], None])
             outcome = outcome.with_written(dataclasses.replace(outcome.written, history=kept, steps=steps))
     if o.report_dir:
         try:
-            doc = results_document(outcome, on_results)  # with what the writers before it did
-            files = write_report(o.report_dir, doc, outcome.context.baseline)
+            files = write_report(o.report_dir, with_failures(doc, outcome), outcome.context.baseline)
         except Exception as exc:  # noqa: BLE001 - the other writers' work stands
             outcome = outcome.with_written(outcome.written, (Failure(WRITER, 1, ("report",), _why(exc)),))
         else:
@@ -202,7 +201,7 @@ def failing_cells(cells: Mapping[str, CellRecord], verdicts: Mapping[str, vd.Ver
         if v.failed and key in cells:
             failing.setdefault(key, v.kind if key == k else f"{v.kind} of {k.partition('#')[2]}")
     for key, rec in cells.items():
-        if policy.below_floor(rec):
+        if rec.below_floor:
             failing.setdefault(key, "below its floor")
     return failing
 

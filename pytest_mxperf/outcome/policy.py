@@ -1,18 +1,20 @@
-"""The failure policy, in one place: every ``--perf-fail-on`` rule (model/options.py names
-them) applied to what a session measured and judged, as typed ``Failure`` values. The exit
-status follows from them (``model/outcome.exit_status``), never from a line's text; the
-screen says them (``output/``), results.json carries them.
+"""The failure policy at the end of a session, in one place: every ``--perf-fail-on`` rule
+(model/options.py names them) applied to what a session measured and judged, as typed
+``Failure`` values. The exit status follows from them (``model/outcome.exit_status``), never
+from a line's text; the screen says them (``output/``), results.json carries them.
 
 Pure: the session's context, its ledger's events and skips, its cells and their verdicts in,
-failures out. The rules a test applies while it runs ask here too (``fails_below_floor``,
-``fails_without_gpu``).
+failures out. Two rules also act while the session runs, where they are decided: a test whose
+cell is below its floor fails (``Measurer.check_floor``), and GPU tests with no usable GPU
+skip with one line (``machine/gpu_readiness.decide``, whose ``fails`` this reads back from the
+NO_GPU event).
 """
 
 from __future__ import annotations
 
-from typing import Any, Dict, Mapping, Sequence, Tuple
+from typing import Any, Mapping, Sequence, Tuple
 
-from pytest_mxperf.measure.ledger import NO_GPU, NOT_REACHED
+from pytest_mxperf.measure.ledger import NO_GPU, NOT_REACHED, unmeasured
 from pytest_mxperf.measure.session import SessionContext
 from pytest_mxperf.model.outcome import Failure
 from pytest_mxperf.outcome.answer_check import WRONG
@@ -23,21 +25,10 @@ VERDICT_RULES = (("regression", "regression"), ("unresolved", "unresolved"), (WR
                  ("below-resolution", "below-resolution"), ("unclear", "unclear"))
 
 
-def fails_below_floor(fail_on, measured: bool) -> bool:
-    """Whether a test whose cell is below its floor fails (a cell that did not measure always does)."""
-    return not measured or "floor" in fail_on
-
-
-def fails_without_gpu(fail_on) -> bool:
-    """Whether a session whose GPU tests were asked for and no GPU can be used fails."""
-    return "no-gpu" in fail_on
-
-
 def failures(context: SessionContext, events: Sequence[Any], skips: Sequence[str],
-             records: Sequence[Any], cells: Mapping[str, Any], verdicts: Mapping[str, Any]) -> Tuple[Failure, ...]:
+             cells: Mapping[str, Any], verdicts: Mapping[str, Any]) -> Tuple[Failure, ...]:
     """Every failure of the session by its policy: ``events`` and ``skips`` the ledger's,
-    ``records`` its records (every test's), ``cells`` the cells as judged, ``verdicts`` by
-    figure key."""
+    ``cells`` every cell as judged, ``verdicts`` by figure key."""
     o = context.options
     fail_on = o.fail_on
     out = []
@@ -47,13 +38,13 @@ def failures(context: SessionContext, events: Sequence[Any], skips: Sequence[str
     no_gpu = [e for e in events if e.kind == NO_GPU]
     if any(e.fails for e in no_gpu):
         out.append(Failure("no-gpu", 1, (), no_gpu[0].text))
-    if nothing_measured(events, skips, records) and "none-measured" in fail_on:
+    if unmeasured(cells, skips, events) is not None and "none-measured" in fail_on:
         out.append(Failure("none-measured", 0))
     measured = [k for k, r in cells.items() if r.cell.ok_runs]
     if (measured and not context.comparison.ab and context.baseline is None and not o.update_baselines
             and "no-baseline" in fail_on):
         out.append(Failure("no-baseline", len(measured)))
-    below = [k for k, r in cells.items() if below_floor(r)]
+    below = [k for k, r in cells.items() if r.below_floor]
     if below and "floor" in fail_on:
         out.append(Failure("floor", len(below), tuple(below)))
     for kind, rule in VERDICT_RULES:
@@ -62,24 +53,3 @@ def failures(context: SessionContext, events: Sequence[Any], skips: Sequence[str
             busy = sum(bool(verdicts[k].busy) for k in keys)
             out.append(Failure(rule, len(keys), tuple(keys), busy=busy))
     return tuple(out)
-
-
-def below_floor(rec) -> bool:
-    """A measured cell whose test found it below its published-table floor."""
-    return rec.outcome == "failed" and rec.floor is not None and rec.cell.status == "ok"
-
-
-def nothing_measured(events: Sequence[Any], skips: Sequence[str], records: Sequence[Any]) -> bool:
-    """Measuring tests ran (or skipped for a reason other than no GPU) and no cell measured."""
-    no_gpu = {e.text for e in events if e.kind == NO_GPU}
-    measured = [r for r in records if r.cell.status == "ok"]
-    return not measured and bool(records or (set(skips) - no_gpu))
-
-
-def why_nothing_measured(events: Sequence[Any], skips: Sequence[str]) -> Tuple[str, ...]:
-    no_gpu = {e.text for e in events if e.kind == NO_GPU}
-    return tuple(sorted(set(skips) - no_gpu))
-
-
-def to_dicts(failures: Sequence[Failure]) -> Sequence[Dict[str, Any]]:
-    return [f.to_dict() for f in failures]

@@ -104,6 +104,13 @@ def results_document(out: SessionOutcome, on_results: Callable[[Dict[str, Any]],
     return doc
 
 
+def with_failures(doc: Dict[str, Any], out: SessionOutcome) -> Dict[str, Any]:
+    """The results document ``doc`` (made once, the plugin's hook given it once) with the
+    outcome's failures and exit status as they are now (a writer after it may have failed)."""
+    session = dict(doc["session"], failures=[f.to_dict() for f in out.failures], exit_status=out.exit_status)
+    return dict(doc, session=session)
+
+
 def write_report(report_dir: str, doc: Dict[str, Any], baseline=None, final: bool = True) -> List[str]:
     """results.json and summary.md (and, when ``final``, the plots) of the results document
     ``doc`` into --perf-report DIR."""

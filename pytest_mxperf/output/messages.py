@@ -11,7 +11,7 @@ from typing import Any, List, Sequence
 from pytest_mxperf.judge import answers as answers_rule
 from pytest_mxperf.judge import thresholds
 from pytest_mxperf.measure import profiling
-from pytest_mxperf.measure.ledger import DUET_FALLBACK, NO_GPU, NOT_REACHED
+from pytest_mxperf.measure.ledger import DUET_FALLBACK, NOT_REACHED, unmeasured
 from pytest_mxperf.model.options import duration_text
 from pytest_mxperf.model.outcome import WRITER, SessionOutcome
 
@@ -114,7 +114,7 @@ def end_lines(outcome: SessionOutcome) -> List[str]:
                      f"({o.deadline:g} s): {', '.join(not_reached[:5])}" + (" ..." if len(not_reached) > 5 else ""))
         if outcome.failure("not-reached"):
             lines.append(f"{PREFIX}failing the session: tests not reached (--perf-fail-on=-not-reached to allow)")
-    why = unmeasured(outcome)
+    why = unmeasured(outcome.cells, outcome.skips, outcome.events)
     if why is not None:
         lines.append(f"{PREFIX}nothing was measured ({'; '.join(why)})")
         if outcome.failure("none-measured"):
@@ -129,18 +129,6 @@ def end_lines(outcome: SessionOutcome) -> List[str]:
     lines += recorded_lines(outcome)
     lines += written_lines(outcome)
     return lines
-
-
-def unmeasured(outcome: SessionOutcome):
-    """Why nothing was measured (the reasons), or None when something was (or nothing ran)."""
-
-    if any(r.cell.status == "ok" for r in outcome.cells.values()):
-        return None
-    no_gpu = {e.text for e in outcome.events if e.kind == NO_GPU}
-    skipped = sorted(set(outcome.skips) - no_gpu)
-    if not (outcome.cells or skipped):
-        return None
-    return skipped or ["every cell failed to measure"]
 
 
 def no_baseline_lines(outcome: SessionOutcome) -> List[str]:

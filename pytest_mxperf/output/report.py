@@ -291,10 +291,6 @@ def _named(keys: Sequence[str]) -> str:
     return ", ".join(keys[:NAMED]) + (f" and {len(keys) - NAMED} more" if len(keys) > NAMED else "")
 
 
-def _below_floor(rec: CellRecord) -> bool:
-    return rec.outcome == "failed" and rec.floor is not None and rec.cell.status == "ok"
-
-
 def cell_counts(records: Sequence[CellRecord], verdicts: Dict[str, Any]) -> Dict[str, int]:
     """The session's cells, each counted once: by its primary figure's verdict, or as not
     measured (a crash, timeout, error or OOM), skipped (not runnable here), or measured (no
@@ -381,7 +377,7 @@ def outcome_line(outcome: SessionOutcome, *, failed: bool, command: str = "pytes
     others = other_figures(verdicts)
     if others:
         line += "; other figures: " + ", ".join(f"{n} {w}" for w, n in others.items())
-    floors = sum(_below_floor(r) for r in records)
+    floors = sum(r.below_floor for r in records)
     if floors:
         line += f"; {_n(floors, 'cell')} below {'its' if floors == 1 else 'their'} floor"
     if judged and outcome.written.recorded is not None:
@@ -410,7 +406,7 @@ def change_lines(outcome: SessionOutcome) -> List[str]:
         lines.append(f"mxperf: NOT MEASURED {_named(keys)}: {status}" + (f": {why}" if why else ""))
     for why, keys in skipped.items():
         lines.append(f"mxperf: SKIPPED {_named(keys)}" + (f": {why}" if why else ""))
-    below = [rec for rec in records if _below_floor(rec)]
+    below = [rec for rec in records if rec.below_floor]
     for rec in below[:NAMED]:
         lines.append(f"mxperf: BELOW FLOOR {rec.key}: {reason(rec.note, 2 * REASON_WIDTH)}")
     if len(below) > NAMED:
@@ -461,7 +457,7 @@ def compact_rows(records: Sequence[CellRecord], verdicts: Dict[str, Any]) -> Lis
         if cell.status != "ok":
             result = cell.status + (f": {reason(cell.message)}" if reason(cell.message) else "")
         else:
-            result = "; ".join(x for x in ("below floor" if _below_floor(rec) else "",
+            result = "; ".join(x for x in ("below floor" if rec.below_floor else "",
                                            vd.get("kind") or _test_word(rec)) if x)
             failed = [r for r in cell.runs if not r.ok]
             if failed:
