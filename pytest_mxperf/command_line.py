@@ -13,7 +13,7 @@ from pytest_mxperf.model import options as opts
 from pytest_mxperf.store.baselines import Baseline
 
 if TYPE_CHECKING:  # pragma: no cover
-    from pytest_mxperf.measure.session import PerfSession
+    from pytest_mxperf.measure.session import PerfSession, RecordedSetup
 
 #: ``--perf-reference baseline``: the A/B reference is the install this machine's baseline
 #: was recorded with (its stored MXNet requirement, built into a cached venv)
@@ -243,6 +243,78 @@ def check_rebuilt_install(config, baseline: Baseline, requirement: str, python: 
             "interpreter's path, or re-record the baseline with --perf-update-baselines")
 
 
+#: variables that change how a worker runs that a baseline does not record: both sides of a
+#: duet against the recorded setup run with this session's, and they are not compared
+UNRECORDED_VARIABLES = ("LD_PRELOAD", "LD_LIBRARY_PATH", "PYTHONPATH", "MALLOC_ARENA_MAX", "TCMALLOC_",
+                        "JE_MALLOC_CONF", "MALLOC_CONF", "PYTHONHASHSEED")
+
+
+def check_recorded_requirement(baseline: Optional[Baseline], where: str) -> None:
+    """Baseline mode: a baseline whose recorded install would be rebuilt to settle suspects
+    (``recorded_setup``) must name ``NAME==VERSION`` of an MXNet distribution; anything else (a
+    URL, a path, a range) is a one-line usage error now, before any install."""
+    from pytest_mxperf.proc import distributions, installs
+    from pytest_mxperf.store.baselines import BaselineError
+    if baseline is None:
+        return
+    try:
+        requirement = baseline.recorded_requirement()
+    except BaselineError:
+        return  # several installs: no one setup to rebuild (said when the session plans)
+    if not requirement:
+        return
+    try:
+        installs.parse_pinned(requirement)
+    except distributions.InstallError as exc:
+        raise pytest.UsageError(f"baseline {where} names an install that is not rebuilt: "
+                                f"{distributions.one_line(exc)}; re-record it with --perf-update-baselines") from None
+
+
+def recorded_setup(session, environ) -> "RecordedSetup":
+    """Baseline mode, before the first measuring test: the setup the baseline recorded, to
+    settle suspects against in a duet. Its MXNet requirement is rebuilt (or found) in a cached
+    venv with the recorded numpy, and taken only when it is the build the baseline recorded
+    (the sha256 of its libmxnet). What becomes of it is said in one line (``RecordedSetup``)."""
+    from pytest_mxperf.measure.session import RecordedSetup
+    from pytest_mxperf.proc import distributions, installs
+    from pytest_mxperf.store.baselines import BaselineError
+    ctx = session.context
+    where = str(ctx.store.path(ctx.machine["id"]))
+    keep = "the baseline's verdicts stand as they are (a provisional resolution stays provisional)"
+    try:
+        requirement = ctx.baseline.recorded_requirement()
+        recorded = ctx.baseline.recorded_install()
+    except BaselineError as exc:
+        return RecordedSetup("unrecorded", line=f"mxperf: no recorded setup to settle suspects against: {exc}; {keep}")
+    if not requirement:
+        return RecordedSetup("unrecorded", line=f"mxperf: {where} does not record which MXNet install measured it "
+                                                f"(recorded before installs were): no duet against it; {keep}")
+    if not recorded or not recorded.get("libmxnet_sha256"):
+        return RecordedSetup("unrecorded", requirement, line=(
+            f"mxperf: {where} records {requirement} but not its build (recorded before builds were, or its files "
+            f"could not be read): a rebuild could not be checked, no duet against it; {keep}"))
+    pins = {"numpy": recorded["numpy_version"]} if recorded.get("numpy_version") else {}
+    try:
+        python = installs.reference_python(requirement, like=ctx.options.python, pins=pins)
+        rebuilt = distributions.install_identity(python)
+    except distributions.InstallError as exc:
+        return RecordedSetup("unbuilt", requirement, line=(
+            f"mxperf: the recorded setup ({requirement}) could not be rebuilt: {distributions.one_line(exc)}; "
+            "a suspect slowdown beyond the minimum effect fails as unresolved"))
+    if (rebuilt or {}).get("libmxnet_sha256") != recorded["libmxnet_sha256"]:
+        got = str((rebuilt or {}).get("libmxnet_sha256"))[:16]
+        return RecordedSetup("other-build", requirement, python, line=(
+            f"mxperf: {requirement} rebuilt in {python} is not the build {where} recorded (libmxnet sha256 {got}… "
+            f"against {recorded['libmxnet_sha256'][:16]}…: a custom build, or another build of that version): "
+            f"no duet against it; {keep}"))
+    unrecorded = [k for k in sorted(environ) if k.startswith(UNRECORDED_VARIABLES)]
+    outside = (f"; {', '.join(unrecorded)} set here, not recorded: both sides run with them, not compared"
+               if unrecorded else "")
+    return RecordedSetup("ready", requirement, python, line=(
+        f"mxperf: suspects are settled in a duet against the recorded setup: {requirement} (the build the baseline "
+        f"recorded, in {python}) with each cell's recorded variables{outside}"))
+
+
 def reference_python(spec: str, candidate: Optional[str] = None) -> str:
     """A reference interpreter path as given, or a cached venv built for a requirement with
     the candidate's versions of the packages a worker loads besides MXNet (like with like)."""
@@ -302,6 +374,8 @@ def start_session(config) -> "PerfSession":
         reference = reference_python(reference, options.python)
     if requirement:
         check_rebuilt_install(config, baseline, requirement, reference, str(store.path(machine["id"])))
+    elif not options.update_baselines:
+        check_recorded_requirement(baseline, str(store.path(machine["id"])))
     session.begin(machine, baseline, options, comparison_for(reference, requirement))
     _check_explicit_gpus(session)
     return session
@@ -423,12 +497,13 @@ def select(config, items, options: opts.PerfOptions) -> int:
 def plan(pytest_session, session, deselected_slow: int):
     """What the session will measure and cost, said before it starts (``planning.plan_for``),
     after the GPU tests that no GPU here can run are skipped with one line: (the plan, the
-    grids of the tests that measure their grid together) or (None, {})."""
+    grids of the tests that measure their grid together, in baseline mode the recorded setup,
+    rebuilt now, before any test measures: ``recorded_setup``) or (None, {}, None)."""
     from pytest_mxperf.measure import planning
     from pytest_mxperf.output import report
     items = pytest_session.items
     if not any(planning.planned(it).measuring for it in items):
-        return None, {}
+        return None, {}, None
     skipped = {id(it) for it in _skip_gpu_tests_without_a_usable_gpu(pytest_session, session)}
     runnable = [it for it in items if id(it) not in skipped and not it.get_closest_marker("skip")]
     grids = planning.grids([it for it in items if id(it) not in skipped])
@@ -440,7 +515,21 @@ def plan(pytest_session, session, deselected_slow: int):
         say(pytest_session.config, report.plan_line(made.plan.tests, ctx.options, made.plan.ab_pairs,
                                                     made.plan.duet_pairs, made.duet_tests, made.estimate,
                                                     deselected_slow, ab=ctx.comparison.ab))
-    return made.plan, grids
+    setup = None
+    if made.plan.tests and settles_against_setup(pytest_session.config, session):
+        setup = recorded_setup(session, ctx.environ)
+        say(pytest_session.config, setup.line)
+    return made.plan, grids, setup
+
+
+def settles_against_setup(config, session) -> bool:
+    """Whether this session settles its suspects against the baseline's recorded setup: baseline
+    mode with a baseline, measuring and judging (not recording, not a smoke run, not
+    collecting only)."""
+    ctx = session.context
+    o = ctx.options
+    return (not ctx.comparison.ab and ctx.baseline is not None and not o.update_baselines and not o.smoke
+            and not config.option.collectonly)
 
 
 def _skip_gpu_tests_without_a_usable_gpu(pytest_session, session) -> list:

@@ -79,8 +79,8 @@ def pytest_collection_finish(session):
     s = session.config.stash.get(SESSION, None)
     if s is not None:
         deselected = session.config.stash.get(DESELECTED, 0)
-        plan, session.config.stash[GRIDS] = command_line.plan(session, s, deselected)
-        s.planned(plan or Plan(deselected_slow=deselected))
+        plan, session.config.stash[GRIDS], setup = command_line.plan(session, s, deselected)
+        s.planned(plan or Plan(deselected_slow=deselected), setup)
 
 
 @pytest.fixture(scope="session")

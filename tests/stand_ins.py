@@ -40,3 +40,26 @@ def new_children():
     import psutil
     return [p for p in psutil.Process().children(recursive=True)
             if p.pid not in PROCESSES_BEFORE_THE_TEST and p.is_running()]
+
+
+def cached_setup(cache, python, like=None, spec="mxnet==1.9.1", numpy="1.23.5"):
+    """Put the interpreter ``python`` where a baseline-mode session whose candidate is
+    ``like`` (None: this interpreter) finds the setup its baseline recorded, ``spec`` with numpy
+    ``numpy``: what a first build of it leaves in the venv cache ``cache`` (a finished venv), so
+    that no test builds one from a package index. ``python`` is run through a script of its own
+    (a venv's interpreter is found by its path)."""
+    import json
+    import os
+    from pathlib import Path
+
+    from pytest_mxperf.proc import distributions, installs
+    reqs = installs.requirements_for(spec, installs._pinned(distributions.companion_requirements(like),
+                                                           {"numpy": numpy}))
+    root = Path(cache) / "venvs" / installs.venv_slug(spec, reqs)
+    exe = installs.venv_python(root / "venv")
+    exe.parent.mkdir(parents=True, exist_ok=True)
+    exe.unlink(missing_ok=True)
+    exe.write_text(f'#!/bin/sh\nexec {python} "$@"\n')
+    os.chmod(exe, 0o755)
+    (root / installs.COMPLETE_MARKER).write_text(json.dumps({"spec": spec, "requirements": reqs}))
+    return str(exe)

@@ -56,7 +56,9 @@ sets ``MXPERF_STUB`` to a JSON configuration:
      "duet_sleep": null,          seconds every duet round of it lasts (slept), whatever it
                                   reports, so that its partner waits that long; by default a
                                   round is computed in an instant
-     "unit_seconds": 0.05}        the input-pipeline worker's seconds per unit (epoch or fed step)
+     "unit_seconds": 0.05,        the input-pipeline worker's seconds per unit (epoch or fed step)
+     "env_factors": {"OMP_NUM_THREADS=1": 0.5}}   images/s multiplied by the factor of each
+                                  variable set to that value in its environment
 
 Nothing here imports mxnet; no GPU is involved even when it pretends to have GPUs.
 """
@@ -143,6 +145,10 @@ def _one_cell(spec, c):
     rate *= float((c.get("dtype_factors") or {}).get(w.get("dtype", "float32"), 1.0))
     rate *= float((c.get("kvstore_factors") or {}).get(w.get("kvstore") or "", 1.0))
     rate *= 1.0 + float(c.get("scaling", 0.0)) * (len(w["contexts"]) - 1)
+    for setting, factor in (c.get("env_factors") or {}).items():  # "NAME=value": a variable that slows it
+        name, _, value = setting.partition("=")
+        if os.environ.get(name) == value:
+            rate *= float(factor)
     total = w["batch_size"] * len(w["contexts"])
     seed = int(spec.get("seed", 0))
     # deterministic between-process spread of +-1%, within-process +-0.5%

@@ -9,6 +9,7 @@ import pytest
 
 from pytest_mxperf.judge import ab_pairs
 from pytest_mxperf.judge.thresholds import FDR_Q
+from pytest_mxperf.measure import planning
 from pytest_mxperf.measure.session import CellRecord, PerfSession
 from pytest_mxperf.model.measurement import METRICS, CellMeasurement, RunResult
 from pytest_mxperf.model.options import PerfOptions
@@ -72,14 +73,15 @@ def _said(wanted, cut):
 def test_the_second_stage_is_cut_to_what_the_deadline_leaves():
     s = _started(PerfOptions(machine_probe=False, deadline=100.0), 50.0)  # 85 s are for measuring: about 35 s are left
     cells = {"a": _cell(10.0), "b": _cell(10.0)}
-    wanted, cut = ab_judging.within_deadline({"a": 4, "b": 2}, cells, s.clock.measuring_left())  # 60 s wanted
+    each = {k: planning.pair_seconds(c.cell) for k, c in cells.items()}
+    wanted, cut = ab_judging.within_deadline({"a": 4, "b": 2}, each, s.clock.measuring_left())  # 60 s wanted
     assert sum(wanted.values()) * 10.0 <= 35.0
     assert wanted == {"a": 2, "b": 1}
     assert "cut to 3 of 6 pair(s) by --perf-deadline" in _said(wanted, cut)
 
 
 def test_a_second_stage_that_fits_or_has_no_deadline_is_left_whole():
-    cells = {"a": _cell(10.0)}
+    cells = {"a": planning.pair_seconds(_cell(10.0).cell)}
     s = PerfSession(PerfOptions(machine_probe=False, deadline=1000.0))
     assert ab_judging.within_deadline({"a": 4}, cells, s.clock.measuring_left()) == ({"a": 4}, None)
     s = _started(PerfOptions(machine_probe=False), 10 ** 6)
@@ -89,7 +91,8 @@ def test_a_second_stage_that_fits_or_has_no_deadline_is_left_whole():
 
 def test_past_the_deadline_the_second_stage_adds_nothing():
     s = _started(PerfOptions(machine_probe=False, deadline=60.0), 120.0)
-    wanted, cut = ab_judging.within_deadline({"a": 4}, {"a": _cell(10.0)}, s.clock.measuring_left())
+    wanted, cut = ab_judging.within_deadline({"a": 4}, {"a": planning.pair_seconds(_cell(10.0).cell)},
+                                             s.clock.measuring_left())
     assert wanted == {} and "cut to 0 of 4" in _said(wanted, cut)
 
 

@@ -19,6 +19,7 @@ from pytest_mxperf.workers import answers
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 import wrong_candidate  # noqa: E402
+from stand_ins import cached_setup  # noqa: E402
 
 # ----------------------------------------------------------------------------- the numbers
 
@@ -164,6 +165,10 @@ def test_baseline_mode_fails_a_candidate_that_computes_something_else_and_names_
         pytester, wrong_python, monkeypatch):
     r = _session(pytester, "--perf-update-baselines", "--perf-processes", "2", "--perf-report", "rec")
     assert r.ret == 0, r.stdout.str()
+    # the recorded setup (this interpreter's MXNet) as a first build leaves it: found, not built
+    monkeypatch.setenv("MXPERF_CACHE_DIR", str(pytester.path / "cache"))
+    for like in (None, wrong_python):
+        cached_setup(pytester.path / "cache", sys.executable, like)
     kept = json.loads((Path(pytester.path) / "bl" / "box.json").read_text())
     (key,) = [k for k in kept["cells"] if k.startswith("score/mlp/b4")]
     recorded = kept["cells"][key]["history"][-1]["answers"]

@@ -23,11 +23,14 @@ STARTUP_CHANGE_NOTE = 0.50  # bind + first-batch time change that becomes a note
 FAST_END = 0.75             # the quantile of per-process figures that is the "fast end"
 
 KINDS = ("regression", "improvement", "unchanged", "suspect", "unresolved", "not-gated", "no-baseline",
-         "below-resolution", "unclear")
+         "below-resolution", "unclear", "unexplained")
 FAILING = ("regression", "unresolved")
 #: kinds that name a slowdown the baseline cannot decide; they fail only when the failure
 #: policy (options.fail_on) names them
 UNDECIDED = ("below-resolution", "unclear")
+#: baseline mode: a change beyond the resolution that a duet against the recorded setup does
+#: not show (outcome/judging.against_recorded_setup); fails only when the policy names it
+UNEXPLAINED = "unexplained"
 #: a slowdown is not called a regression when more than SPELL_SHARE of its current processes
 #: ran in a slow spell of the machine, and SPELL_MARGIN more of them than of the baseline's
 #: (when both sides ran mostly in spells, they compare like with like: seen here, Inception-BN

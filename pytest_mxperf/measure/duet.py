@@ -338,6 +338,7 @@ def run_pair(workload: Workload, *, candidate: Optional[str], reference: Optiona
              candidate_first: bool = True, time_budget: float = TIME_BUDGET_S, smoke: bool = False,
              timeout: float = runner.DEFAULT_TIMEOUT, warmup_timeout: Optional[float] = None,
              memory_limit: Optional[int] = -1, env: Optional[Mapping[str, str]] = None,
+             reference_env: Optional[Mapping[str, str]] = None,
              extra_env: Optional[Mapping[str, str]] = None, module: str = runner.WORKER_MODULE,
              spec: Optional[Dict] = None, figures: Optional[Callable[[Dict], Dict[str, float]]] = None,
              solo_warmup: Optional[bool] = None, known_need_mib: Optional[float] = None,
@@ -347,7 +348,9 @@ def run_pair(workload: Workload, *, candidate: Optional[str], reference: Optiona
     ``module``: the worker (``RESIDENT_MODULES``), by default the throughput worker, whose
     spec is built here from ``workload`` and ``options``; for another kind the caller gives
     its ``spec`` (``seed`` and the memory cap are filled in when absent) and ``figures``
-    (its result as figures, as ``Measurer.measure_module`` takes them).
+    (its result as figures, as ``Measurer.measure_module`` takes them). ``env`` is the
+    candidate's base environment (default os.environ), ``reference_env`` the reference's
+    (default the same): a baseline's recorded setup runs with its recorded variables.
 
     Both workers start together (importing MXNet side by side). With ``solo_warmup`` (by
     default: a GPU cell) the side that runs first warms up alone (bind, first batches, cuDNN
@@ -375,8 +378,9 @@ def run_pair(workload: Workload, *, candidate: Optional[str], reference: Optiona
     rounds = 1 if smoke else rounds_for(time_budget)
     with spawn.WorkDir() as tmp:
         sides = []
-        for name, python in (("candidate", candidate), ("reference", reference)):
-            full_env, defaults = runner.build_env(workload, env, extra_env)
+        for name, python, base in (("candidate", candidate, env),
+                                   ("reference", reference, env if reference_env is None else reference_env)):
+            full_env, defaults = runner.build_env(workload, base, extra_env)
             (tmp / name).mkdir()
             sides.append(_Side(name, python, full_env, defaults, rss_cap, tmp / name))
         gpu = _GpuView(workload, sides[0].env) if workload.device == "gpu" else None

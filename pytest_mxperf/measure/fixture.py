@@ -26,7 +26,7 @@ from pytest_mxperf.measure.peak import (
     machine_peak,
     peak_target,
 )
-from pytest_mxperf.measure.scheduler import CellRun, Scheduler
+from pytest_mxperf.measure.scheduler import CellRun, Scheduler, Side
 from pytest_mxperf.measure.ledger import CellRecord, Finding, FloorCheck, Ledger
 from pytest_mxperf.model.measurement import (
     CellMeasurement,
@@ -99,10 +99,11 @@ class Measurer:
             self.ledger.skipped(reason)
             self._skip(reason)
 
-    def record(self, cell: CellMeasurement, remeasure) -> CellMeasurement:
+    def record(self, cell: CellMeasurement, remeasure, duets: bool = False) -> CellMeasurement:
         """Record a measured cell into the session (its ledger), with how to measure it again
-        (``remeasure(more)``): what every measuring call here ends with."""
-        rec = CellRecord(self.nodeid, cell, remeasure=remeasure)
+        (``remeasure(more)``; ``duets``: its pairs can run as a duet): what every measuring
+        call here ends with."""
+        rec = CellRecord(self.nodeid, cell, remeasure=remeasure, duets=duets)
         self.records.append(rec)
         self.ledger.add(rec)
         self._on_cell(rec)
@@ -129,7 +130,8 @@ class Measurer:
         cells = self.scheduler.measure_cells([w] + self._grid_cells(w), extra_env, processes)
         cell = self._with_flops(self._with_tf32(cells[w.key()]))
         run = self.scheduler.throughput_run(w, extra_env)
-        self.record(cell, lambda more: self._with_flops(self._with_tf32(self.scheduler.run_more(w, run, more))))
+        self.record(cell, lambda more: self._with_flops(self._with_tf32(self.scheduler.run_more(w, run, more))),
+                    duets=run.duet is not None)
         self._report_flops(cell)
         return cell
 
@@ -299,29 +301,31 @@ class Measurer:
         self.require(workload.contexts)
         o = self.options
 
-        def run(python: Optional[str], seed: int) -> RunResult:
+        def run(side: Side, seed: int) -> RunResult:
             s = dict(spec)
             s.setdefault("seed", seed)
             as_cap, rss_cap = runner.memory_caps(workload, runner.resolve_memory_limit(o.memory_limit))
             s.setdefault("memory_limit", as_cap)
-            env, defaults = runner.build_env(workload, self.scheduler.environ, extra_env)
-            out = runner.run_process([python or sys.executable, "-m", module], s, timeout=timeout or o.timeout,
-                                     env=env, rss_limit=rss_cap)
-            return runner.run_result(out, workload, env, defaults, figures, python=python)
+            env, defaults = runner.build_env(workload, side.environ(self.scheduler.environ), extra_env)
+            out = runner.run_process([side.python or sys.executable, "-m", module], s,
+                                     timeout=timeout or o.timeout, env=env, rss_limit=rss_cap)
+            return runner.run_result(out, workload, env, defaults, figures, python=side.python)
 
         duet_pair = None
         if duet.resident(module):
-            def duet_pair(candidate: Optional[str], reference: Optional[str], seed: int, candidate_first: bool):
+            def duet_pair(candidate: Side, reference: Side, seed: int, candidate_first: bool):
                 # the spec as a process gets it; run_pair fills in the seed and the memory cap
-                return duet.run_pair(workload, candidate=candidate, reference=reference, seed=seed,
+                environ = self.scheduler.environ
+                return duet.run_pair(workload, candidate=candidate.python, reference=reference.python, seed=seed,
                                      candidate_first=candidate_first, time_budget=o.time_budget, smoke=o.smoke,
                                      timeout=timeout or o.timeout, warmup_timeout=o.warmup_timeout,
-                                     memory_limit=o.memory_limit, env=self.scheduler.environ, extra_env=extra_env,
+                                     memory_limit=o.memory_limit, env=candidate.environ(environ),
+                                     reference_env=reference.environ(environ), extra_env=extra_env,
                                      module=module, spec=dict(spec), figures=figures)
         # A/B pairs of a resident worker kind run as a duet (Scheduler.run_processes)
         how = CellRun(run, duet_pair)
         cell = self.scheduler.run_processes(workload, how, processes)
-        return self.record(cell, lambda more: self.scheduler.run_more(workload, how, more))
+        return self.record(cell, lambda more: self.scheduler.run_more(workload, how, more), duets=duet_pair is not None)
 
     def _properties(self, cell: CellMeasurement) -> None:
         p = self._record_property

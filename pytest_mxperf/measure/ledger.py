@@ -30,6 +30,8 @@ class CellRecord:
     remeasure: Optional[Callable[[Any], CellMeasurement]] = dataclasses.field(default=None, repr=False)
     #: every test whose processes this record holds (a merged cell: ``merge_records``)
     nodeids: Tuple[str, ...] = ()
+    #: whether its worker can be resident, so that pairs of it run as a duet (``duet.resident``)
+    duets: bool = False
 
     @property
     def key(self) -> str:
@@ -102,7 +104,8 @@ def merge_records(records: Sequence[CellRecord], checks: Sequence[FloorCheck] = 
             nodeid=first.nodeid, cell=CellMeasurement(first.cell.workload, runs, reference),
             floor=next((r.floor for r in recs if r.floor is not None), None), outcome=outcome,
             note="; ".join(notes), remeasure=next((r.remeasure for r in recs if r.remeasure), None),
-            nodeids=tuple(dict.fromkeys(n for r in recs for n in (r.nodeids or (r.nodeid,)))))
+            nodeids=tuple(dict.fromkeys(n for r in recs for n in (r.nodeids or (r.nodeid,)))),
+            duets=any(r.duets for r in recs))
     return out
 
 

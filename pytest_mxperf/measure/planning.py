@@ -203,9 +203,18 @@ def process_seconds(runs: Sequence[Any], options) -> float:
 def pair_seconds(cell: Any) -> Optional[float]:
     """What one pair of this cell took so far (the median over its pairs; a duet pair's two
     workers run side by side, so the longer of the two)."""
-    walls = [max(c.wall_seconds, r.wall_seconds) for c, r in zip(cell.runs, cell.reference or [])]
+    walls = [max(c.wall_seconds, r.wall_seconds) for c, r in cell.pairs()]
     walls = [w for w in walls if w > 0]
     return statistics.median(walls) if walls else None
+
+
+def setup_pair_seconds(record: Any, options) -> float:
+    """What one pair against a baseline's recorded setup is expected to cost a cell measured
+    without pairs so far: a duet pair (``duet_pair_seconds``) when its worker can be resident,
+    else two of its processes back to back."""
+    if record.duets:
+        return duet_pair_seconds(options)
+    return 2 * process_seconds(record.cell.ok_runs, options)
 
 
 # ----------------------------------------------------------------------------- collected tests

@@ -26,9 +26,9 @@ from pytest_mxperf.proc import worker
 #: a probe younger than this is reused as the next process's "before" probe
 PROBE_REUSE_SECONDS = 2.0
 
-RunFn = Callable[[Optional[str], int], RunResult]  # (python, seed) -> one process
-#: (candidate python, reference python, seed, candidate first) -> one duet pair's two sides
-DuetFn = Callable[[Optional[str], Optional[str], int, bool], Tuple[RunResult, RunResult]]
+RunFn = Callable[["Side", int], RunResult]  # (side, seed) -> one process
+#: (candidate side, reference side, seed, candidate first) -> one duet pair's two sides
+DuetFn = Callable[["Side", "Side", int, bool], Tuple[RunResult, RunResult]]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -44,11 +44,23 @@ class CellRun:
 @dataclasses.dataclass(frozen=True)
 class Side:
     """One side of a comparison: the interpreter whose MXNet install runs it (None: this
-    session's ``--perf-python``, else this interpreter) and the variables laid over the
-    session's environment for it."""
+    session's ``--perf-python``, else this interpreter) and its environment: None, the
+    session's as it is; else the recorded variables it runs with (a baseline's recorded
+    setup), which replace every variable of the session's that a baseline records
+    (``topology.RECORDED_ENV_PREFIXES``: threading, MXNet, oneDNN, ...); the others (e.g.
+    ``LD_PRELOAD``) stay the session's."""
 
     python: Optional[str] = None
-    environment: Tuple[Tuple[str, str], ...] = ()
+    environment: Optional[Tuple[Tuple[str, str], ...]] = None
+
+    def environ(self, session: Mapping[str, str]) -> Dict[str, str]:
+        """This side's base environment, from the ``session``'s (a new dict)."""
+        if self.environment is None:
+            return dict(session)
+        from pytest_mxperf.machine import topology
+        out = {k: v for k, v in session.items() if not k.startswith(topology.RECORDED_ENV_PREFIXES)}
+        out.update(dict(self.environment))
+        return out
 
 
 @dataclasses.dataclass(frozen=True)
@@ -206,11 +218,11 @@ class Scheduler:
         self.clock.measured(results, paired)
         return results
 
-    def _bracketed(self, run: RunFn, python: Optional[str], seed: int) -> RunResult:
+    def _bracketed(self, run: RunFn, side: Side, seed: int) -> RunResult:
         """One process, with the machine's state measured right before and after it."""
-        return self._with_machine_state(lambda: [run(python, seed)])[0]
+        return self._with_machine_state(lambda: [run(side, seed)])[0]
 
-    def _bracketed_pair(self, pair: DuetFn, candidate: Optional[str], reference: Optional[str], seed: int,
+    def _bracketed_pair(self, pair: DuetFn, candidate: Side, reference: Side, seed: int,
                         candidate_first: bool) -> Tuple[RunResult, RunResult]:
         """One duet pair, with the machine's state measured right before and after it (both
         sides carry the same state)."""
@@ -246,7 +258,7 @@ class Scheduler:
     def _processes(self, workload: Workload, how: CellRun, side: Side, n: int) -> CellMeasurement:
         runs: List[RunResult] = []
         for i in range(n):
-            r = self._bracketed(how.process, side.python, i)
+            r = self._bracketed(how.process, side, i)
             runs.append(r)
             if not r.ok:
                 break  # a crash, OOM or timeout will not go away by repeating it
@@ -257,7 +269,6 @@ class Scheduler:
         ctx = self.context
         runs: List[RunResult] = []
         ref: List[RunResult] = []
-        cand_py, ref_py = candidate.python, reference.python
         key = workload.key()
         duet_pair = how.duet if self._fallback(key) is None else None
         i = 0
@@ -266,21 +277,22 @@ class Scheduler:
             paired = None
             if duet_pair is not None:  # resident workers taking turns (duet.py): the pair is one unit
                 try:
-                    paired = self._bracketed_pair(duet_pair, cand_py, ref_py, i, bool(i % 2))
+                    paired = self._bracketed_pair(duet_pair, candidate, reference, i, bool(i % 2))
                 except duet.NoRoomForTwo as exc:  # one line, then process pairs for this cell
                     # said once, with the end of the session's lines (a test's output is captured)
                     self.ledger.event(Event(DUET_FALLBACK, f"{key}: {exc}; its A/B pairs run as process pairs", key))
                     duet_pair = None
                     continue  # this pair again, as a process pair (and a process pair's count)
-            if paired is not None:
-                runs.append(paired[0])
-                ref.append(paired[1])
-            else:
+            if paired is None:
                 fallback = self._fallback(key)
-                order = ((cand_py, runs), (ref_py, ref)) if i % 2 else ((ref_py, ref), (cand_py, runs))
-                for py, out in order:
-                    r = self._bracketed(how.process, py, i)
-                    out.append(r.with_facts(duet_fallback=fallback) if fallback else r)
+                order = ((candidate, runs), (reference, ref)) if i % 2 else ((reference, ref), (candidate, runs))
+                done = {}
+                for side, out in order:
+                    r = self._bracketed(how.process, side, i)
+                    done[id(out)] = r.with_facts(duet_fallback=fallback) if fallback else r
+                paired = done[id(runs)], done[id(ref)]
+            runs.append(paired[0])
+            ref.append(paired[1].with_facts(pair_of=paired[0].process))  # which process it was paired with
             i += 1
             if not (runs[-1].ok and ref[-1].ok):
                 break  # a side that fails will not succeed by repeating it
@@ -290,17 +302,17 @@ class Scheduler:
         o = self.options
         environ = dict(self.environ)
 
-        def run(python: Optional[str], seed: int) -> RunResult:
+        def run(side: Side, seed: int) -> RunResult:
             return runner.run_workload(workload, time_budget=o.time_budget, smoke=o.smoke, timeout=o.timeout,
-                                       memory_limit=o.memory_limit, env=environ, extra_env=extra_env,
-                                       python=python, seed=seed, warmup_timeout=o.warmup_timeout)
+                                       memory_limit=o.memory_limit, env=side.environ(environ), extra_env=extra_env,
+                                       python=side.python, seed=seed, warmup_timeout=o.warmup_timeout)
 
-        def duet_pair(candidate: Optional[str], reference: Optional[str], seed: int, candidate_first: bool):
-            return duet.run_pair(workload, candidate=candidate, reference=reference, seed=seed,
+        def duet_pair(candidate: Side, reference: Side, seed: int, candidate_first: bool):
+            return duet.run_pair(workload, candidate=candidate.python, reference=reference.python, seed=seed,
                                  candidate_first=candidate_first, time_budget=o.time_budget, smoke=o.smoke,
                                  timeout=o.timeout, warmup_timeout=o.warmup_timeout, memory_limit=o.memory_limit,
-                                 env=environ, extra_env=extra_env,
-                                 known_need_mib=self.gpu_memory_known(workload.key()))
+                                 env=candidate.environ(environ), reference_env=reference.environ(environ),
+                                 extra_env=extra_env, known_need_mib=self.gpu_memory_known(workload.key()))
         # A/B pairs of this worker kind run as a duet (resident workers alternating rounds)
         return CellRun(run, duet_pair)
 
@@ -420,11 +432,8 @@ class Scheduler:
 
     # -- what the end of the session asks for ----------------------------------------------
     def run_more(self, workload: Workload, how: CellRun, more: MoreToMeasure) -> CellMeasurement:
-        """``more.count`` more processes of one side, or pairs of its two sides, of ``how``: what
-        a record's ``remeasure`` runs. A side's own environment is not measured yet (every
-        comparator today asks for the session's): refused rather than measured without it."""
-        if more.candidate.environment or (more.reference is not None and more.reference.environment):
-            raise ValueError(f"{more.key}: measuring a side in an environment of its own is not supported")
+        """``more.count`` more processes of one side, or pairs of its two sides, of ``how``, each
+        side with its own interpreter and environment: what a record's ``remeasure`` runs."""
         if more.kind == "processes" or more.reference is None:
             return self._processes(workload, how, more.candidate, more.count)
         pairs_how = how if more.kind == "duet" else CellRun(how.process)
@@ -438,5 +447,6 @@ class Scheduler:
         if rec is None or rec.remeasure is None or more.count <= 0:
             return None
         extra = rec.remeasure(more)
-        self.ledger.add(CellRecord(rec.nodeid, extra, outcome="measured", note="", remeasure=rec.remeasure))
+        self.ledger.add(CellRecord(rec.nodeid, extra, outcome="measured", note="", remeasure=rec.remeasure,
+                                   duets=rec.duets))
         return extra

@@ -46,14 +46,42 @@ from pytest_mxperf.store.baselines import Baseline
 # ----------------------------------------------------------------------------- the context
 
 @dataclasses.dataclass(frozen=True)
+class RecordedSetup:
+    """Baseline mode: the setup this machine's baseline recorded, rebuilt to settle suspects in
+    a duet against it (``outcome/comparators.BaselineComparator``): its MXNet install (the
+    recorded ``NAME==VERSION`` rebuilt in a cached venv, checked to be the recorded build) and,
+    per cell, its recorded variables (``Baseline.recorded_env``). ``status``:
+
+    * ``ready``: ``python`` runs it; suspects are settled against it;
+    * ``unbuilt``: it could not be built (no package index, a failed install): suspects
+      beyond the minimum effect fail as unresolved, never pass;
+    * ``other-build``: the rebuilt install is not the recorded build; ``unrecorded``: the
+      baseline names no install, or no one install, or no build to check against: no duet,
+      the baseline's verdicts stand as they are.
+
+    ``line`` is what was said about it when the session started."""
+
+    status: str
+    requirement: Optional[str] = None
+    python: Optional[str] = None
+    line: str = ""
+
+    @property
+    def ready(self) -> bool:
+        return self.status == "ready" and bool(self.python)
+
+
+@dataclasses.dataclass(frozen=True)
 class Comparison:
     """How the session's cells are compared, decided once (``outcome/comparators.choose``):
-    against this machine's baseline, or A/B against a reference install (its interpreter;
-    ``requirement``: the install a baseline recorded, with ``--perf-reference baseline``)."""
+    against this machine's baseline (its recorded setup rebuilt, ``setup``, once the session
+    knows it measures), or A/B against a reference install (its interpreter; ``requirement``:
+    the install a baseline recorded, with ``--perf-reference baseline``)."""
 
     mode: str = "baseline"            # "baseline" | "ab"
     reference: Optional[str] = None   # the reference interpreter (A/B)
     requirement: Optional[str] = None
+    setup: Optional[RecordedSetup] = None
 
     @property
     def ab(self) -> bool:
@@ -192,6 +220,10 @@ class PerfSession:
         self.context = dataclasses.replace(self.context, machine=dict(machine), baseline=baseline, options=options,
                                            comparison=comparison)
 
-    def planned(self, plan: Plan) -> None:
-        """The plan, when collection ends (before any test measures)."""
-        self.context = dataclasses.replace(self.context, plan=plan)
+    def planned(self, plan: Plan, setup: Optional[RecordedSetup] = None) -> None:
+        """The plan, when collection ends (before any test measures), and in baseline mode the
+        recorded setup, rebuilt then (``command_line.recorded_setup``)."""
+        comparison = self.context.comparison
+        if setup is not None:
+            comparison = dataclasses.replace(comparison, setup=setup)
+        self.context = dataclasses.replace(self.context, plan=plan, comparison=comparison)

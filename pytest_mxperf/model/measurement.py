@@ -54,6 +54,11 @@ class Metric:
         return self.rule != "derived"
 
 
+#: how the suite measures a cell's figures: raised whenever a change of pytest-mxperf changes
+#: what a figure measures (the rounds, the warm-up, what a worker times), so that a baseline
+#: recorded another way says so beside a change (baselines record it with the suite's version)
+MEASURING_METHOD = 1
+
 METRICS: Dict[str, Metric] = {m.name: m for m in (
     Metric("throughput", "img/s", True, "processes", "throughput"),
     Metric("samples_per_s", "samples/s", True, "processes", "throughput"),
@@ -416,10 +421,18 @@ class CellMeasurement:
         return dict(iqr_spread(values), basis=basis)
 
     def pairs(self) -> List[Tuple[RunResult, RunResult]]:
-        """(candidate, reference) runs that both measured, in the order they ran."""
+        """(candidate, reference) runs that both measured, in the order they ran: a reference
+        process with the ``pair_of`` fact with the candidate process it names (a cell whose
+        first processes ran alone, then pairs against a reference: baseline mode's duet
+        against the recorded setup), else position by position."""
         if not self.reference:
             return []
-        return [(c, r) for c, r in zip(self.runs, self.reference) if c.ok and r.ok]
+        by_id = {c.process: c for c in self.runs}
+        if all(r.meta.pair_of in by_id for r in self.reference):
+            pairs = [(by_id[r.meta.pair_of], r) for r in self.reference]
+        else:
+            pairs = list(zip(self.runs, self.reference))
+        return [(c, r) for c, r in pairs if c.ok and r.ok]
 
     def to_dict(self) -> Dict[str, Any]:
         d = {

@@ -82,6 +82,8 @@ FACTS: Tuple[Fact, ...] = (
     Fact("machine_state", dict, "", PARENT, "calibration probes before / after and the load; "
                                             "its label (state, reason) once judged"),
     Fact("duet", dict, "", PARENT, "A/B duet: which side ran first, round size, CPU shares"),
+    Fact("pair_of", str, "", PARENT, "a reference process of a pair: the process id of the candidate's process "
+                                     "it was paired with (RunResult.process)"),
     Fact("duet_fallback", str, "", PARENT, "why a cell's A/B pairs ran as process pairs instead of a duet "
                                            "(two GPU memory pools did not fit)"),
     Fact("tf32", dict, "", PARENT, "float32 GPU cells: whether their GEMMs ran as TF32 (in_use, why; "

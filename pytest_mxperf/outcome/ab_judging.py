@@ -15,7 +15,6 @@ from typing import Callable, Dict, Optional, Tuple
 from pytest_mxperf.judge import ab_pairs, machine_states, verdict_duet
 from pytest_mxperf.judge import verdict as vd
 from pytest_mxperf.judge.thresholds import FDR_Q
-from pytest_mxperf.measure import planning
 from pytest_mxperf.measure.ledger import CellRecord
 from pytest_mxperf.model import stats
 from pytest_mxperf.model.measurement import cell_of, metric_key
@@ -103,16 +102,16 @@ def judge_ab_once(cells: Dict[str, CellRecord], final: set, min_effect: float) -
     return v
 
 
-def within_deadline(wanted: Dict[str, int], cells: Dict[str, CellRecord], left: Optional[float]
+def within_deadline(wanted: Dict[str, int], each: Dict[str, float], left: Optional[float]
                     ) -> Tuple[Dict[str, int], Optional[Tuple[int, int, float]]]:
-    """The second stage's pairs cut, cell by cell in proportion, to what the rest of
-    ``--perf-deadline`` holds (``left``: seconds left for measuring, None without a deadline);
-    and what was cut (pairs kept, pairs wanted, seconds left) or None. A cell left with fewer
-    pairs than it wanted is judged on what it has: a slowdown it cannot confirm is
-    unresolved, never passed. Pure."""
+    """Pairs wanted (cell -> count, ``each`` pair's expected seconds) cut, cell by cell in
+    proportion, to what the rest of ``--perf-deadline`` holds (``left``: seconds left for
+    measuring, None without a deadline); and what was cut (pairs kept, pairs wanted, seconds
+    left) or None. A cell left with fewer pairs than it wanted is judged on what it has: a
+    slowdown it cannot confirm is unresolved, never passed. Pure."""
     if left is None or not wanted:
         return wanted, None
-    cost = {k: n * (planning.pair_seconds(cells[k].cell) or 0.0) for k, n in wanted.items()}
+    cost = {k: n * each[k] for k, n in wanted.items()}
     total = sum(cost.values())
     if total <= max(left, 0.0):
         return wanted, None

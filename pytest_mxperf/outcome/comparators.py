@@ -44,15 +44,17 @@ def comparison_for(reference: Optional[str], requirement: Optional[str] = None) 
 class Confirmation:
     """What a comparator asks to measure in one round, to be said before it runs: the cells
     and their ``MoreToMeasure``; ``kind`` "confirm" (baseline mode: more processes, within
-    ``budget`` seconds, ``cut`` when they had to be cut to it) or "second-stage" (A/B: more
-    pairs; ``deadline_cut``: (pairs kept, pairs wanted, seconds left) when --perf-deadline cut
-    them)."""
+    ``budget`` seconds, ``cut`` when they had to be cut to it), "recorded-setup" (baseline mode:
+    pairs against the recorded ``setup``, the requirement it rebuilt) or "second-stage" (A/B:
+    more pairs); ``deadline_cut``: (pairs kept, pairs wanted, seconds left) when --perf-deadline
+    cut them."""
 
     kind: str
     wanted: Tuple[MoreToMeasure, ...]
     budget: float = 0.0
     cut: bool = False
     deadline_cut: Optional[Tuple[int, int, float]] = None
+    setup: Optional[str] = None
 
 
 def min_effect(context: SessionContext, key: str) -> float:
@@ -67,20 +69,41 @@ def _suspects(verdicts: Dict[str, vd.Verdict]) -> FrozenSet[str]:
 
 
 class BaselineComparator:
-    """Against this machine's baseline: suspects get more fresh processes (up to
-    ``CONFIRM_PROCESSES`` in all, within as long again as the measuring so far or a minute),
-    up to three rounds (judging again can make another cell a suspect: BH across cells)."""
+    """Against this machine's baseline. When the baseline's recorded setup is ready
+    (``RecordedSetup``), every figure the baseline alone cannot settle
+    (``judging.SETTLED_BY_SETUP``: suspect, below its resolution, unclear, unresolved) is
+    measured again as pairs against that setup (a duet where the cell's worker can be
+    resident, else process pairs), taking turns so that the machine's spells fall on both
+    sides, in two stages as in A/B mode (``DUET_PAIRS`` pairs, then as many as the pairs'
+    spread asks for), cut to ``--perf-deadline``; the verdict is the pairs'
+    (``judging.against_recorded_setup``). A figure it should settle and could not (cut by the
+    deadline; the setup could not be built) is unresolved, never passed. Without a ready
+    setup, suspects get more fresh processes (up to ``CONFIRM_PROCESSES`` in all, within as
+    long again as the measuring so far or a minute), up to three rounds (judging again can
+    make another cell a suspect: BH across cells)."""
 
     mode = "baseline"
     rounds = 3
-    late_final = False
 
-    def __init__(self, context: SessionContext, now: Callable[[], float]):
+    def __init__(self, context: SessionContext, now: Callable[[], float],
+                 left: Callable[[], Optional[float]] = lambda: None):
         self.context = context
         self.baseline = context.baseline
         self.now = now
+        self.left = left
+        self.setup = context.comparison.setup
         self._reference = None
         self._budget: Optional[float] = None
+        self._pairs: Optional[Callable[[str], Optional[int]]] = None
+        self._cut: Dict[str, str] = {}  # cells the duet should have settled and did not: why
+
+    @property
+    def against_setup(self) -> bool:
+        return self.setup is not None and self.setup.ready and self.baseline is not None
+
+    @property
+    def late_final(self) -> bool:
+        return self.against_setup  # a suspect left after the duet's stages is judged as it stands
 
     @property
     def confirms(self) -> bool:
@@ -93,12 +116,26 @@ class BaselineComparator:
         self._reference = reference or self._reference
         if self.baseline is None:
             return {}, labelled
-        return (judging.judge_baseline_once(labelled, self.baseline, self._reference, set(final),
-                                            self.context.options.min_effect), labelled)
+        o = self.context.options
+        verdicts = judging.judge_baseline_once(labelled, self.baseline, self._reference, set(final), o.min_effect)
+        paired = {k: rec for k, rec in labelled.items() if rec.cell.reference is not None}
+        if paired:
+            duets = ab_judging.judge_ab_once(paired, set(final) & set(paired), o.min_effect)
+            verdicts = judging.against_recorded_setup(verdicts, duets, self.baseline, o.min_effect)
+        return verdicts, labelled
+
+    def suspects(self, verdicts: Dict[str, vd.Verdict], cells: Dict[str, CellRecord]) -> FrozenSet[str]:
+        if not self.against_setup:
+            return _suspects(verdicts)
+        paired = {k for k, rec in cells.items() if rec.cell.reference is not None}
+        return (_suspects({k: v for k, v in verdicts.items() if cell_of(k) in paired})
+                | (judging.setup_suspects(verdicts) - paired))
 
     def more(self, verdicts, cells: Dict[str, CellRecord], suspects: FrozenSet[str], spent: float
              ) -> Tuple[Confirmation, FrozenSet[str]]:
         o = self.context.options
+        if self.against_setup:
+            return self._against_setup(cells, suspects)
         if self._budget is None:  # confirming costs at most the first stage again, or a minute
             self._budget = max(planning.CONFIRM_FLOOR_S, self.now() - self.context.started)
         left = self._budget - spent
@@ -107,9 +144,48 @@ class BaselineComparator:
                        for k, (n, per) in sorted(plan.items()))
         return Confirmation("confirm", wanted, budget=left, cut=cut), frozenset(plan)
 
+    def _against_setup(self, cells: Dict[str, CellRecord], suspects: FrozenSet[str]
+                       ) -> Tuple[Confirmation, FrozenSet[str]]:
+        """Pairs against the recorded setup for ``suspects``: a first stage for a cell without
+        pairs yet, a second stage (as many more as its pairs' spread asks for, then final) for
+        one with; cut to the deadline."""
+        o = self.context.options
+        paired = {k: rec for k, rec in cells.items() if rec.cell.reference is not None}
+        if paired and self._pairs is None:
+            self._pairs = ab_judging.second_stage_pairs(paired, o.min_effect)
+        wanted: Dict[str, int] = {}
+        each: Dict[str, float] = {}
+        sides: Dict[str, Side] = {}
+        for k in sorted(suspects):
+            rec = cells[k]
+            env = self.baseline.recorded_env(k)
+            if rec.remeasure is None or env is None:
+                continue  # no one recorded setup of this cell (or no way to measure it again): as judged
+            second = k in paired
+            n = ((self._pairs(k) if self._pairs is not None else None) or o.duet_pairs) if second else o.duet_pairs
+            wanted[k] = max(1, n)
+            each[k] = planning.pair_seconds(rec.cell) or planning.setup_pair_seconds(rec, o)
+            sides[k] = Side(self.setup.python, tuple(sorted(env.items())))
+        kept, deadline_cut = ab_judging.within_deadline(wanted, each, self.left())
+        for k in wanted:
+            if kept.get(k, 0) < wanted[k] and k not in paired:
+                self._cut[k] = "cut by --perf-deadline before its duet against the recorded setup"
+        more = tuple(MoreToMeasure(k, n, "duet" if cells[k].duets else "process-pairs", Side(o.python), sides[k],
+                                   each[k], min_effect(self.context, k))
+                     for k, n in kept.items())
+        settled = frozenset(k for k in suspects if k in paired) | frozenset(k for k in wanted if k not in kept)
+        return Confirmation("recorded-setup", more, deadline_cut=deadline_cut,
+                            setup=self.setup.requirement), settled
+
     def conclude(self, verdicts: Dict[str, vd.Verdict], cells: Dict[str, CellRecord]) -> Dict[str, vd.Verdict]:
         if self.baseline is None:
             return verdicts
+        setup = self.setup
+        if setup is not None and setup.status == "unbuilt":
+            verdicts = judging.unsettled(verdicts, {cell_of(k): "the recorded setup could not be rebuilt to settle it"
+                                                    for k in judging.setup_suspects(verdicts)}, self.context.options.min_effect)
+        elif self.against_setup and self._cut:
+            verdicts = judging.unsettled(verdicts, self._cut, self.context.options.min_effect)
         return judging.with_context(verdicts, cells, self.baseline)
 
 
@@ -149,12 +225,15 @@ class ABComparator:
                 continue
             n = self._pairs(k)
             wanted[k] = ctx.plan.ab_pairs or o.ab_pairs if n is None else n
-        wanted, deadline_cut = ab_judging.within_deadline(wanted, cells, self.left())
+        each = {k: planning.pair_seconds(cells[k].cell) or 0.0 for k in wanted}
+        wanted, deadline_cut = ab_judging.within_deadline(wanted, each, self.left())
         more = tuple(MoreToMeasure(k, n, "duet" if ab_judging.is_duet(cells[k].cell) else "process-pairs",
-                                   Side(o.python), Side(ctx.comparison.reference),
-                                   planning.pair_seconds(cells[k].cell) or 0.0, min_effect(ctx, k))
+                                   Side(o.python), Side(ctx.comparison.reference), each[k], min_effect(ctx, k))
                      for k, n in wanted.items())
         return Confirmation("second-stage", more, deadline_cut=deadline_cut), suspects
+
+    def suspects(self, verdicts: Dict[str, vd.Verdict], cells: Dict[str, CellRecord]) -> FrozenSet[str]:
+        return _suspects(verdicts)
 
     def conclude(self, verdicts: Dict[str, vd.Verdict], cells: Dict[str, CellRecord]) -> Dict[str, vd.Verdict]:
         return verdicts
@@ -164,7 +243,7 @@ def choose(context: SessionContext, clock) -> "BaselineComparator | ABComparator
     """The session's comparator, from its context's comparison (decided once, ``comparison_for``)."""
     if context.comparison.ab:
         return ABComparator(context, clock.measuring_left)
-    return BaselineComparator(context, clock.now)
+    return BaselineComparator(context, clock.now, clock.measuring_left)
 
 
 def settle(comparator, cells: Callable[[], Dict[str, CellRecord]], confirm: Callable[[MoreToMeasure], object],
@@ -179,7 +258,7 @@ def settle(comparator, cells: Callable[[], Dict[str, CellRecord]], confirm: Call
     if comparator.confirms:
         spent = 0.0
         for _ in range(comparator.rounds):
-            suspects = _suspects(verdicts) - final
+            suspects = comparator.suspects(verdicts, judged) - final
             if not suspects:
                 break
             asked, settled = comparator.more(verdicts, judged, suspects, spent)
@@ -193,7 +272,7 @@ def settle(comparator, cells: Callable[[], Dict[str, CellRecord]], confirm: Call
             final |= settled
             confirmed |= settled
             verdicts, judged = comparator.judge(cells(), final)
-        late = _suspects(verdicts) - final
+        late = comparator.suspects(verdicts, judged) - final
         if late and comparator.late_final:
             final |= late
             verdicts, judged = comparator.judge(cells(), final)

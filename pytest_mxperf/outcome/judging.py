@@ -9,7 +9,9 @@ around every process (new values), every figure judged against the machine's bas
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, FrozenSet, List, Optional, Tuple
+
+from pytest_mxperf import __version__
 
 from pytest_mxperf.judge import (
     context_diff,
@@ -19,7 +21,8 @@ from pytest_mxperf.judge import (
 from pytest_mxperf.judge import verdict as vd
 from pytest_mxperf.measure import planning
 from pytest_mxperf.measure.ledger import CellRecord
-from pytest_mxperf.model.measurement import metric_key
+from pytest_mxperf.judge.thresholds import UNEXPLAINED
+from pytest_mxperf.model.measurement import MEASURING_METHOD, METRICS, cell_of, metric_key
 from pytest_mxperf.store import baseline_store
 from pytest_mxperf.store.baselines import Baseline
 
@@ -182,6 +185,89 @@ def with_context(verdicts: Dict[str, vd.Verdict], cells: Dict[str, CellRecord], 
             notes.append("trend over recorded sessions: " + " ".join(f"{x:.4g}" for x in trend)
                          + f" -> {rec.cell.median_or_none:.4g} now")
         out[key] = dataclasses.replace(v, env_diff=list(v.env_diff) + env_diff, notes=notes)
+    return out
+
+
+# ----------------------------------------------------------------------------- the recorded setup
+
+#: the baseline's verdicts that a duet against the recorded setup settles: what the baseline
+#: alone cannot (a suspect, a slowdown within its resolution, one beyond it but not significant,
+#: one the machine's state left unresolved), of figures judged between processes
+SETTLED_BY_SETUP = ("suspect", "below-resolution", "unclear", "unresolved")
+
+
+def _between_processes(v: vd.Verdict) -> bool:
+    m = METRICS.get(v.metric)
+    return m is not None and m.rule == "processes"
+
+
+def setup_suspects(verdicts: Dict[str, vd.Verdict]) -> FrozenSet[str]:
+    """The cells with a figure the baseline alone cannot settle (``SETTLED_BY_SETUP``): what
+    baseline mode measures again against the recorded setup. Pure."""
+    return frozenset(cell_of(k) for k, v in verdicts.items() if v.kind in SETTLED_BY_SETUP and _between_processes(v))
+
+
+def _beyond_resolution(v: vd.Verdict) -> bool:
+    """Whether the baseline's verdict saw a change beyond its resolution (and the minimum effect)."""
+    if v.kind == "unclear":
+        return True
+    return (v.kind in ("suspect", "unresolved") and v.change is not None and v.threshold is not None
+            and abs(v.change) > v.threshold)
+
+
+def _suite_note(recorded: Optional[Dict[str, Any]]) -> str:
+    now = {"version": __version__, "method": MEASURING_METHOD}
+    if recorded is None:
+        return ", or pytest-mxperf (the baseline does not say which version recorded it)"
+    if (recorded.get("version"), recorded.get("method")) != (now["version"], now["method"]):
+        return (f", or pytest-mxperf (recorded by {recorded.get('version')}, measuring method "
+                f"{recorded.get('method')}; now {now['version']}, method {now['method']})")
+    return " (the same pytest-mxperf and measuring method recorded it)"
+
+
+def against_recorded_setup(verdicts: Dict[str, vd.Verdict], duets: Dict[str, vd.Verdict], baseline: Baseline,
+                           min_effect: float) -> Dict[str, vd.Verdict]:
+    """The verdicts with each figure that was measured in pairs against the recorded setup
+    (``duets``: its pairs' verdicts, ``ab_judging.judge_ab_once``) judged by those pairs, as
+    new values saying so ("against the recorded setup: x0.91 [0.89, 0.93]"). When the pairs
+    show no change but the baseline saw one beyond its resolution, the figure is
+    **unexplained**: not the MXNet install, not the recorded variables; the machine, the
+    system or the suite (fails only when ``--perf-fail-on`` names it). Pure."""
+    out = dict(verdicts)
+    for mk, d in duets.items():
+        b = verdicts.get(mk)
+        if b is None or not _between_processes(d):
+            continue
+        said = "against the recorded setup"
+        if d.change is not None and d.interval is not None:
+            said += f": x{1 + d.change:.3f} [{d.interval[0]:.3f}, {d.interval[1]:.3f}]"
+        baseline_said = f"against the baseline: {b.kind}, {b.reason}"
+        common = dict(resolution=b.resolution, notes=list(b.notes) + [baseline_said], busy=d.busy)
+        if d.kind == "unchanged" and _beyond_resolution(b):
+            out[mk] = dataclasses.replace(
+                d, kind=UNEXPLAINED, change=b.change, threshold=b.threshold, current_median=b.current_median,
+                baseline_median=b.baseline_median,
+                reason=(f"{said}: the session's setup runs as the recorded one does, so the change against the "
+                        f"baseline ({vd.describe_change(b.change, METRICS[b.metric])}, beyond its resolution of "
+                        f"{100 * b.threshold:.1f}%) is not explained by the MXNet install or the recorded variables: "
+                        f"the machine, the system{_suite_note(baseline.recorded_suite(cell_of(mk)))}"), **common)
+        else:
+            out[mk] = dataclasses.replace(d, reason=f"{said}: {d.reason}", **common)
+    return out
+
+
+def unsettled(verdicts: Dict[str, vd.Verdict], why: Dict[str, str], min_effect: float) -> Dict[str, vd.Verdict]:
+    """The verdicts with each slowdown beyond ``min_effect`` that a duet against the recorded
+    setup should have settled and did not (``why``, by cell: the setup could not be built, the
+    deadline cut it) made unresolved: it fails, never passes. Pure."""
+    out = dict(verdicts)
+    for mk, v in verdicts.items():
+        reason = why.get(cell_of(mk))
+        if (reason is None or v.kind not in SETTLED_BY_SETUP or v.kind == "unresolved" or v.change is None
+                or not _between_processes(v) or METRICS[v.metric].oriented(v.change) >= -min_effect):
+            continue
+        out[mk] = dataclasses.replace(v, kind="unresolved", reason=(
+            f"{v.reason}; {reason}: a slowdown beyond the minimum effect ({100 * min_effect:.0f}%) is not passed"))
     return out
 
 

@@ -20,9 +20,10 @@ from pytest_mxperf.model.outcome import Failure
 from pytest_mxperf.outcome.answer_check import WRONG
 
 #: the verdict kinds that fail by the policy of the same name (baseline mode's undecided
-#: slowdowns fail only when asked: below-resolution, unclear)
+#: slowdowns fail only when asked: below-resolution, unclear, unexplained)
 VERDICT_RULES = (("regression", "regression"), ("unresolved", "unresolved"), (WRONG, "answers"),
-                 ("below-resolution", "below-resolution"), ("unclear", "unclear"))
+                 ("below-resolution", "below-resolution"), ("unclear", "unclear"),
+                 ("unexplained", "unexplained"))
 
 
 def failures(context: SessionContext, events: Sequence[Any], skips: Sequence[str],

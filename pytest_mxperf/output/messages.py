@@ -84,6 +84,13 @@ def headline(outcome: SessionOutcome, prefix: str = PREFIX) -> List[str]:
                      f"{_reference_hint(ctx.baseline, undecided)}"
                      + ("" if "unclear" in o.fail_on else " (not failing; --perf-fail-on +unclear fails on them)"))
         lines += [item(k, v) for k, v in unclear.items()]
+    unexplained = {k: v for k, v in verdicts.items() if v.kind == "unexplained"}
+    if unexplained:
+        lines.append(f"{prefix}UNEXPLAINED: {len(unexplained)} change(s) beyond the resolution that a duet against "
+                     "the recorded setup does not show: not the MXNet install, not the recorded variables; the "
+                     "machine, the system or pytest-mxperf"
+                     + ("" if "unexplained" in o.fail_on else " (not failing; --perf-fail-on +unexplained fails on them)"))
+        lines += [item(k, v) for k, v in unexplained.items()]
     judged = [v for v in verdicts.values() if v.resolution]
     provisional = [v for v in judged if v.resolution.get("provisional")]
     if provisional:
@@ -92,7 +99,8 @@ def headline(outcome: SessionOutcome, prefix: str = PREFIX) -> List[str]:
                      "unknown (a slow spell of a shared VM can outlast a recording); measure it: record again "
                      "later, at another time of day, with --perf-update-baselines=add")
     for kind, what in (("below-resolution", "below this machine's resolution"),
-                       ("unclear", "unclear across the session")):
+                       ("unclear", "unclear across the session"),
+                       ("unexplained", "that the recorded setup does not explain")):
         f = outcome.failure(kind)
         if f is not None:
             lines.append(f"{prefix}failing the session: {f.count} slowdown(s) {what} (--perf-fail-on {kind})")
@@ -166,8 +174,13 @@ def verdict_lines(outcome: SessionOutcome) -> List[str]:
             lines.append(_verdict_line(key, v))
             lines += [f"{PREFIX}note {key}: {note}" for note in v.notes if not note.startswith(ADVICE)]
     if outcome.confirmed:
-        what = "pairs" if ctx.comparison.ab else "processes"
-        lines.append(f"{PREFIX}{outcome.confirmed} unclear cell(s) re-measured with more {what} before judging")
+        setup = ctx.comparison.setup
+        if not ctx.comparison.ab and setup is not None and setup.ready:
+            lines.append(f"{PREFIX}{outcome.confirmed} suspect cell(s) measured again in pairs against the recorded "
+                         f"setup ({setup.requirement}) before judging")
+        else:
+            what = "pairs" if ctx.comparison.ab else "processes"
+            lines.append(f"{PREFIX}{outcome.confirmed} unclear cell(s) re-measured with more {what} before judging")
     if outcome.count("improvement"):
         lines.append(f"{PREFIX}improvements found; consider --perf-update-baselines")
     against = _against(outcome)
@@ -311,8 +324,14 @@ def said(what: Any) -> str:
                 + ("; cut to fit, so some may stay unresolved" if what.cut else "") + ")")
     short = {m.key: m.key.split("/threads=")[0] for m in wanted}
     each = ", ".join(f"{short[m.key]} +{m.count}" for m in wanted)
-    line = (f"{PREFIX}second stage: {len(wanted)} unclear cell(s) get {sum(m.count for m in wanted)} more pair(s) "
-            f"({each}); expected about {duration_text(sum(m.cost for m in wanted))} more")
+    if what.kind == "recorded-setup":
+        kinds = sorted({"duet" if m.kind == "duet" else "process" for m in wanted})
+        line = (f"{PREFIX}{len(wanted)} suspect cell(s) measured again against the recorded setup ({what.setup}, its "
+                f"recorded variables), {sum(m.count for m in wanted)} {' and '.join(kinds)} pair(s) ({each}); "
+                f"expected about {duration_text(sum(m.cost for m in wanted))} more")
+    else:
+        line = (f"{PREFIX}second stage: {len(wanted)} unclear cell(s) get {sum(m.count for m in wanted)} more "
+                f"pair(s) ({each}); expected about {duration_text(sum(m.cost for m in wanted))} more")
     if what.deadline_cut:
         kept, asked, left = what.deadline_cut
         line += f"; cut to {kept} of {asked} pair(s) by --perf-deadline ({left:.0f} s left for measuring)"

@@ -266,11 +266,12 @@ def full_lines(outcome: SessionOutcome) -> List[str]:
 #: how a cell is counted in the session's first line: by its primary figure's verdict, each
 #: cell once; the first four are said even when none
 COUNTED = (("regressed", ("regression",)), ("unresolved", ("unresolved",)), ("improved", ("improvement",)),
-           ("unclear", ("unclear", "below-resolution", "suspect")), ("unchanged", ("unchanged",)),
+           ("unclear", ("unclear", "below-resolution", "suspect")), ("unexplained", ("unexplained",)),
+           ("unchanged", ("unchanged",)),
            ("not in the baseline", ("no-baseline",)), ("not gated", ("not-gated",)))
 ALWAYS_COUNTED = ("regressed", "improved", "unclear", "unchanged")
 #: verdict kinds of a figure that changed, or may have: its row is on the screen
-CHANGED = ("regression", "unresolved", "improvement", "unclear", "below-resolution", "suspect")
+CHANGED = ("regression", "unresolved", "improvement", "unclear", "below-resolution", "suspect", "unexplained")
 #: cell statuses of what this machine or build cannot run (the test skips): not a failure
 NOT_HERE = ("unavailable", "unsupported")
 #: the screen's table fits this many columns (a failed cell's reason is cut to fit)

@@ -21,7 +21,7 @@ import subprocess
 import sys
 import threading
 from pathlib import Path
-from typing import Callable, Dict, List, Optional, Sequence
+from typing import Callable, Dict, List, Mapping, Optional, Sequence
 
 from pytest_mxperf.model import jsonio
 from pytest_mxperf.proc import spawn
@@ -231,15 +231,28 @@ def _say(msg: str) -> None:
     print(f"pytest-mxperf: {msg}", file=sys.stderr, flush=True)
 
 
+def _pinned(companions: Sequence[str], pins: Mapping[str, str]) -> List[str]:
+    """``companions`` with the versions ``pins`` names (name -> version) instead of theirs, and
+    any pinned package they lack added."""
+    pins = {normalize_name(k): v for k, v in pins.items()}
+    out = []
+    for req in companions:
+        name = normalize_name(re.split(r"[<>=!~ ;\[]", req, maxsplit=1)[0])
+        out.append(f"{name}=={pins.pop(name)}" if name in pins else req)
+    return out + [f"{k}=={v}" for k, v in sorted(pins.items())]
+
+
 def reference_python(spec: str, *, installer: Optional[Installer] = None,
-                     log: Callable[[str], None] = _say, like: Optional[str] = None) -> str:
+                     log: Callable[[str], None] = _say, like: Optional[str] = None,
+                     pins: Optional[Mapping[str, str]] = None) -> str:
     """The python of the reference install ``spec``.
 
     ``spec`` is a path to an interpreter (returned as given once it is seen to run), or a
     pinned MXNet requirement such as ``mxnet==1.8.0.post0`` or ``mxnet-mkl==1.6.0``: a venv
     with it and the candidate's versions of the packages a worker loads besides MXNet
     (``companion_requirements(like)``; ``like`` is the candidate's python, default this
-    interpreter) is built once (``installer``, default ``pip_installer``) and cached under
+    interpreter; ``pins``, name -> version, replace theirs: a baseline's recorded numpy) is
+    built once (``installer``, default ``pip_installer``) and cached under
     ``spawn.cache_dir("venvs", <slug>)`` (another candidate's packages: another venv). A
     file lock keeps two sessions (and a lock two threads) from building the same venv at
     once; the build happens in place and counts as done only when ``complete.json`` is
@@ -253,7 +266,8 @@ def reference_python(spec: str, *, installer: Optional[Installer] = None,
         _check_runs(spec)
         return spec
     parse_requirement(spec)  # a bad requirement is said before the candidate is listed
-    requirements = requirements_for(spec, companion_requirements(like))
+    companions = companion_requirements(like)
+    requirements = requirements_for(spec, _pinned(companions, pins) if pins else companions)
     slug = venv_slug(spec, requirements)
     root = spawn.cache_dir("venvs", slug)
     python = _complete(root, requirements)

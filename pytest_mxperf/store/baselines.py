@@ -389,6 +389,25 @@ class Baseline:
         recs = self.comparison_set(key)
         return recs[-1] if recs else None
 
+    def recorded_env(self, key: str) -> Optional[Dict[str, str]]:
+        """The variables a baseline records (threading, MXNet, oneDNN, ...; those the suite set
+        among them) that cell ``key``'s comparison set was measured with, as they were: what its
+        recorded setup runs with. None when nothing is recorded, or when its pooled recordings
+        ran with different values (there is no one recorded setup)."""
+        envs = [rec.get("env") for rec in self.comparison_set(key)]
+        if not envs or not all(isinstance(e, dict) for e in envs):
+            return None
+        if any(e != envs[-1] for e in envs):
+            return None
+        return {str(k): str(v) for k, v in envs[-1].items()}
+
+    def recorded_suite(self, key: str) -> Optional[Dict[str, Any]]:
+        """Which pytest-mxperf (its version and measuring method) recorded cell ``key``'s newest
+        recording; None when it was recorded before the suite said."""
+        rec = self.latest(key)
+        suite = rec.get("suite") if rec else None
+        return dict(suite) if isinstance(suite, dict) else None
+
     def values(self, key: str, metric: Optional[str] = None) -> Optional[List[float]]:
         """Per-process values of ``metric`` (default: the primary figure) over the comparison set."""
         out = [v for rec in self.comparison_set(key) for v in _rec_values(rec, metric)]

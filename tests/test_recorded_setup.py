@@ -1,0 +1,140 @@
+"""Baseline mode settles its suspects against the setup the baseline recorded (issue 35,
+part 1), end to end with stand-in installs (tests/stub_worker.py) that speak the real worker
+and duet protocols: the recorded MXNet build found in the venv cache (what a first build
+leaves), its recorded variables on the reference side, and the verdict the pairs give."""
+
+import json
+
+import pytest
+from stand_ins import cached_setup
+
+CELLS = """
+import pytest
+
+@pytest.mark.mxperf_grid(models=("lenet",), batch_sizes=(8,))
+def test_cells(mxperf, ctx, model, batch_size):
+    mxperf.expect_ok(mxperf.measure(model, batch_size, contexts=ctx))
+"""
+KEY = "score/lenet/b8/cpu:0/float32/threads=auto"
+BUILD = {"name": "mxnet", "version": "1.9.1", "direct_url": None, "libmxnet": "mxnet/libmxnet.so",
+         "libmxnet_sha256": "a" * 64}
+
+
+def _run(pytester, *args):
+    return pytester.runpytest_subprocess("-p", "no:cacheprovider", *args)
+
+
+@pytest.fixture
+def box(pytester, make_stub_python, monkeypatch):
+    """A baseline of lenet b8 recorded over three sessions whose speed differed (100, 90, 108
+    img/s: a resolution near 36%) by the build BUILD of mxnet 1.9.1, with OMP_NUM_THREADS=2;
+    a venv cache holding that build (a stand-in at 100 img/s that runs at half speed with one
+    thread). Returns run(candidate config, *args) -> the session's RunResult."""
+    pytester.makepyfile(test_cells=CELLS)
+    bdir, cache = pytester.path / "bl", pytester.path / "cache"
+    monkeypatch.setenv("MXPERF_CACHE_DIR", str(cache))
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")
+    common = ["-m", "cpu", "--perf-machine", "box", "--perf-baselines-dir", str(bdir), "--perf-no-probe"]
+    for i, (rate, pool) in enumerate(((100.0, ""), (90.0, "=add"), (108.0, "=add"))):
+        r = _run(pytester, *common, "--perf-python", make_stub_python(f"base{i}", rate=rate, install=BUILD),
+                 f"--perf-update-baselines{pool}")
+        assert r.ret == 0, r.stdout.str()
+    slow_with_one_thread = {"OMP_NUM_THREADS=1": 0.5}
+
+    def run(now, *args, reference=None, cached=True):
+        candidate = make_stub_python("now", **dict(now, env_factors=slow_with_one_thread))
+        if cached:
+            cached_setup(cache, make_stub_python("recorded", **dict(reference or {"rate": 100.0, "install": BUILD},
+                                                                   env_factors=slow_with_one_thread)), candidate)
+        return _run(pytester, *common, "--perf-python", candidate, *args)
+    return run
+
+
+def _verdict(pytester, key=KEY):
+    doc = json.loads((pytester.path / "rep" / "results.json").read_text())
+    return next(c for c in doc["records"] if c["key"] == key)["verdict"]
+
+
+def test_a_slowdown_below_the_resolution_is_a_regression_against_the_recorded_setup(box, pytester):
+    """12% slower than the recorded setup is below the baseline's resolution (it alone would
+    pass it, "below resolution"); measured again in a duet against the recorded build it is a
+    regression, said so."""
+    r = box({"rate": 88.0, "install": BUILD}, "--perf-report", "rep")
+    out = r.stdout.str()
+    assert r.ret == pytest.ExitCode.TESTS_FAILED, out
+    assert "mxperf: suspects are settled in a duet against the recorded setup: mxnet==1.9.1" in out
+    assert "1 suspect cell(s) measured again against the recorded setup (mxnet==1.9.1" in out
+    v = _verdict(pytester)
+    assert v["kind"] == "regression", v
+    assert v["reason"].startswith("against the recorded setup: x0.8"), v["reason"]
+    assert 0.86 < 1 + v["change"] < 0.90 and v["interval"][1] < 0.95, v
+    assert any(n.startswith("against the baseline: below-resolution") for n in v["notes"]), v["notes"]
+    assert "BELOW RESOLUTION" not in out
+
+
+def test_a_variable_the_baseline_recorded_is_set_back_on_the_reference_side(box, pytester, monkeypatch):
+    """The session runs with OMP_NUM_THREADS=1 (the same install): the reference side runs
+    with the recorded OMP_NUM_THREADS=2, so the duet sees the setup's change (x0.5)."""
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    monkeypatch.setenv("MALLOC_ARENA_MAX", "2")
+    r = box({"rate": 100.0, "install": BUILD}, "--perf-report", "rep")
+    out = r.stdout.str()
+    assert r.ret == pytest.ExitCode.TESTS_FAILED, out
+    said = next(x for x in out.splitlines() if x.startswith("mxperf: suspects are settled in a duet"))
+    assert "MALLOC_ARENA_MAX" in said and "set here, not recorded: both sides run with them, not compared" in said
+    v = _verdict(pytester)
+    assert v["kind"] == "regression" and 0.45 < 1 + v["change"] < 0.55, v
+    assert "against the recorded setup: x0.5" in v["reason"]
+
+
+def test_a_change_the_recorded_setup_runs_too_is_unexplained_and_passes_unless_asked(box, pytester):
+    """The machine itself is slower now (the recorded build runs as slowly as the session's:
+    both stand-ins at 60 img/s against a baseline near 100): beyond the resolution, and the
+    duet shows no change of the setup: unexplained, named, not failing by default; with
+    --perf-fail-on +unexplained it fails."""
+    slower_machine = {"rate": 60.0, "install": BUILD}
+    r = box(slower_machine, "--perf-report", "rep", reference=slower_machine)
+    out = r.stdout.str()
+    assert r.ret == pytest.ExitCode.OK, out
+    v = _verdict(pytester)
+    assert v["kind"] == "unexplained", v
+    assert "not explained by the MXNet install or the recorded variables" in v["reason"], v["reason"]
+    assert "the same pytest-mxperf and measuring method recorded it" in v["reason"]
+    assert "mxperf: UNEXPLAINED: 1 change(s)" in out and "--perf-fail-on +unexplained" in out
+    r = box(slower_machine, "--perf-fail-on", "+unexplained", reference=slower_machine)
+    assert r.ret == pytest.ExitCode.TESTS_FAILED, r.stdout.str()
+
+
+def test_a_rebuilt_install_that_is_not_the_recorded_build_keeps_the_baselines_verdict(box, pytester):
+    r = box({"rate": 88.0, "install": BUILD}, "--perf-report", "rep",
+            reference={"rate": 100.0, "install": dict(BUILD, libmxnet_sha256="b" * 64)})
+    out = r.stdout.str()
+    assert r.ret == pytest.ExitCode.OK, out
+    assert "is not the build" in out and "no duet against it" in out
+    assert _verdict(pytester)["kind"] == "below-resolution"
+
+
+def test_without_a_package_index_a_suspect_fails_as_unresolved(box, pytester, monkeypatch):
+    """No cached setup and no index to build it from (pip cannot reach one): one line, and the
+    12% slowdown the baseline cannot settle fails as unresolved, never passes."""
+    monkeypatch.setenv("PIP_INDEX_URL", "http://127.0.0.1:9/simple")  # nothing listens there
+    monkeypatch.setenv("PIP_NO_INDEX", "1")
+    r = box({"rate": 88.0, "install": BUILD}, "--perf-report", "rep", cached=False)
+    out = r.stdout.str()
+    assert r.ret == pytest.ExitCode.TESTS_FAILED, out
+    assert "mxperf: the recorded setup (mxnet==1.9.1) could not be rebuilt" in out
+    v = _verdict(pytester)
+    assert v["kind"] == "unresolved" and "could not be rebuilt to settle it" in v["reason"], v
+
+
+def test_a_baseline_naming_a_url_is_refused_in_baseline_mode_before_any_install(box, pytester):
+    path = pytester.path / "bl" / "box.json"
+    doc = json.loads(path.read_text())
+    for cell in doc["cells"].values():
+        for rec in cell["history"]:
+            rec["mxnet_requirement"] = "mxnet @ https://host/mxnet.whl"
+    path.write_text(json.dumps(doc))
+    r = box({"rate": 88.0, "install": BUILD})
+    assert r.ret == pytest.ExitCode.USAGE_ERROR, r.stdout.str()
+    err = [x for x in r.stderr.lines if "names an install that is not rebuilt" in x]
+    assert len(err) == 1 and "'mxnet @ https://host/mxnet.whl'" in err[0], r.stderr.lines
