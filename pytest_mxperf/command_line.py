@@ -4,6 +4,7 @@ the values' parsing and defaults are ``model/options.py``'s."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from typing import TYPE_CHECKING, Optional
 
@@ -333,8 +334,6 @@ def start_session(config) -> "PerfSession":
     """The session as pytest starts: the options read and settled against this machine (its
     baseline loaded, a reference install built), how cells are compared, decided once. Every
     problem is one usage error, said before anything is measured."""
-    import dataclasses
-
     from pytest_mxperf.machine import fingerprint
     from pytest_mxperf.measure.session import PerfSession
     from pytest_mxperf.outcome.comparators import comparison_for
@@ -463,18 +462,56 @@ def parametrize(metafunc, options: opts.PerfOptions) -> None:
         metafunc.parametrize("batch_size", list(batches), ids=[f"b{b}" for b in batches])
 
 
-def select(config, items, options: opts.PerfOptions) -> int:
+@dataclasses.dataclass(frozen=True)
+class Selection:
+    """What ``select`` deselected: slow tests nobody named, and the tests of other shards."""
+
+    slow: int = 0
+    shard: int = 0
+
+
+def named_on_the_command_line(config) -> frozenset:
+    """The tests the command line names one by one (``FILE::TEST[PARAMS]``, a parametrised
+    test with its parameters): each as (its file, resolved; what follows the file in its id)."""
+    base = config.invocation_params.dir
+    out = set()
+    for arg in config.args:
+        path, sep, rest = str(arg).partition("::")
+        if sep and rest:
+            out.add((str((base / path).resolve()), rest))
+    return frozenset(out)
+
+
+def asked_for(item, named: frozenset, options: opts.PerfOptions) -> bool:
+    """Whether the user asked for this test: named one by one on the command line (its node
+    id, with its parameters if it has any), or a grid cell whose batch size is in
+    --perf-batch-sizes and, when it has a model parameter, whose model is in --perf-models
+    (both given). A slow test asked for is measured; tests with cells of their own (no
+    ``batch_size`` parameter) are asked for by node id only."""
+    if (str(item.path.resolve()), item.nodeid.partition("::")[2]) in named:
+        return True
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    if options.batch_sizes is None or params.get("batch_size") not in options.batch_sizes:
+        return False
+    return "model" not in params or (options.models is not None and params["model"] in options.models)
+
+
+def select(config, items, options: opts.PerfOptions) -> Selection:
     """The selected tests in the order the session runs them (by priority under a deadline),
-    slow cells deselected unless asked for, this shard's alone: the slow tests deselected."""
+    slow CPU cells deselected unless asked for (--perf-slow, ``-m`` naming ``slow``, or the
+    cell named: ``asked_for``), this shard's alone. Runs after ``-m``/``-k`` (the plugin's
+    hook is ``trylast``), so the slow tests counted are the ones the selection would keep."""
     from pytest_mxperf.measure import planning
     if options.deadline is not None:
         items[:] = [items[i] for i in planning.by_priority([planning.planned(it) for it in items])]
-    slow = 0
+    slow = sharded = 0
     if not (options.include_slow or "slow" in (config.getoption("markexpr", "") or "")):
         # "slow" is about 2-core CPUs: on a GPU the whole grid runs by default
+        named = named_on_the_command_line(config)
         keep, drop = [], []
         for it in items:
-            (drop if it.get_closest_marker("slow") and not it.get_closest_marker("gpu") else keep).append(it)
+            heavy = it.get_closest_marker("slow") and not it.get_closest_marker("gpu")
+            (drop if heavy and not asked_for(it, named, options) else keep).append(it)
         if drop:
             config.hook.pytest_deselected(items=drop)
             items[:] = keep
@@ -487,18 +524,20 @@ def select(config, items, options: opts.PerfOptions) -> int:
         if drop:
             config.hook.pytest_deselected(items=drop)
             items[:] = keep
+            sharded = len(drop)
         say(config, f"mxperf: shard {k}/{n}: {len(keep)} of {len(keep) + len(drop)} test(s)"
                     + (f", fleet {options.fleet_id}" if options.fleet_id else ""))
-    return slow
+    return Selection(slow=slow, shard=sharded)
 
 
 # ----------------------------------------------------------------------------- the plan
 
 def plan(pytest_session, session, deselected_slow: int):
     """What the session will measure and cost, said before it starts (``planning.plan_for``),
-    after the GPU tests that no GPU here can run are skipped with one line: (the plan, the
-    grids of the tests that measure their grid together, in baseline mode the recorded setup,
-    rebuilt now, before any test measures: ``recorded_setup``) or (None, {}, None)."""
+    with the slow tests deselected (``select``), after the GPU tests that no GPU here can run are
+    skipped with one line: (the plan, the grids of the tests that measure their grid together,
+    in baseline mode the recorded setup, rebuilt now, before any test measures:
+    ``recorded_setup``) or (None, {}, None)."""
     from pytest_mxperf.measure import planning
     from pytest_mxperf.output import report
     items = pytest_session.items
@@ -515,6 +554,8 @@ def plan(pytest_session, session, deselected_slow: int):
         say(pytest_session.config, report.plan_line(made.plan.tests, ctx.options, made.plan.ab_pairs,
                                                     made.plan.duet_pairs, made.duet_tests, made.estimate,
                                                     deselected_slow, ab=ctx.comparison.ab))
+    elif deselected_slow:  # the measuring tests left will skip: the slow ones are said all the same
+        say(pytest_session.config, f"mxperf: {report.slow_note(deselected_slow)}")
     setup = None
     if made.plan.tests and settles_against_setup(pytest_session.config, session):
         setup = recorded_setup(session, ctx.environ)

@@ -31,7 +31,9 @@ MARKERS = {
     "distributed": "distributed kvstore (ps-lite roles on 127.0.0.1)",
     "latency": "batch-by-batch latency percentiles (serving)",
     "io": "input pipeline: loader alone, trainer alone, and the two end to end (RecordIO, NDArrayIter)",
-    "slow": "heavy CPU cells; deselected unless --perf-slow or a -m expression that names 'slow' (GPU cells run)",
+    "slow": "heavy CPU cells; deselected unless --perf-slow, a -m expression that names 'slow', or the cell is named: "
+            "its node id with its parameters, or its model and batch size in --perf-models and --perf-batch-sizes "
+            "(GPU cells run)",
     "mxperf_priority(n)": "with --perf-deadline, tests of lower n run first (default 100)",
     "mxperf_grid(models=None, batch_sizes=None, slow=None, devices=None, default_batches=None)":
         "the model x batch grid of a test; slow maps a model to the smallest batch that is slow on CPU; "
@@ -40,10 +42,10 @@ MARKERS = {
 }
 
 #: what the plugin keeps on pytest's config: the session, the grids of the collected tests,
-#: the slow tests deselected, and the end of the session's outcome
+#: what its selection deselected, and the end of the session's outcome
 SESSION = pytest.StashKey[PerfSession]()
 GRIDS = pytest.StashKey[dict]()
-DESELECTED = pytest.StashKey[int]()
+SELECTION = pytest.StashKey[command_line.Selection]()
 OUTCOME = pytest.StashKey[object]()
 
 
@@ -70,17 +72,19 @@ def pytest_generate_tests(metafunc):
     command_line.parametrize(metafunc, _session(metafunc.config).context.options)
 
 
+@pytest.hookimpl(trylast=True)  # after -m/-k and --deselect
 def pytest_collection_modifyitems(session, config, items):
-    config.stash[DESELECTED] = command_line.select(config, items, _session(config).context.options)
+    config.stash[SELECTION] = command_line.select(config, items, _session(config).context.options)
 
 
 def pytest_collection_finish(session):
     """Say what the session will cost before it starts (``command_line.plan``)."""
-    s = session.config.stash.get(SESSION, None)
+    config = session.config
+    s = config.stash.get(SESSION, None)
     if s is not None:
-        deselected = session.config.stash.get(DESELECTED, 0)
-        plan, session.config.stash[GRIDS], setup = command_line.plan(session, s, deselected)
-        s.planned(plan or Plan(deselected_slow=deselected), setup)
+        selection = config.stash.get(SELECTION, command_line.Selection())
+        plan, config.stash[GRIDS], setup = command_line.plan(session, s, selection.slow)
+        s.planned(plan or Plan(deselected_slow=selection.slow), setup)
 
 
 @pytest.fixture(scope="session")

@@ -139,6 +139,7 @@ def plan_line(tests: int, options, ab_pairs: int, duet_pairs: int = 3, duet_test
     baseline mode's ``planning.estimate`` (which cells share worker processes, which tests
     have their own)."""
     duet_tests = tests if duet_tests is None else duet_tests
+    slow = f"; {slow_note(deselected_slow)}" if deselected_slow else ""
     seconds = (duet_tests * planning.planned_test_seconds(options, ab, duet_pairs, ab_pairs)
                + (tests - duet_tests) * planning.planned_test_seconds(options, ab, duet_pairs, ab_pairs, duet=False))
     cut = ""
@@ -150,7 +151,7 @@ def plan_line(tests: int, options, ab_pairs: int, duet_pairs: int = 3, duet_test
                 f"workers taking turns at timed rounds: score, train, latency, io, kvstore, your own network; "
                 f"distributed and time-to-accuracy cells run {ab_pairs} process pairs); expected about "
                 f"{duration_text(seconds)} when no cell needs a second stage, about {duration_text(most)} when "
-                f"every cell does (a real slowdown always does){cut}")
+                f"every cell does (a real slowdown always does){cut}{slow}")
     if plan is not None:
         parts = []
         if plan.shared_cells:
@@ -159,12 +160,23 @@ def plan_line(tests: int, options, ab_pairs: int, duet_pairs: int = 3, duet_test
         if plan.fresh_tests:
             parts.append(f"{plan.fresh_tests} test(s) with fresh processes of their own "
                          f"({', '.join(plan.fresh_kinds)}: about {_minutes(plan.fresh_seconds)})")
-        slow = f"; {deselected_slow} slow test(s) deselected (--perf-slow runs them)" if deselected_slow else ""
         return (f"mxperf: {tests} measuring test(s), {options.processes} process(es) a cell: {'; '.join(parts)}; "
                 f"expected about {_minutes(plan.seconds)}, more if suspects are confirmed{cut}{slow}")
     return (f"mxperf: {tests} measuring test(s) x {options.processes} process(es): expected at least "
             f"{duration_text(seconds)} (tests that measure several cells, heavy models and re-measured suspects take "
-            f"longer){cut}")
+            f"longer){cut}{slow}")
+
+
+#: what measures a slow test (``command_line.asked_for``)
+HOW_TO_ASK_FOR_SLOW = ("--perf-slow runs them, or name the cells: --perf-models and --perf-batch-sizes, "
+                       "or a test's node id with its parameters")
+
+
+def slow_note(deselected_slow: int) -> str:
+    """The slow tests the selection left out and how to have them measured (with the plan
+    said first, and on the screen at the end)."""
+    return f"{deselected_slow} slow test(s) deselected ({HOW_TO_ASK_FOR_SLOW})"
+
 
 
 def summary_lines(records: Sequence[CellRecord], findings: Sequence[Finding], context: Dict[str, Any],
@@ -507,7 +519,7 @@ def session_lines(outcome: SessionOutcome, *, exitstatus: Optional[int] = None, 
     lines += messages.profile_lines(outcome)  # what failed, in detail
     slow = outcome.context.plan.deselected_slow
     if slow:
-        lines.append(f"mxperf: {slow} slow cells deselected (--perf-slow runs them)")
+        lines.append(f"mxperf: {slow_note(slow)}")
     return lines
 
 
