@@ -530,6 +530,23 @@ def select(config, items, options: opts.PerfOptions) -> Selection:
     return Selection(slow=slow, shard=sharded)
 
 
+def none_selected(pytest_session, selection: Selection, deselected) -> bool:
+    """Measuring tests were collected and the selection left none (``deselected``: every test
+    deselected, by whatever): say why in one line, now, and return True (the session then
+    exits ``EXIT_NONE_SELECTED``). A session that never collected a measuring test: False,
+    nothing said."""
+    from pytest_mxperf.measure import planning
+    from pytest_mxperf.output import report
+    if any(planning.planned(it).measuring for it in pytest_session.items):
+        return False
+    if not any(planning.planned(it).measuring for it in deselected):
+        return False
+    config = pytest_session.config
+    say(config, report.none_selected_line(selection.slow, len(deselected) - selection.slow - selection.shard,
+                                          selection.shard, config.getoption("--perf-shard")))
+    return True
+
+
 # ----------------------------------------------------------------------------- the plan
 
 def plan(pytest_session, session, deselected_slow: int):

@@ -20,6 +20,7 @@ from pytest_mxperf.measure.fixture import Measurer
 from pytest_mxperf.measure.ledger import NOT_REACHED, Event
 from pytest_mxperf.measure.planning import Plan
 from pytest_mxperf.measure.session import PerfSession
+from pytest_mxperf.model.outcome import EXIT_NONE_SELECTED
 
 MARKERS = {
     "cpu": "measures on CPU contexts",
@@ -42,10 +43,13 @@ MARKERS = {
 }
 
 #: what the plugin keeps on pytest's config: the session, the grids of the collected tests,
-#: what its selection deselected, and the end of the session's outcome
+#: what its selection deselected, every test deselected (by anything), whether the selection
+#: left no measuring test, and the end of the session's outcome
 SESSION = pytest.StashKey[PerfSession]()
 GRIDS = pytest.StashKey[dict]()
 SELECTION = pytest.StashKey[command_line.Selection]()
+DESELECTED = pytest.StashKey[list]()
+NONE_SELECTED = pytest.StashKey[bool]()
 OUTCOME = pytest.StashKey[object]()
 
 
@@ -77,13 +81,22 @@ def pytest_collection_modifyitems(session, config, items):
     config.stash[SELECTION] = command_line.select(config, items, _session(config).context.options)
 
 
+def pytest_deselected(items):
+    if items:
+        items[0].config.stash.setdefault(DESELECTED, []).extend(items)
+
+
 def pytest_collection_finish(session):
-    """Say what the session will cost before it starts (``command_line.plan``)."""
+    """Say what the session will cost before it starts (``command_line.plan``), or, when the
+    selection left none of the measuring tests collected, why (``command_line.none_selected``)."""
     config = session.config
     s = config.stash.get(SESSION, None)
     if s is not None:
         selection = config.stash.get(SELECTION, command_line.Selection())
-        plan, config.stash[GRIDS], setup = command_line.plan(session, s, selection.slow)
+        plan, setup = None, None
+        config.stash[NONE_SELECTED] = command_line.none_selected(session, selection, config.stash.get(DESELECTED, []))
+        if not config.stash[NONE_SELECTED]:
+            plan, config.stash[GRIDS], setup = command_line.plan(session, s, selection.slow)
         s.planned(plan or Plan(deselected_slow=selection.slow), setup)
 
 
@@ -146,7 +159,10 @@ def pytest_benchmark_update_json(config, benchmarks, output_json):
 
 
 def pytest_sessionfinish(session, exitstatus):
-    """The end of the session in one call; the exit status from its outcome's failures."""
+    """The end of the session in one call; the exit status from its outcome's failures (or
+    EXIT_NONE_SELECTED: measuring tests were collected and the selection left none)."""
+    if session.config.stash.get(NONE_SELECTED, False) and session.exitstatus == 0:
+        session.exitstatus = EXIT_NONE_SELECTED  # measuring tests collected, none selected: said in one line
     s = session.config.stash.get(SESSION, None)
     if s is not None and (s.ledger.records or s.ledger.findings or s.ledger.events() or s.ledger.skips):
         from pytest_mxperf.outcome import finish

@@ -35,7 +35,7 @@ import sys
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence, TextIO, Tuple
 
-from pytest_mxperf.model.outcome import EXIT_FAILED, EXIT_PASSED, EXIT_STATUSES, EXIT_WRITER
+from pytest_mxperf.model.outcome import EXIT_FAILED, EXIT_NONE_SELECTED, EXIT_PASSED, EXIT_STATUSES, EXIT_WRITER
 from pytest_mxperf.proc import distributions, installs, spawn, wheel_variants
 
 RESERVED_OPTIONS = ("--perf-python", "--perf-reference", "--perf-report")
@@ -48,7 +48,8 @@ NO_AB = "no A/B result"
 # without it the step says so)
 USABLE_EXIT_CODES = (EXIT_PASSED, EXIT_FAILED, EXIT_WRITER)
 INTERRUPT_GRACE_S = 15.0
-PYTEST_EXIT = {2: "interrupted", 3: "internal error", 4: "usage error", 5: "no tests collected",
+PYTEST_EXIT = {2: "interrupted", 3: "internal error", 4: "usage error",
+               EXIT_NONE_SELECTED: "no tests collected, or " + EXIT_STATUSES[EXIT_NONE_SELECTED],
                EXIT_WRITER: EXIT_STATUSES[EXIT_WRITER]}
 
 

@@ -14,10 +14,13 @@ The exit statuses (``exit_status``), documented in docs/how-it-measures.md and r
 | 0 | passed: nothing the failure policy fails on, every writer wrote |
 | 1 | a judged failure (``--perf-fail-on``: a regression, unresolved, a floor, wrong answers, ...), or a test failed |
 | 4 | usage: a bad option, baseline or selection, said in one line before anything is measured (pytest's own code) |
+| 5 | no measuring test selected: measuring tests were collected and the selection (slow, -m, -k, shard) left none, said in one line; also when other tests ran and passed (pytest's own code for no tests) |
 | 6 | passed as judged, but a writer or store failed (results files, baseline, history): the rest was written |
 
 A judged failure (1) outranks a writer's (6); both are in results.json's ``failures``.
-Pytest's own codes keep their meaning (2 interrupted, 3 internal error, 5 no tests).
+Pytest's own codes keep their meaning (2 interrupted, 3 internal error, 5 no tests collected).
+A session that never collected a measuring test (a project's ordinary tests with the plugin
+loaded) keeps pytest's status.
 """
 
 from __future__ import annotations
@@ -25,11 +28,12 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Dict, Mapping, Optional, Tuple
 
-EXIT_PASSED, EXIT_FAILED, EXIT_USAGE, EXIT_WRITER = 0, 1, 4, 6
+EXIT_PASSED, EXIT_FAILED, EXIT_USAGE, EXIT_NONE_SELECTED, EXIT_WRITER = 0, 1, 4, 5, 6
 EXIT_STATUSES = {
     EXIT_PASSED: "passed",
     EXIT_FAILED: "a judged failure (the failure policy, --perf-fail-on) or a failed test",
     EXIT_USAGE: "usage error (an option, a baseline or a selection refused before measuring)",
+    EXIT_NONE_SELECTED: "no measuring test selected (slow, -m, -k or shard left none of those collected)",
     EXIT_WRITER: "a writer or store failed (results files, baseline, history); the rest was written",
 }
 

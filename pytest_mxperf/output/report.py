@@ -179,6 +179,20 @@ def slow_note(deselected_slow: int) -> str:
 
 
 
+def none_selected_line(slow: int, other: int, shard: int, shard_spec: Optional[str] = None) -> str:
+    """Measuring tests were collected and the selection left none: why, in one line (the
+    session then exits ``EXIT_NONE_SELECTED``). ``other``: deselected by -m, -k, --deselect
+    or another plugin."""
+    why = []
+    if slow:
+        why.append(f"{slow} deselected as slow ({HOW_TO_ASK_FOR_SLOW})")
+    if other:
+        why.append(f"{other} by -m/-k/--deselect")
+    if shard:
+        why.append(f"{shard} in other shards than --perf-shard {shard_spec}")
+    return f"mxperf: no measuring test selected: {', '.join(why)}"
+
+
 def summary_lines(records: Sequence[CellRecord], findings: Sequence[Finding], context: Dict[str, Any],
                   verdicts: Optional[Dict[str, Any]] = None) -> List[str]:
     lines: List[str] = []
