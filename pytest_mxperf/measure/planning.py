@@ -223,13 +223,16 @@ def planned(item) -> Planned:
     """What the plan needs of a collected test, read from pytest's item."""
     mark = item.get_closest_marker("mxperf_priority")
     params = getattr(getattr(item, "callspec", None), "params", {})
+    # a grid left empty by the options (a model or device it does not have) is pytest's
+    # NOTSET, and its test skips: it has no cell
+    model, batch, ctx = params.get("model"), params.get("batch_size") or 0, params.get("ctx")
+    has_cell = isinstance(model, str) and hasattr(batch, "__index__") and isinstance(ctx, (list, tuple)) and ctx
     return Planned(
         measuring="mxperf" in getattr(item, "fixturenames", ()),
         priority=int(mark.args[0]) if mark and mark.args else None,
         group=(getattr(item, "originalname", item.name), str(params.get("model", ""))),
         markers=frozenset(m.name for m in item.iter_markers()),
-        cell=((str(params["model"]), int(params.get("batch_size") or 0), str(list(params["ctx"])[0]).split(":")[0])
-              if "model" in params and "ctx" in params else None),
+        cell=(model, int(batch), str(ctx[0]).split(":")[0]) if has_cell else None,
         function="::".join(grid_key(item)))
 
 
