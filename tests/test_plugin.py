@@ -96,6 +96,9 @@ def test_grid(model, batch_size):
     result.assert_outcomes(passed=4)
     result = _run(pytester, "--perf-models", "mlp", "--perf-batch-sizes", "64", "--perf-slow")
     result.assert_outcomes(passed=1)
+    # a slow cell named by its model and batch size runs without --perf-slow (tests/test_selection.py)
+    result = _run(pytester, "--perf-models", "mlp", "--perf-batch-sizes", "64")
+    result.assert_outcomes(passed=1)
 
 
 def test_a_grid_limited_to_gpus_has_no_cpu_cells(pytester):

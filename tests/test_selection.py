@@ -1,0 +1,279 @@
+"""What a session selects (issue #35 part 4, "nothing asked for is dropped"): a slow cell the
+user names is measured; a selection that leaves no measuring test says why in one line and
+exits 5; the upgrade-gate workflow measures every cell it names. Sessions in subprocesses
+(pytester), collect-only or with stand-in workers: no MXNet worker starts."""
+
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from pytest_mxperf import command_line
+from pytest_mxperf.history.fleet import shard_of
+from pytest_mxperf.model.options import PerfOptions
+from pytest_mxperf.model.outcome import EXIT_NONE_SELECTED
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# a grid whose mlp-b64 cell is slow, a slow test with a cell of its own, and a slow test
+# that "-m cpu" does not select (no cpu marker)
+TESTS = """
+import pytest
+
+@pytest.mark.mxperf_grid(models=("lenet", "mlp"), batch_sizes=(1, 64), slow={"mlp": 64})
+def test_grid(mxperf, ctx, model, batch_size):
+    mxperf.expect_ok(mxperf.measure(model, batch_size, contexts=ctx))
+
+@pytest.mark.cpu
+@pytest.mark.slow
+def test_fixed(mxperf):
+    mxperf.expect_ok(mxperf.measure("lenet", 2))
+
+@pytest.mark.io
+@pytest.mark.slow
+def test_io(mxperf):
+    pass
+"""
+
+PLAIN = """
+def test_ok():
+    pass
+
+def test_other():
+    pass
+"""
+
+SLOW_NOTE = re.compile(r"(\d+) slow test\(s\) deselected \(--perf-slow runs them, or name the cells: "
+                       r"--perf-models and --perf-batch-sizes, or a test's node id with its parameters\)")
+
+
+def _collect(pytester, *args):
+    r = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--collect-only", "-q", *args)
+    ids = [ln.split("::", 1)[1] for ln in r.stdout.lines if "::" in ln and not ln.startswith("mxperf")]
+    return r, ids
+
+
+def _said(r, prefix="mxperf: "):
+    return [ln for ln in r.stdout.lines if ln.startswith(prefix)]
+
+
+# ----------------------------------------------------------------------------- rule 1, the functions
+
+def _item(tmp_path, name, **params):
+    return SimpleNamespace(path=tmp_path / "test_x.py", nodeid=f"test_x.py::{name}",
+                           callspec=SimpleNamespace(params=params) if params else None)
+
+
+def _config(directory, *args):
+    return SimpleNamespace(invocation_params=SimpleNamespace(dir=directory), args=list(args))
+
+
+def test_a_test_named_by_its_node_id_is_asked_for(tmp_path):
+    sub = tmp_path / "sub"
+    sub.mkdir()
+    named = command_line.named_on_the_command_line(
+        _config(sub, "../test_x.py::test_grid[cpu0-mlp-b64]", "../test_x.py::test_plain", "other.py::test_grid[b1]",
+                "../test_x.py"))
+    options = PerfOptions()
+    cell = _item(tmp_path, "test_grid[cpu0-mlp-b64]", model="mlp", batch_size=64)
+    assert command_line.asked_for(cell, named, options)
+    assert command_line.asked_for(_item(tmp_path, "test_plain"), named, options)  # no parameters: its id names it
+    assert not command_line.asked_for(_item(tmp_path, "test_grid[cpu0-mlp-b1]", model="mlp", batch_size=1),
+                                      named, options)
+    # the function without its parameters names the grid, not a cell; another file's test is another test
+    grid_only = command_line.named_on_the_command_line(_config(tmp_path, "test_x.py::test_grid", "other.py::"
+                                                                "test_grid[cpu0-mlp-b64]"))
+    assert not command_line.asked_for(cell, grid_only, options)
+
+
+def test_a_grid_cell_is_asked_for_by_its_model_and_batch_size_both_given(tmp_path):
+    none = frozenset()
+    cell = _item(tmp_path, "test_grid[cpu0-mlp-b64]", model="mlp", batch_size=64, ctx=["cpu:0"])
+    both = PerfOptions(models=("lenet", "mlp"), batch_sizes=(1, 64))
+    assert command_line.asked_for(cell, none, both)
+    assert not command_line.asked_for(_item(tmp_path, "t[alexnet-b64]", model="alexnet", batch_size=64), none, both)
+    assert not command_line.asked_for(_item(tmp_path, "t[mlp-b8]", model="mlp", batch_size=8), none, both)
+    assert not command_line.asked_for(cell, none, PerfOptions(batch_sizes=(64,)))    # the model not named
+    assert not command_line.asked_for(cell, none, PerfOptions(models=("mlp",)))      # the batch size not named
+    assert not command_line.asked_for(cell, none, PerfOptions())
+    # a grid of batch sizes only (the test fixes its model): the batch size names the cell
+    batch_only = _item(tmp_path, "t[b64]", batch_size=64)
+    assert command_line.asked_for(batch_only, none, PerfOptions(batch_sizes=(64,)))
+    assert not command_line.asked_for(batch_only, none, PerfOptions(batch_sizes=(1,)))
+    # a test with cells of its own (no batch_size parameter): only its node id names it
+    fixed = _item(tmp_path, "t[bfloat16]", dtype="bfloat16")
+    assert not command_line.asked_for(fixed, none, PerfOptions(models=("resnet50_v2",), batch_sizes=(8,)))
+
+
+# ----------------------------------------------------------------------------- rule 1, end to end
+
+def test_slow_cells_named_by_model_and_batch_size_are_selected(pytester):
+    pytester.makepyfile(test_sel=TESTS)
+    r, ids = _collect(pytester, "-m", "cpu")
+    assert ids == ["test_grid[cpu0-lenet-b1]", "test_grid[cpu0-lenet-b64]", "test_grid[cpu0-mlp-b1]"], ids
+    # the slow tests counted are those -m keeps (mlp-b64, test_fixed), not test_io, which -m deselects
+    plan = _said(r)
+    assert len(plan) == 1 and [int(n) for n in SLOW_NOTE.findall(plan[0])] == [2], plan
+    r, ids = _collect(pytester, "-m", "cpu", "--perf-models", "mlp", "--perf-batch-sizes", "64")
+    assert ids == ["test_grid[cpu0-mlp-b64]"], ids
+    assert [int(n) for n in SLOW_NOTE.findall(_said(r)[0])] == [1]  # test_fixed: no batch size names it
+    # the model alone does not name the cell
+    r, ids = _collect(pytester, "-m", "cpu", "--perf-models", "mlp")
+    assert ids == ["test_grid[cpu0-mlp-b1]"], ids
+    assert [int(n) for n in SLOW_NOTE.findall(_said(r)[0])] == [2]
+    assert r.ret == 0
+
+
+def test_slow_tests_named_by_node_id_are_selected(pytester):
+    pytester.makepyfile(test_sel=TESTS)
+    r, ids = _collect(pytester, "test_sel.py::test_grid[cpu0-mlp-b64]", "test_sel.py::test_fixed")
+    assert ids == ["test_grid[cpu0-mlp-b64]", "test_fixed"], ids
+    assert not SLOW_NOTE.search(r.stdout.str())
+    # the test function without the cell's parameters: its slow cell is not named
+    r, ids = _collect(pytester, "test_sel.py::test_grid", "-m", "cpu")
+    assert "test_grid[cpu0-mlp-b64]" not in ids and "test_grid[cpu0-mlp-b1]" in ids, ids
+    assert [int(n) for n in SLOW_NOTE.findall(_said(r)[0])] == [1]
+
+
+def test_a_named_slow_cell_is_measured(pytester, make_stub_python):
+    pytester.makepyfile(test_sel=TESTS)
+    r = pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", "-m", "cpu", "--perf-models", "mlp", "--perf-batch-sizes", "64",
+        "--perf-python", make_stub_python(), "--perf-machine", "box",
+        "--perf-baselines-dir", str(pytester.path / "bl"), "--perf-no-probe", "--perf-no-peak",
+        "--perf-processes", "1", "--perf-time-budget", "0.2")
+    out = r.stdout.str()
+    assert r.ret == 0, out
+    r.assert_outcomes(passed=1, deselected=3)  # gpu0-mlp-b64, test_io (-m), test_fixed (slow)
+    assert "score mlp b64 cpu:0" in out  # the session report's row of the measured cell
+    # test_fixed, slow and not named: said with the plan, and again on the screen at the end
+    said = [ln for ln in _said(r) if SLOW_NOTE.search(ln)]
+    assert len(said) == 2 and said[0].startswith("mxperf: 1 measuring test(s)"), out
+    assert said[1] == "mxperf: " + SLOW_NOTE.search(said[0]).group(0) and SLOW_NOTE.search(said[0]).group(1) == "1"
+
+
+def test_a_grid_the_options_leave_empty_skips_and_the_slow_ones_are_said(pytester):
+    # alexnet is no model of the grid: pytest's empty parameter set (NOTSET), which skips;
+    # it was an INTERNALERROR when the plan read the cell of such a test
+    pytester.makepyfile(test_sel=TESTS)
+    r = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-m", "cpu", "--perf-models", "alexnet")
+    out = r.stdout.str()
+    assert "INTERNALERROR" not in out and r.ret == 0, out
+    r.assert_outcomes(skipped=1, deselected=3)  # test_fixed as slow; the grid's gpu0 and test_io by -m
+    assert [int(n) for ln in _said(r) for n in SLOW_NOTE.findall(ln)] == [1], out
+
+
+# ----------------------------------------------------------------------------- rule 2
+
+def test_a_selection_that_leaves_no_measuring_test_says_why_and_exits_5(pytester):
+    pytester.makepyfile(test_sel=TESTS)
+    r, ids = _collect(pytester, "test_sel.py", "-m", "cpu", "--perf-models", "mlp", "--perf-batch-sizes", "64",
+                      "-k", "fixed")
+    assert ids == [] and r.ret == EXIT_NONE_SELECTED == pytest.ExitCode.NO_TESTS_COLLECTED
+    # test_fixed slow (not named); gpu0-mlp-b64 and test_io by -m, cpu0-mlp-b64 by -k
+    assert _said(r) == [
+        "mxperf: no measuring test selected: 1 deselected as slow (--perf-slow runs them, or name the cells: "
+        "--perf-models and --perf-batch-sizes, or a test's node id with its parameters), 3 by -m/-k/--deselect"]
+    other = 3 - shard_of("test_sel.py::test_grid[cpu0-mlp-b64]", 2)  # the shard the cell left is not in
+    r, ids = _collect(pytester, "test_sel.py", "-m", "cpu", "--perf-models", "mlp", "--perf-batch-sizes", "64",
+                      "--perf-shard", f"{other}/2", "--perf-fleet", "f", "-k", "grid")
+    assert ids == [] and r.ret == EXIT_NONE_SELECTED
+    assert _said(r, "mxperf: no measuring test selected") == [
+        f"mxperf: no measuring test selected: 3 by -m/-k/--deselect, 1 in other shards than --perf-shard {other}/2"]
+
+
+def test_other_tests_left_run_and_the_session_still_exits_5(pytester):
+    pytester.makepyfile(test_sel=TESTS, test_plain=PLAIN)
+    r = pytester.runpytest_subprocess("-p", "no:cacheprovider", "test_sel.py", "test_plain.py", "-k",
+                                      "fixed or ok")
+    r.assert_outcomes(passed=1, deselected=11)
+    assert r.ret == EXIT_NONE_SELECTED, r.stdout.str()
+    said = _said(r, "mxperf: no measuring test selected")
+    assert said == ["mxperf: no measuring test selected: 1 deselected as slow (--perf-slow runs them, or name the "
+                    "cells: --perf-models and --perf-batch-sizes, or a test's node id with its parameters), "
+                    "10 by -m/-k/--deselect"], r.stdout.str()
+    # a failing test left keeps its status (1)
+    pytester.makepyfile(test_plain=PLAIN.replace("def test_ok():\n    pass", "def test_ok():\n    assert False"))
+    r = pytester.runpytest_subprocess("-p", "no:cacheprovider", "test_sel.py", "test_plain.py", "-k",
+                                      "fixed or ok")
+    r.assert_outcomes(failed=1, deselected=11)
+    assert r.ret == pytest.ExitCode.TESTS_FAILED
+
+
+def test_a_session_that_never_collected_a_measuring_test_is_untouched(pytester):
+    pytester.makepyfile(test_plain=PLAIN)
+    r = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-k", "ok")
+    r.assert_outcomes(passed=1, deselected=1)
+    assert r.ret == 0 and not _said(r), r.stdout.str()
+    r = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-k", "nothing")
+    assert r.ret == pytest.ExitCode.NO_TESTS_COLLECTED and not _said(r), r.stdout.str()
+
+
+# ----------------------------------------------------------------------------- the upgrade gate
+
+GATE = ROOT / ".github" / "workflows" / "mxnet-upgrade-gate.yml"
+
+
+def _gate_command():
+    """The pytest arguments of the upgrade gate's A/B step (its folded ``run: >-`` block)."""
+    lines = GATE.read_text().splitlines()
+    start = next(i for i, ln in enumerate(lines) if ln.strip() == "run: >-"
+                 and any("name: A/B gate" in prev for prev in lines[max(0, i - 8):i]))
+    block = []
+    for ln in lines[start + 1:]:
+        if not ln.strip():
+            break
+        block.append(ln.strip())
+    args = shlex.split(" ".join(block))
+    assert args[0] == "pytest", args
+    return args[1:]
+
+
+def _without(args, *options):
+    out, skip = [], False
+    for a in args:
+        if skip:
+            skip = False
+        elif a in options:
+            skip = True
+        else:
+            out.append(a)
+    return out
+
+
+def _gate_collect(*extra):
+    args = _without(_gate_command(), "--perf-reference", "--perf-report")  # the selection needs neither
+    r = subprocess.run([sys.executable, "-m", "pytest", *args, "--collect-only", "-q", "-p", "no:cacheprovider",
+                        "--perf-store", "none", *extra], cwd=ROOT, capture_output=True, text=True)
+    return r, [ln for ln in r.stdout.splitlines() if ln.startswith("perf_tests/")]
+
+
+def test_the_upgrade_gate_measures_every_cell_it_names():
+    args = _gate_command()
+    models = args[args.index("--perf-models") + 1].split(",")
+    batches = args[args.index("--perf-batch-sizes") + 1].split(",")
+    assert "--perf-slow" not in args
+    r, ids = _gate_collect()
+    assert r.returncode == 0, r.stdout + r.stderr
+    named = {"perf_tests/test_scoring.py::test_scoring_throughput": ("alexnet", "resnet50_v2"),
+             "perf_tests/test_training.py::test_training_throughput": ("alexnet", "resnet50_v2"),
+             "perf_tests/test_latency.py::test_batch_latency": ("lenet", "resnet50_v2")}
+    expected = {f"{test}[cpu0-{m}-b{b}" for test, grid in named.items() for m in grid if m in models for b in batches}
+    grid_ids = {re.sub(r"-sgd$", "", i.split("]")[0]) for i in ids if i.split("[")[0] in named}
+    assert grid_ids == expected and len(expected) == 12, sorted(grid_ids ^ expected)
+    # --perf-slow adds no cell of those named, only tests with cells of their own
+    r_slow, ids_slow = _gate_collect("--perf-slow")
+    added = set(ids_slow) - set(ids)
+    assert not {i for i in added if i.split("[")[0] in named}, added
+    assert sorted(added) == [
+        "perf_tests/test_cpu_precision.py::test_reduced_precision_beside_float32[bfloat16]",
+        "perf_tests/test_digits_precision.py::test_reduced_precision_keeps_the_digits_answers",
+        "perf_tests/test_training.py::test_training_throughput_adam[cpu0-alexnet-row1-b8]",
+        "perf_tests/test_training.py::test_training_throughput_adam[cpu0-resnet50_v2-b2]"]
+    # and the session says so, in its plan line
+    plan = [ln for ln in r.stdout.splitlines() if ln.startswith("mxperf: ")]
+    assert len(plan) == 1 and [int(n) for n in SLOW_NOTE.findall(plan[0])] == [4], plan
