@@ -74,7 +74,7 @@ from unittest import mock
 from pytest_mxperf.machine.hardware import HardwareInfo
 from pytest_mxperf.measure import profiling
 from pytest_mxperf.measure.fixture import Fail, Measurer, Skip
-from pytest_mxperf.measure.session import PerfSession
+from pytest_mxperf.measure.session import PerfSession, RecordedSetup
 from pytest_mxperf.model import options as opts
 from pytest_mxperf.model.measurement import METRICS, CellMeasurement, RunResult
 from pytest_mxperf.model.options import PerfOptions
@@ -364,12 +364,17 @@ class SessionResult:
     resolution: Optional[float] = None  # baseline mode: the resolution the baseline states for the changed cell
     units: int = 0                      # pairs (A/B) or current processes (baseline) measured in all
     second_stage: int = 0               # cells re-measured
+    setup_cells: int = 0                # baseline mode: cells measured again against the recorded setup
+    setup_pairs: int = 0                # ... the pairs they took, all cells
+    setup_seconds: float = 0.0          # ... what they cost at the cost model's duet pair
 
 
-def run_session(corpus: Corpus, measures: Sequence[Callable[[int], CellMeasurement]], *, ab: bool,
-                duet: Sequence[bool] = (), baseline: Optional[Baseline] = None) -> SessionResult:
-    """One session through the product's wiring. ``measures[i](n)`` gives n more pairs
-    (``ab``) or processes of cell i (cell 0 is the changed one). The session is planned as
+def run_session(corpus: Corpus, measures: Sequence[Callable[..., CellMeasurement]], *, ab: bool,
+                duet: Sequence[bool] = (), baseline: Optional[Baseline] = None,
+                setup: Optional[RecordedSetup] = None) -> SessionResult:
+    """One session through the product's wiring. ``measures[i](n, paired)`` gives n more pairs
+    (``ab``, or ``paired``: baseline mode's pairs against the recorded ``setup``) or processes
+    of cell i (cell 0 is the changed one). The session is planned as
     the plugin plans it (``planning.plan_for`` over N measuring tests: the pairs a cell gets
     in A/B mode follow from N); each cell's first stage is the plan's (``duet[i]``: duet
     pairs, else process pairs; baseline mode: ``options.processes``), recorded and held to
@@ -383,7 +388,7 @@ def run_session(corpus: Corpus, measures: Sequence[Callable[[int], CellMeasureme
     markers = [frozenset({"scoring"} if (duet[i] if i < len(duet) else True) else {"distributed"})
                for i in range(len(measures))]
     made = planning.plan_for([planning.Planned(measuring=True, markers=m) for m in markers], options, ab)
-    session.planned(made.plan)
+    session.planned(made.plan, setup)
     plan = session.context.plan
     measurer = Measurer(session.scheduler, session.ledger, "replay")
     floor_failed: Dict[str, bool] = {}
@@ -391,7 +396,7 @@ def run_session(corpus: Corpus, measures: Sequence[Callable[[int], CellMeasureme
     for i, measure in enumerate(measures):
         def remeasure(more, measure=measure) -> CellMeasurement:
             n = more if isinstance(more, int) else more.count
-            cell = measure(n)
+            cell = measure(n, not isinstance(more, int) and more.reference is not None)
             clock.ran(cell)
             for r in list(cell.runs) + list(cell.reference or []):
                 ms = r.machine_state
@@ -403,7 +408,7 @@ def run_session(corpus: Corpus, measures: Sequence[Callable[[int], CellMeasureme
         first = remeasure(n_first)
         key = first.workload.key()
         keys.append(key)
-        measurer.record(first, remeasure)
+        measurer.record(first, remeasure, duets=duet[i] if i < len(duet) else True)
         try:
             measurer.check_floor(first)
             floor_failed[key] = False
@@ -430,11 +435,15 @@ def run_session(corpus: Corpus, measures: Sequence[Callable[[int], CellMeasureme
     elif baseline is not None:
         res = baseline.resolution(changed)
         resolution = res.fraction(True) if res is not None else None
+    pairs = sum(len(r.cell.reference or ()) for r in session.ledger.records)
+    paired_cells = len({r.key for r in session.ledger.records if r.cell.reference})
     return SessionResult(failed=out.failed, kinds=tuple(sorted(kinds)),
                          changed_kind=kind(changed),
                          caught=bool(floor_failed.get(changed)) or bool(v is not None and v.failed),
                          cell_kinds=[kind(k) for k in keys], resolution=resolution,
-                         units=sum(len(r.cell.runs) for r in session.ledger.records), second_stage=out.confirmed)
+                         units=sum(len(r.cell.runs) for r in session.ledger.records), second_stage=out.confirmed,
+                         setup_cells=0 if ab else paired_cells, setup_pairs=0 if ab else pairs,
+                         setup_seconds=0.0 if ab else pairs * planning.duet_pair_seconds(options))
 
 
 def ab_session(corpus: Corpus, n_cells: int, effect: float, rng: random.Random, swap: bool = True) -> SessionResult:
@@ -452,7 +461,8 @@ def ab_session(corpus: Corpus, n_cells: int, effect: float, rng: random.Random, 
         w = replica(pool.workload, i // len(pools))
         draw = Drawer(range(len(pool.pairs)), random.Random(rng.random()))
 
-        def measure(n: int, w=w, pool=pool, draw=draw, scale=effect if i == 0 else 1.0) -> CellMeasurement:
+        def measure(n: int, paired: bool = True, w=w, pool=pool, draw=draw,
+                    scale=effect if i == 0 else 1.0) -> CellMeasurement:
             runs, refs = [], []
             for _ in range(n):
                 c, r = pool.pairs[draw()]
@@ -491,10 +501,21 @@ def baseline_plan(n: int, u: float, per: int = RECORDING_PROCESSES) -> Tuple[Lis
 MIN_FRESH = RECORDING_PROCESSES + opts.PROCESSES
 
 
-def baseline_session(corpus: Corpus, n_cells: int, effect: float, rng: random.Random) -> SessionResult:
+#: the build a replayed baseline records and its recorded setup is (no process runs it)
+REPLAY_BUILD = {"name": "mxnet", "version": "1.9.1", "direct_url": None, "libmxnet": "mxnet/libmxnet.so",
+                "libmxnet_sha256": "0" * 64, "numpy_version": "1.23.5", "features": None}
+#: the recorded setup's interpreter a replay names (no process runs it)
+SETUP = "/replayed/recorded-setup/bin/python"
+
+
+def baseline_session(corpus: Corpus, n_cells: int, effect: float, rng: random.Random,
+                     setup: bool = False) -> SessionResult:
     """One baseline-mode session of ``n_cells`` cells (cell 0 x ``effect``) against a
-    baseline recorded from the same corpus at other times (``baseline_plan``)."""
-    pools = [p for p in corpus.pools if len(p.fresh) >= MIN_FRESH]
+    baseline recorded from the same corpus at other times (``baseline_plan``). ``setup``:
+    its suspects settled against the recorded setup (``RecordedSetup`` ready), whose pairs are
+    the corpus's A/A pairs of the cell (duet pairs; each drawn pair's sides exchanged with
+    probability 1/2, the candidate's x ``effect``), as ``ab_session`` draws them."""
+    pools = [p for p in corpus.pools if len(p.fresh) >= MIN_FRESH and (p.pairs or not setup)]
     baseline = Baseline.new(corpus.machine_id)
     requirement = f"mxnet=={corpus.mxnet_version}" if corpus.mxnet_version else None
     offset = rng.randrange(len(pools))
@@ -506,15 +527,30 @@ def baseline_session(corpus: Corpus, n_cells: int, effect: float, rng: random.Ra
         current, recordings = baseline_plan(len(pool.fresh), u)
         for s, idx in enumerate(recordings):
             cell = CellMeasurement(w, [make_run(w, pool.fresh[k], pool.meta_common) for k in idx])
-            rec = baseline_store.summarize_cell(cell, pool="replace" if s == 0 else "add", requirement=requirement)
+            rec = baseline_store.summarize_cell(cell, pool="replace" if s == 0 else "add", requirement=requirement,
+                                                install=REPLAY_BUILD)
             baseline.add_recordings({w.key(): rec}, {w.key(): w.to_dict()})
         draw = Drawer(current, random.Random(rng.random()))
+        pair_draw = Drawer(range(len(pool.pairs)), random.Random(rng.random()))
 
-        def measure(n: int, w=w, pool=pool, draw=draw, scale=effect if i == 0 else 1.0) -> CellMeasurement:
-            return CellMeasurement(w, [make_run(w, pool.fresh[draw()], pool.meta_common, scale) for _ in range(n)])
+        def measure(n: int, paired: bool = False, w=w, pool=pool, draw=draw, pair_draw=pair_draw,
+                    scale=effect if i == 0 else 1.0) -> CellMeasurement:
+            if not paired:
+                return CellMeasurement(w, [make_run(w, pool.fresh[draw()], pool.meta_common, scale)
+                                           for _ in range(n)])
+            runs, refs = [], []
+            for _ in range(n):
+                c, r = pool.pairs[pair_draw()]
+                if pair_draw.rng.random() < 0.5:
+                    c, r = r, c
+                runs.append(make_run(w, c, pool.meta_common, scale))
+                refs.append(make_run(w, r, pool.meta_common).with_facts(pair_of=runs[-1].process))
+            return CellMeasurement(w, runs, refs)
 
         measures.append(measure)
-    return run_session(corpus, measures, ab=False, baseline=baseline)
+    ready = RecordedSetup("ready", requirement, SETUP) if setup else None
+    return run_session(corpus, measures, ab=False, baseline=baseline, setup=ready,
+                       duet=[p.duet for p in (pools[(offset + i) % len(pools)] for i in range(n_cells))])
 
 
 # ----------------------------------------------------------------------------- rates
@@ -534,6 +570,9 @@ class Rates:
     caught_beyond: int = 0              # ... of which the changed cell was caught
     units: float = 0.0                  # pairs / processes per cell, mean
     seconds: float = 0.0
+    to_setup: float = 0.0               # mode "setup": cells measured again against the recorded setup, a session
+    setup_pairs: float = 0.0            # ... the pairs they took, a session
+    setup_seconds: float = 0.0          # ... and what those cost at the cost model's duet pair, a session
 
     @property
     def failed_rate(self) -> float:
@@ -551,7 +590,8 @@ class Rates:
 def rates(mode: str, corpus: Corpus, n_cells: int, effect: float, sessions: int, seed: int) -> Rates:
     """``sessions`` sessions of one mode ("ab" or "baseline"), N cells, one of them x effect."""
     rng = random.Random(f"{seed}-{mode}-{corpus.name}-{n_cells}-{effect}")
-    one = ab_session if mode == "ab" else baseline_session
+    one = {"ab": ab_session, "baseline": baseline_session,
+           "setup": lambda *a: baseline_session(*a, setup=True)}[mode]
     t0 = time.process_time()
     r = Rates(mode, corpus.name, n_cells, effect, sessions, 0, 0, {}, {})
     units = 0
@@ -560,6 +600,9 @@ def rates(mode: str, corpus: Corpus, n_cells: int, effect: float, sessions: int,
         r.failed += s.failed
         r.caught += s.caught
         units += s.units
+        r.to_setup += s.setup_cells / sessions
+        r.setup_pairs += s.setup_pairs / sessions
+        r.setup_seconds += s.setup_seconds / sessions
         for k in s.kinds:
             r.kinds[k] = r.kinds.get(k, 0) + 1
         r.changed_kinds[s.changed_kind] = r.changed_kinds.get(s.changed_kind, 0) + 1
@@ -577,10 +620,14 @@ def format_row(r: Rates) -> str:
            f"failed {100 * r.failed_rate:5.1f}% ({kinds})")
     if r.effect != 1.0:
         txt += f"  caught {100 * r.caught_rate:5.1f}%"
-        if r.mode == "baseline":
+        if r.mode in ("baseline", "setup"):
             b = r.caught_beyond_rate
             txt += (f"  beyond resolution {r.beyond_resolution}/{r.sessions}, caught there "
                     + (f"{100 * b:5.1f}%" if b is not None else "  -  "))
         changed = ", ".join(f"{k} {v}" for k, v in sorted(r.changed_kinds.items(), key=lambda kv: -kv[1]))
         txt += f"  [changed cell: {changed}]"
-    return txt + f"  {'pairs' if r.mode == 'ab' else 'processes'}/cell {r.units:.1f}"
+    txt += f"  {'pairs' if r.mode == 'ab' else 'processes'}/cell {r.units:.1f}"
+    if r.mode == "setup":
+        txt += (f"  to the duet: {r.to_setup:.2f} cell(s)/session, {r.setup_pairs:.1f} pairs, "
+                f"{r.setup_seconds / 60:.1f} min")
+    return txt

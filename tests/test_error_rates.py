@@ -10,7 +10,10 @@ The requirement (issue 24, part 4), held here as written, not as today's rules m
   of sessions, whatever N (6, 24, 64), in A/B mode and in baseline mode;
 * a -10% change of one cell among them is caught (that cell fails) in at least 95% of
   sessions in A/B mode, and, in baseline mode, in at least 95% of the sessions in which it
-  exceeds the resolution the baseline states for that cell.
+  exceeds the resolution the baseline states for that cell;
+* issue 35: in baseline mode with its suspects settled against the recorded setup (replayed
+  with the corpus's A/A duet pairs), unchanged sessions fail in at most 5% and a -10% change
+  is caught in at least 95% of sessions, whatever the resolution.
 
 The corpora (``benchmarks/data/``):
 
@@ -60,12 +63,14 @@ SEED = 20261125
 #: baseline mode; a x0.90 cell in A/B mode: caught in 200 of 200 (so 59 of 59 here)
 CLAIM_SESSIONS = 59
 #: baseline mode, a change beyond the stated resolution: sessions until 59 of them are beyond it
-#: (the x0.80 cell of the AMD quiet corpus at N = 6 is beyond a one-recording resolution in
-#: about 1 session of 11; the x0.90 cell of the Intel quiet corpus in 3 of 4)
-BEYOND_SESSIONS = {"quiet_fresh": 686, "intel_quiet": 77}
+#: (the x0.90 cell of the Intel quiet corpus in 3 of 4)
+BEYOND_SESSIONS = {"intel_quiet": 77}
+#: the sizes baseline mode's settling against the recorded setup is held at here (N = 64 is in
+#: benchmarks/results/error-rates-setup-*.txt: 20 of its 64 cells go to the duet)
+SETUP_N = [6, 24]
 #: what a row shows that is not a rate (a change below the resolution in every session; the
 #: expensive 64-cell baseline rows of a xfail): as many sessions as before
-SEEN_SESSIONS = {6: 100, 24: 50, 64: 40}
+SEEN_SESSIONS = {24: 50, 64: 40}
 #: the sizes the quiet corpora's requirement is held at here: the smallest and the largest
 #: session; the same code at N = 24 is in benchmarks/false_failures.py's table
 QUIET_N = [6, 64]
@@ -125,21 +130,24 @@ def test_baseline_unchanged_sessions_on_this_quiet_vm_fail_in_at_most_5_percent(
     _unchanged(r)
 
 
-@pytest.mark.parametrize("n", QUIET_N)
-def test_baseline_a_20_percent_change_beyond_the_stated_resolution_is_caught_on_this_quiet_vm(quiet_fresh, n):
-    """A one-session recording of this VM states a provisional resolution wider than 10% (a
-    x0.90 cell is below it in every session: said, not failing); at N = 6 a x0.80 cell is
-    beyond it in about one session of 11 (73 of 800) and caught in each of them: 686
-    sessions hold 59 beyond it."""
-    assert _rates("baseline", quiet_fresh, n, CHANGE, SEEN_SESSIONS[n]).beyond_resolution == 0
-    if n == 6:
-        r = _rates("baseline", quiet_fresh, n, 0.80, BEYOND_SESSIONS["quiet_fresh"])
-        _caught_beyond(r)
-    else:
-        r = _rates("baseline", quiet_fresh, n, 0.80, SEEN_SESSIONS[n])
-        # for one of 24 or 64 figures a one-session baseline of this VM resolves less than
-        # 20%: the slowdown is named below the resolution in every session, never unchanged
-        assert r.beyond_resolution == 0 and r.changed_kinds == {"below-resolution": r.sessions}, L.format_row(r)
+# Baseline mode settles what its baseline alone cannot (a suspect, a slowdown within the
+# resolution, unclear, unresolved, or one worse than half the minimum effect) against the setup
+# the baseline recorded, in pairs (issue 35): the replay draws the corpus's A/A duet pairs of
+# the cell as those pairs. Before, a x0.90 cell was below a one-recording baseline's
+# resolution in every session here and passed, named (what this test held then).
+
+@pytest.mark.parametrize("n", SETUP_N)
+def test_baseline_against_the_recorded_setup_unchanged_sessions_fail_in_at_most_5_percent(quiet_fresh, n):
+    r = _rates("setup", quiet_fresh, n, 1.0, CLAIM_SESSIONS)
+    assert r.to_setup > 0, L.format_row(r)  # the duet ran: a claim on the path it is about
+    _unchanged(r)
+
+
+@pytest.mark.parametrize("n", SETUP_N)
+def test_baseline_against_the_recorded_setup_a_10_percent_slower_cell_is_caught_in_95_percent(quiet_fresh, n):
+    r = _rates("setup", quiet_fresh, n, CHANGE, CLAIM_SESSIONS)
+    assert r.beyond_resolution == 0, L.format_row(r)  # below the baseline's resolution in every session
+    _caught(r)
 
 
 @pytest.fixture(scope="module")

@@ -167,6 +167,20 @@ def test_progress_line_counts_cells_and_time_left():
     assert "5 of 10 cell(s)" in line and "about 1.0 min left" in line
 
 
+def test_what_the_end_of_the_session_measures_again_is_not_counted_as_the_plans_cells():
+    """Settling suspects says its own progress ("re-measured 1 of 3 suspect cell(s)"); the
+    progress line of the plan's cells stops at what the measuring tests measured (it counted
+    a second stage's pairs on: "27 of 11 cell(s) measured")."""
+    s = whole_session(processes=2)
+    s.planned(Plan(tests=1, cells=1, estimate_seconds=10.0))
+    run = RunResult(workload=cell(), status="ok", batches_per_round=1, round_seconds=[0.1])
+    s.clock.measured([run, run], paired=False)
+    assert s.clock.runs_done == 2 and s.clock.progress_line().startswith("mxperf: 1 of 1 cell(s) measured")
+    s.clock.settling = True
+    s.clock.measured([run] * 6, paired=False)
+    assert s.clock.runs_done == 2 and s.clock.progress_line().startswith("mxperf: 1 of 1 cell(s) measured")
+
+
 # -- confirming suspects in baseline mode: announced, with its cost, at most the first stage again
 
 def _suspect(wall, runs=2, multi=True):

@@ -130,6 +130,9 @@ class Clock:
         self._test_seconds: List[float] = []
         self.runs_done = 0  # processes measured (a duet pair's two sides: one)
         self._last_progress = time.monotonic()
+        #: the measuring tests are over (the end of the session settles suspects, saying its own
+        #: progress): what is measured then is not counted as the plan's cells
+        self.settling = False
 
     @property
     def started(self) -> float:
@@ -181,7 +184,9 @@ class Clock:
 
     def measured(self, results: Sequence[RunResult], paired: bool) -> None:
         """``results`` measured (``paired``: a duet or process pair's two sides count as one);
-        the progress line, at most every PROGRESS_EVERY_S."""
+        the progress line, at most every PROGRESS_EVERY_S. Nothing once ``settling``."""
+        if self.settling:
+            return
         self.runs_done += min(1, len(results)) if paired else len(results)
         now = time.monotonic()
         if self._context().plan.cells and now - self._last_progress >= self.PROGRESS_EVERY_S:

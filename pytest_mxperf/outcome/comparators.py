@@ -129,7 +129,7 @@ class BaselineComparator:
             return _suspects(verdicts)
         paired = {k for k, rec in cells.items() if rec.cell.reference is not None}
         return (_suspects({k: v for k, v in verdicts.items() if cell_of(k) in paired})
-                | (judging.setup_suspects(verdicts) - paired))
+                | (judging.setup_suspects(verdicts, self.context.options.min_effect) - paired))
 
     def more(self, verdicts, cells: Dict[str, CellRecord], suspects: FrozenSet[str], spent: float
              ) -> Tuple[Confirmation, FrozenSet[str]]:
@@ -183,7 +183,8 @@ class BaselineComparator:
         setup = self.setup
         if setup is not None and setup.status == "unbuilt":
             verdicts = judging.unsettled(verdicts, {cell_of(k): "the recorded setup could not be rebuilt to settle it"
-                                                    for k in judging.setup_suspects(verdicts)}, self.context.options.min_effect)
+                                                    for k in judging.setup_suspects(verdicts, self.context.options.min_effect)},
+                                   self.context.options.min_effect)
         elif self.against_setup and self._cut:
             verdicts = judging.unsettled(verdicts, self._cut, self.context.options.min_effect)
         return judging.with_context(verdicts, cells, self.baseline)
@@ -270,7 +271,7 @@ def settle(comparator, cells: Callable[[], Dict[str, CellRecord]], confirm: Call
                 say((i + 1, len(asked.wanted), more, now() - t0, sum(m.cost for m in asked.wanted[i + 1:])))
             spent += now() - t0
             final |= settled
-            confirmed |= settled
+            confirmed |= frozenset(m.key for m in asked.wanted)  # the cells measured again
             verdicts, judged = comparator.judge(cells(), final)
         late = comparator.suspects(verdicts, judged) - final
         if late and comparator.late_final:

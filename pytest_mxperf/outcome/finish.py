@@ -54,6 +54,7 @@ def end_session(session: PerfSession, say: Optional[Callable[[object], None]] = 
     profiled: Tuple[Profiled, ...] = ()
     verdicts: Dict[str, vd.Verdict] = {}
     if measured:
+        session.clock.settling = True  # settle says its own progress; the plan's cells are done
         comparator = comparators.choose(ctx, session.clock)
         judged = comparators.settle(comparator, ledger.measured_cells, session.scheduler.confirm, say,
                                     session.clock.now)

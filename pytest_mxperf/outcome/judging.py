@@ -201,10 +201,24 @@ def _between_processes(v: vd.Verdict) -> bool:
     return m is not None and m.rule == "processes"
 
 
-def setup_suspects(verdicts: Dict[str, vd.Verdict]) -> FrozenSet[str]:
-    """The cells with a figure the baseline alone cannot settle (``SETTLED_BY_SETUP``): what
-    baseline mode measures again against the recorded setup. Pure."""
-    return frozenset(cell_of(k) for k, v in verdicts.items() if v.kind in SETTLED_BY_SETUP and _between_processes(v))
+#: an unchanged figure worse than the baseline by more than this share of the minimum effect
+#: is a suspect too: the machine's drift between sessions can hide a real slowdown under a
+#: change the baseline calls unchanged
+SETUP_TRIGGER = 0.5
+
+
+def setup_suspects(verdicts: Dict[str, vd.Verdict], min_effect: float = 0.05) -> FrozenSet[str]:
+    """The cells with a figure the baseline alone cannot settle (``SETTLED_BY_SETUP``), or one
+    worse than the baseline by more than ``SETUP_TRIGGER`` x ``min_effect``: what baseline
+    mode measures again against the recorded setup. Pure."""
+    def suspect(v: vd.Verdict) -> bool:
+        if not _between_processes(v):
+            return False
+        if v.kind in SETTLED_BY_SETUP:
+            return True
+        return (v.kind == "unchanged" and v.change is not None
+                and METRICS[v.metric].oriented(v.change) < -SETUP_TRIGGER * min_effect)
+    return frozenset(cell_of(k) for k, v in verdicts.items() if suspect(v))
 
 
 def _beyond_resolution(v: vd.Verdict) -> bool:

@@ -1,0 +1,112 @@
+"""The daily gate as a user runs it, session after session, against a baseline recorded by the
+default command: unchanged sessions and sessions whose setup was changed (issue 35).
+
+Records ``pytest perf_tests -m cpu --perf-update-baselines`` once (into ``OUT/bl``), then runs
+``pytest perf_tests -m cpu`` in the order ``--plan`` gives, each with ``--perf-report``:
+
+- ``unchanged``: nothing changed;
+- ``fusion``: a candidate interpreter that alone runs with oneDNN's fusion off (a wrapper of
+  this interpreter that sets ``MXNET_SUBGRAPH_BACKEND=NONE`` for itself: the session's
+  environment, and so what the workers record, does not show it);
+- ``threads``: ``OMP_NUM_THREADS=1`` in the session's environment (half the parallelism);
+- ``release``: ``--perf-python`` an older MXNet release (``--old-python``, e.g. a cached venv
+  of mxnet==1.6.0).
+
+Each session's row: exit status, seconds, its verdicts by kind, the cells settled against the
+recorded setup with their ratio and interval, and the lines it said about the duet. Rows go to
+``OUT/sessions.jsonl``; ``--summary`` prints the table.
+
+    python benchmarks/daily_gate.py --out /tmp/daily --old-python ~/.cache/pytest-mxperf/venvs/mxnet-1.6.0-*/venv/bin/python
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PLAN = "unchanged,fusion,unchanged,threads,unchanged,release,unchanged,unchanged,unchanged,unchanged,unchanged," \
+       "unchanged,unchanged"
+
+
+def fusion_off_python(out: Path) -> str:
+    path = out / "python-fusion-off"
+    path.write_text(f'#!/bin/sh\nMXNET_SUBGRAPH_BACKEND=NONE exec {sys.executable} "$@"\n')
+    path.chmod(0o755)
+    return str(path)
+
+
+def session(out: Path, name: str, extra=(), env_extra=None, update=False) -> dict:
+    rep = out / name
+    cmd = [sys.executable, "-m", "pytest", "perf_tests", "-m", "cpu", "-p", "no:cacheprovider",
+           "--perf-baselines-dir", str(out / "bl"), "--perf-report", str(rep), *extra]
+    if update:
+        cmd.append("--perf-update-baselines")
+    env = dict(os.environ, **(env_extra or {}))
+    t0 = time.time()
+    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
+    seconds = round(time.time() - t0)
+    (out / f"{name}.log").write_text(proc.stdout + proc.stderr)
+    kinds, settled = {}, {}
+    if (rep / "results.json").exists():
+        doc = json.loads((rep / "results.json").read_text())
+        for k, v in doc["session"].get("verdicts", {}).items():
+            kinds[v["kind"]] = kinds.get(v["kind"], 0) + 1
+            if str(v.get("reason", "")).startswith("against the recorded setup"):
+                settled[k] = {"kind": v["kind"], "ratio": None if v.get("change") is None else 1 + v["change"],
+                              "interval": v.get("interval"), "reason": v["reason"][:160]}
+    said = [ln for ln in proc.stdout.splitlines()
+            if "recorded setup" in ln and ln.startswith("mxperf:") and "REGRESSION" not in ln]
+    return {"name": name, "exit": proc.returncode, "seconds": seconds, "kinds": kinds, "settled": settled,
+            "said": said, "started": time.strftime("%H:%M:%S", time.localtime(t0))}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", default="/tmp/daily-gate")
+    ap.add_argument("--plan", default=PLAN, help="comma-separated: unchanged, fusion, threads, release")
+    ap.add_argument("--old-python", default=None, help="the interpreter of an older MXNet release (release)")
+    ap.add_argument("--summary", action="store_true")
+    args = ap.parse_args(argv)
+    out = Path(args.out)
+    log = out / "sessions.jsonl"
+    if args.summary:
+        return summarize(log)
+    out.mkdir(parents=True, exist_ok=True)
+    if not (out / "bl").exists():
+        r = session(out, "baseline", update=True)
+        print(f"{r['started']} baseline recorded: exit {r['exit']} in {r['seconds']} s", flush=True)
+    changes = {"unchanged": ((), None), "fusion": (("--perf-python", fusion_off_python(out)), None),
+               "threads": ((), {"OMP_NUM_THREADS": "1"}),
+               "release": (("--perf-python", args.old_python or ""), None)}
+    for i, label in enumerate(args.plan.split(",")):
+        extra, env = changes[label]
+        r = dict(session(out, f"s{i:02d}-{label}", extra, env), label=label)
+        with open(log, "a") as fh:
+            fh.write(json.dumps(r) + "\n")
+        print(f"{r['started']} s{i:02d}-{label}: exit {r['exit']} in {r['seconds']} s, {r['kinds']}, "
+              f"settled against the recorded setup: {len(r['settled'])}", flush=True)
+    return summarize(log)
+
+
+def summarize(log: Path) -> int:
+    rows = [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
+    print("| session | started | change | exit | minutes | verdicts | settled against the recorded setup |")
+    print("|---|---|---|---|---|---|---|")
+    for r in rows:
+        kinds = ", ".join(f"{k} {n}" for k, n in sorted(r["kinds"].items()))
+        settled = "; ".join(f"{k.split('/threads=')[0]}: {v['kind']} x{v['ratio']:.3f}"
+                            + (f" [{v['interval'][0]:.3f}, {v['interval'][1]:.3f}]" if v.get("interval") else "")
+                            for k, v in r["settled"].items() if v.get("ratio") is not None) or "-"
+        print(f"| {r['name']} | {r['started']} | {r['label']} | {r['exit']} | {r['seconds'] / 60:.1f} | {kinds} | "
+              f"{settled} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
