@@ -138,3 +138,42 @@ def test_a_baseline_naming_a_url_is_refused_in_baseline_mode_before_any_install(
     assert r.ret == pytest.ExitCode.USAGE_ERROR, r.stdout.str()
     err = [x for x in r.stderr.lines if "names an install that is not rebuilt" in x]
     assert len(err) == 1 and "'mxnet @ https://host/mxnet.whl'" in err[0], r.stderr.lines
+
+
+def test_a_suspect_the_deadline_leaves_without_pairs_is_unresolved_never_passed():
+    """Part 5: a suspect the duet against the recorded setup should settle, cut by
+    --perf-deadline before any pair (no time left), fails as unresolved; the same cell with
+    no setup to settle against keeps the baseline's own verdict (below its resolution)."""
+    from pytest_mxperf.measure.ledger import CellRecord
+    from pytest_mxperf.measure.session import Comparison, RecordedSetup, SessionContext
+    from pytest_mxperf.model.measurement import CellMeasurement, RunResult
+    from pytest_mxperf.model.options import PerfOptions
+    from pytest_mxperf.model.workload import Workload
+    from pytest_mxperf.outcome import comparators
+    from pytest_mxperf.store import baseline_store
+    from pytest_mxperf.store.baselines import Baseline
+
+    w = Workload("lenet", batch_size=8)
+
+    def runs(*rates):
+        return [RunResult(w, "ok", batches_per_round=1, round_seconds=[8.0 / r] * 5, wall_seconds=5.0,
+                          meta={"env": {"OMP_NUM_THREADS": "2"}}) for r in rates]
+    baseline = Baseline.new("box")
+    rec = baseline_store.summarize_cell(CellMeasurement(w, runs(70, 85, 100, 115, 130)),
+                                        requirement="mxnet==1.9.1", install=BUILD)
+    baseline.add_recordings({w.key(): rec}, {w.key(): w.to_dict()})
+    measured = {w.key(): CellRecord("t", CellMeasurement(w, runs(90, 89)), remeasure=lambda more: None, duets=True)}
+    asked = []
+
+    def settled(setup):
+        ctx = SessionContext(PerfOptions(deadline=600.0, machine_probe=False), {}, baseline=baseline,
+                             comparison=Comparison("baseline", setup=setup))
+        comparator = comparators.BaselineComparator(ctx, now=lambda: 0.0, left=lambda: 0.0)
+        return comparators.settle(comparator, lambda: measured, asked.append, lambda what: None,
+                                  lambda: 0.0).verdicts[w.key()]
+
+    alone = settled(None)
+    assert alone.kind == "below-resolution", alone
+    cut = settled(RecordedSetup("ready", "mxnet==1.9.1", "/recorded/bin/python"))
+    assert asked == []  # nothing was measured: no time left
+    assert cut.kind == "unresolved" and "cut by --perf-deadline" in cut.reason, cut
