@@ -24,10 +24,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from gate_sessions import run_pytest  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 PLAN = "unchanged,fusion,unchanged,threads,unchanged,release,unchanged,unchanged,unchanged,unchanged,unchanged," \
@@ -47,11 +49,7 @@ def session(out: Path, name: str, extra=(), env_extra=None, update=False) -> dic
            "--perf-baselines-dir", str(out / "bl"), "--perf-report", str(rep), *extra]
     if update:
         cmd.append("--perf-update-baselines")
-    env = dict(os.environ, **(env_extra or {}))
-    t0 = time.time()
-    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
-    seconds = round(time.time() - t0)
-    (out / f"{name}.log").write_text(proc.stdout + proc.stderr)
+    proc, t0, seconds = run_pytest(out, name, cmd, dict(os.environ, **(env_extra or {})))
     kinds, settled = {}, {}
     if (rep / "results.json").exists():
         doc = json.loads((rep / "results.json").read_text())
@@ -68,13 +66,12 @@ def session(out: Path, name: str, extra=(), env_extra=None, update=False) -> dic
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", default="/tmp/daily-gate")
     ap.add_argument("--plan", default=PLAN, help="comma-separated: unchanged, fusion, threads, release")
     ap.add_argument("--old-python", default=None, help="the interpreter of an older MXNet release (release)")
+    ap.add_argument("--out", default="/tmp/daily-gate")
     ap.add_argument("--summary", action="store_true")
     args = ap.parse_args(argv)
-    out = Path(args.out)
-    log = out / "sessions.jsonl"
+    out, log = Path(args.out), Path(args.out) / "sessions.jsonl"
     if args.summary:
         return summarize(log)
     out.mkdir(parents=True, exist_ok=True)

@@ -50,6 +50,16 @@ def neighbour():
         proc.wait()
 
 
+def run_pytest(out: Path, name: str, cmd, env):
+    """Run one pytest session (``cmd``) from the repository's top with ``env``; its output to
+    ``out/<name>.log``: (the finished process, its start time, its seconds)."""
+    t0 = time.time()
+    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
+    seconds = round(time.time() - t0)
+    (out / f"{name}.log").write_text(proc.stdout + proc.stderr)
+    return proc, t0, seconds
+
+
 def session(out: Path, name: str, args, effect=None, update=False):
     rep = out / name
     cmd = [sys.executable, "-m", "pytest", "perf_tests/test_scoring.py", "-m", "cpu", "-p", "no:cacheprovider",
@@ -67,10 +77,7 @@ def session(out: Path, name: str, args, effect=None, update=False):
     lock = machine_lock(args.lock)
     with lock:
         with beside:
-            t0 = time.time()
-            proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
-            seconds = round(time.time() - t0)
-    (out / f"{name}.log").write_text(proc.stdout + proc.stderr)
+            proc, t0, seconds = run_pytest(out, name, cmd, env)
     verdicts, ratios = {}, {}
     if (rep / "results.json").exists():
         doc = json.loads((rep / "results.json").read_text())
