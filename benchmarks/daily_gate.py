@@ -31,7 +31,6 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from gate_sessions import run_pytest  # noqa: E402
 
-ROOT = Path(__file__).resolve().parent.parent
 PLAN = "unchanged,fusion,unchanged,threads,unchanged,release,unchanged,unchanged,unchanged,unchanged,unchanged," \
        "unchanged,unchanged"
 
