@@ -606,7 +606,8 @@ def rates(mode: str, corpus: Corpus, n_cells: int, effect: float, sessions: int,
         for k in s.kinds:
             r.kinds[k] = r.kinds.get(k, 0) + 1
         r.changed_kinds[s.changed_kind] = r.changed_kinds.get(s.changed_kind, 0) + 1
-        if s.resolution is not None and -math.log(effect) > -math.log1p(-s.resolution):
+        # a resolution of 100% or more resolves no slowdown at all
+        if s.resolution is not None and s.resolution < 1.0 and -math.log(effect) > -math.log1p(-s.resolution):
             r.beyond_resolution += 1
             r.caught_beyond += s.caught
     r.units = units / (sessions * n_cells)
