@@ -11,9 +11,11 @@ from __future__ import annotations
 import math
 import os
 from pathlib import Path
-from typing import Dict, Iterable, Mapping, Optional, Tuple
+from typing import Dict, Iterable, List, Mapping, Optional, Tuple
 
 SYSFS_CPU = Path("/sys/devices/system/cpu")
+CGROUP_ROOT = Path("/sys/fs/cgroup")
+PROC_CGROUP = Path("/proc/self/cgroup")
 
 # Variables that change how MXNet (or its OpenMP / BLAS runtimes) behaves. They are
 # passed to the worker when the user set them, recorded beside every result, and
@@ -50,30 +52,80 @@ def physical_cores(cpus: Iterable[int], sysfs: Path = SYSFS_CPU) -> int:
     return len(seen) or len(cpus)
 
 
-def cgroup_cpu_quota(root: Path = Path("/sys/fs/cgroup")) -> Optional[float]:
-    """CPUs allowed by the cgroup quota (v2 ``cpu.max`` or v1 cfs), or None when unlimited."""
-    text = _read(root / "cpu.max")
+def parse_cpu_list(text: str) -> Tuple[int, ...]:
+    """The CPUs of a kernel CPU list (``0-3,8``: /sys/devices/system/cpu/online, cpuset files)."""
+    cpus = set()
+    for part in (text or "").replace("\n", ",").split(","):
+        lo, _, hi = part.strip().partition("-")
+        if lo.isdigit() and (not hi or hi.isdigit()):
+            cpus.update(range(int(lo), int(hi or lo) + 1))
+    return tuple(sorted(cpus))
+
+
+def cgroup_dirs(controller: str, root: Path = CGROUP_ROOT, proc_cgroup: Path = PROC_CGROUP) -> List[Path]:
+    """This process's cgroup directories for ``controller`` ("cpu", "cpuset"), its own first,
+    then each ancestor, then the mount itself (where a container sees its own cgroup at the
+    root): cgroup v2 (``0::/path`` in /proc/self/cgroup, one hierarchy at ``root``) and v1
+    (``N:cpu,cpuacct:/path``, one hierarchy a controller under ``root``)."""
+    dirs: List[Path] = []
+    for line in (_read(proc_cgroup) or "").splitlines():
+        hierarchy, _, rest = line.partition(":")
+        controllers, _, path = rest.partition(":")
+        if hierarchy == "0" and not controllers:
+            mounts = [root]
+        elif controller in controllers.split(","):
+            mounts = [root / controllers, root / controller]
+        else:
+            continue
+        parts = [x for x in path.split("/") if x]
+        dirs += [m.joinpath(*parts[:i]) for m in mounts for i in range(len(parts), 0, -1)]
+    dirs += [root / controller, root]
+    return list(dict.fromkeys(dirs))
+
+
+def _quota_in(d: Path) -> Optional[float]:
+    """The CPUs a cgroup directory's own quota allows (v2 ``cpu.max``, v1 cfs), None when unlimited."""
+    text = _read(d / "cpu.max")
     if text:
         quota, _, period = text.partition(" ")
-        if quota != "max":
-            try:
-                return int(quota) / int(period or 100000)
-            except ValueError:
-                return None
-        return None
-    q = _read(root / "cpu" / "cpu.cfs_quota_us") or _read(root / "cpu.cfs_quota_us")
-    p = _read(root / "cpu" / "cpu.cfs_period_us") or _read(root / "cpu.cfs_period_us")
+        try:
+            return int(quota) / int(period or 100000) if quota != "max" else None
+        except ValueError:
+            return None
     try:
-        if q is not None and p is not None and int(q) > 0:
-            return int(q) / int(p)
+        q, p = int(_read(d / "cpu.cfs_quota_us") or -1), int(_read(d / "cpu.cfs_period_us") or 0)
     except ValueError:
-        pass
-    return None
+        return None
+    return q / p if q > 0 and p > 0 else None
 
 
-def available_physical_cores() -> int:
-    """Physical cores within the affinity mask, capped by the cgroup quota (at least 1)."""
-    cores = physical_cores(affinity_cpus())
+def cgroup_cpu_quota(root: Path = CGROUP_ROOT, proc_cgroup: Path = PROC_CGROUP) -> Optional[float]:
+    """CPUs allowed by the cgroup quota (v2 ``cpu.max`` or v1 cfs), or None when unlimited:
+    the tightest quota of this process's own cgroup and its ancestors (``cgroup_dirs``).
+    Own cgroup, not the mount's root: ``systemd-run -p CPUQuota=100%`` on a host sets
+    ``cpu.max`` in the unit's cgroup, where the root's says nothing."""
+    quotas = [q for q in map(_quota_in, cgroup_dirs("cpu", root, proc_cgroup)) if q is not None]
+    return min(quotas) if quotas else None
+
+
+def machine_cpus(root: Path = CGROUP_ROOT, proc_cgroup: Path = PROC_CGROUP, sysfs: Path = SYSFS_CPU
+                 ) -> Tuple[int, ...]:
+    """The CPUs this process's cpuset allows, whatever its affinity mask: ``taskset`` narrows
+    the mask, not the machine. The nearest cgroup's effective cpuset (v2
+    ``cpuset.cpus.effective``, v1 ``cpuset.effective_cpus``), else every online CPU, else
+    the affinity mask."""
+    for d in cgroup_dirs("cpuset", root, proc_cgroup):
+        for name in ("cpuset.cpus.effective", "cpuset.effective_cpus"):
+            cpus = parse_cpu_list(_read(d / name) or "")
+            if cpus:
+                return cpus
+    return parse_cpu_list(_read(sysfs / "online") or "") or affinity_cpus()
+
+
+def available_physical_cores(cpus: Optional[Iterable[int]] = None) -> int:
+    """Physical cores within the affinity mask (or among ``cpus``), capped by the cgroup quota
+    (at least 1)."""
+    cores = physical_cores(affinity_cpus() if cpus is None else cpus)
     quota = cgroup_cpu_quota()
     if quota is not None:
         cores = min(cores, max(1, math.floor(quota)))
