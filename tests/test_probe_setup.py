@@ -4,7 +4,22 @@ machine's slow spell (machine/topology.py, machine/state.py, workers/calibrate.p
 judge/machine_states.py, judge/verdict.py's spell rule). Real probe runs assert what the
 probe ran on (CPUs, threads, its recorded setup), never a speed."""
 
+from types import SimpleNamespace
+
+import pytest
+
+from pytest_mxperf.judge import machine_states as L
+from pytest_mxperf.judge import verdict as V
 from pytest_mxperf.machine import topology
+from pytest_mxperf.model.measurement import METRICS
+
+MACHINE = {"cpus": 2, "quota_cpus": None, "env": {}}   # a probe's setup on a 2-CPU machine
+QUOTA_1 = {"cpus": 2, "quota_cpus": 1.0, "env": {}}    # the same machine under a 1-CPU quota
+
+
+def probe(gemm, setup=MACHINE, stream=20.0):
+    p = {"gemm_gflops": gemm, "stream_gbps": stream, "seconds": 0.4}
+    return dict(p, setup=setup) if setup is not None else p
 
 
 def fake_cgroup(tmp_path, proc_line, files):
@@ -18,7 +33,7 @@ def fake_cgroup(tmp_path, proc_line, files):
     return root, proc
 
 
-# -- taskset (the machine's CPUs) -------------------------------------------------------------------------------
+# -- taskset -------------------------------------------------------------------------------
 
 def test_the_machines_cpus_are_the_cpusets_not_the_affinity_masks(tmp_path):
     root, proc = fake_cgroup(tmp_path, "0::/user.slice/s.scope", {"user.slice/cpuset.cpus.effective": "0-3,8\n"})
@@ -50,3 +65,56 @@ def test_the_quota_is_read_from_the_process_own_cgroup(tmp_path):
     assert topology.cgroup_cpu_quota(root, proc) is None
 
 
+def test_a_probe_under_a_quota_is_a_setup_change_not_a_slow_spell():
+    """The -48% session of issue #35: the GEMM probe at 82 GFLOP/s under a quota against 153
+    recorded without it. Labelled unknown, naming the change; the machine's own slow spell
+    (same setup, as slow) is still one."""
+    ref = L.reference_from([probe(153.0)] * 10 + [probe(82.0, QUOTA_1)] * 4)
+    assert ref["gemm_gflops"] == pytest.approx(153.0) and ref["setup"] == L.Setup(2.0)
+    st = L.label(probe(82.0, QUOTA_1), probe(84.0, QUOTA_1), None, ref)
+    assert st.state == L.UNKNOWN, st
+    assert st.reason == ("the probe ran on 1 CPU (cgroup quota), the reference on 2 CPUs: "
+                         "a setup change, not a slow spell")
+    assert L.label(probe(82.0), probe(84.0), None, ref).state == L.SPELL
+    # a neighbour is still a neighbour, whatever the setup
+    assert L.label(probe(82.0, QUOTA_1), None, {"other_cpus": 1.5, "steal_frac": 0.0}, ref).state == L.SLOWED
+
+
+def test_the_reference_is_of_one_setup_and_old_probes_compare_as_before():
+    """The reference is the setup of most probes (a tie: more CPUs); probes recorded before
+    the setup was (old baselines) join it and are labelled as they were."""
+    ref = L.reference_from([probe(82.0, QUOTA_1)] * 6 + [probe(153.0)] * 4)
+    assert ref["setup"] == L.Setup(1.0) and ref["gemm_gflops"] == pytest.approx(82.0)
+    assert L.label(probe(153.0), None, None, ref).state == L.UNKNOWN  # the baseline's side now
+    assert L.reference_from([probe(82.0, QUOTA_1)] * 2 + [probe(153.0)] * 2)["setup"] == L.Setup(2.0)
+    old = L.reference_from([probe(153.0, setup=None)] * 4)
+    assert "setup" not in old
+    assert L.label(probe(82.0, setup=None), None, None, old).state == L.SPELL
+    assert L.label(probe(82.0, QUOTA_1), None, None, old).state == L.SPELL  # nothing to tell it by
+    mixed = L.reference_from([probe(153.0, setup=None)] * 4 + [probe(150.0)] * 2)
+    assert mixed["setup"] == L.Setup(2.0) and mixed["gemm_gflops"] > 150
+
+
+def test_a_slowdown_under_a_quota_is_judged_as_a_plain_slowdown():
+    """The whole chain, as ``outcome/judging.py`` runs it: the baseline recorded normally (5
+    processes, GEMM probe 153), the session under a 1-CPU quota (AlexNet b8 -48%, GEMM probe
+    82). With the probes' setups its processes are not a slow spell, and the slowdown is a
+    regression; the same slowdown in a real slow spell of the machine stays unresolved."""
+    base = [150.0, 152.0, 149.0, 151.0, 150.5]
+    cur = [v * 0.516 for v in base + base[:3]]
+
+    def verdict(cur_setup):
+        base_ms = [(probe(153.0 + i), probe(152.0 + i)) for i in range(len(base))]
+        cur_ms = [(probe(82.0 + i, cur_setup), probe(83.0 + i, cur_setup)) for i in range(len(cur))]
+        ref = L.reference_from([p for pair in base_ms + cur_ms for p in pair])
+        runs = [L.label(b, a, None, ref) for b, a in cur_ms]
+        c = V.Comparison(METRICS["throughput"], cur, base, [r.state for r in runs],
+                         [L.label(b, a, None, ref).state for b, a in base_ms], confirmed=True,
+                         state_reasons=[r.reason for r in runs if r.state in (L.SLOWED, L.SPELL)],
+                         spell_depth=L.spell_depth([SimpleNamespace(machine_state=vars(r)) for r in runs], ref))
+        return V.judge_session({"c": c})["c"]
+
+    plain = verdict(QUOTA_1)
+    assert plain.kind == "regression" and not plain.busy and "slow spell" not in plain.reason, plain
+    spell = verdict(MACHINE)
+    assert spell.kind == "unresolved" and spell.busy and "slow spell" in spell.reason, spell

@@ -16,15 +16,24 @@ the load that ``machine/state.py`` measured (see there for how and why).
   Their use is narrower: a slowdown whose current processes ran mostly in a slow spell, when
   the baseline's did not, is not called a regression (``verdict``); in A/B mode both sides
   of a pair share the machine's time, so a spell needs no rule there;
-* "quiet", or "unknown" (no probe or no reference).
+* "quiet", or "unknown": no probe or no reference, or a probe that ran on another setup than
+  the reference's (``Setup``: the CPUs it could use, capped by a cgroup quota, and the BLAS
+  variables it kept; ``setup_change`` names it). A probe measures the machine's CPUs
+  whatever ``taskset`` or the threading variables did to the session (``machine/state.py``),
+  but a cgroup quota cannot be escaped: on 2 CPUs, a session under a 1-CPU quota probes at
+  about half the machine's speed, and holding that to the machine's quiet speed filed a
+  setup change as a slow spell (and excused its slowdown: ``verdict``). Such a process is
+  neither a spell nor quiet, so its slowdown is judged as a plain one. Probes recorded
+  before the setup was (old baselines) are compared with every probe, as then.
 
 The probe is never used to divide or correct a throughput figure.
 """
 
 from __future__ import annotations
 
+import collections
 import dataclasses
-from typing import Any, Dict, List, Mapping, Optional, Sequence
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from pytest_mxperf.machine.state import FIGURES
 from pytest_mxperf.model.stats import quantile
@@ -42,11 +51,43 @@ OTHER_LOAD_CPUS = 0.5
 STEAL_FRAC = 0.05
 #: the quiet reference is this quantile of the probes (see ``reference_from``)
 REFERENCE_QUANTILE = 0.75
+
+
+@dataclasses.dataclass(frozen=True)
+class Setup:
+    """What a probe ran on, as far as the session's setup moves its figures (its ``setup``
+    record, ``machine_state.probe_setup``): the CPUs it could use (those it ran on, capped by
+    the cgroup quota) and the BLAS variables it kept. Two probes are comparable when these
+    are equal; ``quota`` (the quota set ``cpus``) only words the difference."""
+
+    cpus: float
+    env: Tuple[Tuple[str, str], ...] = ()
+    quota: bool = dataclasses.field(default=False, compare=False)
+
+    def __str__(self) -> str:
+        return (f"{self.cpus:g} CPU{'' if self.cpus == 1 else 's'}" + (" (cgroup quota)" if self.quota else "")
+                + "".join(f", {k}={v}" for k, v in self.env))
+
+
+def setup_of(probe: Optional[Mapping[str, Any]]) -> Optional[Setup]:
+    """The ``Setup`` a probe recorded, or None for one recorded without it (before the probe
+    recorded its setup: compared with every probe, as then)."""
+    rec = (probe or {}).get("setup")
+    cpus = _number(rec.get("cpus")) if isinstance(rec, Mapping) else None
+    if not cpus or cpus <= 0:
+        return None
+    quota = _number(rec.get("quota_cpus"))
+    env = rec.get("env") if isinstance(rec.get("env"), Mapping) else {}
+    limited = quota is not None and 0 < quota < cpus
+    return Setup(round(quota if limited else cpus, 2), tuple(sorted((str(k), str(v)) for k, v in env.items())),
+                 limited)
+
+
 @dataclasses.dataclass
 class MachineState:
     """The machine's state around one worker process, and the evidence for it."""
 
-    state: str  # "quiet" | "slowed" | "unknown"
+    state: str  # "quiet" | "slowed" | "slow-spell" | "unknown"
     reason: str = ""  # one line: the figures that made it slowed / unknown
     probe_before: Optional[Mapping[str, Any]] = None
     probe_after: Optional[Mapping[str, Any]] = None
@@ -57,9 +98,12 @@ def _number(v: Any) -> Optional[float]:
     return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and v == v else None
 
 
-def reference_from(probes: Sequence[Optional[Mapping[str, Any]]]) -> Optional[Dict[str, float]]:
+def reference_from(probes: Sequence[Optional[Mapping[str, Any]]]) -> Optional[Dict[str, Any]]:
     """The machine's quiet speed from many probes: the REFERENCE_QUANTILE (75th percentile)
-    of each figure; None when there are no probes.
+    of each figure; None when there are no probes. Over the probes of one ``Setup`` (the one
+    most probes recorded; on a tie, the one with more CPUs), kept under "setup", and those
+    recorded without one: a probe under a cgroup quota or other BLAS variables measured
+    another allotment of the machine, not the machine's speed.
 
     Not the median: on the recorded 2-vCPU EPYC VM a third of the processes ran in the slow
     regime (AlexNet A/A pairs: 8 of 24 at ~95 img/s against ~155; ResNet-50: 4 of 12 at 24
@@ -67,27 +111,46 @@ def reference_from(probes: Sequence[Optional[Mapping[str, Any]]]) -> Optional[Di
     percentile stays inside the fast regime while up to ~70% of the probes are slow, where
     the median already falls between the regimes at 50%. Not the maximum: one lucky probe
     (turbo, an idle neighbour) would set a bar no ordinary quiet probe reaches."""
-    out = {}
+    counts = collections.Counter(s for s in map(setup_of, probes) if s)
+    setup = max(counts, key=lambda s: (counts[s], s.cpus)) if counts else None
+    probes = [p for p in probes if setup_of(p) in (None, setup)]
+    out: Dict[str, Any] = {}
     for key, _, _ in FIGURES:
         vals = [v for v in (_number((p or {}).get(key)) for p in probes) if v and v > 0]
         if vals:
             out[key] = quantile(vals, REFERENCE_QUANTILE)
+    if out and setup:
+        out["setup"] = setup
     return out or None
 
 
+def setup_change(probes: Sequence[Mapping[str, Any]], reference: Optional[Mapping[str, Any]]) -> Optional[str]:
+    """Why ``probes`` cannot be held to ``reference``: one ran on another ``Setup`` than the
+    reference's (a cgroup quota, a kept BLAS variable), which is a change of the session's
+    setup, not of the machine's speed; None when they can (or either did not record it)."""
+    ref = (reference or {}).get("setup")
+    for p in probes:
+        s = setup_of(p)
+        if s and isinstance(ref, Setup) and s != ref:
+            return f"the probe ran on {s}, the reference on {ref}: a setup change, not a slow spell"
+    return None
+
+
 def label(probe_before: Optional[Mapping[str, Any]], probe_after: Optional[Mapping[str, Any]],
-          load: Optional[Mapping[str, Any]], reference: Optional[Mapping[str, float]]) -> MachineState:
+          load: Optional[Mapping[str, Any]], reference: Optional[Mapping[str, Any]]) -> MachineState:
     """Quiet, slowed, slow-spell or unknown for one process (see the module doc).
 
     Slowed when other processes kept more than OTHER_LOAD_CPUS busy or steal exceeded
     STEAL_FRAC while the worker ran; a slow spell when, short of that, the lower of the
     probes before and after is under SLOWED_RATIO of the reference (GEMM or memory); the
-    reason lists every such figure. Unknown when there is no probe (or no reference) and
-    the load does not say slowed; quiet otherwise."""
+    reason lists every such figure. Unknown when a probe ran on another setup than the
+    reference's (``setup_change``, the reason names it: never a slow spell), or when there
+    is no probe (or no reference), and the load does not say slowed; quiet otherwise."""
     reasons: List[str] = []
     spell: List[str] = []
     probes = [p for p in (probe_before, probe_after) if p]
-    for key, name, unit in FIGURES:
+    changed = setup_change(probes, reference)
+    for key, name, unit in FIGURES if not changed else ():
         vals = [v for v in (_number(p.get(key)) for p in probes) if v is not None]
         ref = _number((reference or {}).get(key))
         if vals and ref and min(vals) < SLOWED_RATIO * ref:
@@ -104,16 +167,18 @@ def label(probe_before: Optional[Mapping[str, Any]], probe_after: Optional[Mappi
 
     if reasons:
         return state(SLOWED, "; ".join(reasons + spell))
+    if changed:
+        return state(UNKNOWN, changed)
     if spell:
         return state(SPELL, "; ".join(spell))
     if not probes:
-        return state("unknown", "no machine probe")
+        return state(UNKNOWN, "no machine probe")
     if not reference:
-        return state("unknown", "no quiet reference for the machine probe")
+        return state(UNKNOWN, "no quiet reference for the machine probe")
     return state("quiet", "")
 
 
-def spell_depth(runs, reference: Optional[Mapping[str, float]]) -> Optional[float]:
+def spell_depth(runs, reference: Optional[Mapping[str, Any]]) -> Optional[float]:
     """How far a slow spell slowed the machine at its worst among ``runs``: the lowest
     ratio of a probe figure (the lower of before / after) to the quiet reference, over the
     processes labelled "slow-spell"; None when none was or nothing can be compared.
