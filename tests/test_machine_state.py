@@ -28,7 +28,7 @@ def test_the_probe_runs_in_its_own_process_and_measures_positive_finite_figures(
 def test_the_probe_ignores_the_users_thread_settings():
     env = dict(M.os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MXNET_ENGINE_TYPE="NaiveEngine")
     p = M.run_probe(env=env)
-    assert p is not None and p["blas_threads"] == M.topology.available_physical_cores(), p
+    assert p is not None and p["blas_threads"] == M.probe_threads(), p
 
 
 def test_a_probe_that_cannot_run_gives_none(tmp_path):
@@ -43,7 +43,7 @@ def test_the_probe_environment_drops_the_users_threading_and_keeps_openblas_safe
                        "MXNET_ENGINE_TYPE": "NaiveEngine", "KMP_AFFINITY": "compact", "OPENBLAS_NUM_THREADS": "1",
                        "MKL_NUM_THREADS": "1", "GOTO_NUM_THREADS": "1", "OPENBLAS_CORETYPE": "Haswell",
                        "OPENBLAS_L2_SIZE": "1048576", "PYTHONWARNINGS": "error", "PATH": "/bin"})
-    cores = str(M.topology.available_physical_cores())
+    cores = str(M.probe_threads())
     for gone in ("GOMP_CPU_AFFINITY", "MXNET_SUBGRAPH_BACKEND", "MXNET_ENGINE_TYPE", "KMP_AFFINITY",
                  "GOTO_NUM_THREADS", "PYTHONWARNINGS"):
         assert gone not in env, gone

@@ -4,12 +4,16 @@ machine's slow spell (machine/topology.py, machine/state.py, workers/calibrate.p
 judge/machine_states.py, judge/verdict.py's spell rule). Real probe runs assert what the
 probe ran on (CPUs, threads, its recorded setup), never a speed."""
 
+import json
+import subprocess
+import sys
 from types import SimpleNamespace
 
 import pytest
 
 from pytest_mxperf.judge import machine_states as L
 from pytest_mxperf.judge import verdict as V
+from pytest_mxperf.machine import state as M
 from pytest_mxperf.machine import topology
 from pytest_mxperf.model.measurement import METRICS
 
@@ -33,7 +37,72 @@ def fake_cgroup(tmp_path, proc_line, files):
     return root, proc
 
 
+def probe_in_child(code):
+    """Run ``code`` (which prints one JSON line) in a fresh interpreter: its affinity can be
+    narrowed without narrowing this test process's."""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+# -- variables -----------------------------------------------------------------------------
+
+def test_variables_do_not_reach_the_probe_and_do_not_change_its_setup():
+    """Every threading and BLAS variable is dropped (the ones the old probe kept too:
+    OPENBLAS_*, MKL_*, GOTOBLAS_*, BLIS_*), the threads are the machine's; a real probe run
+    with the session's variables records the same setup and threads as one without."""
+    user = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
+            "MXNET_ENGINE_TYPE": "NaiveEngine", "KMP_AFFINITY": "compact", "GOMP_CPU_AFFINITY": "0",
+            "OPENBLAS_VERBOSE": "2", "OPENBLAS_BLOCK_FACTOR": "1", "MKL_DEBUG_CPU_TYPE": "5",
+            "MKL_ENABLE_INSTRUCTIONS": "SSE4_2", "GOTOBLAS_MAIN_FREE": "1", "BLIS_NUM_THREADS": "1",
+            "VECLIB_MAXIMUM_THREADS": "1", "NUMEXPR_NUM_THREADS": "1"}
+    env = M.probe_env(dict(user, PATH="/bin"))
+    n = str(M.probe_threads())
+    assert {k: env[k] for k in user if k in env} == {"OMP_NUM_THREADS": n, "OPENBLAS_NUM_THREADS": n,
+                                                     "MKL_NUM_THREADS": n}
+    assert env["PATH"] == "/bin"
+
+    clean = M.run_probe(env={k: v for k, v in M.os.environ.items() if k not in user})
+    with_vars = M.run_probe(env=dict(M.os.environ, **user))
+    assert clean and with_vars, (clean, with_vars)
+    assert with_vars["setup"] == clean["setup"] and with_vars["blas_threads"] == clean["blas_threads"] == int(n)
+    assert L.setup_change([with_vars], L.reference_from([clean])) is None
+
+
+def test_a_kept_blas_variable_is_a_setup_change_not_a_slow_spell():
+    """OPENBLAS_CORETYPE is kept (some CPUs need it to run at all) and selects the GEMM
+    kernels: the probe records it, and a probe run with another one is not held to the
+    reference's speed."""
+    env = M.probe_env({"OPENBLAS_CORETYPE": "Prescott", "OPENBLAS_L2_SIZE": "1048576"})
+    assert env["OPENBLAS_CORETYPE"] == "Prescott"
+    assert M.probe_setup(2, env)["env"] == {"OPENBLAS_CORETYPE": "Prescott", "OPENBLAS_L2_SIZE": "1048576"}
+    ref = L.reference_from([probe(153.0)] * 6)
+    st = L.label(probe(20.0, dict(MACHINE, env={"OPENBLAS_CORETYPE": "Prescott"})), None, None, ref)
+    assert st.state == L.UNKNOWN and "OPENBLAS_CORETYPE=Prescott" in st.reason and "setup change" in st.reason, st
+
+
 # -- taskset -------------------------------------------------------------------------------
+
+def test_a_probe_started_under_a_narrowed_affinity_runs_on_the_machines_cpus():
+    """A session started as ``taskset -c <one CPU>``: its probe widens its affinity back to the
+    machine's CPUs before numpy loads, so it runs the machine's threads on all of them and
+    records the setup an unnarrowed session records. The old probe ran 1 thread on 1 CPU."""
+    if len(topology.machine_cpus()) < 2:
+        pytest.skip("one CPU: no affinity narrower than the machine")
+    machine = {"cpus": len(topology.machine_cpus()), "threads": M.probe_threads()}
+    got = probe_in_child(
+        "import json, os\n"
+        "from pytest_mxperf.machine import state as M, topology\n"
+        "os.sched_setaffinity(0, [min(os.sched_getaffinity(0))])\n"
+        "p = M.run_probe()\n"
+        "print(json.dumps({'affinity': len(os.sched_getaffinity(0)), 'env_threads': M.probe_env(os.environ)"
+        "['OMP_NUM_THREADS'], 'blas_threads': p['blas_threads'], 'setup': p['setup']}))\n")
+    assert got["affinity"] == 1  # the session stayed narrowed; only its probe widened
+    assert got["env_threads"] == str(machine["threads"]) and got["blas_threads"] == machine["threads"], got
+    assert got["setup"]["cpus"] == machine["cpus"], got
+    unnarrowed = M.run_probe()
+    assert unnarrowed and got["setup"] == unnarrowed["setup"]
+
 
 def test_the_machines_cpus_are_the_cpusets_not_the_affinity_masks(tmp_path):
     root, proc = fake_cgroup(tmp_path, "0::/user.slice/s.scope", {"user.slice/cpuset.cpus.effective": "0-3,8\n"})
@@ -63,6 +132,18 @@ def test_the_quota_is_read_from_the_process_own_cgroup(tmp_path):
     assert topology.cgroup_cpu_quota(root, proc) == 1.5
     root, proc = fake_cgroup(tmp_path / "none", "0::/a", {"a/cpu.max": "max 100000\n"})
     assert topology.cgroup_cpu_quota(root, proc) is None
+
+
+def test_a_probe_under_a_quota_records_it(tmp_path, monkeypatch):
+    """The quota cannot be escaped: the probe runs the threads it allows and records it, so
+    that its figures are not held to a reference measured without it."""
+    root, proc = fake_cgroup(tmp_path, "0::/run.scope", {"run.scope/cpu.max": "100000 100000\n"})
+    real = topology.cgroup_cpu_quota
+    monkeypatch.setattr(topology, "cgroup_cpu_quota", lambda *a: real(root, proc))
+    p = M.run_probe()
+    assert p is not None and p["blas_threads"] == 1 and p["setup"]["quota_cpus"] == 1.0, p
+    assert L.setup_of(p).cpus == 1.0 and L.setup_of(p).quota
+    assert str(L.setup_of(p)).startswith("1 CPU (cgroup quota)")
 
 
 def test_a_probe_under_a_quota_is_a_setup_change_not_a_slow_spell():

@@ -13,6 +13,17 @@ measures the machine, not the worker:
   inherit the very thread and affinity settings whose change it must tell apart, and would
   compete with the timed part on 2 cores. On the VM above the GEMM probe moved 100-215
   GFLOP/s with the regimes while ResNet-50 moved 28-44 img/s;
+* **the machine, not the setup.** The session's setup must not move the probe, or a setup
+  that slows MXNet would slow the probe too and be filed as the machine's slow spell (seen:
+  a session under a setup that halved MXNet's parallelism, AlexNet b8 -48%, its GEMM probe
+  at 82 GFLOP/s against 153, "unresolved: 67% of the processes ran in a slow spell"). So the
+  probe drops every threading, affinity and BLAS variable (``probe_env``); it runs on the
+  machine's CPUs (``topology.machine_cpus``: the cpuset's, not the affinity mask ``taskset``
+  narrowed, which a child inherits and OpenBLAS sizes its threads by) with threads for their
+  physical cores (``probe_threads``); and what it cannot escape, a cgroup CPU quota (read
+  from this process's own cgroup) and the BLAS variables it keeps, it records as its
+  ``setup`` (``probe_setup``), so that ``judge/machine_states.py`` holds it only to probes
+  of the same setup;
 * **the load of other processes** while the worker ran (``LoadMeter``): the machine's busy
   time from /proc/stat minus the CPU time of our own waited-for children (the worker), and
   the hypervisor's steal.
@@ -26,7 +37,7 @@ from __future__ import annotations
 import os
 import resource
 import time
-from typing import Callable, Dict, Mapping, Optional
+from typing import Any, Callable, Dict, Mapping, Optional
 
 from pytest_mxperf.machine import topology
 from pytest_mxperf.proc import spawn
@@ -37,44 +48,65 @@ PROBE_TIMEOUT = 60.0
 PROBE_MODULE = "pytest_mxperf.workers.calibrate"
 FIGURES = (("gemm_gflops", "GEMM probe", "GFLOP/s"), ("stream_gbps", "memory probe", "GB/s"))
 
-# Variables that change threads or their placement: the probe never inherits them.
-_THREADING_PREFIXES = ("OMP_", "KMP_", "GOMP_", "MXNET_")
-_THREADING_NAMES = ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "GOTO_NUM_THREADS", "NUMEXPR_NUM_THREADS")
+# Variables that change threads, their placement or the BLAS kernels: the probe never
+# inherits them, but for KEPT_BLAS_VARIABLES (some CPUs need them for OpenBLAS to run
+# correctly at all), which its setup records instead.
+_THREADING_PREFIXES = ("OMP_", "KMP_", "GOMP_", "MXNET_", "OPENBLAS_", "GOTO", "MKL_", "BLIS_")
+_THREADING_NAMES = ("NUMEXPR_NUM_THREADS", "VECLIB_MAXIMUM_THREADS")
+KEPT_BLAS_VARIABLES = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
+
+
+def probe_threads() -> int:
+    """The probe's threads: the physical cores of the machine's CPUs (``topology.machine_cpus``:
+    the cpuset's, whatever ``taskset`` left the session), capped by the cgroup quota."""
+    return topology.available_physical_cores(topology.machine_cpus())
 
 
 def probe_env(base_env: Mapping[str, str]) -> Dict[str, str]:
-    """The probe's fixed environment: the user's threading and affinity variables dropped,
-    the threads set to the physical cores available. OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE
-    are kept: some CPUs need them for OpenBLAS to run correctly at all. PYTHONWARNINGS is
-    dropped (a test session's ``error`` filter must not turn numpy's warnings into a crash)."""
+    """The probe's fixed environment: the user's threading, affinity and BLAS variables
+    dropped, the threads set to ``probe_threads``. OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE are
+    kept (``KEPT_BLAS_VARIABLES``). PYTHONWARNINGS is dropped (a test session's ``error``
+    filter must not turn numpy's warnings into a crash)."""
     env = {k: v for k, v in base_env.items()
-           if not k.startswith(_THREADING_PREFIXES) and k not in _THREADING_NAMES}
-    n = str(topology.available_physical_cores())
+           if k in KEPT_BLAS_VARIABLES or not (k.startswith(_THREADING_PREFIXES) or k in _THREADING_NAMES)}
+    n = str(probe_threads())
     env.update(OMP_NUM_THREADS=n, OPENBLAS_NUM_THREADS=n, MKL_NUM_THREADS=n)
     env.pop("PYTHONWARNINGS", None)
     return spawn.with_package_path(env)
 
 
+def probe_setup(cpus: Optional[int], env: Mapping[str, str]) -> Dict[str, Any]:
+    """What a probe ran on, as far as the session's setup can move its figures: ``cpus`` (how
+    many CPUs it ran on, its affinity widened to the machine's), ``quota_cpus`` (the cgroup
+    CPU quota, which it cannot escape; None when unlimited), ``env`` (the kept BLAS
+    variables it ran with). ``judge/machine_states.py`` compares only probes of one setup."""
+    return {"cpus": cpus, "quota_cpus": topology.cgroup_cpu_quota(),
+            "env": {k: env[k] for k in KEPT_BLAS_VARIABLES if k in env}}
+
+
 def run_probe(python: Optional[str] = None, timeout: float = PROBE_TIMEOUT,
-              env: Optional[Mapping[str, str]] = None) -> Optional[Dict[str, float]]:
+              env: Optional[Mapping[str, str]] = None) -> Optional[Dict[str, Any]]:
     """One probe process: {"gemm_gflops", "stream_gbps", "seconds" (its timing),
-    "process_seconds" (the whole process), "blas_threads" (when known)}, or None when it
-    failed.
+    "process_seconds" (the whole process), "setup" (``probe_setup``), "blas_threads" (when
+    known)}, or None when it failed.
 
     The current interpreter by default, never ``--perf-python``: the probe must not depend
     on the MXNet install being measured. ``env`` is the base environment (os.environ by
-    default) that ``probe_env`` fixes."""
+    default) that ``probe_env`` fixes. It runs on the machine's CPUs
+    (``topology.machine_cpus``), whatever the session's affinity mask."""
     from pytest_mxperf.proc.worker import run_process
-    out = run_process(spawn.python_command(python, PROBE_MODULE), dict(PROBE_SPEC), timeout=timeout,
-                      env=probe_env(os.environ if env is None else env))
+    penv = probe_env(os.environ if env is None else env)
+    out = run_process(spawn.python_command(python, PROBE_MODULE), dict(PROBE_SPEC, cpus=list(topology.machine_cpus())),
+                      timeout=timeout, env=penv)
     p = out.payload or {}
     try:
-        figs = {k: float(p[k]) for k in ("gemm_gflops", "stream_gbps", "seconds")}
+        figs: Dict[str, Any] = {k: float(p[k]) for k in ("gemm_gflops", "stream_gbps", "seconds")}
     except (KeyError, TypeError, ValueError):
         return None
     if out.status != "ok" or not all(0 < v < float("inf") for v in figs.values()):
         return None
     figs["process_seconds"] = out.wall_seconds
+    figs["setup"] = probe_setup(p["cpus"] if isinstance(p.get("cpus"), int) else None, penv)
     if isinstance(p.get("blas_threads"), int):
         figs["blas_threads"] = p["blas_threads"]
     return figs

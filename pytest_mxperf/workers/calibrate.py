@@ -12,14 +12,22 @@ hide a slow spell, an unlucky one does not invent it):
   written per second): memory bandwidth, which a neighbour can take without taking CPU
   time from us.
 
-Spec: ``{"seconds": 0.4, "gemm_n": 512, "stream_mib": 64}`` (``seconds`` is the timed budget,
-split between the two). Result: ``{"status": "ok", "message": "", "gemm_gflops",
-"stream_gbps", "seconds"}`` plus, for diagnosis, the best repetitions, their counts and
-the BLAS threads used.
+It runs on the machine's CPUs, not the session's: before numpy (and its BLAS thread pool)
+is loaded it widens its own affinity to the spec's ``cpus`` (the CPUs the cpuset allows,
+``topology.machine_cpus``), so a session started under ``taskset`` does not narrow it; the
+kernel keeps only the CPUs the cpuset allows, and a refusal leaves the mask as it was. A
+cgroup CPU quota cannot be escaped: the parent records it beside the figures
+(``machine_state.run_probe``).
+
+Spec: ``{"seconds": 0.4, "gemm_n": 512, "stream_mib": 64, "cpus": [0, 1]}`` (``seconds`` is
+the timed budget, split between the two). Result: ``{"status": "ok", "message": "",
+"gemm_gflops", "stream_gbps", "seconds", "cpus"}`` (``cpus``: how many CPUs it ran on) plus,
+for diagnosis, the best repetitions, their counts and the BLAS threads used.
 """
 
 from __future__ import annotations
 
+import os
 import statistics
 import time
 
@@ -54,7 +62,23 @@ def blas_threads():
     return max(n) if n else None
 
 
+def widen_affinity(cpus):
+    """Run on ``cpus`` whatever affinity this process inherited; returns the CPUs it may run
+    on now (None when the platform cannot tell). Must run before numpy is imported: OpenBLAS
+    sizes its thread pool by the affinity mask it finds when it loads."""
+    if cpus and hasattr(os, "sched_setaffinity"):
+        try:
+            os.sched_setaffinity(0, [int(c) for c in cpus])
+        except (OSError, ValueError):  # EINVAL: none of them allowed here; keep the inherited mask
+            pass
+    try:
+        return sorted(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # pragma: no cover - not Linux
+        return None
+
+
 def run(spec):
+    cpus = widen_affinity(spec.get("cpus"))
     import numpy as np
 
     t_start = time.perf_counter()
@@ -74,7 +98,8 @@ def run(spec):
             "gemm_gflops": statistics.median(gemm), "stream_gbps": statistics.median(stream),
             "seconds": time.perf_counter() - t_start,
             "gemm_gflops_best": max(gemm), "stream_gbps_best": max(stream),
-            "gemm_reps": len(gemm), "stream_reps": len(stream), "gemm_n": n, "blas_threads": blas_threads()}
+            "gemm_reps": len(gemm), "stream_reps": len(stream), "gemm_n": n, "blas_threads": blas_threads(),
+            "cpus": len(cpus) if cpus else None}
 
 
 def main(argv=None) -> int:
