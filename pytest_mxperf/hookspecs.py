@@ -25,7 +25,8 @@ def pytest_mxperf_update_results(config, results):
 @pytest.hookspec(firstresult=True)
 def pytest_mxperf_machine_state(config, part):
     """The machine's state around each worker, given instead of measured: ``part`` is
-    "probe" (the calibration probe's figures: ``gemm_gflops``, ``stream_gbps``, ``seconds``)
-    or "load" (other processes' load while the worker ran: ``other_cpus``, ``steal_frac``,
+    "probe" (the calibration probe's figures: ``gemm_gflops``, ``stream_gbps``, ``seconds``;
+    optionally its ``setup``, ``machine_state.probe_setup``: without one it is compared with
+    every probe) or "load" (other processes' load while the worker ran: ``other_cpus``, ``steal_frac``,
     ``wall_s``). Return a dict to use it, None to measure (the default). For a machine whose
     state is known from elsewhere, and for tests that must decide on a known state."""

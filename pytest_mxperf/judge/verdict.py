@@ -56,8 +56,10 @@ more than the baseline's did, is not called a regression: it is re-measured (sus
 then unresolved, unless it is deeper than the spell itself: the probe slowed to x0.63 of
 the machine's quiet speed cannot explain a cell at x0.17 (the probe moves further than MXNet
 with the regimes, so this bound errs towards excusing). A workload that became less parallel
-on a quiet machine is judged like any
-other slowdown (neither the load nor the probe sees MXNet's threads). GPU cells are not
+on a quiet machine is judged like any other slowdown (neither the load nor the probe sees
+MXNet's threads), and so is one whose setup gave it fewer CPUs (threading variables and
+``taskset`` do not reach the probe; a process whose probe ran under another cgroup quota
+than the reference's is "unknown", not a slow spell: ``machine_states``). GPU cells are not
 screened (their CPU use says nothing about the GPU).
 
 **suspect**: worse past the threshold but not (yet) significant, or significant with
