@@ -16,14 +16,17 @@ measures the machine, not the worker:
 * **the machine, not the setup.** The session's setup must not move the probe, or a setup
   that slows MXNet would slow the probe too and be filed as the machine's slow spell (seen:
   a session under a setup that halved MXNet's parallelism, AlexNet b8 -48%, its GEMM probe
-  at 82 GFLOP/s against 153, "unresolved: 67% of the processes ran in a slow spell"). So the
-  probe drops every threading, affinity and BLAS variable (``probe_env``); it runs on the
-  machine's CPUs (``topology.machine_cpus``: the cpuset's, not the affinity mask ``taskset``
-  narrowed, which a child inherits and OpenBLAS sizes its threads by) with threads for their
-  physical cores (``probe_threads``); and what it cannot escape, a cgroup CPU quota (read
-  from this process's own cgroup) and the BLAS variables it keeps, it records as its
-  ``setup`` (``probe_setup``), so that ``judge/machine_states.py`` holds it only to probes
-  of the same setup;
+  at 82 GFLOP/s against 153, "unresolved: 67% of the processes ran in a slow spell"): one
+  thread's GEMM, as the probe of a session under ``taskset -c 0`` inherited its one-CPU mask
+  and threads for it, and one under a quota it saw got one thread (x0.51 of two on a 2-vCPU
+  Xeon: ``benchmarks/results/probe-setups-2026-11-26.txt``). So the probe drops every
+  threading, affinity and BLAS variable (``probe_env``); it runs on the machine's CPUs
+  (``topology.machine_cpus``: the cpuset's, not the affinity mask ``taskset`` narrowed,
+  which a child inherits and OpenBLAS sizes its threads by) with threads for their physical
+  cores (``probe_threads``); and what it cannot escape, a cgroup CPU quota (read from this
+  process's own cgroup) and the BLAS variables it keeps, it records as its ``setup``
+  (``probe_setup``), so that ``judge/machine_states.py`` holds it only to probes of the
+  same setup;
 * **the load of other processes** while the worker ran (``LoadMeter``): the machine's busy
   time from /proc/stat minus the CPU time of our own waited-for children (the worker), and
   the hypervisor's steal.
