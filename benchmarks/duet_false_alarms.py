@@ -272,7 +272,7 @@ def _sessions(cell, n_cells: int, effect: float, sigma_p: float, sessions: int, 
             w = replay_lib.replica(WORKLOAD, c)
             pre = [(first[0][s, c], first[1][s, c])] if first is not None else []
 
-            def measure(n, w=w, e=eff[c], pre=pre):
+            def measure(n, paired=True, w=w, e=eff[c], pre=pre):
                 if pre and len(pre[0][0]) == n:
                     return duet_measurement(w, *pre.pop())
                 return cell(rng, w, e, sigma_p, n)
