@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, Optional, Tuple
 
 import pytest
 
@@ -190,6 +190,28 @@ def check_mxnet_distributions(python) -> None:
             raise pytest.UsageError(str(exc)) from None
 
 
+def _recorded_pin(baseline: Baseline) -> Optional[str]:
+    """The MXNet requirement ``baseline`` recorded (None when it records none), checked to be
+    ``NAME==VERSION`` of an MXNet distribution, the only kind rebuilt (``InstallError``
+    otherwise: a URL, a path, a range); ``BaselineError`` when its cells name several."""
+    from pytest_mxperf.proc import installs
+    requirement = baseline.recorded_requirement()
+    if requirement:
+        installs.parse_pinned(requirement)
+    return requirement
+
+
+def _builds(baseline: Baseline, python: str) -> Tuple[Optional[str], Optional[str]]:
+    """(the libmxnet sha256 ``baseline`` recorded, or None when it records no build; the
+    sha256 of the install at ``python``, or None): the rebuilt install is the recorded build
+    when the two are equal. ``BaselineError`` / ``InstallError`` as they are raised."""
+    from pytest_mxperf.proc import distributions
+    recorded = (baseline.recorded_install() or {}).get("libmxnet_sha256")
+    if not recorded:
+        return None, None
+    return recorded, (distributions.install_identity(python) or {}).get("libmxnet_sha256")
+
+
 def baseline_requirement(machine_id: str, baseline: Optional[Baseline], where: str) -> str:
     """``--perf-reference baseline``: the MXNet requirement this machine's baseline (at
     ``where``) was recorded with (e.g. "mxnet==1.9.1"); a one-line usage error when there is
@@ -199,20 +221,18 @@ def baseline_requirement(machine_id: str, baseline: Optional[Baseline], where: s
     if baseline is None:
         raise pytest.UsageError(f"--perf-reference baseline: machine {machine_id} has no baseline ({where}): "
                                 "record one with --perf-update-baselines, or give --perf-reference REQ")
+    from pytest_mxperf.proc import distributions
     try:
-        requirement = baseline.recorded_requirement()
+        requirement = _recorded_pin(baseline)
     except BaselineError as exc:
         raise pytest.UsageError(f"--perf-reference baseline: {exc}") from None
+    except distributions.InstallError as exc:
+        raise pytest.UsageError(f"--perf-reference baseline: {where} names an install that is not rebuilt: "
+                                f"{distributions.one_line(exc)}") from None
     if not requirement:
         raise pytest.UsageError(f"--perf-reference baseline: {where} does not say which MXNet install it was "
                                 "recorded with (recorded before requirements were stored): re-record it with "
                                 "--perf-update-baselines, or give --perf-reference REQ")
-    from pytest_mxperf.proc import distributions, installs
-    try:
-        installs.parse_pinned(requirement)  # the file names what gets installed: refused before any install
-    except distributions.InstallError as exc:
-        raise pytest.UsageError(f"--perf-reference baseline: {where} names an install that is not rebuilt: "
-                                f"{distributions.one_line(exc)}") from None
     return requirement
 
 
@@ -224,22 +244,19 @@ def check_rebuilt_install(config, baseline: Baseline, requirement: str, python: 
     from pytest_mxperf.proc import distributions
     from pytest_mxperf.store.baselines import BaselineError
     try:
-        recorded = baseline.recorded_install()
+        recorded, got = _builds(baseline, python)
     except BaselineError as exc:
         raise pytest.UsageError(f"--perf-reference baseline: {exc}") from None
-    if not recorded or not recorded.get("libmxnet_sha256"):
+    except distributions.InstallError as exc:
+        raise pytest.UsageError(f"--perf-reference baseline: {distributions.one_line(exc)}") from None
+    if recorded is None:
         say(config, f"mxperf: --perf-reference baseline: {where} records no build of {requirement} (recorded before "
                     "builds were, or its files could not be read): the install rebuilt from it is taken as that build")
         return
-    try:
-        rebuilt = distributions.install_identity(python)
-    except distributions.InstallError as exc:
-        raise pytest.UsageError(f"--perf-reference baseline: {distributions.one_line(exc)}") from None
-    if (rebuilt or {}).get("libmxnet_sha256") != recorded["libmxnet_sha256"]:
-        got = (rebuilt or {}).get("libmxnet_sha256")
+    if got != recorded:
         raise pytest.UsageError(
             f"--perf-reference baseline: the install rebuilt from {requirement} ({python}) is not the build "
-            f"{where} recorded: libmxnet sha256 {str(got)[:16]}… against {recorded['libmxnet_sha256'][:16]}… "
+            f"{where} recorded: libmxnet sha256 {str(got)[:16]}… against {recorded[:16]}… "
             "(a custom build, or another build of the same version); give --perf-reference the recorded "
             "interpreter's path, or re-record the baseline with --perf-update-baselines")
 
@@ -254,18 +271,14 @@ def check_recorded_requirement(baseline: Optional[Baseline], where: str) -> None
     """Baseline mode: a baseline whose recorded install would be rebuilt to settle suspects
     (``recorded_setup``) must name ``NAME==VERSION`` of an MXNet distribution; anything else (a
     URL, a path, a range) is a one-line usage error now, before any install."""
-    from pytest_mxperf.proc import distributions, installs
+    from pytest_mxperf.proc import distributions
     from pytest_mxperf.store.baselines import BaselineError
     if baseline is None:
         return
     try:
-        requirement = baseline.recorded_requirement()
+        _recorded_pin(baseline)
     except BaselineError:
         return  # several installs: no one setup to rebuild (said when the session plans)
-    if not requirement:
-        return
-    try:
-        installs.parse_pinned(requirement)
     except distributions.InstallError as exc:
         raise pytest.UsageError(f"baseline {where} names an install that is not rebuilt: "
                                 f"{distributions.one_line(exc)}; re-record it with --perf-update-baselines") from None
@@ -283,30 +296,29 @@ def recorded_setup(session, environ) -> "RecordedSetup":
     where = str(ctx.store.path(ctx.machine["id"]))
     keep = "the baseline's verdicts stand as they are (a provisional resolution stays provisional)"
     try:
-        requirement = ctx.baseline.recorded_requirement()
-        recorded = ctx.baseline.recorded_install()
+        requirement = ctx.baseline.recorded_requirement()  # NAME==VERSION: checked as the session started
+        recorded = ctx.baseline.recorded_install() or {}
     except BaselineError as exc:
         return RecordedSetup("unrecorded", line=f"mxperf: no recorded setup to settle suspects against: {exc}; {keep}")
     if not requirement:
         return RecordedSetup("unrecorded", line=f"mxperf: {where} does not record which MXNet install measured it "
                                                 f"(recorded before installs were): no duet against it; {keep}")
-    if not recorded or not recorded.get("libmxnet_sha256"):
+    if not recorded.get("libmxnet_sha256"):
         return RecordedSetup("unrecorded", requirement, line=(
             f"mxperf: {where} records {requirement} but not its build (recorded before builds were, or its files "
             f"could not be read): a rebuild could not be checked, no duet against it; {keep}"))
     pins = {"numpy": recorded["numpy_version"]} if recorded.get("numpy_version") else {}
     try:
         python = installs.reference_python(requirement, like=ctx.options.python, pins=pins)
-        rebuilt = distributions.install_identity(python)
+        want, got = _builds(ctx.baseline, python)
     except distributions.InstallError as exc:
         return RecordedSetup("unbuilt", requirement, line=(
             f"mxperf: the recorded setup ({requirement}) could not be rebuilt: {distributions.one_line(exc)}; "
             "a suspect slowdown beyond the minimum effect fails as unresolved"))
-    if (rebuilt or {}).get("libmxnet_sha256") != recorded["libmxnet_sha256"]:
-        got = str((rebuilt or {}).get("libmxnet_sha256"))[:16]
+    if got != want:
         return RecordedSetup("other-build", requirement, python, line=(
-            f"mxperf: {requirement} rebuilt in {python} is not the build {where} recorded (libmxnet sha256 {got}… "
-            f"against {recorded['libmxnet_sha256'][:16]}…: a custom build, or another build of that version): "
+            f"mxperf: {requirement} rebuilt in {python} is not the build {where} recorded (libmxnet sha256 "
+            f"{str(got)[:16]}… against {str(want)[:16]}…: a custom build, or another build of that version): "
             f"no duet against it; {keep}"))
     unrecorded = [k for k in sorted(environ) if k.startswith(UNRECORDED_VARIABLES)]
     outside = (f"; {', '.join(unrecorded)} set here, not recorded: both sides run with them, not compared"
