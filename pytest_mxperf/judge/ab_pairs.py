@@ -27,7 +27,7 @@ import dataclasses
 import math
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
-from pytest_mxperf.judge.thresholds import FDR_Q, MIN_EFFECT
+from pytest_mxperf.judge.thresholds import FDR_Q, MIN_EFFECT, effect_for
 from pytest_mxperf.judge.verdict_record import Verdict
 from pytest_mxperf.model import stats
 from pytest_mxperf.model.measurement import Metric
@@ -73,6 +73,7 @@ def judge_ab(cells: Mapping[str, Pairing], *, min_effect: float = MIN_EFFECT, q:
     q_pairs = dict(zip(p_pairs, stats.benjamini_hochberg(list(p_pairs.values()))))
     for key, p in cells.items():
         (x, y), m = sides[key], p.metric
+        effect = effect_for(m.name, min_effect)  # a tail's is wider (thresholds.TAILS)
         sign = 1.0 if m.higher_is_better else -1.0
         base = dict(metric=m.name, unit=m.unit, n_current=len(x), n_baseline=len(x),
                     excluded=(excluded[key], excluded[key]))
@@ -96,37 +97,37 @@ def judge_ab(cells: Mapping[str, Pairing], *, min_effect: float = MIN_EFFECT, q:
         txt = (f"candidate/reference {ratio:.3f} [{interval[0]:.3f}, {interval[1]:.3f}] at the fast end "
                f"of {len(x)} pairs (median pair ratio {paired:.3f})"
                + (f" ({excluded[key]} slowed left out)" if excluded[key] else ""))
-        common = dict(change=change, threshold=min_effect, interval=interval, **base)
+        common = dict(change=change, threshold=effect, interval=interval, **base)
         w = m.oriented(change)                   # the change signed so that negative is worse
-        if w < -min_effect and worse_sig:
-            out[key] = Verdict("regression", f"{txt}: worse than -{100 * min_effect:.0f}% and significant "
+        if w < -effect and worse_sig:
+            out[key] = Verdict("regression", f"{txt}: worse than -{100 * effect:.0f}% and significant "
                                f"(p={p_worse[key]:.3g}, q={q_w[key]:.3g})", p_value=p_worse[key],
                                q_value=q_w[key], **common)
-        elif w > min_effect and better_sig:
-            out[key] = Verdict("improvement", f"{txt}: better by more than {100 * min_effect:.0f}% and "
+        elif w > effect and better_sig:
+            out[key] = Verdict("improvement", f"{txt}: better by more than {100 * effect:.0f}% and "
                                f"significant (p={p_better[key]:.3g})", p_value=p_better[key],
                                q_value=q_b[key], **common)
-        elif w < -min_effect:
+        elif w < -effect:
             kind = "unresolved" if p.final else "suspect"
-            out[key] = Verdict(kind, f"{txt}: worse than -{100 * min_effect:.0f}% but not significant "
+            out[key] = Verdict(kind, f"{txt}: worse than -{100 * effect:.0f}% but not significant "
                                f"(p={p_worse[key]:.3g}); " + ("could not confirm: re-run" if p.final
                                                                else "adding pairs"),
                                p_value=p_worse[key], q_value=q_w[key], **common)
-        elif q_pairs[key] is not None and q_pairs[key] <= q and _pairs_beyond(x, y, min_effect):
+        elif q_pairs[key] is not None and q_pairs[key] <= q and _pairs_beyond(x, y, effect):
             # The fast ends do not show the slowdown the pairs do: one lucky process (seen on a
             # machine loaded by other work: a fast end of x1.091 over pairs at x0.902) must not
             # pass a slowdown the pairs show significantly. Not a regression either: unclear.
             kind = "unresolved" if p.final else "suspect"
             out[key] = Verdict(kind, f"{txt}: the fast ends are not worse, but the pairs are, by more than "
-                               f"{100 * min_effect:.0f}% and significantly (signed-rank p={p_pairs[key]:.3g}, "
+                               f"{100 * effect:.0f}% and significantly (signed-rank p={p_pairs[key]:.3g}, "
                                f"q={q_pairs[key]:.3g}); "
                                + ("could not confirm either way: re-run on a quieter machine" if p.final
                                   else "adding pairs"),
                                p_value=p_worse[key] if est < 0 else p_better[key],
                                q_value=q_w[key] if est < 0 else q_b[key], **common)
         else:
-            if w > min_effect:
-                txt += (f": better by more than {100 * min_effect:.0f}% but not significant "
+            if w > effect:
+                txt += (f": better by more than {100 * effect:.0f}% but not significant "
                         f"(p={p_better[key]:.3g}): not called an improvement")
             out[key] = Verdict("unchanged", f"{txt}", p_value=p_worse[key] if est < 0 else p_better[key],
                                q_value=q_w[key] if est < 0 else q_b[key], **common)

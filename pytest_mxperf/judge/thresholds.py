@@ -25,6 +25,22 @@ FAST_END = 0.75             # the quantile of per-process figures that is the "f
 KINDS = ("regression", "improvement", "unchanged", "suspect", "unresolved", "not-gated", "no-baseline",
          "below-resolution", "unclear", "unexplained")
 FAILING = ("regression", "unresolved")
+#: a tail figure (the latency p99: the slowest 1% of a cell's batches) is called changed
+#: only beyond TAIL_MIN_EFFECT (or the session's minimum effect, when larger). On a shared VM
+#: the tail is set by the machine's interruptions (a neighbour's timeslice of 16-100 ms
+#: against a LeNet b1 batch of 0.3 ms), the same for any setup: A/A duet pairs of the
+#: latency cells spread 13-26% in p99 where their rounds spread 3.5-4%
+#: (benchmarks/results/duet-spread-2026-11-26.txt); the setup's speed shows in the p50 and
+#: the rounds, judged at the minimum effect.
+TAIL_MIN_EFFECT = 0.20
+TAILS = ("latency_p99_ms",)
+
+
+def effect_for(metric: str, min_effect: float) -> float:
+    """The minimum effect figure ``metric`` is judged at, in a session whose minimum effect
+    is ``min_effect``: ``TAIL_MIN_EFFECT`` for a tail (``TAILS``) when larger."""
+    return max(min_effect, TAIL_MIN_EFFECT) if metric in TAILS else min_effect
+
 #: kinds that name a slowdown the baseline cannot decide; they fail only when the failure
 #: policy (options.fail_on) names them
 UNDECIDED = ("below-resolution", "unclear")

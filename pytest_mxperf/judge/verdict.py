@@ -100,6 +100,7 @@ from pytest_mxperf.judge.thresholds import (
     NOISE_Z,
     SPELL_MARGIN,
     SPELL_SHARE,
+    effect_for,
 )
 from pytest_mxperf.judge.verdict_record import Verdict, describe_change
 from pytest_mxperf.model import stats
@@ -350,8 +351,8 @@ def judge_session(comparisons: Mapping[str, Comparison], *, min_effect: float = 
     out: Dict[str, Verdict] = {}
     prepared: Dict[str, _Prepared] = {}
     for key, c in comparisons.items():
-        c.min_effect = min_effect
-        pr, early = _early(c, min_effect)
+        c.min_effect = effect_for(c.metric.name, min_effect)  # a tail's is wider (thresholds.TAILS)
+        pr, early = _early(c, c.min_effect)
         if early is not None:
             out[key] = early
         else:

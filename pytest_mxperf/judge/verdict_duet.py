@@ -50,7 +50,7 @@ import math
 import statistics
 from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
-from pytest_mxperf.judge.thresholds import FDR_Q, MIN_EFFECT
+from pytest_mxperf.judge.thresholds import FDR_Q, MIN_EFFECT, effect_for
 from pytest_mxperf.judge.verdict_record import Verdict
 from pytest_mxperf.model import options, stats
 from pytest_mxperf.model.measurement import Metric
@@ -155,7 +155,8 @@ def judge_duet(cells: Mapping[str, DuetPairing], *, min_effect: float = MIN_EFFE
     level_b = stats.bh_rejection_level(list(p_b.values()), q)
     q_w = dict(zip(p_w, stats.benjamini_hochberg(list(p_w.values()))))
     q_b = dict(zip(p_b, stats.benjamini_hochberg(list(p_b.values()))))
-    return {k: _judge_cell(p, good[k], _Tests(p_w[k], q_w[k], level_w, p_b[k], q_b[k], level_b), min_effect, q)
+    return {k: _judge_cell(p, good[k], _Tests(p_w[k], q_w[k], level_w, p_b[k], q_b[k], level_b),
+                          effect_for(p.metric.name, min_effect), q)
             for k, p in cells.items()}
 
 

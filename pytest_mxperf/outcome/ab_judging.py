@@ -14,7 +14,7 @@ from typing import Callable, Dict, Optional, Tuple
 
 from pytest_mxperf.judge import ab_pairs, machine_states, verdict_duet
 from pytest_mxperf.judge import verdict as vd
-from pytest_mxperf.judge.thresholds import FDR_Q
+from pytest_mxperf.judge.thresholds import FDR_Q, effect_for
 from pytest_mxperf.measure.ledger import CellRecord
 from pytest_mxperf.model import stats
 from pytest_mxperf.model.measurement import cell_of, metric_key
@@ -126,23 +126,38 @@ def within_deadline(wanted: Dict[str, int], each: Dict[str, float], left: Option
     return {k: n for k, n in cut.items() if n > 0}, (sum(cut.values()), sum(wanted.values()), max(left, 0.0))
 
 
+def spread_family(metric) -> str:
+    """Which figures share a pooled spread: every figure the rounds time (``_ROUND_FIGURES``:
+    the ratio of two sides' rounds run back to back, whose spread is the machine's) is one
+    family; any other figure (a latency percentile: the ratio of the two sides' slowest
+    batches, which a neighbour's timeslice sets) is its own."""
+    return "rounds" if metric.name in _ROUND_FIGURES else metric.name
+
+
 def second_stage_pairs(cells: Dict[str, CellRecord], min_effect: float) -> Callable[[str], Optional[int]]:
     """How many more duet pairs a suspect cell needs, from the first stage's pairs of every
     duet cell: as many as make the interval of each of the cell's figures, at the strictest
-    BH level of the session's duet figures, narrower than the minimum effect (the primary
-    figures' spread pooled over the session: a cell's 3 pairs can show far less than the
-    machine's by chance). None for a cell of process pairs (the plan's ``ab_pairs`` again)."""
+    BH level of the session's duet figures, narrower than the minimum effect (each figure's
+    spread pooled over the session's figures of its family, ``spread_family``: a cell's 3
+    pairs can show far less than the machine's by chance). A tail is never pooled with the
+    rounds: a latency cell's p99 pairs spread 13-26% where its rounds spread 3.5-4%
+    (``benchmarks/results/duet-spread-*.txt``), and pooled they asked every suspect of the
+    session for the most pairs. None for a cell of process pairs (the plan's ``ab_pairs``
+    again)."""
     pairings, _, duets = _ab_inputs(cells, set())
     _, q_duets = family_q(pairings, duets)
     first = {mk: list(d.pair_log_ratios) for mk, d in duets.items()}
-    spread = verdict_duet.session_spread(first[k] for k in cells if k in first)
+    family = {mk: spread_family(d.metric) for mk, d in duets.items()}
+    spread = {f: verdict_duet.session_spread(first[mk] for mk in first if family[mk] == f)
+              for f in set(family.values())}
 
     def pairs(key: str) -> Optional[int]:
         figures = [mk for mk in first if cell_of(mk) == key]
         if not figures:
             return None
-        return max(verdict_duet.pairs_needed(len(first), first[mk], spread=spread, q=q_duets,
-                                             min_effect=min_effect) - len(first[mk])
+        return max(verdict_duet.pairs_needed(len(first), first[mk], spread=spread[family[mk]], q=q_duets,
+                                             min_effect=effect_for(duets[mk].metric.name, min_effect))
+                   - len(first[mk])
                    for mk in figures)
     return pairs
 

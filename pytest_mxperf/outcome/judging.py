@@ -21,7 +21,7 @@ from pytest_mxperf.judge import (
 from pytest_mxperf.judge import verdict as vd
 from pytest_mxperf.measure import planning
 from pytest_mxperf.measure.ledger import CellRecord
-from pytest_mxperf.judge.thresholds import UNEXPLAINED
+from pytest_mxperf.judge.thresholds import UNEXPLAINED, effect_for
 from pytest_mxperf.model.measurement import MEASURING_METHOD, METRICS, cell_of, metric_key
 from pytest_mxperf.store import baseline_store
 from pytest_mxperf.store.baselines import Baseline
@@ -217,7 +217,7 @@ def setup_suspects(verdicts: Dict[str, vd.Verdict], min_effect: float = 0.05) ->
         if v.kind in SETTLED_BY_SETUP:
             return True
         return (v.kind == "unchanged" and v.change is not None
-                and METRICS[v.metric].oriented(v.change) < -SETUP_TRIGGER * min_effect)
+                and METRICS[v.metric].oriented(v.change) < -SETUP_TRIGGER * effect_for(v.metric, min_effect))
     return frozenset(cell_of(k) for k, v in verdicts.items() if suspect(v))
 
 
@@ -278,10 +278,11 @@ def unsettled(verdicts: Dict[str, vd.Verdict], why: Dict[str, str], min_effect: 
     for mk, v in verdicts.items():
         reason = why.get(cell_of(mk))
         if (reason is None or v.kind not in SETTLED_BY_SETUP or v.kind == "unresolved" or v.change is None
-                or not _between_processes(v) or METRICS[v.metric].oriented(v.change) >= -min_effect):
+                or not _between_processes(v) or METRICS[v.metric].oriented(v.change) >= -effect_for(v.metric, min_effect)):
             continue
+        effect = effect_for(v.metric, min_effect)
         out[mk] = dataclasses.replace(v, kind="unresolved", reason=(
-            f"{v.reason}; {reason}: a slowdown beyond the minimum effect ({100 * min_effect:.0f}%) is not passed"))
+            f"{v.reason}; {reason}: a slowdown beyond the minimum effect ({100 * effect:.0f}%) is not passed"))
     return out
 
 
