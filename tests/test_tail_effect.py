@@ -2,7 +2,7 @@
 never sizes the other cells' second stage.
 
 Seen in a daily-gate session (benchmarks/results/daily-gate-2026-11-26.txt): the latency
-cells' duet pairs spread 13-26% in p99 where their rounds spread 3.5-4%; pooled with the
+cells' duet pairs spread 12.9-31.4% in p99 where their rounds spread 3.5-4.9%; pooled with the
 rounds' spread, the p99s asked every suspect of the session (training MLP b256 too) for the
 most pairs a cell gets (40), and 22 of the session's 27 minutes went to settling.
 """

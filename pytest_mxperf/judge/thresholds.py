@@ -28,9 +28,9 @@ FAILING = ("regression", "unresolved")
 #: a tail figure (the latency p99: the slowest 1% of a cell's batches) is called changed
 #: only beyond TAIL_MIN_EFFECT (or the session's minimum effect, when larger). On a shared VM
 #: the tail is set by the machine's interruptions (a neighbour's timeslice of 16-100 ms
-#: against a LeNet b1 batch of 0.3 ms), the same for any setup: A/A duet pairs of the
-#: latency cells spread 13-26% in p99 where their rounds spread 3.5-4%
-#: (benchmarks/results/duet-spread-2026-11-26.txt); the setup's speed shows in the p50 and
+#: against a LeNet b1 batch of 0.3 ms), the same for any setup: the latency cells' duet
+#: pairs spread 6.8-8.0% in p99 A/A on a quiet machine and 12.9-31.4% in a daily-gate
+#: session, 1.5-6.4x their rounds' (benchmarks/results/duet-spread-2026-11-26.txt); the setup's speed shows in the p50 and
 #: the rounds, judged at the minimum effect.
 TAIL_MIN_EFFECT = 0.20
 TAILS = ("latency_p99_ms",)

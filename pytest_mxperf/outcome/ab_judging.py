@@ -140,8 +140,8 @@ def second_stage_pairs(cells: Dict[str, CellRecord], min_effect: float) -> Calla
     BH level of the session's duet figures, narrower than the minimum effect (each figure's
     spread pooled over the session's figures of its family, ``spread_family``: a cell's 3
     pairs can show far less than the machine's by chance). A tail is never pooled with the
-    rounds: a latency cell's p99 pairs spread 13-26% where its rounds spread 3.5-4%
-    (``benchmarks/results/duet-spread-*.txt``), and pooled they asked every suspect of the
+    rounds: a latency cell's p99 pairs spread 6.8-31.4% where its rounds spread 2.0-5.2%
+    (``benchmarks/results/duet-spread-2026-11-26.txt``), and pooled they asked every suspect of the
     session for the most pairs. None for a cell of process pairs (the plan's ``ab_pairs``
     again)."""
     pairings, _, duets = _ab_inputs(cells, set())
