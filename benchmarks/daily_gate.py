@@ -90,17 +90,27 @@ def main(argv=None) -> int:
     return summarize(log)
 
 
+def _ratio(v) -> str:
+    lo, hi = (v.get("interval") or [None, None])[:2]
+    return f"x{v['ratio']:.3f}" + (f" [{lo:.3f}, {hi:.3f}]" if lo is not None and hi is not None else " [-, -]")
+
+
 def summarize(log: Path) -> int:
     rows = [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
-    print("| session | started | change | exit | minutes | verdicts | settled against the recorded setup |")
+    print("| session | started | change | exit | minutes | verdicts | figures settled against the recorded setup "
+          "(duet or process pairs) |")
     print("|---|---|---|---|---|---|---|")
     for r in rows:
         kinds = ", ".join(f"{k} {n}" for k, n in sorted(r["kinds"].items()))
-        settled = "; ".join(f"{k.split('/threads=')[0]}: {v['kind']} x{v['ratio']:.3f}"
-                            + (f" [{v['interval'][0]:.3f}, {v['interval'][1]:.3f}]" if v.get("interval") else "")
-                            for k, v in r["settled"].items() if v.get("ratio") is not None) or "-"
+        settled = [(k, v) for k, v in r["settled"].items() if v.get("ratio") is not None]
+        changed = [f"{k.split('/threads=')[0]}{'#' + k.split('#')[1] if '#' in k else ''}: {v['kind']} {_ratio(v)}"
+                   for k, v in settled if v["kind"] != "unchanged"]
+        same = [v["ratio"] for k, v in settled if v["kind"] == "unchanged"]
+        text = "; ".join(changed)
+        if same:
+            text += (("; " if text else "") + f"{len(same)} unchanged, x{min(same):.3f} to x{max(same):.3f}")
         print(f"| {r['name']} | {r['started']} | {r['label']} | {r['exit']} | {r['seconds'] / 60:.1f} | {kinds} | "
-              f"{settled} |")
+              f"{text or '-'} |")
     return 0
 
 

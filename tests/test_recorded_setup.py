@@ -98,6 +98,8 @@ def test_a_change_the_recorded_setup_runs_too_is_unexplained_and_passes_unless_a
     assert r.ret == pytest.ExitCode.OK, out
     v = _verdict(pytester)
     assert v["kind"] == "unexplained", v
+    # its change and interval are both the baseline's (x0.60 here), never the duet's x1.0
+    assert v["change"] < -0.3 and (v["interval"] is None or v["interval"][1] < 0.9 or v["interval"][1] < -0.3), v
     assert "not explained by the MXNet install or the recorded variables" in v["reason"], v["reason"]
     assert "the same pytest-mxperf and measuring method recorded it" in v["reason"]
     assert "mxperf: UNEXPLAINED: 1 change(s)" in out and "--perf-fail-on +unexplained" in out

@@ -259,7 +259,7 @@ def against_recorded_setup(verdicts: Dict[str, vd.Verdict], duets: Dict[str, vd.
         common = dict(resolution=b.resolution, notes=list(b.notes) + [baseline_said], busy=d.busy)
         if d.kind == "unchanged" and _beyond_resolution(b):
             out[mk] = dataclasses.replace(
-                d, kind=UNEXPLAINED, change=b.change, threshold=b.threshold, current_median=b.current_median,
+                d, kind=UNEXPLAINED, change=b.change, interval=b.interval, threshold=b.threshold, current_median=b.current_median,
                 baseline_median=b.baseline_median,
                 reason=(f"{said}: the session's setup runs as the recorded one does, so the change against the "
                         f"baseline ({vd.describe_change(b.change, METRICS[b.metric])}, beyond its resolution of "
