@@ -66,6 +66,10 @@ def add_options(parser) -> None:
     g.addoption("--perf-fail-on", default="", metavar="POLICY",
                 help="change what fails the session (default: " + ",".join(sorted(opts.DEFAULT_FAIL_ON))
                      + "): +name adds, -name removes, none clears; names: " + ", ".join(opts.FAIL_ON_CHOICES))
+    g.addoption("--perf-pass-env", action="append", default=[], metavar="NAME",
+                help="pass environment variable NAME to every child process as it is (workers, probes, "
+                     "cluster roles, pip); by default a child gets only what MXNet, OpenMP, the BLAS, CUDA, "
+                     "Python and the suite read (never a store location, a token or a password)")
     g.addoption("--perf-python", default=None, metavar="PATH",
                 help="python interpreter for the workers (another MXNet install): the candidate")
     g.addoption("--perf-reference", default=None, metavar="PYTHON|REQ",
@@ -154,10 +158,16 @@ def options_from(config) -> opts.PerfOptions:
 
 
 def _history_location(value):
+    """The store location as the session may write it (credentials removed: the whole value
+    stays in this process's memory for the driver, ``history.location``)."""
+    from pytest_mxperf.history import location
     from pytest_mxperf.history.store import default_location
     if value is not None and value.strip().lower() == "none":
         return None
-    return value or default_location()
+    try:
+        return location.remember(value or default_location())
+    except location.LocationError as exc:
+        raise pytest.UsageError(f"--perf-store: {exc}") from None
 
 
 def _shard(value):
@@ -360,6 +370,8 @@ def start_session(config) -> "PerfSession":
                                 "concurrently on one machine (run without -n/--dist)")
     if options.baselines_dir is None:
         options = dataclasses.replace(options, baselines_dir=str(config.rootpath / "baselines"))
+    from pytest_mxperf.proc import child_env
+    child_env.pass_through(config.getoption("--perf-pass-env") or ())
     check_mxnet_distributions(options.python)
     spawn.sweep_stale_workdirs()  # a killed session's leftovers
     session = PerfSession(options, on_results=lambda doc: config.hook.pytest_mxperf_update_results(

@@ -537,15 +537,25 @@ class FakeNVML:
 
 
 FAKE_ENV = "MXPERF_FAKE_NVML"
+#: what a GPU runner may export that changes which GPUs a session sees
+GPU_VARIABLES = ("CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER")
 PYNVML_DIR = Path(__file__).resolve().parent / "fake_pynvml"
 
 
 def use_in_process(monkeypatch, spec_path) -> None:
-    """This process's ``import pynvml`` gives the stand-in of ``spec_path`` (until the test ends)."""
+    """This process's ``import pynvml`` gives the stand-in of ``spec_path`` (until the test ends),
+    whatever GPUs a runner's ``CUDA_VISIBLE_DEVICES`` names (it would change what the session sees)."""
+    for name in GPU_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
     monkeypatch.setitem(sys.modules, "pynvml", FakeNVML.from_json_file(str(spec_path)))
 
 
 def use_in_subprocesses(monkeypatch, spec_path) -> None:
-    """Processes started from now on import the stand-in ``pynvml`` of ``spec_path``."""
+    """Processes started from now on import the stand-in ``pynvml`` of ``spec_path``, with no
+    inherited ``CUDA_VISIBLE_DEVICES`` (a GPU runner that exports it would change their outcome)."""
+    for name in GPU_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv(FAKE_ENV, str(spec_path))
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(p for p in (str(PYNVML_DIR), os.environ.get("PYTHONPATH")) if p))
+    # a session's children get only the variables the suite lets through: this one by name
+    monkeypatch.setenv("PYTEST_ADDOPTS", f"{os.environ.get('PYTEST_ADDOPTS', '')} --perf-pass-env {FAKE_ENV}".strip())

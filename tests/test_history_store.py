@@ -6,13 +6,13 @@ session (stand-in workers) appended with its shard."""
 import json
 import multiprocessing
 import os
-import shutil
 import signal
 import sqlite3
 import subprocess
 import sys
 from pathlib import Path
 
+import pg_server
 import pytest
 
 from pytest_mxperf.history import fleet, pages
@@ -128,42 +128,23 @@ def test_a_writer_killed_mid_session_loses_at_most_that_session(tmp_path):
 
 # ----------------------------------------------------------------------------- PostgreSQL
 
-PG_BIN = next((d for d in ("/usr/lib/postgresql/15/bin", "/usr/lib/postgresql/16/bin")
-               if Path(d, "pg_ctl").exists()), None) or (str(Path(shutil.which("pg_ctl")).parent)
-                                                         if shutil.which("pg_ctl") else None)
+PG_BIN = pg_server.server_binaries()
 
 
 @pytest.fixture(scope="module")
-def pg_url(tmp_path_factory):
+def pg_url():
     """A real PostgreSQL server in a temporary directory, started from the server binaries."""
     if PG_BIN is None:
-        pytest.skip("no PostgreSQL server binary (pg_ctl) on this machine")
+        pytest.skip("no PostgreSQL server binary (pg_ctl, initdb) on this machine")
     pytest.importorskip("psycopg")
-    import tempfile
-    d = Path(tempfile.mkdtemp(prefix="mxperf-pg-"))  # outside pytest's private temporary tree
-    data, sock = d / "data", d / "sock"
-    sock.mkdir()
-    user = {}
-    if os.geteuid() == 0:  # the server refuses to run as root: as the postgres user
-        import pwd
-        try:
-            pw = pwd.getpwnam("postgres")
-        except KeyError:
-            pytest.skip("running as root and no 'postgres' user to start the server as")
-        user = {"user": pw.pw_uid, "group": pw.pw_gid}
-        for p in (d, sock):
-            os.chown(p, pw.pw_uid, pw.pw_gid)
-    subprocess.run([f"{PG_BIN}/initdb", "-D", str(data), "-U", "mxperf", "-A", "trust"], check=True,
-                   capture_output=True, **user)
-    port = 15000 + os.getpid() % 2000
-    subprocess.run([f"{PG_BIN}/pg_ctl", "-D", str(data), "-w", "-l", str(d / "log"), "-o",
-                    f"-p {port} -k {sock} -c listen_addresses=127.0.0.1", "start"], check=True,
-                   capture_output=True, **user)
     try:
-        yield f"postgresql://mxperf@127.0.0.1:{port}/postgres"
+        server = pg_server.Server(PG_BIN)
+    except KeyError:
+        pytest.skip("running as root and no 'postgres' user to start the server as")
+    try:
+        yield server.url()
     finally:
-        subprocess.run([f"{PG_BIN}/pg_ctl", "-D", str(data), "-m", "immediate", "stop"], capture_output=True, **user)
-        shutil.rmtree(d, ignore_errors=True)
+        server.stop()
 
 
 def _pg_reset(url):

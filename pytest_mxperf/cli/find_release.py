@@ -37,6 +37,7 @@ from typing import Callable, Dict, List, Optional, Sequence, TextIO, Tuple
 
 from pytest_mxperf.model.outcome import EXIT_FAILED, EXIT_NONE_SELECTED, EXIT_PASSED, EXIT_STATUSES, EXIT_WRITER
 from pytest_mxperf.proc import distributions, installs, spawn, wheel_variants
+from pytest_mxperf.proc.child_env import child_env
 
 RESERVED_OPTIONS = ("--perf-python", "--perf-reference", "--perf-report")
 DEFAULT_PYTEST_ARGS = ("perf_tests", "-m", "cpu")
@@ -194,7 +195,7 @@ def build_installs(releases: Sequence[str], out: TextIO,
 
 def run_pytest_step(step: Step) -> int:
     """The default runner: pytest as a child with this terminal; returns its exit code."""
-    proc = subprocess.Popen(step.command(), stdin=subprocess.DEVNULL)
+    proc = subprocess.Popen(step.command(), stdin=subprocess.DEVNULL, env=child_env())
     try:
         return proc.wait()
     finally:

@@ -4,6 +4,7 @@
     changes [--cell K]  the change points of every cell (or one), with what changed
     publish OUT/        write the static trend pages
     summary RESULTS     a session as markdown for a CI job summary or a pull-request comment
+    scrub               remove credentials (a store URL's password) from every stored row
 
 ``--store URL`` (an SQLite path or ``postgresql://...``; default ``$MXPERF_HISTORY`` or
 ``~/.local/share/pytest-mxperf/history.sqlite``) goes before or after the subcommand.
@@ -18,7 +19,7 @@ import sys
 from pathlib import Path
 from typing import List, Optional
 
-from pytest_mxperf.history import changepoints, ingest, pages
+from pytest_mxperf.history import changepoints, ingest, location, pages
 from pytest_mxperf.history.store import HistoryError, describe, open_store
 from pytest_mxperf.store.results import ResultsError, load_results, markdown_summary
 
@@ -58,6 +59,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     p_pub.add_argument("out")
     p_sum = sub.add_parser("summary", parents=[common])
     p_sum.add_argument("results")
+    sub.add_parser("scrub", parents=[common])
     args = ap.parse_args(argv)
     try:
         if args.cmd == "summary":
@@ -97,8 +99,15 @@ def main(argv: Optional[List[str]] = None) -> int:
                               + "; ".join(ch["changed"]))
                 print(f"{n} change point(s) in {len(keys)} cell(s)")
                 return 0
+            if args.cmd == "scrub":
+                n = store.scrub(location.scrub_text)
+                print(f"scrubbed {describe(store.where)}: {n} stored value(s) held credentials and were rewritten"
+                      + ("; rotate any password that was in them" if n else ""))
+                return 0
             if args.cmd == "publish":
-                files = pages.publish(store, args.out)
+                files = pages.publish(store, args.out,
+                                      skipped=lambda line: print(f"python -m pytest_mxperf.history: {line}",
+                                                                 file=sys.stderr))
                 print(f"wrote {len(files)} page(s) to {args.out} (open {Path(args.out) / 'index.html'})")
                 return 0
     except (HistoryError, ResultsError, OSError, json.JSONDecodeError) as exc:

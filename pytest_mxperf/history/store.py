@@ -20,7 +20,7 @@ import sqlite3
 from pathlib import Path
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence
 
-from pytest_mxperf.history import ingest
+from pytest_mxperf.history import ingest, location
 from pytest_mxperf.history.schema import MIGRATIONS, SCHEMA_VERSION
 
 ENV = "MXPERF_HISTORY"
@@ -38,16 +38,15 @@ def default_location() -> str:
 
 
 def _is_postgres(where: str) -> bool:
-    return where.startswith(("postgresql://", "postgres://"))
+    return location.is_postgres(where)
 
 
 def describe(where: str) -> str:
-    """``where`` without a password, for messages."""
-    if _is_postgres(where) and "@" in where:
-        scheme, _, rest = where.partition("://")
-        cred, _, host = rest.rpartition("@")
-        return f"{scheme}://{cred.partition(':')[0]}@{host}"
-    return where
+    """``where`` without its credentials (``location.shown``), for messages and files."""
+    try:
+        return location.shown(where)
+    except location.LocationError:
+        return "(a PostgreSQL connection string that cannot be read)"
 
 
 class HistoryStore:
@@ -113,6 +112,43 @@ class HistoryStore:
                 self.conn.commit()
 
     # -- writing ------------------------------------------------------------------------
+    #: columns that key rows (never rewritten by ``scrub``: they hold ids, not text)
+    _KEYS = frozenset({"id", "key", "session_id", "cell_key", "machine_id", "figure_key"})
+
+    def _text_columns(self) -> List[tuple]:
+        if self.postgres:
+            return self._rows("SELECT table_name, column_name FROM information_schema.columns "
+                              "WHERE table_schema = current_schema() AND data_type = 'text'")
+        out = []
+        for (table,) in self._rows("SELECT name FROM sqlite_master WHERE type = 'table'"):
+            out += [(table, col[1]) for col in self._rows(f"PRAGMA table_info({table})")
+                    if str(col[2]).upper() == "TEXT"]
+        return out
+
+    def scrub(self, clean) -> int:
+        """Every stored text value rewritten as ``clean(value)`` where that differs (``clean``:
+        ``location.scrub_text``, which removes credentials), in one transaction; returns the
+        values rewritten."""
+        changed = 0
+        cur = self.conn.cursor()
+        try:
+            if not self.postgres:
+                cur.execute("BEGIN IMMEDIATE")
+            for table, column in self._text_columns():
+                if column in self._KEYS:
+                    continue
+                for (value,) in self._rows(f"SELECT DISTINCT {column} FROM {table} WHERE {column} IS NOT NULL"):
+                    new = clean(value)
+                    if new != value:
+                        cur.execute(self._q(f"UPDATE {table} SET {column} = ? WHERE {column} = ?"), (new, value))
+                        changed += 1
+            self.conn.commit()
+        except Exception as exc:  # noqa: BLE001 - a database error, said in one line
+            self._rollback_quietly()
+            raise HistoryError(f"cannot scrub {describe(self.where)}: {type(exc).__name__}: "
+                               f"{(str(exc).strip().splitlines() or [''])[0]}") from None
+        return changed
+
     def append(self, doc: Mapping[str, Any]) -> bool:
         """Store one session in one transaction; False when it was stored already."""
         rows = ingest.session_rows(doc)
@@ -230,11 +266,11 @@ def open_store(where: Optional[str] = None) -> HistoryStore:
         except ImportError:
             raise HistoryError("a PostgreSQL history store needs psycopg: pip install 'pytest-mxperf[fleet]'") from None
         try:
-            conn = psycopg.connect(where, connect_timeout=10)
+            conn = psycopg.connect(location.connect_string(where), connect_timeout=10)
         except psycopg.Error as exc:
             raise HistoryError(f"cannot connect to history store {describe(where)}: "
                                f"{str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__}") from None
-        store = HistoryStore(conn, True, where)
+        store = HistoryStore(conn, True, describe(where))
     else:
         path = Path(where.removeprefix("sqlite:///") if where.startswith("sqlite:///") else where).expanduser()
         try:

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from pytest_mxperf.machine import cuda_devices, nvml, topology
+from pytest_mxperf.proc.child_env import child_env
 
 NVIDIA_SMI_QUERY = "index,name,uuid,pci.bus_id,memory.total,driver_version"
 #: asked first; nvidia-smi of drivers before R510 does not know the field
@@ -99,7 +100,7 @@ def _nvidia_smi_facts() -> List[Dict[str, Any]]:
     for query in (NVIDIA_SMI_QUERY_CC, NVIDIA_SMI_QUERY):
         try:
             out = subprocess.run([exe, f"--query-gpu={query}", "--format=csv,noheader,nounits"],
-                                 capture_output=True, text=True, timeout=20)
+                                 capture_output=True, text=True, timeout=20, env=child_env())
         except (OSError, subprocess.TimeoutExpired):
             return []
         if out.returncode == 0:

@@ -19,6 +19,7 @@ import sys
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from pytest_mxperf.proc import spawn
+from pytest_mxperf.proc.child_env import child_env
 
 # The CUDA wheels published for MXNet 1.9.1 (``pip index versions mxnet-cuXXX`` for Linux
 # x86_64 / Python 3.11): each is an extra of pyproject.toml of the same name.
@@ -89,7 +90,7 @@ def _ask(python: str, script: str, what: str, timeout: float, key: Optional[str]
     """The JSON ``python -c script`` prints (its ``key`` when given); InstallError (one line,
     saying ``what`` it could not do) when the interpreter cannot be run or prints no such JSON."""
     try:
-        proc = subprocess.run([python, "-c", script], stdin=subprocess.DEVNULL,
+        proc = subprocess.run([python, "-c", script], stdin=subprocess.DEVNULL, env=child_env(),
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=timeout)
     except subprocess.TimeoutExpired:
         raise InstallError(f"{python} did not {what} within {timeout:g} s") from None

@@ -25,6 +25,7 @@ from typing import Callable, Dict, List, Mapping, Optional, Sequence
 
 from pytest_mxperf.model import jsonio
 from pytest_mxperf.proc import spawn
+from pytest_mxperf.proc.child_env import child_env
 from pytest_mxperf.proc.distributions import (
     MXNET_DISTRIBUTIONS,
     PROBE_TIMEOUT_S,
@@ -88,7 +89,7 @@ def venv_python(venv_dir: Path) -> Path:
 
 def _check_runs(python: str, timeout: float = PROBE_TIMEOUT_S) -> None:
     try:
-        proc = subprocess.run([python, "-c", "import sys; print(sys.version_info[0])"],
+        proc = subprocess.run([python, "-c", "import sys; print(sys.version_info[0])"], env=child_env(),
                               stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                               timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -174,6 +175,7 @@ def pip_installer(venv_dir: Path, requirements: Sequence[str]) -> None:
     log_path = venv_dir.parent / "build.log"
     try:
         proc = subprocess.run([sys.executable, "-m", "venv", str(venv_dir)], stdin=subprocess.DEVNULL,
+                              env=child_env(purpose="install"),
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=VENV_TIMEOUT_S)
     except subprocess.TimeoutExpired:
         raise InstallError(f"python -m venv {venv_dir} did not finish within {VENV_TIMEOUT_S:g} s") from None
@@ -188,7 +190,7 @@ def pip_installer(venv_dir: Path, requirements: Sequence[str]) -> None:
     with open(log_path, "wb") as log:
         try:
             proc = subprocess.run(command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                  timeout=PIP_TIMEOUT_S)
+                                  timeout=PIP_TIMEOUT_S, env=child_env(purpose="install"))
         except subprocess.TimeoutExpired:
             raise InstallError(f"pip install {' '.join(requirements)} did not finish within "
                                f"{PIP_TIMEOUT_S:g} s (log: {log_path})") from None

@@ -86,9 +86,11 @@ def _die_with_parent(parent_pid: int) -> Callable[[], None]:
 def start(command: Sequence[str], *, env: Optional[Mapping[str, str]] = None, log_path: Path,
           cwd: Optional[str] = None, pass_fds: Sequence[int] = ()) -> subprocess.Popen:
     """Start ``command`` in its own session, output to ``log_path``, dying with this process.
-    ``pass_fds``: descriptors the child keeps (a resident worker's control pipes)."""
+    Its environment is ``env`` (default ``os.environ``) as ``child_env`` passes it: never a
+    credential. ``pass_fds``: descriptors the child keeps (a resident worker's control pipes)."""
+    from pytest_mxperf.proc.child_env import child_env
     with open(log_path, "wb") as log:
-        return subprocess.Popen(list(command), env=None if env is None else dict(env), cwd=cwd,
+        return subprocess.Popen(list(command), env=child_env(env), cwd=cwd,
                                 stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                                 start_new_session=True, close_fds=True, pass_fds=tuple(pass_fds),
                                 preexec_fn=_die_with_parent(os.getpid()))
@@ -198,8 +200,10 @@ def sweep_stale_workdirs(base: Optional[str] = None, prefix: str = WORKDIR_PREFI
 
 
 def cache_dir(*parts: str) -> Path:
-    """A persistent cache directory (``$MXPERF_CACHE_DIR`` or ``~/.cache/pytest-mxperf``)."""
-    root = Path(os.environ.get("MXPERF_CACHE_DIR") or Path.home() / ".cache" / "pytest-mxperf")
+    """A persistent cache directory: ``$MXPERF_CACHE_DIR``, else ``pytest-mxperf`` in
+    ``$XDG_CACHE_HOME`` (default ``~/.cache``)."""
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    root = Path(os.environ.get("MXPERF_CACHE_DIR") or Path(base) / "pytest-mxperf")
     path = root.joinpath(*parts)
     path.mkdir(parents=True, exist_ok=True)
     return path

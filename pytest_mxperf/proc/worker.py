@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import subprocess
 import time
 from pathlib import Path
@@ -22,6 +21,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
 from pytest_mxperf.model import options
 from pytest_mxperf.model.workload import Workload
 from pytest_mxperf.proc import spawn
+from pytest_mxperf.proc.child_env import child_env
 
 DEFAULT_TIMEOUT = options.TIMEOUT_S
 
@@ -258,7 +258,7 @@ def memory_caps(workload: Workload, limit: Optional[int]):
 def probe(python: Optional[str] = None, timeout: float = 120.0,
           env: Optional[Mapping[str, str]] = None) -> Dict:
     """Ask a fresh process what MXNet is installed: version, build features, GPUs, threads."""
-    env = spawn.with_package_path(os.environ if env is None else env)
+    env = spawn.with_package_path(child_env(env))
     env.pop("PYTHONWARNINGS", None)
     with spawn.WorkDir() as tmp:
         out = tmp / "probe.json"
