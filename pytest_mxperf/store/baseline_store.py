@@ -10,7 +10,7 @@ import statistics
 from pathlib import Path
 from typing import Any, Dict, Iterable, Mapping, Optional, Sequence
 
-from pytest_mxperf.model.jsonio import atomic_write_text
+from pytest_mxperf.model.jsonio import atomic_write_text, sweep_temporaries
 from pytest_mxperf import __version__
 from pytest_mxperf.model.measurement import MEASURING_METHOD, CellMeasurement
 from pytest_mxperf.model.stats import quantile
@@ -116,6 +116,7 @@ def write_recordings(machine_id: str, recordings: Mapping[str, Mapping[str, Any]
             baseline = Baseline.new(machine_id, path)
         baseline.add_recordings(recordings, workloads, history)
         baseline.stamp(machine_id, machine, requirement)
+        sweep_temporaries(path)  # what a writer killed before its rename left
         atomic_write_text(path, baseline.dumps())
     return path
 
