@@ -100,6 +100,18 @@ def _merged(records: List[Mapping[str, Any]]) -> List[Dict[str, Any]]:
 
 
 def session_rows(doc: Mapping[str, Any]) -> SessionRows:
+    """The rows of one results document; ``IngestError`` (one line) for a document that
+    cannot be read as one, whatever is wrong in it."""
+    try:
+        return _session_rows(doc)
+    except IngestError:
+        raise
+    except (AttributeError, TypeError, ValueError, KeyError, OverflowError) as exc:
+        raise IngestError(f"not a results document this pytest-mxperf can read ({type(exc).__name__}: "
+                          f"{(str(exc).splitlines() or [''])[0]})") from None
+
+
+def _session_rows(doc: Mapping[str, Any]) -> SessionRows:
     if not isinstance(doc, Mapping) or not isinstance(doc.get("records"), list):
         raise IngestError("not a results document (no records)")
     machine = dict(doc.get("machine") or {})
@@ -107,6 +119,8 @@ def session_rows(doc: Mapping[str, Any]) -> SessionRows:
     if not isinstance(mid, str) or not mid:
         raise IngestError("the results document names no machine id")
     session = dict(doc.get("session") or {})
+    if not isinstance(session.get("verdicts") or {}, Mapping):
+        raise IngestError("its session's verdicts are not an object")
     sid = session_id(doc)
     software = dict(session.get("software") or {})
     records = _merged([r for r in doc["records"] if isinstance(r, Mapping) and r.get("key")])

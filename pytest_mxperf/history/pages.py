@@ -38,7 +38,11 @@ def slug(key: str) -> str:
 
 
 def date_text(t: float) -> str:
-    return _dt.datetime.fromtimestamp(t, _dt.timezone.utc).strftime("%Y-%m-%d %H:%M")
+    """``t`` (seconds since the epoch) as a UTC date; "(no date)" for one that is none."""
+    try:
+        return _dt.datetime.fromtimestamp(float(t), _dt.timezone.utc).strftime("%Y-%m-%d %H:%M")
+    except (TypeError, ValueError, OverflowError, OSError):
+        return "(no date)"
 
 
 def _page(title: str, body: str) -> str:
@@ -143,8 +147,19 @@ def _machine_legend(hist: Sequence[Mapping[str, Any]]) -> str:
     return f"<p class='legend'>machines: {items}</p>"
 
 
-def publish(store, out_dir) -> List[Path]:
-    """Write the index and one page per cell into ``out_dir``; returns the files written."""
+def _a_date(t) -> bool:
+    """Seconds since the epoch of a session that can have run: after 1970, before next year."""
+    try:
+        t = float(t)
+    except (TypeError, ValueError):
+        return False
+    return 0 < t < time.time() + 366 * 86400
+
+
+def publish(store, out_dir, skipped=None) -> List[Path]:
+    """Write the index and one page per cell into ``out_dir``; returns the files written. A
+    cell whose rows cannot be drawn is left out, and ``skipped(line)`` says which and why."""
+    skipped = skipped or (lambda line: None)
     out = Path(out_dir)
     (out / "cells").mkdir(parents=True, exist_ok=True)
     versions = sorted({s["mxnet_version"] or "?" for s in store.sessions()})
@@ -153,39 +168,49 @@ def publish(store, out_dir) -> List[Path]:
                                             for v, c in colors.items()) + "</p>"
     rows, files = [], []
     for cell in store.cells():
-        hist = store.history(cell["key"])
-        steps = changepoints.cell_changes(hist, higher_is_better=cell["higher_is_better"])
-        measured = [h for h in hist if h.get("fast_end")]
-        latest = measured[-1] if measured else None
-        name = slug(cell["key"])
-        step_rows = "".join(
-            f"<tr><td>{date_text(s['started'])}</td><td>{html.escape(str(s['machine_id']))}</td>"
-            f"<td>{html.escape(s['session'])}</td>"
-            f"<td class='{_tone(s)}'>x{s['ratio']:.3f} {_word(s)}</td>"
-            f"<td>{s['before']:.4g} -> {s['after']:.4g}</td><td>{html.escape('; '.join(s['changed']))}</td></tr>"
-            for s in steps)
-        body = (f"<p><a href='../index.html'>all cells</a></p><h1>{html.escape(cell['key'])}</h1>{legend}"
-                + _machine_legend(hist)
-                + _svg(cell, hist, steps, colors)
-                + "<h2>Steps</h2>" + (f"<table><tr><th>first session</th><th>machine</th><th>id</th><th>change</th><th>level</th>"
-                                      f"<th>what changed</th></tr>{step_rows}</table>" if steps
-                                      else "<p class='muted'>none found</p>")
-                + f"<p class='muted'>{len(hist)} session(s), {len(measured)} measured; rings: verdicts "
-                  "(red regression, green improvement, orange unresolved); dashed red lines: steps, found "
-                  "among each machine's own sessions.</p>")
-        path = out / "cells" / f"{name}.html"
-        path.write_text(_page(cell["key"], body))
-        files.append(path)
-        last = steps[-1] if steps else None
-        rows.append(
-            f"<tr><td><a href='cells/{name}.html'>{html.escape(cell['key'])}</a></td>"
-            f"<td>{format(latest['fast_end'], '.4g') if latest else '-'} {html.escape(cell['unit'])}</td>"
-            f"<td>{html.escape(latest['mxnet_version'] or '?') if latest else '-'}</td><td>{len(measured)}</td>"
-            f"<td>{len(steps)}</td>"
-            + (f"<td class='{_tone(last)}'>x{last['ratio']:.3f} {_word(last)} "
-               f"{date_text(last['started'])[:10]} on {html.escape(str(last['machine_id']))}: "
-               f"{html.escape('; '.join(last['changed']))}</td>" if last else "<td>-</td>")
-            + "</tr>")
+        try:
+            hist = []
+            for h in store.history(cell["key"]):
+                if _a_date(h.get("started")):
+                    hist.append(h)
+                else:
+                    skipped(f"{cell['key']}: session {h.get('session')} left out of the pages: its start "
+                            f"time {h.get('started')!r} is not a date")
+            steps = changepoints.cell_changes(hist, higher_is_better=cell["higher_is_better"])
+            measured = [h for h in hist if h.get("fast_end")]
+            latest = measured[-1] if measured else None
+            name = slug(cell["key"])
+            step_rows = "".join(
+                f"<tr><td>{date_text(s['started'])}</td><td>{html.escape(str(s['machine_id']))}</td>"
+                f"<td>{html.escape(s['session'])}</td>"
+                f"<td class='{_tone(s)}'>x{s['ratio']:.3f} {_word(s)}</td>"
+                f"<td>{s['before']:.4g} -> {s['after']:.4g}</td><td>{html.escape('; '.join(s['changed']))}</td></tr>"
+                for s in steps)
+            body = (f"<p><a href='../index.html'>all cells</a></p><h1>{html.escape(cell['key'])}</h1>{legend}"
+                    + _machine_legend(hist)
+                    + _svg(cell, hist, steps, colors)
+                    + "<h2>Steps</h2>" + (f"<table><tr><th>first session</th><th>machine</th><th>id</th><th>change</th><th>level</th>"
+                                          f"<th>what changed</th></tr>{step_rows}</table>" if steps
+                                          else "<p class='muted'>none found</p>")
+                    + f"<p class='muted'>{len(hist)} session(s), {len(measured)} measured; rings: verdicts "
+                      "(red regression, green improvement, orange unresolved); dashed red lines: steps, found "
+                      "among each machine's own sessions.</p>")
+            path = out / "cells" / f"{name}.html"
+            path.write_text(_page(cell["key"], body))
+            files.append(path)
+            last = steps[-1] if steps else None
+            rows.append(
+                f"<tr><td><a href='cells/{name}.html'>{html.escape(cell['key'])}</a></td>"
+                f"<td>{format(latest['fast_end'], '.4g') if latest else '-'} {html.escape(cell['unit'])}</td>"
+                f"<td>{html.escape(latest['mxnet_version'] or '?') if latest else '-'}</td><td>{len(measured)}</td>"
+                f"<td>{len(steps)}</td>"
+                + (f"<td class='{_tone(last)}'>x{last['ratio']:.3f} {_word(last)} "
+                   f"{date_text(last['started'])[:10]} on {html.escape(str(last['machine_id']))}: "
+                   f"{html.escape('; '.join(last['changed']))}</td>" if last else "<td>-</td>")
+                + "</tr>")
+        except (TypeError, ValueError, KeyError, OverflowError, AttributeError) as exc:
+            skipped(f"{cell.get('key')}: left out of the pages: a stored row it cannot draw "
+                    f"({type(exc).__name__}: {(str(exc).splitlines() or [''])[0]})")
     index = (f"<h1>pytest-mxperf history</h1><p class='muted'>{len(store.session_ids())} session(s), "
              f"{len(rows)} cell(s); written {date_text(time.time())} UTC</p>"
              "<table><tr><th>cell</th><th>latest</th><th>MXNet</th><th>sessions</th><th>steps</th>"

@@ -62,7 +62,7 @@ import os
 import re
 import statistics
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Tuple, Union
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
 from pytest_mxperf.judge import machine_states, resolution
 from pytest_mxperf.model.measurement import METRICS
@@ -133,6 +133,73 @@ def _bad_install(inst: Any) -> Optional[str]:
     return None
 
 
+#: a recorded process's probe record (``process_probes``): its probes' and its load's figures
+PROBE_FIGURES = ("gemm_gflops", "stream_gbps", "seconds")
+LOAD_FIGURES = ("other_cpus", "steal_frac", "wall_s")
+#: a recorded workload's fields and their types
+WORKLOAD_FIELDS = {"model": str, "mode": str, "batch_size": int, "dtype": str, "contexts": list}
+
+
+def _bad_numbers(d: Any, names: Sequence[str]) -> Optional[str]:
+    if d is None:
+        return None
+    if not isinstance(d, dict):
+        return "is not an object"
+    for f in names:
+        v = d.get(f)
+        if v is not None and not (_num_or_none(v) and v >= 0):
+            return f"has a {f} that is not a finite number >= 0"
+    return None
+
+
+def _bad_probe_record(ms: Any) -> Optional[str]:
+    """Why one recorded process's probe record cannot be trusted (a few words), or None."""
+    if ms is None:
+        return None
+    if not isinstance(ms, dict):
+        return "that is not an object"
+    for part in ("probe_before", "probe_after"):
+        why = _bad_numbers(ms.get(part), PROBE_FIGURES)
+        if why:
+            return f"whose {part} {why}"
+        setup = (ms.get(part) or {}).get("setup")
+        if setup is not None and not isinstance(setup, dict):
+            return f"whose {part} setup is not an object"
+    why = _bad_numbers(ms.get("load"), LOAD_FIGURES)
+    return f"whose load {why}" if why else None
+
+
+def _bad_workload(w: Any) -> Optional[str]:
+    if not isinstance(w, dict):
+        return "is not an object"
+    for f, kind in WORKLOAD_FIELDS.items():
+        v = w.get(f)
+        if v is not None and (not isinstance(v, kind) or isinstance(v, bool)):
+            return f"has a {f} that is not a {kind.__name__}"
+    if isinstance(w.get("batch_size"), int) and w["batch_size"] < 1:
+        return "has a batch_size below 1"
+    return None
+
+
+def _nonfinite(x: Any, where: str = "") -> Optional[str]:
+    """Where (``a.b[2]``) the first number that is not finite lies in a JSON value, or None:
+    a baseline is JSON, which has none (its writer refuses them), so a file with one was not
+    written by this suite."""
+    if isinstance(x, float) and not math.isfinite(x):
+        return where or "the top level"
+    if isinstance(x, dict):
+        for k, v in x.items():
+            got = _nonfinite(v, f"{where}.{k}" if where else str(k))
+            if got:
+                return got
+    elif isinstance(x, list):
+        for i, v in enumerate(x):
+            got = _nonfinite(v, f"{where}[{i}]")
+            if got:
+                return got
+    return None
+
+
 def _where(path: Optional[PathLike]) -> str:
     return f"baseline file {path}" if path is not None else "baseline document"
 
@@ -144,7 +211,8 @@ def _checked(doc: Any, path: Optional[PathLike]) -> Dict[str, Any]:
     fix = (f"restore it from version control (git checkout -- {path}) or delete it and re-record with "
            "--perf-update-baselines" if path is not None else "re-record it with --perf-update-baselines")
 
-    def bad(what: str) -> BaselineError:
+    def bad(what: str) -> BaselineError:  # one line, whatever the file's keys hold
+        what = what.replace("\r", "\\r").replace("\n", "\\n")
         return BaselineError(f"{where} is malformed ({what}); {fix}")
 
     if not isinstance(doc, dict):
@@ -164,11 +232,15 @@ def _checked(doc: Any, path: Optional[PathLike]) -> Dict[str, Any]:
     cells = doc.get("cells", {})
     if not isinstance(cells, dict):
         raise bad("'cells' is not an object")
+    odd = _nonfinite(doc)
+    if odd:
+        raise bad(f"a number that is not finite at {odd[:120]}")
     for key, entry in cells.items():
         if not isinstance(entry, dict):
             raise bad(f"cell {key!r} is not an object")
-        if not isinstance(entry.get("workload", {}), dict):
-            raise bad(f"cell {key!r} has no workload object")
+        why = _bad_workload(entry.get("workload", {}))
+        if why:
+            raise bad(f"cell {key!r} workload {why}")
         hist = entry.get("history", [])
         if not isinstance(hist, list):
             raise bad(f"cell {key!r} history is not a list")
@@ -198,6 +270,29 @@ def _checked(doc: Any, path: Optional[PathLike]) -> Dict[str, Any]:
             why = _bad_install(rec.get("install"))
             if why:
                 raise bad(f"cell {key!r} has an install {why}")
+            probes = rec.get("process_probes")
+            if probes is not None and not isinstance(probes, list):
+                raise bad(f"cell {key!r} has process_probes that are not a list")
+            for ms in probes or []:
+                why = _bad_probe_record(ms)
+                if why:
+                    raise bad(f"cell {key!r} has a process probe {why}")
+            states = rec.get("process_states")
+            if states is not None and (not isinstance(states, list)
+                                       or not all(st is None or isinstance(st, str) for st in states)):
+                raise bad(f"cell {key!r} has process_states that are not a list of labels")
+            env = rec.get("env")
+            if isinstance(env, dict) and not all(isinstance(v, str) for v in env.values()):
+                raise bad(f"cell {key!r} has an env whose values are not all strings")
+            for f in ("answers",):
+                if rec.get(f) is not None and not isinstance(rec.get(f), list):
+                    raise bad(f"cell {key!r} has {f} that are not a list")
+            for f in ("suite",):
+                if rec.get(f) is not None and not isinstance(rec.get(f), dict):
+                    raise bad(f"cell {key!r} has a {f} that is not an object")
+            for f in ("date", "mxnet_version", "metric", "unit"):
+                if rec.get(f) is not None and not isinstance(rec.get(f), str):
+                    raise bad(f"cell {key!r} has a {f} that is not a string")
     if not isinstance(doc.get("machine", {}), dict):
         raise bad("'machine' is not an object")
     if doc.get("mxnet_requirement") is not None and not isinstance(doc.get("mxnet_requirement"), str):
