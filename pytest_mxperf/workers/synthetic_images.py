@@ -83,5 +83,6 @@ def make_recordio(directory, n_images, size=(256, 256), seed=0, channels=3):
 def default_data_dir() -> str:
     """The suite's persistent cache (as ``spawn.cache_dir``, which is parent side): the data
     set is built once per machine and found again by name."""
-    root = os.environ.get("MXPERF_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "pytest-mxperf")
+    root = os.environ.get("MXPERF_CACHE_DIR") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "pytest-mxperf")
     return os.path.join(root, "recordio")
