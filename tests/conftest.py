@@ -75,10 +75,16 @@ REAL_MXNET_MODULES = frozenset({
     "test_zoo"})
 
 
+def pytest_configure(config):
+    config.addinivalue_line("markers", "spins: the test keeps the machine's CPUs busy on purpose (a "
+                                       "neighbour): it runs in the real-MXNet group, never beside a measurement")
+
+
 def pytest_collection_modifyitems(config, items):
     for item in items:
         stem = item.path.stem
-        item.add_marker(pytest.mark.xdist_group("real-mxnet" if stem in REAL_MXNET_MODULES else stem))
+        machine_wide = stem in REAL_MXNET_MODULES or item.get_closest_marker("spins") is not None
+        item.add_marker(pytest.mark.xdist_group("real-mxnet" if machine_wide else stem))
 
 
 STUB = __import__("pathlib").Path(__file__).resolve().parent / "stub_worker.py"

@@ -160,6 +160,7 @@ def reading(tmp_path, reference=None):
     return L.label(before, after, load, reference or before)
 
 
+@pytest.mark.spins
 def test_a_neighbour_spinning_on_every_cpu_turns_a_quiet_reading_into_slowed(tmp_path):
     """Quiet first (labelled against its own probe, so only a busy machine can spoil it; one
     retry), then the same reading with a spinning neighbour per CPU, labelled against the
