@@ -98,14 +98,6 @@ def shown(value: str) -> str:
     return value
 
 
-def has_credentials(value: str) -> bool:
-    """Whether ``value`` holds a credential that ``shown`` removes."""
-    try:
-        return shown(value) != value
-    except LocationError:
-        return True
-
-
 def remember(value: str) -> str:
     """The location as it may be written (``shown``), the whole value kept in memory for
     ``connect_string``."""

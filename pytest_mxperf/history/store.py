@@ -37,10 +37,6 @@ def default_location() -> str:
     return os.path.join(base, "pytest-mxperf", "history.sqlite")
 
 
-def _is_postgres(where: str) -> bool:
-    return location.is_postgres(where)
-
-
 def describe(where: str) -> str:
     """``where`` without its credentials (``location.shown``), for messages and files."""
     try:
@@ -260,7 +256,7 @@ class HistoryStore:
 def open_store(where: Optional[str] = None) -> HistoryStore:
     """The store at ``where`` (default ``default_location()``), created or migrated."""
     where = where or default_location()
-    if _is_postgres(where):
+    if location.is_postgres(where):
         try:
             import psycopg
         except ImportError:

@@ -60,7 +60,8 @@ def atomic_write_text(path: Union[str, Path], text: str) -> None:
         pass
 
 
-def _alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """Whether process ``pid`` exists (one that exists but is not ours counts)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -77,7 +78,7 @@ def sweep_temporaries(path: Union[str, Path]) -> int:
     removed = 0
     for tmp in path.parent.glob(f".{path.name}.*{TEMP_SUFFIX}"):
         pid = tmp.name[len(path.name) + 2:].split(".", 1)[0]
-        if pid.isdigit() and not _alive(int(pid)):
+        if pid.isdigit() and not pid_alive(int(pid)):
             try:
                 tmp.unlink()
                 removed += 1

@@ -277,10 +277,10 @@ def unsettled(verdicts: Dict[str, vd.Verdict], why: Dict[str, str], min_effect: 
     out = dict(verdicts)
     for mk, v in verdicts.items():
         reason = why.get(cell_of(mk))
-        if (reason is None or v.kind not in SETTLED_BY_SETUP or v.kind == "unresolved" or v.change is None
-                or not _between_processes(v) or METRICS[v.metric].oriented(v.change) >= -effect_for(v.metric, min_effect)):
-            continue
         effect = effect_for(v.metric, min_effect)
+        if (reason is None or v.kind not in SETTLED_BY_SETUP or v.kind == "unresolved" or v.change is None
+                or not _between_processes(v) or METRICS[v.metric].oriented(v.change) >= -effect):
+            continue
         out[mk] = dataclasses.replace(v, kind="unresolved", reason=(
             f"{v.reason}; {reason}: a slowdown beyond the minimum effect ({100 * effect:.0f}%) is not passed"))
     return out

@@ -68,10 +68,6 @@ def pass_through(names: Iterable[str]) -> None:
     _passed = frozenset(n for n in names if n)
 
 
-def passed_through() -> FrozenSet[str]:
-    return _passed
-
-
 def _secret(name: str) -> bool:
     upper = name.upper()
     return any(w in upper for w in SECRET_WORDS)
@@ -100,8 +96,3 @@ def child_env(base: Optional[Mapping[str, str]] = None, *, purpose: str = "run",
         env.update(extra)
     return env
 
-
-def dropped(base: Optional[Mapping[str, str]] = None, purpose: str = "run") -> list:
-    """The names ``child_env`` leaves out of ``base`` (for a message; never their values)."""
-    src = os.environ if base is None else base
-    return sorted(k for k in src if not allowed(k, purpose))

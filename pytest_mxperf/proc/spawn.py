@@ -33,6 +33,8 @@ import time
 from pathlib import Path
 from typing import Callable, List, Mapping, Optional, Sequence
 
+from pytest_mxperf.model.jsonio import pid_alive
+
 WORKDIR_PREFIX = "mxperf-"
 OWNER_FILE = ".owner-pid"
 TAIL_LINES = 15
@@ -173,16 +175,6 @@ class WorkDir:
         shutil.rmtree(self.path, ignore_errors=True)
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def sweep_stale_workdirs(base: Optional[str] = None, prefix: str = WORKDIR_PREFIX) -> List[str]:
     """Remove work directories whose owner process is gone (a killed session's leftovers)."""
     base_dir = Path(base or tempfile.gettempdir())
@@ -193,7 +185,7 @@ def sweep_stale_workdirs(base: Optional[str] = None, prefix: str = WORKDIR_PREFI
             pid = int(owner.read_text().strip())
         except (OSError, ValueError):
             continue  # not ours, or not finished being created
-        if pid != os.getpid() and not _pid_alive(pid):
+        if pid != os.getpid() and not pid_alive(pid):
             shutil.rmtree(d, ignore_errors=True)
             removed.append(str(d))
     return removed
