@@ -80,7 +80,8 @@ def main(argv=None) -> int:
     changes = {"unchanged": ((), None), "fusion": (("--perf-python", fusion_off_python(out)), None),
                "threads": ((), {"OMP_NUM_THREADS": "1"}),
                "release": (("--perf-python", args.old_python or ""), None)}
-    for i, label in enumerate(args.plan.split(",")):
+    start = len([ln for ln in log.read_text().splitlines() if ln.strip()]) if log.exists() else 0
+    for i, label in enumerate(args.plan.split(","), start):
         extra, env = changes[label]
         r = dict(session(out, f"s{i:02d}-{label}", extra, env), label=label)
         with open(log, "a") as fh:
