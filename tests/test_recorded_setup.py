@@ -179,3 +179,39 @@ def test_a_suspect_the_deadline_leaves_without_pairs_is_unresolved_never_passed(
     cut = settled(RecordedSetup("ready", "mxnet==1.9.1", "/recorded/bin/python"))
     assert asked == []  # nothing was measured: no time left
     assert cut.kind == "unresolved" and "cut by --perf-deadline" in cut.reason, cut
+
+
+def test_a_baseline_recorded_slowed_or_slower_than_now_cannot_hide_a_slowdown():
+    """Seen on a 2-vCPU Xeon: a baseline recorded in a slow spell of the VM (its probe 38
+    GFLOP/s against the machine's 49) reads every later session as "better by 40-150%, too few
+    to decide", and a candidate with oneDNN's fusion off, -28% on ResNet-50 v2 b8, read "better
+    by 72%" and passed. A figure the baseline's own slowed processes left undecided, and an
+    improvement (what a faster spell makes of a real slowdown), go to the duet against the
+    recorded setup, whatever their direction; a figure only the current side's slowed processes
+    left undecided, and better, does not (slowed and still better is no slowdown)."""
+    from pytest_mxperf.judge.verdict_record import Verdict
+    from pytest_mxperf.outcome import judging
+
+    def v(kind, change, excluded=(0, 0), busy=False):
+        return Verdict(kind, "r", change=change, excluded=excluded, busy=busy)
+
+    verdicts = {"score/a": v("unchanged", 0.72, excluded=(0, 5), busy=True),     # baseline slowed
+                "score/b": Verdict("improvement", "r", change=0.30, threshold=0.06),                                # a faster spell
+                "score/c": v("unchanged", 0.40, excluded=(2, 0), busy=True),      # only the current slowed
+                "score/d": v("unchanged", 0.01),
+                "score/e": v("unchanged", -0.03),                                 # worse than half of 5%
+                "score/f": v("below-resolution", -0.08)}
+    assert judging.setup_suspects(verdicts, 0.05) == {"score/a", "score/b", "score/e", "score/f"}
+    # before: only the worse ones were suspects
+    assert not {"score/c", "score/d"} & judging.setup_suspects(verdicts, 0.05)
+
+    # settled: the duet shows the slowdown the baseline hid; an improvement the recorded setup
+    # shows too is not the setup's doing: unexplained (not failing by default)
+    from pytest_mxperf.store.baselines import Baseline
+    duets = {"score/a": Verdict("regression", "worse", change=-0.28, interval=(0.70, 0.74)),
+             "score/b": Verdict("unchanged", "same", change=0.004, interval=(0.99, 1.02))}
+    out = judging.against_recorded_setup(verdicts, duets, Baseline.new("box"), 0.05)
+    assert out["score/a"].kind == "regression" and out["score/a"].reason.startswith(
+        "against the recorded setup: x0.720 [0.700, 0.740]"), out["score/a"]
+    assert out["score/b"].kind == judging.UNEXPLAINED and out["score/b"].change == 0.30, out["score/b"]
+    assert not out["score/b"].failed

@@ -207,14 +207,24 @@ def _between_processes(v: vd.Verdict) -> bool:
 SETUP_TRIGGER = 0.5
 
 
+def _against_a_busy_baseline(v: vd.Verdict) -> bool:
+    """An unchanged figure the baseline could not judge because its own processes ran slowed
+    (``excluded[1]``): a slow baseline makes any session look better, so its direction says
+    nothing, and a real slowdown hides under it (recorded in a slow spell, a -28% cell read
+    "better by 72%")."""
+    return v.kind == "unchanged" and v.busy and v.excluded[1] > 0
+
+
 def setup_suspects(verdicts: Dict[str, vd.Verdict], min_effect: float = 0.05) -> FrozenSet[str]:
-    """The cells with a figure the baseline alone cannot settle (``SETTLED_BY_SETUP``), or one
-    worse than the baseline by more than ``SETUP_TRIGGER`` x ``min_effect``: what baseline
-    mode measures again against the recorded setup. Pure."""
+    """The cells with a figure the baseline alone cannot settle (``SETTLED_BY_SETUP``; an
+    improvement, which a faster spell of the machine than the baseline's makes of a real
+    slowdown too; one the baseline's own slowed processes left undecided), or one worse than
+    the baseline by more than ``SETUP_TRIGGER`` x ``min_effect``: what baseline mode measures
+    again against the recorded setup. Pure."""
     def suspect(v: vd.Verdict) -> bool:
         if not _between_processes(v):
             return False
-        if v.kind in SETTLED_BY_SETUP:
+        if v.kind in SETTLED_BY_SETUP or v.kind == "improvement" or _against_a_busy_baseline(v):
             return True
         return (v.kind == "unchanged" and v.change is not None
                 and METRICS[v.metric].oriented(v.change) < -SETUP_TRIGGER * effect_for(v.metric, min_effect))
@@ -223,7 +233,7 @@ def setup_suspects(verdicts: Dict[str, vd.Verdict], min_effect: float = 0.05) ->
 
 def _beyond_resolution(v: vd.Verdict) -> bool:
     """Whether the baseline's verdict saw a change beyond its resolution (and the minimum effect)."""
-    if v.kind == "unclear":
+    if v.kind in ("unclear", "improvement"):
         return True
     return (v.kind in ("suspect", "unresolved") and v.change is not None and v.threshold is not None
             and abs(v.change) > v.threshold)
@@ -262,8 +272,9 @@ def against_recorded_setup(verdicts: Dict[str, vd.Verdict], duets: Dict[str, vd.
                 d, kind=UNEXPLAINED, change=b.change, interval=b.interval, threshold=b.threshold, current_median=b.current_median,
                 baseline_median=b.baseline_median,
                 reason=(f"{said}: the session's setup runs as the recorded one does, so the change against the "
-                        f"baseline ({vd.describe_change(b.change, METRICS[b.metric])}, beyond its resolution of "
-                        f"{100 * b.threshold:.1f}%) is not explained by the MXNet install or the recorded variables: "
+                        f"baseline ({vd.describe_change(b.change, METRICS[b.metric])}"
+                        + (f", beyond its resolution of {100 * b.threshold:.1f}%" if b.threshold is not None else "")
+                        + f") is not explained by the MXNet install or the recorded variables: "
                         f"the machine, the system{_suite_note(baseline.recorded_suite(cell_of(mk)))}"), **common)
         else:
             out[mk] = dataclasses.replace(d, reason=f"{said}: {d.reason}", **common)
