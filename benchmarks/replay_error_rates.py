@@ -73,6 +73,7 @@ def main(argv=None) -> int:
     ap.add_argument("--effects", type=float, nargs="+", default=list(L.EFFECTS))
     ap.add_argument("--modes", nargs="+", default=list(MODES), choices=MODES)
     ap.add_argument("--seed", type=int, default=SEED)
+    ap.add_argument("--corpus", default=None, help="only the corpora whose name contains this")
     ap.add_argument("--out", type=Path, default=None, help="write the table here too")
     a = ap.parse_args(argv)
     t0 = time.time()
@@ -86,6 +87,8 @@ def main(argv=None) -> int:
              "resolution (baseline alone).", ""]
     for mode in a.modes:
         for judge_mode, corpus in corpora(mode):
+            if a.corpus and a.corpus not in corpus.name:
+                continue
             lines += [f"== {mode}: {corpus.describe()}", f"   data: {corpus.source}"]
             if corpus.note:
                 lines += textwrap.wrap(corpus.note, 116, initial_indent="   note: ", subsequent_indent="         ")
