@@ -54,9 +54,11 @@ def run_pytest(out: Path, name: str, cmd, env):
     """Run one pytest session (``cmd``) from the repository's top with ``env``; its output to
     ``out/<name>.log``: (the finished process, its start time, its seconds)."""
     t0 = time.time()
-    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
+    log = out / f"{name}.log"
+    with open(log, "w") as fh:   # written as it runs: the progress lines can be followed
+        proc = subprocess.run(cmd, cwd=ROOT, env=env, stdout=fh, stderr=subprocess.STDOUT, text=True)
     seconds = round(time.time() - t0)
-    (out / f"{name}.log").write_text(proc.stdout + proc.stderr)
+    proc.stdout, proc.stderr = log.read_text(), ""
     return proc, t0, seconds
 
 

@@ -262,6 +262,17 @@ def against_recorded_setup(verdicts: Dict[str, vd.Verdict], duets: Dict[str, vd.
         b = verdicts.get(mk)
         if b is None or not _between_processes(d):
             continue
+        if d.n_current == 0:
+            # no pair gave this figure (a figure the duet's workers do not measure, an input
+            # pipeline's loader rate; or every pair failed): the baseline's verdict stands,
+            # and a slowdown it left to the duet is unresolved, never passed
+            effect = effect_for(b.metric, min_effect)
+            if (b.kind in SETTLED_BY_SETUP and b.kind != "unresolved" and b.change is not None
+                    and METRICS[b.metric].oriented(b.change) < -effect):
+                out[mk] = dataclasses.replace(b, kind="unresolved", reason=(
+                    f"{b.reason}; no pair against the recorded setup gave this figure: a slowdown beyond the "
+                    f"minimum effect ({100 * effect:.0f}%) is not passed"))
+            continue
         said = "against the recorded setup"
         if d.change is not None and d.interval is not None:
             said += f": x{1 + d.change:.3f} [{d.interval[0]:.3f}, {d.interval[1]:.3f}]"
