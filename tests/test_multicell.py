@@ -181,6 +181,21 @@ def test_what_the_end_of_the_session_measures_again_is_not_counted_as_the_plans_
     assert s.clock.runs_done == 2 and s.clock.progress_line().startswith("mxperf: 1 of 1 cell(s) measured")
 
 
+def test_a_cell_that_runs_more_processes_than_a_cell_gets_counts_once():
+    """Seen in an A/A session of the default selection: "27 of 25 cell(s) measured" while
+    three tests were still to run: a distributed cell's 12 process pairs counted as 4 cells of
+    3. A cell counts once it has the processes a cell gets, never more than once."""
+    s = whole_session(processes=3)
+    s.planned(Plan(tests=2, cells=2, estimate_seconds=10.0))
+    dist = RunResult(workload=cell("lenet", 1), status="ok", batches_per_round=1, round_seconds=[0.1])
+    for _ in range(12):
+        s.clock.measured([dist, dist], paired=True)
+    assert s.clock.progress_line().startswith("mxperf: 1 of 2 cell(s) measured"), s.clock.progress_line()
+    other = RunResult(workload=cell("lenet", 2), status="ok", batches_per_round=1, round_seconds=[0.1])
+    s.clock.measured([other] * 3, paired=False)
+    assert s.clock.progress_line().startswith("mxperf: 2 of 2 cell(s) measured"), s.clock.progress_line()
+
+
 # -- confirming suspects in baseline mode: announced, with its cost, at most the first stage again
 
 def _suspect(wall, runs=2, multi=True):

@@ -129,6 +129,7 @@ class Clock:
         self.now = now  # the wall clock (a replayed session's: the recorded processes' time)
         self._test_seconds: List[float] = []
         self.runs_done = 0  # processes measured (a duet pair's two sides: one)
+        self._runs_by_cell: Dict[str, int] = {}  # the same, by cell
         self._last_progress = time.monotonic()
         #: the measuring tests are over (the end of the session settles suspects, saying its own
         #: progress): what is measured then is not counted as the plan's cells
@@ -172,7 +173,10 @@ class Clock:
         scaled by how the measured part went against its estimate."""
         ctx = self._context()
         gone = self.gone()
-        done = self.runs_done / ctx.per_cell
+        # a cell counts once it has the processes a cell gets: one that runs more (12 process
+        # pairs of a distributed cell in A/B mode) is still one cell
+        done = (sum(min(1.0, n / ctx.per_cell) for n in self._runs_by_cell.values()) if self._runs_by_cell
+                else self.runs_done / ctx.per_cell)
         expected = ctx.plan.cells
         parts = [f"mxperf: {done:.0f} of {expected} cell(s) measured" if expected
                  else f"mxperf: {done:.0f} cell(s) measured", f"{gone / 60:.1f} min gone"]
@@ -188,6 +192,9 @@ class Clock:
         if self.settling:
             return
         self.runs_done += min(1, len(results)) if paired else len(results)
+        for r in results[:1] if paired else results:
+            key = r.workload.key()
+            self._runs_by_cell[key] = self._runs_by_cell.get(key, 0) + 1
         now = time.monotonic()
         if self._context().plan.cells and now - self._last_progress >= self.PROGRESS_EVERY_S:
             self.say_progress(now)
