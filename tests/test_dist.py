@@ -60,6 +60,32 @@ def test_free_port_is_bindable_on_loopback():
         s.bind(("127.0.0.1", port))
 
 
+def test_without_psutil_a_port_in_time_wait_is_not_left_behind_and_a_listener_is(monkeypatch):
+    """Seen in an A/A session: every distributed launch of the reference venv (no psutil)
+    ended "left behind: ports [45117]" (its own root port, closed, its connection in
+    TIME_WAIT), so every dist_sync pair failed and the cell was unresolved. Without psutil a
+    port counts as left behind only when something still listens on it."""
+    monkeypatch.setitem(sys.modules, "psutil", None)   # import psutil raises ImportError
+    srv = socket.socket()
+    srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)   # as ps-lite's ZeroMQ listeners do
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(1)
+    port = srv.getsockname()[1]
+    cli = socket.create_connection(("127.0.0.1", port))
+    conn, _ = srv.accept()
+    conn.close()                     # the listening side closes first: TIME_WAIT on its port
+    cli.close()
+    srv.close()
+    with socket.socket() as plain:   # what the old check did: this port reads as taken
+        with pytest.raises(OSError):
+            plain.bind(("127.0.0.1", port))
+    assert dist.ports_still_listening([port]) == []
+    with socket.socket() as live:
+        live.bind(("127.0.0.1", 0))
+        live.listen(1)
+        assert dist.ports_still_listening([live.getsockname()[1]]) == [live.getsockname()[1]]
+
+
 def test_unknown_kvstore_is_rejected_without_starting_anything():
     res = dist.launch({"kvstore": "dist_nonsense"})
     assert res["status"] == "error" and "dist_nonsense" in res["message"]

@@ -136,10 +136,14 @@ def ports_still_listening(ports: List[int]) -> List[int]:
         busy = {c.laddr.port for c in conns if c.status == psutil.CONN_LISTEN and c.laddr}
         return sorted(set(ports) & busy)
     except Exception:
-        # Fall back to trying to bind each port.
+        # Fall back to trying to bind each port (an interpreter without psutil: a reference
+        # venv). SO_REUSEADDR: a port whose closed connections wait out TIME_WAIT binds, one
+        # something still listens on does not; without it every cluster's own root port read
+        # as left behind just after a clean teardown.
         left = []
         for port in ports:
             with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+                s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
                 try:
                     s.bind(("127.0.0.1", port))
                 except OSError:
