@@ -50,7 +50,8 @@ def run_doc(r: Dict[str, Any]) -> Dict[str, Any]:
     """What the judge reads of one run of a report (``collect_aa_corpus.run_doc``'s fields)."""
     meta = r.get("meta") or {}
     d = {"status": r.get("status"), "batches_per_round": r.get("batches_per_round"),
-         "round_seconds": list(r.get("round_seconds") or []), "figures": dict(r.get("figures") or {}),
+         "round_seconds": [float(f"{x:.7g}") for x in r.get("round_seconds") or []],
+         "figures": {k: float(f"{v:.7g}") for k, v in (r.get("figures") or {}).items()},
          "wall_seconds": r.get("wall_seconds") or 0.0, "meta": {k: meta[k] for k in RUN_META if k in meta}}
     if r.get("status") != "ok":
         d["message"] = r.get("message", "")

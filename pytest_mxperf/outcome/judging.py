@@ -263,11 +263,13 @@ def against_recorded_setup(verdicts: Dict[str, vd.Verdict], duets: Dict[str, vd.
         if b is None or not _between_processes(d):
             continue
         if d.n_current == 0:
-            # no pair gave this figure (a figure the duet's workers do not measure, an input
-            # pipeline's loader rate; or every pair failed): the baseline's verdict stands,
-            # and a slowdown it left to the duet is unresolved, never passed
+            # no pair gave this figure. A figure the duet's workers do not measure (an input
+            # pipeline's loader rate, while its other figures had pairs): the baseline's verdict
+            # stands, as a session without the setup would have it. Every pair failed: a
+            # slowdown the baseline left to the duet is unresolved, never passed
             effect = effect_for(b.metric, min_effect)
-            if (b.kind in SETTLED_BY_SETUP and b.kind != "unresolved" and b.change is not None
+            measured = any(o.n_current > 0 for k, o in duets.items() if cell_of(k) == cell_of(mk))
+            if (not measured and b.kind in SETTLED_BY_SETUP and b.kind != "unresolved" and b.change is not None
                     and METRICS[b.metric].oriented(b.change) < -effect):
                 out[mk] = dataclasses.replace(b, kind="unresolved", reason=(
                     f"{b.reason}; no pair against the recorded setup gave this figure: a slowdown beyond the "
