@@ -76,7 +76,7 @@ from pytest_mxperf.measure import profiling
 from pytest_mxperf.measure.fixture import Fail, Measurer, Skip
 from pytest_mxperf.measure.session import PerfSession, RecordedSetup
 from pytest_mxperf.model import options as opts
-from pytest_mxperf.model.measurement import METRICS, CellMeasurement, RunResult
+from pytest_mxperf.model.measurement import METRICS, CellMeasurement, RunResult, cell_of
 from pytest_mxperf.model.options import PerfOptions
 from pytest_mxperf.model.workload import Workload
 from pytest_mxperf.outcome import comparators, finish
@@ -367,6 +367,7 @@ class SessionResult:
     setup_cells: int = 0                # baseline mode: cells measured again against the recorded setup
     setup_pairs: int = 0                # ... the pairs they took, all cells
     setup_seconds: float = 0.0          # ... what they cost at the cost model's duet pair
+    changed_key: str = ""               # the changed cell's key
 
 
 def run_session(corpus: Corpus, measures: Sequence[Callable[..., CellMeasurement]], *, ab: bool,
@@ -439,11 +440,15 @@ def run_session(corpus: Corpus, measures: Sequence[Callable[..., CellMeasurement
     paired_cells = len({r.key for r in session.ledger.records if r.cell.reference})
     return SessionResult(failed=out.failed, kinds=tuple(sorted(kinds)),
                          changed_kind=kind(changed),
-                         caught=bool(floor_failed.get(changed)) or bool(v is not None and v.failed),
+                         # the changed cell failed: any of its figures (a latency cell's p99 is judged
+                         # at the tail's own minimum effect; its p50 at the session's)
+                         caught=bool(floor_failed.get(changed)) or any(
+                             x.failed for k, x in out.verdicts.items() if cell_of(k) == changed),
                          cell_kinds=[kind(k) for k in keys], resolution=resolution,
                          units=sum(len(r.cell.runs) for r in session.ledger.records), second_stage=out.confirmed,
                          setup_cells=0 if ab else paired_cells, setup_pairs=0 if ab else pairs,
-                         setup_seconds=0.0 if ab else pairs * planning.duet_pair_seconds(options))
+                         setup_seconds=0.0 if ab else pairs * planning.duet_pair_seconds(options),
+                         changed_key=changed)
 
 
 def ab_session(corpus: Corpus, n_cells: int, effect: float, rng: random.Random, swap: bool = True) -> SessionResult:

@@ -247,3 +247,27 @@ def test_a_figure_no_pair_gave_keeps_the_baselines_verdict():
     assert out["io/a#y"].kind == "unresolved" and "no pair against the recorded setup gave this figure" in \
         out["io/a#y"].reason, out["io/a#y"]
     assert out["io/a#x"] == verdicts["io/a#x"]
+
+
+def test_in_a_session_faster_than_the_baseline_a_cell_that_did_not_gain_is_a_suspect():
+    """A VM in a faster spell than the baseline's lifts every cell: a -10% cell then reads
+    "unchanged, better by 3%" beside cells reading +15% (the default selection's replays
+    missed -10% changes so). A cell more than SETUP_TRIGGER x the minimum effect below the
+    session's common gain (the median of its quiet figures) is a suspect; in a session no
+    faster than its baseline, nothing changes."""
+    from pytest_mxperf.judge.verdict_record import Verdict
+    from pytest_mxperf.outcome import judging
+
+    def v(change, busy=False):
+        return Verdict("unchanged", "r", change=change, busy=busy)
+
+    faster = {f"score/{i}": v(c) for i, c in enumerate((0.14, 0.15, 0.16, 0.13, 0.17, 0.15))}
+    faster["score/lost"] = v(0.03)
+    faster["score/busy"] = v(0.90, busy=True)       # a slowed figure says nothing of the common gain
+    assert abs(judging.session_shift(faster) - 0.15) < 1e-9
+    assert judging.setup_suspects(faster, 0.05) == {"score/lost"}
+    same = {f"score/{i}": v(c) for i, c in enumerate((0.01, -0.01, 0.02, 0.0, -0.02, 0.03))}
+    assert abs(judging.session_shift(same) - 0.005) < 1e-9
+    assert judging.setup_suspects(same, 0.05) == set()
+    few = {"score/a": v(0.2), "score/b": v(0.01)}  # too few figures to say what the session gained
+    assert judging.session_shift(few) == 0.0 and judging.setup_suspects(few, 0.05) == set()

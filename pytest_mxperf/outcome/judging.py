@@ -221,14 +221,33 @@ def setup_suspects(verdicts: Dict[str, vd.Verdict], min_effect: float = 0.05) ->
     slowdown too; one the baseline's own slowed processes left undecided), or one worse than
     the baseline by more than ``SETUP_TRIGGER`` x ``min_effect``: what baseline mode measures
     again against the recorded setup. Pure."""
+    shift = session_shift(verdicts)
+
     def suspect(v: vd.Verdict) -> bool:
         if not _between_processes(v):
             return False
         if v.kind in SETTLED_BY_SETUP or v.kind == "improvement" or _against_a_busy_baseline(v):
             return True
         return (v.kind == "unchanged" and v.change is not None
-                and METRICS[v.metric].oriented(v.change) < -SETUP_TRIGGER * effect_for(v.metric, min_effect))
+                and METRICS[v.metric].oriented(v.change) < shift - SETUP_TRIGGER * effect_for(v.metric, min_effect))
     return frozenset(cell_of(k) for k, v in verdicts.items() if suspect(v))
+
+
+#: the fewest figures whose median says how much faster than the baseline's the session ran
+SHIFT_FIGURES = 5
+
+
+def session_shift(verdicts: Dict[str, vd.Verdict]) -> float:
+    """How much better than the baseline the session's figures read in common (the median of
+    their oriented changes, figures judged between processes on a quiet machine), when it is
+    better (else 0): a VM in a faster spell than the baseline's lifts every cell, and a cell
+    that reads "unchanged" in such a session may have lost that much. Pure."""
+    xs = sorted(METRICS[v.metric].oriented(v.change) for v in verdicts.values()
+                if _between_processes(v) and v.change is not None and not v.busy)
+    if len(xs) < SHIFT_FIGURES:
+        return 0.0
+    mid = len(xs) // 2
+    return max(0.0, xs[mid] if len(xs) % 2 else 0.5 * (xs[mid - 1] + xs[mid]))
 
 
 def _beyond_resolution(v: vd.Verdict) -> bool:
