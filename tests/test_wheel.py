@@ -220,7 +220,10 @@ def test_a_rerun_finds_the_baseline_through_the_installed_gate_its_verdict_the_m
     # the recorded setup (this venv's MXNet) where a first build leaves it: found, not built
     cache = project.parent / "cache"
     cached_setup(cache, py, like=str(py))
-    cmp = subprocess.run([str(py), *_COMMON, "--perf-report", "cmp"], cwd=project,
+    # the duet against the recorded setup, cut by --perf-deadline: in the test run another real
+    # session shares the 2 CPUs, its pairs spread, and uncut it asked for 40 pairs (14 min); a
+    # cut suspect is unresolved, a final verdict like any other here
+    cmp = subprocess.run([str(py), *_COMMON, "--perf-report", "cmp", "--perf-deadline", "3m"], cwd=project,
                          env=dict(_user_env(), MXPERF_CACHE_DIR=str(cache)), capture_output=True, text=True)
     out = cmp.stdout
     assert "Traceback" not in out + cmp.stderr and "no baseline" not in out, out[-6000:] + cmp.stderr[-3000:]
