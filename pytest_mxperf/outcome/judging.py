@@ -9,6 +9,7 @@ around every process (new values), every figure judged against the machine's bas
 from __future__ import annotations
 
 import dataclasses
+import statistics
 from typing import Any, Dict, FrozenSet, List, Optional, Tuple
 
 from pytest_mxperf import __version__
@@ -242,12 +243,9 @@ def session_shift(verdicts: Dict[str, vd.Verdict]) -> float:
     their oriented changes, figures judged between processes on a quiet machine), when it is
     better (else 0): a VM in a faster spell than the baseline's lifts every cell, and a cell
     that reads "unchanged" in such a session may have lost that much. Pure."""
-    xs = sorted(METRICS[v.metric].oriented(v.change) for v in verdicts.values()
-                if _between_processes(v) and v.change is not None and not v.busy)
-    if len(xs) < SHIFT_FIGURES:
-        return 0.0
-    mid = len(xs) // 2
-    return max(0.0, xs[mid] if len(xs) % 2 else 0.5 * (xs[mid - 1] + xs[mid]))
+    xs = [METRICS[v.metric].oriented(v.change) for v in verdicts.values()
+          if _between_processes(v) and v.change is not None and not v.busy]
+    return max(0.0, statistics.median(xs)) if len(xs) >= SHIFT_FIGURES else 0.0
 
 
 def _beyond_resolution(v: vd.Verdict) -> bool:
@@ -286,13 +284,9 @@ def against_recorded_setup(verdicts: Dict[str, vd.Verdict], duets: Dict[str, vd.
             # pipeline's loader rate, while its other figures had pairs): the baseline's verdict
             # stands, as a session without the setup would have it. Every pair failed: a
             # slowdown the baseline left to the duet is unresolved, never passed
-            effect = effect_for(b.metric, min_effect)
-            measured = any(o.n_current > 0 for k, o in duets.items() if cell_of(k) == cell_of(mk))
-            if (not measured and b.kind in SETTLED_BY_SETUP and b.kind != "unresolved" and b.change is not None
-                    and METRICS[b.metric].oriented(b.change) < -effect):
-                out[mk] = dataclasses.replace(b, kind="unresolved", reason=(
-                    f"{b.reason}; no pair against the recorded setup gave this figure: a slowdown beyond the "
-                    f"minimum effect ({100 * effect:.0f}%) is not passed"))
+            if not any(o.n_current > 0 for k, o in duets.items() if cell_of(k) == cell_of(mk)):
+                out.update(unsettled({mk: b}, {cell_of(mk): "no pair against the recorded setup gave this figure"},
+                                     min_effect))
             continue
         said = "against the recorded setup"
         if d.change is not None and d.interval is not None:
