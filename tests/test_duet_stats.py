@@ -150,6 +150,35 @@ def test_a_final_slowdown_that_stays_unclear_fails_as_unresolved():
     assert v.interval[0] < 1 + v.change < 1.0 < v.interval[1] and "could not confirm" in v.reason
 
 
+def _spread_pairs(n, mean, sd):
+    """n log ratios with exactly this mean and sample SD (alternating around the mean)."""
+    xs = [(1 if i % 2 else -1) for i in range(n)]
+    if n % 2:
+        xs[-1] = 0
+    m = sum(xs) / n
+    k = sd / S.sample_sd([x - m for x in xs])
+    return [mean + k * (x - m) for x in xs]
+
+
+def test_a_figure_whose_spread_is_the_machines_is_below_resolution_after_every_pair():
+    """A figure with a 30% pair spread (an ndarray loader here) whose second stage got every
+    pair it asked for (``complete``) and is still not significant: -6% is the machine's noise
+    (a standard error of 4.7% at 40 pairs), not a slowdown the duet failed to confirm; beyond
+    NOISE_LIMIT_Z standard errors it is unresolved, and a cell the deadline cut (not complete)
+    is unresolved as before."""
+    n = D.MAX_PAIRS
+    se = 0.30 / math.sqrt(n)
+    near = _one(_spread_pairs(n, -0.06, 0.30), final=True, complete=True)
+    assert near.kind == "below-resolution" and not near.failed and "not passed as unchanged" in near.reason
+    assert near.interval[0] < 1.0 < near.interval[1]
+    far = _one(_spread_pairs(n, -(thresholds.NOISE_LIMIT_Z + 0.2) * se, 0.30), final=True, complete=True)
+    assert far.kind in ("unresolved", "regression") and far.failed
+    cut = _one(_spread_pairs(n, -0.06, 0.30), final=True)
+    assert cut.kind == "unresolved" and cut.failed
+    # a precise figure is judged as before: -6% at a 2% spread is significant
+    assert _one(_spread_pairs(n, -0.06, 0.02), final=True, complete=True).kind == "regression"
+
+
 def test_too_imprecise_to_pass_at_the_first_stage():
     # estimate -0.7%, but a 5% spread over 3 pairs reaches far past -5%
     v = _one([-0.04, 0.05, -0.03])

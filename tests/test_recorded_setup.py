@@ -271,3 +271,37 @@ def test_in_a_session_faster_than_the_baseline_a_cell_that_did_not_gain_is_a_sus
     assert judging.setup_suspects(same, 0.05) == set()
     few = {"score/a": v(0.2), "score/b": v(0.01)}  # too few figures to say what the session gained
     assert judging.session_shift(few) == 0.0 and judging.setup_suspects(few, 0.05) == set()
+
+
+def test_a_cell_of_process_pairs_gets_as_many_pairs_against_the_setup_as_ab_mode_gives_it():
+    """A time-to-accuracy or distributed cell is measured again as process pairs. Three pairs
+    a stage (the duet's count) gave it 6 in all: a sign-flip or signed-rank test of 6 pairs
+    cannot reach the BH level of a session of 25 cells (2^-6 > 0.05 / 25), so such a cell was
+    never a regression, only unresolved whenever its estimate read worse than -5%. It gets
+    A/B mode's count instead, one that can reject among the session's cells."""
+    from pytest_mxperf.measure import planning
+    from pytest_mxperf.measure.ledger import CellRecord
+    from pytest_mxperf.measure.session import Comparison, RecordedSetup, SessionContext
+    from pytest_mxperf.model import stats
+    from pytest_mxperf.model.measurement import CellMeasurement, RunResult
+    from pytest_mxperf.model.options import PerfOptions
+    from pytest_mxperf.model.workload import Workload
+    from pytest_mxperf.outcome import comparators
+    from pytest_mxperf.store import baseline_store
+    from pytest_mxperf.store.baselines import Baseline
+
+    w = Workload("lenet", batch_size=64, mode="convergence")
+    runs = [RunResult(w, "ok", figures={"seconds_to_target": s, "epochs_to_target": 3.0}, wall_seconds=4.0,
+                      meta={"env": {"OMP_NUM_THREADS": "2"}}) for s in (1.5, 1.6, 1.4, 1.5, 1.7)]
+    baseline = Baseline.new("box")
+    rec = baseline_store.summarize_cell(CellMeasurement(w, runs), requirement="mxnet==1.9.1", install=BUILD)
+    baseline.add_recordings({w.key(): rec}, {w.key(): w.to_dict()})
+    measured = {w.key(): CellRecord("t", CellMeasurement(w, runs[:2]), remeasure=lambda more: None, duets=False)}
+    ctx = SessionContext(PerfOptions(machine_probe=False), {}, baseline=baseline,
+                         comparison=Comparison("baseline", setup=RecordedSetup("ready", "mxnet==1.9.1", "/r/python")),
+                         plan=planning.Plan(tests=25, cells=25))
+    comparator = comparators.BaselineComparator(ctx, now=lambda: 0.0, left=lambda: None)
+    asked, _ = comparator.more({}, measured, frozenset({w.key()}), 0.0)
+    (more,) = asked.wanted
+    assert more.kind == "process-pairs" and more.count == planning.ab_pairs(25)
+    assert stats.min_signed_rank_p(more.count) <= 0.05 / 25 < stats.min_signed_rank_p(6)

@@ -280,6 +280,38 @@ def test_ab_decision_matches_the_interval_it_shows():
             assert out.change >= -thresholds.MIN_EFFECT - 1e-12
 
 
+def test_ab_seeded_pairs_are_judged_pair_by_pair_not_at_the_fast_end():
+    """Time to accuracy: process i trains with seed i (1 to 4 epochs here), both sides of a pair
+    with the same seed. The fast end is then the one-epoch seed's run alone; the pairs are what
+    compare like with like."""
+    seconds = [2.0, 2.1, 0.5, 1.5, 1.6] * 4                 # by seed, as the corpus's pairs run
+    cand = [s * 1.12 for s in seconds]                          # every seed 12% slower...
+    ref = list(seconds)
+    cand[2] = ref[2] * 0.8                                       # ...but the fastest seed's run 20% faster
+    lower = METRICS["seconds_to_target"]
+    fast_end = ab_pairs.judge_ab({"c": ab_pairs.Pairing(lower, cand, ref, final=True)})["c"]
+    assert fast_end.kind != "regression"                         # what the fast end sees: the one run
+    seeded = ab_pairs.judge_ab({"c": ab_pairs.Pairing(lower, cand, ref, final=True, exchangeable=False)})["c"]
+    assert seeded.kind == "regression" and "pairs of one seed each" in seeded.reason
+    assert 1.10 < 1 + seeded.change < 1.13 and seeded.interval[0] > 1.0
+    same = ab_pairs.judge_ab({"c": ab_pairs.Pairing(lower, ref, list(ref), final=True, exchangeable=False)})["c"]
+    assert same.kind == "unchanged"
+
+
+def test_ab_seeded_noise_is_below_resolution_only_with_every_pair_it_asked_for():
+    rng = random.Random(4)
+    lower = METRICS["seconds_to_target"]
+    n = 2 * S.pairs_needed(1, thresholds.FDR_Q)
+    ref = [rng.uniform(0.5, 2.0) for _ in range(n)]
+    noise = [0.30, -0.22] * (n // 2)                             # pairs spread 26%
+    cand = [r * math.exp(0.08 + e) for r, e in zip(ref, noise)]  # 12% slower, not significant
+    v = ab_pairs.judge_ab({"c": ab_pairs.Pairing(lower, cand, ref, final=True, exchangeable=False,
+                                                 complete=True)})["c"]
+    assert v.kind == "below-resolution" and not v.failed and "noise of the machine" in v.reason
+    cut = ab_pairs.judge_ab({"c": ab_pairs.Pairing(lower, cand, ref, final=True, exchangeable=False)})["c"]
+    assert cut.kind == "unresolved" and cut.failed
+
+
 def test_ab_pairs_needed_follow_the_number_of_cells():
     # n pairs give p >= 2^-n: one cell among m can pass BH only if 2^-n <= q/m
     for m in (1, 5, 20, 100):

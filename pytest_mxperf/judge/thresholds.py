@@ -41,6 +41,15 @@ def effect_for(metric: str, min_effect: float) -> float:
     is ``min_effect``: ``TAIL_MIN_EFFECT`` for a tail (``TAILS``) when larger."""
     return max(min_effect, TAIL_MIN_EFFECT) if metric in TAILS else min_effect
 
+#: a duet figure still not significant after every pair the rule allows (verdict_duet.MAX_PAIRS)
+#: is unresolved (fails) only when worse than this many standard errors of its pairs' mean;
+#: nearer, it is below its resolution (fails only when --perf-fail-on names it). Such a
+#: figure's spread is the machine's: an input pipeline's ndarray loader rate ran 3.7k-13.7k
+#: samples/s in fresh processes of one setup and its duet pairs spread 19-30%, so 40 pairs
+#: leave a standard error of 3-5%, and "worse than -5%, not significant" failed an unchanged
+#: session in 5 of 40 replays (one figure, 1-sided 2.33 SE: 1% of unchanged sessions)
+NOISE_LIMIT_Z = 2.326
+
 #: kinds that name a slowdown the baseline cannot decide; they fail only when the failure
 #: policy (options.fail_on) names them
 UNDECIDED = ("below-resolution", "unclear")

@@ -28,7 +28,11 @@ Benjamini-Hochberg across the session's cells):
 3. the **final** verdict, on all the cell's pairs: **regression** when worse than
    ``min_effect`` AND significant after BH (the interval at the BH cutoff level lies below
    1: the interval shown); worse than ``min_effect`` and not significant: **unresolved**
-   (fails: a slowdown never passes silently); else unchanged / improvement. (Judging the
+   (fails: a slowdown never passes silently), except for a cell that got every pair its
+   second stage asked for (``complete``: none cut by the deadline), where a figure within
+   ``NOISE_LIMIT_Z`` standard errors of its pairs' mean is **below-resolution** (its spread
+   grew past what its first stage showed, and is the machine's; fails only when
+   ``--perf-fail-on`` names it); else unchanged / improvement. (Judging the
    second stage's pairs alone avoids the first stage's selection bias, but in the
    simulation it failed equal sessions no less often and flagged fewer slowdowns.)
 4. fewer than 3 finite pair ratios: suspect / unresolved.
@@ -50,7 +54,7 @@ import math
 import statistics
 from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
-from pytest_mxperf.judge.thresholds import FDR_Q, MIN_EFFECT, effect_for
+from pytest_mxperf.judge.thresholds import FDR_Q, MIN_EFFECT, NOISE_LIMIT_Z, effect_for
 from pytest_mxperf.judge.verdict_record import Verdict
 from pytest_mxperf.model import options, stats
 from pytest_mxperf.model.measurement import Metric
@@ -70,6 +74,7 @@ class DuetPairing:
     metric: Metric
     pair_log_ratios: Sequence[float]
     final: bool = False                    # the second stage already ran
+    complete: bool = False                 # ... with every pair it asked for (none cut by the deadline)
     rounds: Optional[int] = None           # rounds per side in each pair (shown in the reason)
 
     def signed(self) -> List[float]:
@@ -201,6 +206,16 @@ def _judge_cell(p: DuetPairing, g: List[float], t: _Tests, min_effect: float, q:
         return Verdict("suspect", f"{txt}: worse than -{eff}, {why}", **common)
     if w < -min_effect and significant:
         return Verdict("regression", f"{txt}: worse than -{eff} and significant ({sig_txt})", **common)
+    if w < -min_effect and p.final and p.complete:
+        # every pair the rule asked for and still not significant: the spread grew past what
+        # the first stage showed, and it is the machine's (the module doc). Unresolved only
+        # beyond NOISE_LIMIT_Z standard errors
+        reach = math.expm1(NOISE_LIMIT_Z * stats.sample_sd(g) / math.sqrt(n))
+        if -math.expm1(-abs(est)) <= reach:
+            return Verdict("below-resolution", f"{txt}: worse than -{eff} but not significant ({sig_txt}), "
+                           f"within {100 * reach:.1f}%, what {n} pairs resolve at this spread "
+                           f"({NOISE_LIMIT_Z:g} standard errors): noise of the machine, not passed as unchanged",
+                           **common)
     if w < -min_effect:
         return Verdict("unresolved", f"{txt}: worse than -{eff} but not significant ({sig_txt}); could not "
                        "confirm: re-run", **common)

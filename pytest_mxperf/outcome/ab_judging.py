@@ -17,7 +17,7 @@ from pytest_mxperf.judge import verdict as vd
 from pytest_mxperf.judge.thresholds import FDR_Q, effect_for
 from pytest_mxperf.measure.ledger import CellRecord
 from pytest_mxperf.model import stats
-from pytest_mxperf.model.measurement import cell_of, metric_key
+from pytest_mxperf.model.measurement import SEEDED_MODES, cell_of, metric_key
 
 
 #: figures that are a rate of a duet's timed rounds (higher is better: score / train
@@ -45,7 +45,7 @@ def is_duet(cell) -> bool:
     return bool(pairs) and all(c.meta.duet is not None for c, _ in pairs)
 
 
-def _ab_inputs(cells: Dict[str, CellRecord], final: set):
+def _ab_inputs(cells: Dict[str, CellRecord], final: set, complete: frozenset = frozenset()):
     """The judged figures of every cell in A/B mode: duet pairings (resident workers), process
     pairings (other worker kinds) and comparisons (figures with another rule)."""
     pairings, comparisons, duets = {}, {}, {}
@@ -59,13 +59,15 @@ def _ab_inputs(cells: Dict[str, CellRecord], final: set):
             pairs = [(c, r) for c, r in cell.pairs() if c.value(m.name) is not None and r.value(m.name) is not None]
             if m.rule == "processes" and is_duet(cell):
                 duets[mk] = verdict_duet.DuetPairing(m, [duet_log_ratio(c, r, m) for c, r in pairs],
-                                                     final=key in final,
+                                                     final=key in final, complete=key in complete,
                                                      rounds=len(pairs[0][0].round_seconds) if pairs else None)
             elif m.rule == "processes":
                 states = ["slowed" if "slowed" in (a, b) else (a or b) for a, b in
                           zip(machine_states.states(c for c, _ in pairs), machine_states.states(r for _, r in pairs))]
                 pairings[mk] = ab_pairs.Pairing(m, [c.value(m.name) for c, _ in pairs], [r.value(m.name) for _, r in pairs],
-                                          states, screened=screened, final=key in final)
+                                          states, screened=screened, final=key in final,
+                                          exchangeable=cell.workload.mode not in SEEDED_MODES,
+                                          complete=key in complete)
             else:
                 comparisons[mk] = vd.Comparison(m, [c.value(m.name) for c, _ in pairs],
                                                 [r.value(m.name) for _, r in pairs], screened=False)
@@ -83,8 +85,12 @@ def family_q(pairings, duets, q: float = FDR_Q) -> Tuple[float, float]:
     return q * n_p / (n_p + n_d), q * n_d / (n_p + n_d)
 
 
-def judge_ab_once(cells: Dict[str, CellRecord], final: set, min_effect: float) -> Dict[str, vd.Verdict]:
-    pairings, comparisons, duets = _ab_inputs(cells, final)
+def judge_ab_once(cells: Dict[str, CellRecord], final: set, min_effect: float,
+                  complete: frozenset = frozenset()) -> Dict[str, vd.Verdict]:
+    """Verdicts of every figure from the cells' pairs; ``final``: cells whose second stage
+    ran (or never will), ``complete``: those of them that got every pair it asked for (a
+    figure still not significant there is the machine's noise, not a cut)."""
+    pairings, comparisons, duets = _ab_inputs(cells, final, complete)
     q_pairs, q_duets = family_q(pairings, duets)
     v = ab_pairs.judge_ab(pairings, min_effect=min_effect, q=q_pairs)
     v.update(verdict_duet.judge_duet(duets, min_effect=min_effect, q=q_duets))

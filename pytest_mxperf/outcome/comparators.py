@@ -96,6 +96,7 @@ class BaselineComparator:
         self._budget: Optional[float] = None
         self._pairs: Optional[Callable[[str], Optional[int]]] = None
         self._cut: Dict[str, str] = {}  # cells the duet should have settled and did not: why
+        self._complete: FrozenSet[str] = frozenset()  # cells whose second stage got every pair it asked for
 
     @property
     def against_setup(self) -> bool:
@@ -120,7 +121,8 @@ class BaselineComparator:
         verdicts = judging.judge_baseline_once(labelled, self.baseline, self._reference, set(final), o.min_effect)
         paired = {k: rec for k, rec in labelled.items() if rec.cell.reference is not None}
         if paired:
-            duets = ab_judging.judge_ab_once(paired, set(final) & set(paired), o.min_effect)
+            duets = ab_judging.judge_ab_once(paired, set(final) & set(paired), o.min_effect,
+                                             complete=self._complete & final)
             verdicts = judging.against_recorded_setup(verdicts, duets, self.baseline, o.min_effect)
         return verdicts, labelled
 
@@ -162,11 +164,15 @@ class BaselineComparator:
             if rec.remeasure is None or env is None:
                 continue  # no one recorded setup of this cell (or no way to measure it again): as judged
             second = k in paired
-            n = ((self._pairs(k) if self._pairs is not None else None) or o.duet_pairs) if second else o.duet_pairs
+            if not rec.duets:  # process pairs: each stage as many as A/B mode gives them (a test can then reject)
+                n = planning.ab_pairs(self.context.plan.tests)
+            else:
+                n = ((self._pairs(k) if self._pairs is not None else None) or o.duet_pairs) if second else o.duet_pairs
             wanted[k] = max(1, n)
             each[k] = planning.pair_seconds(rec.cell) or planning.setup_pair_seconds(rec, o)
             sides[k] = Side(self.setup.python, tuple(sorted(env.items())))
         kept, deadline_cut = ab_judging.within_deadline(wanted, each, self.left())
+        self._complete |= frozenset(k for k in wanted if k in paired and kept.get(k, 0) >= wanted[k])
         for k in wanted:
             if kept.get(k, 0) < wanted[k] and k not in paired:
                 self._cut[k] = "cut by --perf-deadline before its duet against the recorded setup"
@@ -204,6 +210,7 @@ class ABComparator:
         self.context = context
         self.left = left
         self._pairs: Optional[Callable[[str], Optional[int]]] = None
+        self._complete: FrozenSet[str] = frozenset()  # cells whose second stage got every pair it asked for
 
     @property
     def confirms(self) -> bool:
@@ -212,7 +219,8 @@ class ABComparator:
     def judge(self, cells: Dict[str, CellRecord], final: FrozenSet[str]
               ) -> Tuple[Dict[str, vd.Verdict], Dict[str, CellRecord]]:
         labelled, _ = judging.label_machine_states(cells, None)
-        return ab_judging.judge_ab_once(labelled, set(final), self.context.options.min_effect), labelled
+        return ab_judging.judge_ab_once(labelled, set(final), self.context.options.min_effect,
+                                        complete=self._complete & final), labelled
 
     def more(self, verdicts, cells: Dict[str, CellRecord], suspects: FrozenSet[str], spent: float
              ) -> Tuple[Confirmation, FrozenSet[str]]:
@@ -227,7 +235,9 @@ class ABComparator:
             n = self._pairs(k)
             wanted[k] = ctx.plan.ab_pairs or o.ab_pairs if n is None else n
         each = {k: planning.pair_seconds(cells[k].cell) or 0.0 for k in wanted}
-        wanted, deadline_cut = ab_judging.within_deadline(wanted, each, self.left())
+        kept, deadline_cut = ab_judging.within_deadline(wanted, each, self.left())
+        self._complete |= frozenset(k for k in wanted if kept.get(k, 0) >= wanted[k])
+        wanted = kept
         more = tuple(MoreToMeasure(k, n, "duet" if ab_judging.is_duet(cells[k].cell) else "process-pairs",
                                    Side(o.python), Side(ctx.comparison.reference), each[k], min_effect(ctx, k))
                      for k, n in wanted.items())
