@@ -32,7 +32,8 @@ import dataclasses
 import math
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
-from pytest_mxperf.judge.thresholds import FDR_Q, MIN_EFFECT, NOISE_LIMIT_Z, effect_for
+from pytest_mxperf.judge.thresholds import FDR_Q, MIN_EFFECT, effect_for
+from pytest_mxperf.judge.verdict_duet import noise_reach, within_noise
 from pytest_mxperf.judge.verdict_record import Verdict
 from pytest_mxperf.model import stats
 from pytest_mxperf.model.measurement import Metric
@@ -128,13 +129,11 @@ def judge_ab(cells: Mapping[str, Pairing], *, min_effect: float = MIN_EFFECT, q:
             out[key] = Verdict("improvement", f"{txt}: better by more than {100 * effect:.0f}% and "
                                f"significant (p={p_better[key]:.3g})", p_value=p_better[key],
                                q_value=q_b[key], **common)
-        elif w < -effect and p.final and p.complete and key in seeded and -est <= _noise_reach(diffs):
+        elif w < -effect and p.final and p.complete and key in seeded and -est <= noise_reach(diffs):
             # every pair it asked for and still not significant, within NOISE_LIMIT_Z standard errors:
             # the machine's noise (a time to accuracy of 0.4-2.4 s, pairs spread 22% here)
             out[key] = Verdict("below-resolution", f"{txt}: worse than -{100 * effect:.0f}% but not significant "
-                               f"(p={p_worse[key]:.3g}), within {100 * math.expm1(_noise_reach(diffs)):.1f}%, what "
-                               f"{len(x)} pairs resolve at this spread ({NOISE_LIMIT_Z:g} standard errors): noise "
-                               "of the machine, not passed as unchanged",
+                               f"(p={p_worse[key]:.3g}), " + within_noise(diffs),
                                p_value=p_worse[key], q_value=q_w[key], **common)
         elif w < -effect:
             kind = "unresolved" if p.final else "suspect"
@@ -161,11 +160,6 @@ def judge_ab(cells: Mapping[str, Pairing], *, min_effect: float = MIN_EFFECT, q:
             out[key] = Verdict("unchanged", f"{txt}", p_value=p_worse[key] if est < 0 else p_better[key],
                                q_value=q_w[key] if est < 0 else q_b[key], **common)
     return out
-
-
-def _noise_reach(diffs: Sequence[float]) -> float:
-    """NOISE_LIMIT_Z standard errors of the mean pair log ratio."""
-    return NOISE_LIMIT_Z * stats.sample_sd(diffs) / math.sqrt(len(diffs))
 
 
 def _pairs_slower_p(x: Sequence[float], y: Sequence[float]) -> Optional[float]:

@@ -41,8 +41,9 @@ def effect_for(metric: str, min_effect: float) -> float:
     is ``min_effect``: ``TAIL_MIN_EFFECT`` for a tail (``TAILS``) when larger."""
     return max(min_effect, TAIL_MIN_EFFECT) if metric in TAILS else min_effect
 
-#: a duet figure still not significant after every pair the rule allows (verdict_duet.MAX_PAIRS)
-#: is unresolved (fails) only when worse than this many standard errors of its pairs' mean;
+#: a figure of pairs still not significant after every pair its second stage asked for (none
+#: cut by the deadline: verdict_duet.noise_reach, ab_pairs for seeded process pairs) is
+#: unresolved (fails) only when worse than this many standard errors of its pairs' mean;
 #: nearer, it is below its resolution (fails only when --perf-fail-on names it). Such a
 #: figure's spread is the machine's: an input pipeline's ndarray loader rate ran 3.7k-13.7k
 #: samples/s in fresh processes of one setup and its duet pairs spread 19-30%, so 40 pairs

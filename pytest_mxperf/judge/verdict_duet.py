@@ -128,6 +128,18 @@ def pairs_needed(n_cells: int, pair_log_ratios: Sequence[float] = (), *, spread:
     return len(d) + n2
 
 
+def noise_reach(log_ratios: Sequence[float]) -> float:
+    """``NOISE_LIMIT_Z`` standard errors of the mean of a cell's pair log ratios (log units):
+    the slowdown its pairs can tell from the machine's noise."""
+    return NOISE_LIMIT_Z * stats.sample_sd(log_ratios) / math.sqrt(len(log_ratios))
+
+
+def within_noise(log_ratios: Sequence[float]) -> str:
+    """How a figure below its pairs' resolution says so."""
+    return (f"within {100 * math.expm1(noise_reach(log_ratios)):.1f}%, what {len(log_ratios)} pairs resolve at "
+            f"this spread ({NOISE_LIMIT_Z:g} standard errors): noise of the machine, not passed as unchanged")
+
+
 def _ratio_interval(lo: float, hi: float, sign: float) -> Tuple[float, float]:
     a, b = math.exp(sign * lo), math.exp(sign * hi)
     return (min(a, b), max(a, b))
@@ -210,12 +222,9 @@ def _judge_cell(p: DuetPairing, g: List[float], t: _Tests, min_effect: float, q:
         # every pair the rule asked for and still not significant: the spread grew past what
         # the first stage showed, and it is the machine's (the module doc). Unresolved only
         # beyond NOISE_LIMIT_Z standard errors
-        reach = math.expm1(NOISE_LIMIT_Z * stats.sample_sd(g) / math.sqrt(n))
-        if -math.expm1(-abs(est)) <= reach:
+        if -est <= noise_reach(g):
             return Verdict("below-resolution", f"{txt}: worse than -{eff} but not significant ({sig_txt}), "
-                           f"within {100 * reach:.1f}%, what {n} pairs resolve at this spread "
-                           f"({NOISE_LIMIT_Z:g} standard errors): noise of the machine, not passed as unchanged",
-                           **common)
+                           + within_noise(g), **common)
     if w < -min_effect:
         return Verdict("unresolved", f"{txt}: worse than -{eff} but not significant ({sig_txt}); could not "
                        "confirm: re-run", **common)
