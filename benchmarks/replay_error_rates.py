@@ -14,7 +14,10 @@ baseline mode. Mode ``setup`` (issue 35): baseline mode settling its suspects ag
 recorded setup (the corpus's A/A duet pairs as its pairs): unchanged sessions fail in at most
 5%, a -10% change is caught in at least 95%, whatever the resolution; its rows also say how
 many cells an unchanged session sends to the duet and what that costs (the cost model's duet
-pair). ``tests/test_error_rates.py`` holds them on fewer sessions.
+pair). Mode ``setup-visible``: the same, for a session whose setup changed in a way the suite
+sees (every process ran with a recorded variable the baseline's did not, so every cell goes
+to the duet), one cell of it x effect: x1.00 is a change of the setup that slows nothing.
+``tests/test_error_rates.py`` holds them on fewer sessions.
 
     .venv/bin/python benchmarks/replay_error_rates.py --out benchmarks/results/error-rates-2026-11-25.txt
     .venv/bin/python benchmarks/replay_error_rates.py --sessions 40 --sizes 6 --effects 1 0.9 --modes ab-duet
@@ -37,7 +40,7 @@ sys.path.insert(0, str(HERE))
 import replay_lib as L  # noqa: E402
 
 SEED = 20261125
-MODES = ("ab-duet", "ab-pairs", "baseline", "setup")
+MODES = ("ab-duet", "ab-pairs", "baseline", "setup", "setup-visible")
 
 
 def corpora(mode: str) -> List[Tuple[str, L.Corpus]]:
@@ -48,8 +51,8 @@ def corpora(mode: str) -> List[Tuple[str, L.Corpus]]:
         return [("ab", c.with_pairs()) for c in L.aa_corpora() if c.with_pairs().pools]
     if mode == "ab-pairs":
         return [("ab", L.load_regime_pairs())]
-    if mode == "setup":  # baseline mode settling its suspects against the recorded setup: pairs and fresh processes
-        return [("setup", c) for c in (a.with_fresh(L.MIN_FRESH).with_pairs() for a in L.aa_corpora()) if c.pools]
+    if mode in ("setup", "setup-visible"):  # baseline mode settling its suspects against the recorded setup
+        return [(mode, c) for c in (a.with_fresh(L.MIN_FRESH).with_pairs() for a in L.aa_corpora()) if c.pools]
     return [("baseline", c) for c in L.baseline_corpora()]
 
 

@@ -257,12 +257,16 @@ def aa_corpora() -> List[Corpus]:
 
 # ----------------------------------------------------------------------------- runs
 
-def make_run(w: Workload, doc: Dict[str, Any], common: Dict[str, Any], effect: float = 1.0) -> RunResult:
+def make_run(w: Workload, doc: Dict[str, Any], common: Dict[str, Any], effect: float = 1.0,
+             env: Optional[Dict[str, str]] = None) -> RunResult:
     """A RunResult from a recorded run document, its throughput x ``effect``: round times
     divided by it, figures judged by the processes rule moved by it in their better
-    direction (derived figures, shown only, and memory as recorded)."""
+    direction (derived figures, shown only, and memory as recorded); ``env``: recorded
+    variables the process ran with besides its recorded ones (a setup changed visibly)."""
     meta = dict(common)
     meta.update(doc.get("meta") or {})
+    if env:
+        meta["env"] = dict(meta.get("env") or {}, **env)
     if isinstance(meta.get("machine_state"), dict):   # the judge labels it in place; nothing else is written
         meta["machine_state"] = dict(meta["machine_state"])
     figures = {}
@@ -513,13 +517,22 @@ REPLAY_BUILD = {"name": "mxnet", "version": "1.9.1", "direct_url": None, "libmxn
 SETUP = "/replayed/recorded-setup/bin/python"
 
 
+#: the variable a replayed session whose setup changed visibly runs with (its every process,
+#: not the baseline's nor the recorded setup's side of a pair)
+VISIBLE_CHANGE = {"MXNET_SUBGRAPH_BACKEND": "NONE"}
+
+
 def baseline_session(corpus: Corpus, n_cells: int, effect: float, rng: random.Random,
-                     setup: bool = False) -> SessionResult:
+                     setup: bool = False, visible: bool = False) -> SessionResult:
     """One baseline-mode session of ``n_cells`` cells (cell 0 x ``effect``) against a
     baseline recorded from the same corpus at other times (``baseline_plan``). ``setup``:
     its suspects settled against the recorded setup (``RecordedSetup`` ready), whose pairs are
     the corpus's A/A pairs of the cell (duet pairs; each drawn pair's sides exchanged with
-    probability 1/2, the candidate's x ``effect``), as ``ab_session`` draws them."""
+    probability 1/2, the candidate's x ``effect``), as ``ab_session`` draws them. ``visible``:
+    the session's processes ran with a recorded variable the baseline's did not
+    (``VISIBLE_CHANGE``): a change of the setup that the suite sees, on every cell, of which
+    cell 0 alone is x ``effect``."""
+    extra = VISIBLE_CHANGE if visible else None
     pools = [p for p in corpus.pools if len(p.fresh) >= MIN_FRESH and (p.pairs or not setup)]
     baseline = Baseline.new(corpus.machine_id)
     requirement = f"mxnet=={corpus.mxnet_version}" if corpus.mxnet_version else None
@@ -541,14 +554,14 @@ def baseline_session(corpus: Corpus, n_cells: int, effect: float, rng: random.Ra
         def measure(n: int, paired: bool = False, w=w, pool=pool, draw=draw, pair_draw=pair_draw,
                     scale=effect if i == 0 else 1.0) -> CellMeasurement:
             if not paired:
-                return CellMeasurement(w, [make_run(w, pool.fresh[draw()], pool.meta_common, scale)
+                return CellMeasurement(w, [make_run(w, pool.fresh[draw()], pool.meta_common, scale, extra)
                                            for _ in range(n)])
             runs, refs = [], []
             for _ in range(n):
                 c, r = pool.pairs[pair_draw()]
                 if pair_draw.rng.random() < 0.5:
                     c, r = r, c
-                runs.append(make_run(w, c, pool.meta_common, scale))
+                runs.append(make_run(w, c, pool.meta_common, scale, extra))
                 refs.append(make_run(w, r, pool.meta_common).with_facts(pair_of=runs[-1].process))
             return CellMeasurement(w, runs, refs)
 
@@ -596,7 +609,8 @@ def rates(mode: str, corpus: Corpus, n_cells: int, effect: float, sessions: int,
     """``sessions`` sessions of one mode ("ab" or "baseline"), N cells, one of them x effect."""
     rng = random.Random(f"{seed}-{mode}-{corpus.name}-{n_cells}-{effect}")
     one = {"ab": ab_session, "baseline": baseline_session,
-           "setup": lambda *a: baseline_session(*a, setup=True)}[mode]
+           "setup": lambda *a: baseline_session(*a, setup=True),
+           "setup-visible": lambda *a: baseline_session(*a, setup=True, visible=True)}[mode]
     t0 = time.process_time()
     r = Rates(mode, corpus.name, n_cells, effect, sessions, 0, 0, {}, {})
     units = 0
@@ -626,14 +640,14 @@ def format_row(r: Rates) -> str:
            f"failed {100 * r.failed_rate:5.1f}% ({kinds})")
     if r.effect != 1.0:
         txt += f"  caught {100 * r.caught_rate:5.1f}%"
-        if r.mode in ("baseline", "setup"):
+        if r.mode in ("baseline", "setup", "setup-visible"):
             b = r.caught_beyond_rate
             txt += (f"  beyond resolution {r.beyond_resolution}/{r.sessions}, caught there "
                     + (f"{100 * b:5.1f}%" if b is not None else "  -  "))
         changed = ", ".join(f"{k} {v}" for k, v in sorted(r.changed_kinds.items(), key=lambda kv: -kv[1]))
         txt += f"  [changed cell: {changed}]"
     txt += f"  {'pairs' if r.mode == 'ab' else 'processes'}/cell {r.units:.1f}"
-    if r.mode == "setup":
+    if r.mode.startswith("setup"):
         txt += (f"  to the duet: {r.to_setup:.2f} cell(s)/session, {r.setup_pairs:.1f} pairs, "
                 f"{r.setup_seconds / 60:.1f} min")
     return txt

@@ -170,6 +170,7 @@ def _one_cell(spec, c):
         "status": "ok", "message": "", "batches_per_round": k, "round_seconds": rounds, "figures": figures,
         "meta": {"mxnet_version": c.get("version", "1.9.1"), "features": c.get("features", ["MKLDNN", "OPENMP"]),
                  "python": sys.version.split()[0], "num_gpus": c.get("gpus", 0),
+                 "worker_env": dict(protocol.STARTED_ENV),  # as protocol.runtime_info reports it
                  "threads": {"openmp": 2}, "cpu_utilization": 1.0 if gpus else 1.98,
                  "peak_rss_bytes": int(c.get("rss_mib", 800)) * 2 ** 20, "bind_seconds": 0.1,
                  "first_batch_seconds": 0.05, "timed_windows": windows, "warmup_window": warmup_window,

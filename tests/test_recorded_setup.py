@@ -3,6 +3,7 @@ part 1), end to end with stand-in installs (tests/stub_worker.py) that speak the
 and duet protocols: the recorded MXNet build found in the venv cache (what a first build
 leaves), its recorded variables on the reference side, and the verdict the pairs give."""
 
+import dataclasses
 import json
 
 import pytest
@@ -41,8 +42,14 @@ def box(pytester, make_stub_python, monkeypatch):
         assert r.ret == 0, r.stdout.str()
     slow_with_one_thread = {"OMP_NUM_THREADS=1": 0.5}
 
-    def run(now, *args, reference=None, cached=True):
-        candidate = make_stub_python("now", **dict(now, env_factors=slow_with_one_thread))
+    def run(now, *args, reference=None, cached=True, wrapper_sets=None):
+        candidate = make_stub_python("now", **dict(now, env_factors=dict(slow_with_one_thread, **now.get(
+            "env_factors", {}))))
+        if wrapper_sets:  # an interpreter that sets its own variables, which the parent never sees
+            wrapper = pytester.path / "python-wrapper"
+            wrapper.write_text(f'#!/bin/sh\n{wrapper_sets} exec {candidate} "$@"\n')
+            wrapper.chmod(0o755)
+            candidate = str(wrapper)
         if cached:
             cached_setup(cache, make_stub_python("recorded", **dict(reference or {"rate": 100.0, "install": BUILD},
                                                                    env_factors=slow_with_one_thread)), candidate)
@@ -305,3 +312,116 @@ def test_a_cell_of_process_pairs_gets_as_many_pairs_against_the_setup_as_ab_mode
     (more,) = asked.wanted
     assert more.kind == "process-pairs" and more.count == planning.ab_pairs(25)
     assert stats.min_signed_rank_p(more.count) <= 0.05 / 25 < stats.min_signed_rank_p(6)
+
+
+def _two_cells(changed_env=None, version="1.9.1"):
+    """A baseline of two lenet cells (b8, b16) recorded with OMP_NUM_THREADS=2 by MXNet 1.9.1,
+    and a session that measured both again, reading as the baseline (neither a suspect by its
+    figure); ``changed_env``: recorded variables the session's processes ran with besides;
+    ``version``: the MXNet version they report (None: they report none)."""
+    from pytest_mxperf.measure.ledger import CellRecord
+    from pytest_mxperf.measure.session import Comparison, RecordedSetup, SessionContext
+    from pytest_mxperf.model.measurement import CellMeasurement, RunResult
+    from pytest_mxperf.model.options import PerfOptions
+    from pytest_mxperf.model.workload import Workload
+    from pytest_mxperf.outcome import comparators
+    from pytest_mxperf.store import baseline_store
+    from pytest_mxperf.store.baselines import Baseline
+
+    baseline = Baseline.new("box")
+    measured = {}
+    for b in (8, 16):
+        w = Workload("lenet", batch_size=b)
+
+        def runs(*rates, env=None, w=w, version="1.9.1"):
+            return [RunResult(w, "ok", batches_per_round=1, round_seconds=[8.0 / r] * 5, wall_seconds=5.0,
+                              meta={"env": dict({"OMP_NUM_THREADS": "2"}, **(env or {})), "mxnet_version": version})
+                    for r in rates]
+        rec = baseline_store.summarize_cell(CellMeasurement(w, runs(98, 99, 100, 101, 102)),
+                                            requirement="mxnet==1.9.1", install=BUILD)
+        baseline.add_recordings({w.key(): rec}, {w.key(): w.to_dict()})
+        measured[w.key()] = CellRecord("t", CellMeasurement(w, runs(100, 100.5, env=changed_env, version=version)),
+                                       remeasure=lambda more: None, duets=True)
+    ctx = SessionContext(PerfOptions(machine_probe=False), {}, baseline=baseline,
+                         comparison=Comparison("baseline", setup=RecordedSetup("ready", "mxnet==1.9.1", "/r/python")))
+    return comparators.BaselineComparator(ctx, now=lambda: 0.0, left=lambda: None), measured
+
+
+def test_a_setup_the_suite_sees_changed_sends_every_cell_to_the_duet_not_only_suspects():
+    """The replays of the default selection: a -10% cell whose fresh processes read as the
+    baseline (the VM's spells move a cell 10-20% between sessions) was never sent to the duet,
+    so only 76-81% of -10% changes were caught. When the session's processes ran with a
+    recorded variable the baseline's did not (here MXNET_SUBGRAPH_BACKEND=NONE), every cell
+    goes to the duet, and the line before it says why; with the recorded setup, only suspects
+    (none here)."""
+    from pytest_mxperf.output import messages
+
+    same, cells = _two_cells()
+    verdicts, judged = same.judge(cells, frozenset())
+    assert {v.kind for v in verdicts.values()} == {"unchanged"}, verdicts
+    assert same.suspects(verdicts, judged) == frozenset()
+
+    changed, cells = _two_cells({"MXNET_SUBGRAPH_BACKEND": "NONE"})
+    verdicts, judged = changed.judge(cells, frozenset())
+    assert {v.kind for v in verdicts.values()} == {"unchanged"}, verdicts
+    assert changed.suspects(verdicts, judged) == frozenset(cells)
+    asked, _ = changed.more(verdicts, judged, frozenset(cells), 0.0)
+    assert {m.key for m in asked.wanted} == set(cells)
+    line = messages.said(asked)
+    assert ("2 cell(s) (every one, as the session's setup is not the recorded one "
+            "(MXNET_SUBGRAPH_BACKEND: unset -> NONE)) measured again against the recorded setup") in line, line
+
+
+def test_after_a_regression_against_the_recorded_setup_every_cell_goes_to_the_duet():
+    """The fusion-off session (daily-gate-2026-11-26d): three cells were regressions against
+    the recorded setup, and ResNet-50 v2 b8, as slowed, was missed because its fresh processes
+    read "better by 12.6%" and it never went to the duet. Once a duet finds a regression, the
+    setup differs in a way that matters: every other cell is measured against it too."""
+    from pytest_mxperf.judge.verdict_record import Verdict
+    from pytest_mxperf.model.measurement import CellMeasurement
+
+    comparator, cells = _two_cells()
+    first, second = sorted(cells)
+    verdicts, judged = comparator.judge(cells, frozenset())
+    assert comparator.suspects(verdicts, judged) == frozenset()
+    # the first cell was measured in pairs against the recorded setup and is a regression there
+    rec = judged[first]
+    judged = dict(judged, **{first: dataclasses.replace(
+        rec, cell=CellMeasurement(rec.cell.workload, rec.cell.runs, list(rec.cell.runs)))})
+    verdicts = dict(verdicts, **{first: Verdict("regression", "worse", change=-0.2, interval=(0.78, 0.82),
+                                                n_current=6)})
+    assert comparator.suspects(verdicts, judged) == frozenset({second})
+    asked, _ = comparator.more(verdicts, judged, frozenset({second}), 0.0)
+    assert asked.whole.startswith(f"a regression against the recorded setup ({first}"), asked.whole
+
+
+def test_setup_changes_are_what_a_duet_puts_back_and_both_sides_know():
+    """``judging.setup_changes``: a recorded variable and the MXNet build count; a fact one side
+    never recorded (an older baseline without the MXNet version) is no change."""
+    from pytest_mxperf.outcome import judging
+
+    comparator, cells = _two_cells({"OMP_NUM_THREADS": "1"})
+    assert judging.setup_changes(cells, comparator.baseline) == ["OMP_NUM_THREADS: 2 -> 1"]
+    comparator, cells = _two_cells()
+    assert judging.setup_changes(cells, comparator.baseline) == []
+    comparator, cells = _two_cells(version="1.8.0")
+    assert judging.setup_changes(cells, comparator.baseline) == ["mxnet: 1.9.1 -> 1.8.0"]
+    comparator, cells = _two_cells(version=None)   # processes that name no MXNet version: not a change
+    assert judging.setup_changes(cells, comparator.baseline) == []
+
+
+def test_a_variable_an_interpreter_wrapper_sets_itself_is_seen_and_every_cell_is_settled(box, pytester):
+    """The issue's hidden slowdown: a candidate interpreter that alone runs with oneDNN's
+    fusion off (``MXNET_SUBGRAPH_BACKEND=NONE exec python``). The parent never sees the
+    variable; the worker reports the variables as it got them, so the verdict names the
+    change, and every cell goes to the duet against the recorded setup even where its figure
+    reads as the baseline's (here +0.8%, not a suspect by itself)."""
+    now = {"rate": 112.0, "install": BUILD, "env_factors": {"MXNET_SUBGRAPH_BACKEND=NONE": 0.9}}
+    r = box(now, "--perf-report", "rep", wrapper_sets="MXNET_SUBGRAPH_BACKEND=NONE")
+    out = r.stdout.str()
+    assert r.ret == pytest.ExitCode.OK, out
+    assert ("1 cell(s) (every one, as the session's setup is not the recorded one (MXNET_SUBGRAPH_BACKEND: "
+            "unset -> NONE)) measured again against the recorded setup") in out, out
+    v = _verdict(pytester)
+    assert "MXNET_SUBGRAPH_BACKEND: unset -> NONE" in v["env_diff"], v
+    assert v["reason"].startswith("against the recorded setup: x1.0"), v["reason"]

@@ -32,6 +32,22 @@ def test_user_omp_threads_reach_the_worker_and_are_recorded(threads):
     assert r.meta["threads"]["openmp"] == int(threads)
     assert r.meta["env"]["OMP_NUM_THREADS"] == threads
     assert r.meta["env_defaults_applied"] == {}
+    # the variables are the ones the worker reports it got, the same the parent passed here
+    assert r.meta["worker_env"] == r.meta["env"] == topology.recorded_env(_env(OMP_NUM_THREADS=threads))
+
+
+def test_the_recorded_variables_are_the_ones_the_worker_got():
+    """An interpreter that is a wrapper setting its own variables (``MXNET_SUBGRAPH_BACKEND=NONE
+    exec python``): the parent passed none of them, the worker reports what it got, and that
+    is what is recorded (and diffed against the baseline); a worker that reports nothing keeps
+    what the parent passed."""
+    got = {"MXNET_SUBGRAPH_BACKEND": "NONE", "OMP_NUM_THREADS": "2"}
+    out = worker.ProcessOutcome("ok", "", {"round_seconds": [0.1], "meta": {"worker_env": got}}, [], 0, 1.0)
+    r = runner.run_result(out, LENET, {"OMP_NUM_THREADS": "2", "PATH": "/bin"})
+    assert r.meta["env"] == got
+    out = worker.ProcessOutcome("ok", "", {"round_seconds": [0.1], "meta": {}}, [], 0, 1.0)
+    assert runner.run_result(out, LENET, {"OMP_NUM_THREADS": "2", "PATH": "/bin"}).meta["env"] == {
+        "OMP_NUM_THREADS": "2"}
 
 
 def test_unset_threads_are_filled_with_physical_cores():

@@ -13,15 +13,13 @@ import os
 from pathlib import Path
 from typing import Dict, Iterable, List, Mapping, Optional, Tuple
 
+# the variables recorded beside every result and diffed against the baseline: declared on the
+# child side, where a worker reports them as it got them
+from pytest_mxperf.workers.protocol import RECORDED_ENV_PREFIXES, recorded_env  # noqa: F401
+
 SYSFS_CPU = Path("/sys/devices/system/cpu")
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 PROC_CGROUP = Path("/proc/self/cgroup")
-
-# Variables that change how MXNet (or its OpenMP / BLAS runtimes) behaves. They are
-# passed to the worker when the user set them, recorded beside every result, and
-# diffed against the baseline.
-RECORDED_ENV_PREFIXES = ("OMP_", "KMP_", "MXNET_", "OPENBLAS_", "MKL_", "MKLDNN_", "DNNL_", "GOMP_",
-                         "CUDA_", "NCCL_", "DMLC_", "NVIDIA_TF32_OVERRIDE")  # the last: TF32 off (tensor_math.py)
 
 
 def affinity_cpus() -> Tuple[int, ...]:
@@ -151,10 +149,6 @@ def default_threads(profile: str, num_cpu_contexts: int, cores: Optional[int] = 
     if profile == "per-context":
         return max(1, cores // max(1, num_cpu_contexts))
     return int(profile)
-
-
-def recorded_env(env: Mapping[str, str]) -> Dict[str, str]:
-    return {k: v for k, v in sorted(env.items()) if k.startswith(RECORDED_ENV_PREFIXES)}
 
 
 def worker_env(base: Mapping[str, str], profile: str, num_cpu_contexts: int,

@@ -87,7 +87,10 @@ def run_result(out: ProcessOutcome, workload: Workload, env: Optional[Mapping[st
     # the scalar facts of a worker result without a "meta" of its own (sizes, counts, names)
     meta.setdefault("result", {k: v for k, v in payload.items()
                                if k not in ("status", "message", "meta") and isinstance(v, (str, int, float, bool))})
-    meta["env"] = topology.recorded_env(env or os.environ)
+    # the variables the process ran with: as it got them when it says (a wrapper interpreter's
+    # own included), else as the parent passed them
+    seen = meta.get("worker_env")
+    meta["env"] = dict(seen) if isinstance(seen, dict) else topology.recorded_env(env or os.environ)
     if out.utilisation:  # the sampler's readings cut to the worker's timed rounds
         from pytest_mxperf.machine import utilisation
         meta["utilisation"] = utilisation.with_timed_rounds(out.utilisation, meta.get("timed_windows"))

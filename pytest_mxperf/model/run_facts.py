@@ -38,6 +38,8 @@ FACTS: Tuple[Fact, ...] = (
     Fact("features", list, "", WORKER, "enabled mx.runtime.Features (None before MXNet had them)"),
     Fact("num_gpus", int, "", WORKER, "mx.context.num_gpus()"),
     Fact("numpy_version", str, "", WORKER, "the worker's numpy"),
+    Fact("worker_env", dict, "", WORKER, "the threading and MXNet variables as the worker process got them "
+         "(an interpreter wrapper's own included); the parent records them as ``env``"),
     Fact("cuda_runtime", str, "", WORKER, "CUDA runtime version, on a GPU build with GPUs"),
     Fact("cudnn", str, "", WORKER, "cuDNN version, on a GPU build with GPUs"),
     Fact("libcudart", str, "", WORKER, "the CUDA runtime library loaded"),

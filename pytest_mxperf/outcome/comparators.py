@@ -55,6 +55,7 @@ class Confirmation:
     cut: bool = False
     deadline_cut: Optional[Tuple[int, int, float]] = None
     setup: Optional[str] = None
+    whole: str = ""   # "recorded-setup": why every cell is measured against it, not only suspects
 
 
 def min_effect(context: SessionContext, key: str) -> float:
@@ -80,10 +81,16 @@ class BaselineComparator:
     deadline; the setup could not be built) is unresolved, never passed. Without a ready
     setup, suspects get more fresh processes (up to ``CONFIRM_PROCESSES`` in all, within as
     long again as the measuring so far or a minute), up to three rounds (judging again can
-    make another cell a suspect: BH across cells)."""
+    make another cell a suspect: BH across cells).
+
+    Against the recorded setup, **every** cell (not only suspects) is measured in pairs
+    against it when the setup visibly changed (``judging.setup_changes``: a recorded variable
+    as the worker processes saw it, the MXNet build, numpy) or when a duet has already found a
+    regression against it (the setup differs in a way that matters, and a cell whose fresh
+    processes happened to read faster than the baseline's may hide the same slowdown): a
+    session whose setup is the recorded one and shows nothing suspect costs what it did."""
 
     mode = "baseline"
-    rounds = 3
 
     def __init__(self, context: SessionContext, now: Callable[[], float],
                  left: Callable[[], Optional[float]] = lambda: None):
@@ -97,6 +104,13 @@ class BaselineComparator:
         self._pairs: Optional[Callable[[str], Optional[int]]] = None
         self._cut: Dict[str, str] = {}  # cells the duet should have settled and did not: why
         self._complete: FrozenSet[str] = frozenset()  # cells whose second stage got every pair it asked for
+        self._whole = ""  # why every cell is measured against the recorded setup ("": only suspects)
+
+    @property
+    def rounds(self) -> int:
+        # against the recorded setup: a first and a second stage, then both again for the cells
+        # a regression found in the second stage sends there
+        return 4 if self.against_setup else 3
 
     @property
     def against_setup(self) -> bool:
@@ -130,8 +144,23 @@ class BaselineComparator:
         if not self.against_setup:
             return _suspects(verdicts)
         paired = {k for k, rec in cells.items() if rec.cell.reference is not None}
-        return (_suspects({k: v for k, v in verdicts.items() if cell_of(k) in paired})
-                | (judging.setup_suspects(verdicts, self.context.options.min_effect) - paired))
+        first = judging.setup_suspects(verdicts, self.context.options.min_effect)
+        if not self._whole:
+            self._whole = self._why_every_cell(verdicts, cells, paired)
+        if self._whole:
+            first = judging.judged_between_processes(verdicts)
+        return _suspects({k: v for k, v in verdicts.items() if cell_of(k) in paired}) | (first - paired)
+
+    def _why_every_cell(self, verdicts: Dict[str, vd.Verdict], cells: Dict[str, CellRecord], paired) -> str:
+        """Why every cell is measured against the recorded setup, or "" (only suspects)."""
+        changes = judging.setup_changes(cells, self.baseline)
+        if changes:
+            return "the session's setup is not the recorded one (" + "; ".join(changes[:4]) + (
+                f"; {len(changes) - 4} more" if len(changes) > 4 else "") + ")"
+        found = sorted(k for k, v in verdicts.items() if v.kind == "regression" and cell_of(k) in paired)
+        if found:
+            return f"a regression against the recorded setup ({found[0]}{' and more' if len(found) > 1 else ''})"
+        return ""
 
     def more(self, verdicts, cells: Dict[str, CellRecord], suspects: FrozenSet[str], spent: float
              ) -> Tuple[Confirmation, FrozenSet[str]]:
@@ -181,7 +210,7 @@ class BaselineComparator:
                      for k, n in kept.items())
         settled = frozenset(k for k in suspects if k in paired) | frozenset(k for k in wanted if k not in kept)
         return Confirmation("recorded-setup", more, deadline_cut=deadline_cut,
-                            setup=self.setup.requirement), settled
+                            setup=self.setup.requirement, whole=self._whole), settled
 
     def conclude(self, verdicts: Dict[str, vd.Verdict], cells: Dict[str, CellRecord]) -> Dict[str, vd.Verdict]:
         if self.baseline is None:

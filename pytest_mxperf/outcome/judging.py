@@ -158,6 +158,22 @@ def confirmation_plan(suspects: Dict[str, CellRecord], budget_s: float, options
     return {k: v for k, v in plan.items() if v[0] > 0}, cut
 
 
+def _changes(rec: CellRecord, base: Dict[str, Any], software: Dict[str, Any],
+             facts: Optional[Tuple[str, ...]] = None) -> List[str]:
+    """What differs between the setup a cell's processes ran with and the one its baseline
+    recording did: its recorded variables (``NAME: baseline -> current``), then the software
+    facts both sides know (``facts``: only these)."""
+    summary = baseline_store.summarize_cell(rec.cell)
+    lines = context_diff.env_diff(summary.get("env"), base.get("env"))
+    cur_soft = dict(software)
+    base_soft = dict(base.get("software") or {})
+    base_soft.setdefault("mxnet_version", base.get("mxnet_version"))
+    shared = (set(cur_soft) & set(base_soft)) | {"mxnet_version"}  # facts one side lacks are no change
+    if facts is not None:  # only these, and only where both sides know them
+        shared = {k for k in shared & set(facts) if cur_soft.get(k) is not None and base_soft.get(k) is not None}
+    return lines + context_diff.version_diff({k: cur_soft.get(k) for k in shared}, {k: base_soft.get(k) for k in shared})
+
+
 def with_context(verdicts: Dict[str, vd.Verdict], cells: Dict[str, CellRecord], baseline: Baseline
                  ) -> Dict[str, vd.Verdict]:
     """The verdicts of the cells' primary figures, each a new value with what changed around
@@ -170,15 +186,9 @@ def with_context(verdicts: Dict[str, vd.Verdict], cells: Dict[str, CellRecord], 
         base = baseline.latest(key)
         if v is None or base is None:
             continue
-        summary = baseline_store.summarize_cell(rec.cell)
-        env_diff = context_diff.env_diff(summary.get("env"), base.get("env"))
-        cur_soft = dict(software)
-        base_soft = dict(base.get("software") or {})
-        base_soft.setdefault("mxnet_version", base.get("mxnet_version"))
-        shared = (set(cur_soft) & set(base_soft)) | {"mxnet_version"}  # facts one side lacks are no change
-        env_diff += context_diff.version_diff({k: cur_soft.get(k) for k in shared}, {k: base_soft.get(k) for k in shared})
+        env_diff = _changes(rec, base, software)
         notes = list(v.notes)
-        note = context_diff.startup_note(summary, base)
+        note = context_diff.startup_note(baseline_store.summarize_cell(rec.cell), base)
         if note:
             notes.append(note)
         trend = baseline.session_medians(key)
@@ -187,6 +197,27 @@ def with_context(verdicts: Dict[str, vd.Verdict], cells: Dict[str, CellRecord], 
                          + f" -> {rec.cell.median_or_none:.4g} now")
         out[key] = dataclasses.replace(v, env_diff=list(v.env_diff) + env_diff, notes=notes)
     return out
+
+
+#: the software facts a duet against the recorded setup rebuilds on its reference side (the
+#: MXNet build and numpy; the interpreter's own version is the session's on both sides)
+SETUP_FACTS = ("mxnet_version", "features", "numpy_version")
+
+
+def setup_changes(cells: Dict[str, CellRecord], baseline: Optional[Baseline]) -> List[str]:
+    """What the session's processes ran with that the baseline's recordings did not, as far
+    as a duet against the recorded setup can put it back (its recorded variables, as each
+    worker process saw them; the MXNet build and numpy): sorted lines ``NAME: baseline ->
+    current``, empty when the setups are the same. Pure."""
+    if baseline is None:
+        return []
+    software = software_facts(r for rec in cells.values() for r in rec.cell.ok_runs)
+    lines = set()
+    for key, rec in cells.items():
+        base = baseline.latest(key)
+        if base is not None and rec.cell.ok_runs:
+            lines.update(_changes(rec, base, software, SETUP_FACTS))
+    return sorted(lines)
 
 
 # ----------------------------------------------------------------------------- the recorded setup
@@ -232,6 +263,12 @@ def setup_suspects(verdicts: Dict[str, vd.Verdict], min_effect: float = 0.05) ->
         return (v.kind == "unchanged" and v.change is not None
                 and METRICS[v.metric].oriented(v.change) < shift - SETUP_TRIGGER * effect_for(v.metric, min_effect))
     return frozenset(cell_of(k) for k, v in verdicts.items() if suspect(v))
+
+
+def judged_between_processes(verdicts: Dict[str, vd.Verdict]) -> FrozenSet[str]:
+    """The cells with a figure judged between processes: every cell a duet against the
+    recorded setup can measure again. Pure."""
+    return frozenset(cell_of(k) for k, v in verdicts.items() if _between_processes(v))
 
 
 #: the fewest figures whose median says how much faster than the baseline's the session ran

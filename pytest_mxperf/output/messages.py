@@ -326,7 +326,9 @@ def said(what: Any) -> str:
     each = ", ".join(f"{short[m.key]} +{m.count}" for m in wanted)
     if what.kind == "recorded-setup":
         kinds = sorted({"duet" if m.kind == "duet" else "process" for m in wanted})
-        line = (f"{PREFIX}{len(wanted)} suspect cell(s) measured again against the recorded setup ({what.setup}, its "
+        which = (f"{len(wanted)} cell(s) (every one, as {what.whole})" if what.whole
+                 else f"{len(wanted)} suspect cell(s)")
+        line = (f"{PREFIX}{which} measured again against the recorded setup ({what.setup}, its "
                 f"recorded variables), {sum(m.count for m in wanted)} {' and '.join(kinds)} pair(s) ({each}); "
                 f"expected about {duration_text(sum(m.cost for m in wanted))} more")
     else:

@@ -26,6 +26,23 @@ import warnings
 
 from pytest_mxperf.model.jsonio import write_json
 
+# Variables that change how MXNet (or its OpenMP / BLAS runtimes) behaves. They are
+# passed to the worker when the user set them, recorded beside every result, and
+# diffed against the baseline.
+RECORDED_ENV_PREFIXES = ("OMP_", "KMP_", "MXNET_", "OPENBLAS_", "MKL_", "MKLDNN_", "DNNL_", "GOMP_",
+                         "CUDA_", "NCCL_", "DMLC_", "NVIDIA_TF32_OVERRIDE")  # the last: TF32 off (tensor_math.py)
+
+
+def recorded_env(env):
+    """The recorded variables of ``env``, sorted by name."""
+    return {k: v for k, v in sorted(env.items()) if k.startswith(RECORDED_ENV_PREFIXES)}
+
+
+#: the recorded variables as this process got them, before it set any itself: an interpreter
+#: that is a wrapper setting its own (``MXNET_SUBGRAPH_BACKEND=NONE exec python``) shows here,
+#: not in what the parent passed
+STARTED_ENV = recorded_env(os.environ)
+
 OOM_MARKERS = ("out of memory", "std::bad_alloc", "memoryerror", "cannot allocate memory",
                "failed to allocate", "cudamalloc", "cuda_error_out_of_memory", "resource exhausted")
 
@@ -110,7 +127,8 @@ def thread_pools():
 
 
 def runtime_info(mx):
-    info = {"mxnet_version": getattr(mx, "__version__", "unknown"), "python": sys.version.split()[0]}
+    info = {"mxnet_version": getattr(mx, "__version__", "unknown"), "python": sys.version.split()[0],
+            "worker_env": dict(STARTED_ENV)}
     try:
         feats = mx.runtime.Features()
         info["features"] = sorted(name for name, f in feats.items() if f.enabled)
