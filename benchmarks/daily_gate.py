@@ -7,7 +7,7 @@ Records ``pytest perf_tests -m cpu --perf-update-baselines`` once (into ``OUT/bl
 - ``unchanged``: nothing changed;
 - ``fusion``: a candidate interpreter that alone runs with oneDNN's fusion off (a wrapper of
   this interpreter that sets ``MXNET_SUBGRAPH_BACKEND=NONE`` for itself: the session's
-  environment, and so what the workers record, does not show it);
+  environment does not show it; since 2026-11-27 its workers report it);
 - ``threads``: ``OMP_NUM_THREADS=1`` in the session's environment (half the parallelism);
 - ``release``: ``--perf-python`` an older MXNet release (``--old-python``, e.g. a cached venv
   of mxnet==1.6.0).
@@ -69,6 +69,8 @@ def main(argv=None) -> int:
     ap.add_argument("--old-python", default=None, help="the interpreter of an older MXNet release (release)")
     ap.add_argument("--out", default="/tmp/daily-gate")
     ap.add_argument("--summary", action="store_true")
+    ap.add_argument("--changed-deadline", default=None,
+                    help="--perf-deadline for the sessions whose setup was changed (every cell goes to the duet)")
     args = ap.parse_args(argv)
     out, log = Path(args.out), Path(args.out) / "sessions.jsonl"
     if args.summary:
@@ -83,6 +85,8 @@ def main(argv=None) -> int:
     start = len([ln for ln in log.read_text().splitlines() if ln.strip()]) if log.exists() else 0
     for i, label in enumerate(args.plan.split(","), start):
         extra, env = changes[label]
+        if label != "unchanged" and args.changed_deadline:
+            extra = tuple(extra) + ("--perf-deadline", args.changed_deadline)
         r = dict(session(out, f"s{i:02d}-{label}", extra, env), label=label)
         with open(log, "a") as fh:
             fh.write(json.dumps(r) + "\n")
