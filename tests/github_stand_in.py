@@ -134,6 +134,30 @@ class GitHubStandIn:
             run = dict(body, id=self.new_id())
             self.check_runs.append(run)
             return 201, run, {}
+        if path == f"/repos/{self.repo}/issues" and method == "GET":
+            items = [i for n, i in sorted(self.issues.items()) if i["state"] == query.get("state", ["open"])[0]
+                     and all(lab in [x["name"] for x in i["labels"]]
+                             for lab in (query.get("labels", [""])[0].split(",") if query.get("labels") else []))]
+            per_page = min(int(query.get("per_page", ["30"])[0]), self.per_page_max)
+            page = int(query.get("page", ["1"])[0])
+            link = {}
+            if page * per_page < len(items):
+                q = "&".join(f"{k}={v[0]}" for k, v in query.items() if k != "page")
+                link = {"Link": f'<{self.url}{path}?{q}&page={page + 1}>; rel="next"'}
+            return 200, items[(page - 1) * per_page: page * per_page], link
+        if path == f"/repos/{self.repo}/issues" and method == "POST":
+            number = max(list(self.issues) + list(self.pulls) + [0]) + 1
+            self.issues[number] = {"number": number, "title": body["title"], "body": body.get("body", ""),
+                                   "state": "open", "user": dict(BOT),
+                                   "labels": [{"name": x} for x in body.get("labels", [])]}
+            return 201, self.issues[number], {}
+        m = re.fullmatch(rf"/repos/{repo}/issues/(\d+)", path)
+        if m and method == "PATCH":
+            issue = self.issues.get(int(m.group(1)))
+            if issue is None:
+                return 404, {"message": "Not Found"}, {}
+            issue.update({k: v for k, v in body.items() if k in ("title", "body", "state", "state_reason")})
+            return 200, issue, {}
         m = re.fullmatch(rf"/repos/{repo}/pulls/(\d+)", path)
         if m and method == "GET":
             pr = self.pulls.get(int(m.group(1)))

@@ -38,7 +38,6 @@ import argparse
 import dataclasses
 import json
 import os
-import re
 import sys
 import time
 import urllib.error
@@ -46,26 +45,17 @@ import urllib.request
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
+from pytest_mxperf.history.github_api import API_VERSION, GitHub, GitHubError  # noqa: F401
 from pytest_mxperf.store.results import Results, ResultsError
 
 #: at the start of the comment's body; invisible in the rendered comment
 MARKER = "<!-- pytest-mxperf: gate summary -->"
 CHECK_NAME = "mxperf"
 BOT_LOGIN = "github-actions[bot]"
-API_VERSION = "2022-11-28"
 #: what GitHub accepts: a comment's body, a check run's output summary
 MAX_BODY = 65536
 MAX_SUMMARY = 65535
-PER_PAGE = 100
 PREFIX = "mxperf github: "
-
-
-class GitHubError(Exception):
-    """One failed request, said in one line (never with the token)."""
-
-    def __init__(self, status: Optional[int], line: str):
-        super().__init__(line)
-        self.status = status
 
 
 @dataclasses.dataclass(frozen=True)
@@ -171,89 +161,6 @@ def ours(comment: Mapping[str, Any], bot_login: str = BOT_LOGIN) -> bool:
     user = comment.get("user") or {}
     return (user.get("type") == "Bot" and user.get("login") == bot_login
             and str(comment.get("body") or "").startswith(MARKER))
-
-
-# ----------------------------------------------------------------------------- the REST API
-
-def _next_link(header: Optional[str]) -> Optional[str]:
-    """The ``rel="next"`` URL of a ``Link`` header (GitHub's pagination), or None."""
-    for part in (header or "").split(","):
-        m = re.match(r'\s*<([^>]+)>\s*;\s*rel="next"', part)
-        if m:
-            return m.group(1)
-    return None
-
-
-class GitHub:
-    """The few REST endpoints this command uses, with ``token``; ``opener``: urllib's (a test
-    may pass its own)."""
-
-    def __init__(self, api_url: str, token: str, opener: Callable = urllib.request.urlopen, timeout: float = 30.0):
-        self.api = api_url.rstrip("/")
-        self._token = token
-        self._open = opener
-        self.timeout = timeout
-
-    def _clean(self, text: str) -> str:
-        return text.replace(self._token, "***") if self._token else text
-
-    def request(self, method: str, path_or_url: str, body: Optional[Mapping[str, Any]] = None
-                ) -> Tuple[Any, Mapping[str, str]]:
-        url = path_or_url if path_or_url.startswith(("http://", "https://")) else self.api + path_or_url
-        data = json.dumps(body).encode() if body is not None else None
-        req = urllib.request.Request(url, data=data, method=method, headers={
-            "Accept": "application/vnd.github+json", "Authorization": f"Bearer {self._token}",
-            "X-GitHub-Api-Version": API_VERSION, "User-Agent": "pytest-mxperf",
-            **({"Content-Type": "application/json"} if data is not None else {})})
-        try:
-            with self._open(req, timeout=self.timeout) as resp:
-                raw = resp.read()
-                headers = {k.lower(): v for k, v in resp.headers.items()}
-        except urllib.error.HTTPError as exc:
-            raise GitHubError(exc.code, self._clean(self._refusal(method, url, exc))) from None
-        except (urllib.error.URLError, OSError) as exc:
-            reason = getattr(exc, "reason", exc)
-            raise GitHubError(None, self._clean(f"{method} {self._where(url)}: cannot reach the API: {reason}")) from None
-        try:
-            return (json.loads(raw) if raw else None), headers
-        except ValueError:
-            raise GitHubError(None, f"{method} {self._where(url)}: the answer is not JSON") from None
-
-    def _where(self, url: str) -> str:
-        return url[len(self.api):].split("?")[0] if url.startswith(self.api) else url.split("?")[0]
-
-    def _refusal(self, method: str, url: str, exc: urllib.error.HTTPError) -> str:
-        headers = {k.lower(): v for k, v in (exc.headers or {}).items()}
-        try:
-            message = str((json.loads(exc.read() or b"{}") or {}).get("message") or exc.reason)
-        except (ValueError, AttributeError):
-            message = str(exc.reason)
-        where = f"{method} {self._where(url)}: HTTP {exc.code}"
-        if exc.code in (403, 429) and ("retry-after" in headers or headers.get("x-ratelimit-remaining") == "0"):
-            if "retry-after" in headers:
-                wait = f"retry after {headers['retry-after']} s"
-            else:
-                try:
-                    wait = f"the limit resets in {max(0, int(headers.get('x-ratelimit-reset', '0')) - int(time.time()))} s"
-                except ValueError:
-                    wait = "the limit resets later"
-            return f"{where}: rate limited by GitHub ({wait}): {message}"
-        if exc.code in (401, 403):
-            return (f"{where}: the token may not do this ({message}); the workflow needs "
-                    f"'pull-requests: write' and 'checks: write'")
-        if exc.code == 404:
-            return f"{where}: not found ({message}): the repository, pull request or token's access"
-        return f"{where}: {message}"
-
-    def pages(self, path: str) -> List[Any]:
-        """Every item of a listed endpoint, page after page (``Link: rel="next"``)."""
-        items: List[Any] = []
-        url: Optional[str] = f"{path}{'&' if '?' in path else '?'}per_page={PER_PAGE}"
-        while url:
-            page, headers = self.request("GET", url)
-            items += list(page or [])
-            url = _next_link(headers.get("link"))
-        return items
 
 
 def keep_comment(gh: GitHub, repo: str, number: int, body: str, bot_login: str = BOT_LOGIN) -> Tuple[str, int]:

@@ -5,6 +5,8 @@
     publish OUT/        write the static trend pages
     summary RESULTS     a session as markdown for a CI job summary or a pull-request comment
     scrub               remove credentials (a store URL's password) from every stored row
+    alert               one GitHub issue per standing regression's cause (or a webhook's
+                        message): opened when new, commented on change, closed on recovery
 
 ``--store URL`` (an SQLite path or ``postgresql://...``; default ``$MXPERF_HISTORY`` or
 ``~/.local/share/pytest-mxperf/history.sqlite``) goes before or after the subcommand.
@@ -15,11 +17,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 from typing import List, Optional
 
-from pytest_mxperf.history import changepoints, ingest, location, pages
+from pytest_mxperf.history import alerts, changepoints, ingest, location, pages
 from pytest_mxperf.history.store import HistoryError, describe, open_store
 from pytest_mxperf.store.results import ResultsError, load_results, markdown_summary
 
@@ -60,6 +63,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     p_sum = sub.add_parser("summary", parents=[common])
     p_sum.add_argument("results")
     sub.add_parser("scrub", parents=[common])
+    p_alert = sub.add_parser("alert", parents=[common])
+    alerts.add_arguments(p_alert)
     args = ap.parse_args(argv)
     try:
         if args.cmd == "summary":
@@ -99,6 +104,8 @@ def main(argv: Optional[List[str]] = None) -> int:
                               + "; ".join(ch["changed"]))
                 print(f"{n} change point(s) in {len(keys)} cell(s)")
                 return 0
+            if args.cmd == "alert":
+                return alerts.run(store, args, os.environ, lambda line: print(line, flush=True))
             if args.cmd == "scrub":
                 n = store.scrub(location.scrub_text)
                 print(f"scrubbed {describe(store.where)}: {n} stored value(s) held credentials and were rewritten"
