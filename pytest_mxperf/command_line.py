@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from pathlib import Path
 from typing import TYPE_CHECKING, Optional, Tuple
 
 import pytest
@@ -14,6 +15,7 @@ from pytest_mxperf.model import options as opts
 from pytest_mxperf.store.baselines import Baseline
 
 if TYPE_CHECKING:  # pragma: no cover
+    from pytest_mxperf.judge.thresholds import Threshold
     from pytest_mxperf.measure.session import PerfSession, RecordedSetup
 
 #: ``--perf-reference baseline``: the A/B reference is the install this machine's baseline
@@ -91,6 +93,9 @@ def add_options(parser) -> None:
                 help="use NAME as the machine id instead of the hardware fingerprint")
     g.addoption("--perf-min-effect", default=f"{opts.MIN_EFFECT:g}", metavar="FRAC",
                 help=f"smallest change reported as a regression or improvement (default {opts.MIN_EFFECT:g})")
+    g.addoption("--perf-thresholds", default=None, metavar="PYPROJECT",
+                help="read the per-cell minimum effects ([tool.pytest-mxperf.thresholds]) from this file instead "
+                     "of the rootdir's pyproject.toml (the upgrade gate reads the base branch's)")
     g.addoption("--perf-report", default=None, metavar="DIR",
                 help="write results.json, summary.md and PNG plots to DIR (results.json and summary.md "
                      "after every cell, so a killed job keeps what it finished)")
@@ -363,6 +368,7 @@ def start_session(config) -> "PerfSession":
     from pytest_mxperf.store.baselines import BaselineError
     try:
         options = options_from(config)
+        session_thresholds(config)  # a bad table is said before anything is measured
     except opts.OptionError as exc:
         raise pytest.UsageError(str(exc)) from None
     if getattr(config.option, "numprocesses", None) or getattr(config.option, "dist", "no") != "no":
@@ -591,6 +597,11 @@ def plan(pytest_session, session, deselected_slow: int):
     made = planning.plan_for([planning.planned(it) for it in runnable], ctx.options, ctx.comparison.ab,
                              explicit_pairs=bool(pytest_session.config.getoption("--perf-processes")),
                              deselected_slow=deselected_slow)
+    try:
+        thresholds = marker_thresholds(runnable) + session_thresholds(pytest_session.config)
+    except opts.OptionError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    made = dataclasses.replace(made, plan=dataclasses.replace(made.plan, thresholds=thresholds))
     if made.plan.tests:
         say(pytest_session.config, report.plan_line(made.plan.tests, ctx.options, made.plan.ab_pairs,
                                                     made.plan.duet_pairs, made.duet_tests, made.estimate,
@@ -602,6 +613,65 @@ def plan(pytest_session, session, deselected_slow: int):
         setup = recorded_setup(session, ctx.environ)
         say(pytest_session.config, setup.line)
     return made.plan, grids, setup
+
+
+def pyproject_thresholds(path: Path) -> Tuple["Threshold", ...]:
+    """The ``[tool.pytest-mxperf.thresholds]`` table of a pyproject.toml (glob pattern on the
+    printed figure key -> minimum effect), in the file's order; none without the file or the
+    table. A bad value or file is an OptionError (one line)."""
+    from pytest_mxperf.judge.thresholds import Threshold, check_threshold
+    try:
+        import tomllib
+    except ImportError:  # Python < 3.11
+        import tomli as tomllib
+    if not path.is_file():
+        return ()
+    try:
+        with open(path, "rb") as fh:
+            doc = tomllib.load(fh)
+    except (OSError, ValueError) as exc:
+        raise opts.OptionError(f"{path}: cannot read its thresholds ({type(exc).__name__}: {exc})") from None
+    table = ((doc.get("tool") or {}).get("pytest-mxperf") or {}).get("thresholds") or {}
+    if not isinstance(table, dict):
+        raise opts.OptionError(f"{path}: [tool.pytest-mxperf] thresholds must be a table of pattern = fraction")
+    out = []
+    for pattern, value in table.items():
+        where = f"{path.name} [tool.pytest-mxperf.thresholds] '{pattern}'"
+        out.append(Threshold(check_threshold(value, where), where, pattern=str(pattern)))
+    return tuple(out)
+
+
+def session_thresholds(config) -> Tuple["Threshold", ...]:
+    """The pyproject thresholds this session reads: ``--perf-thresholds``, else the
+    pyproject.toml of pytest's rootdir, else of the directory pytest was started in."""
+    given = config.getoption("--perf-thresholds")
+    if given:
+        if not Path(given).is_file():
+            raise opts.OptionError(f"--perf-thresholds: no such file {given}")
+        return pyproject_thresholds(Path(given))
+    # the project's: pytest's rootdir, else where pytest was started
+    for where in (config.rootpath, Path(config.invocation_params.dir)):
+        if (where / "pyproject.toml").is_file():
+            return pyproject_thresholds(where / "pyproject.toml")
+    return ()
+
+
+def marker_thresholds(items) -> Tuple["Threshold", ...]:
+    """The ``mxperf_threshold`` markers of the collected tests (one per test: the closest)."""
+    from pytest_mxperf.judge.thresholds import Threshold, check_threshold
+    out = []
+    for it in items:
+        mark = it.get_closest_marker("mxperf_threshold")
+        if mark is None:
+            continue
+        where = f"@pytest.mark.mxperf_threshold on {it.nodeid}"
+        value = mark.args[0] if mark.args else mark.kwargs.get("min_effect")
+        try:
+            out.append(Threshold(check_threshold(value, where), where, nodeid=it.nodeid,
+                                 figure=mark.kwargs.get("figure")))
+        except opts.OptionError as exc:
+            raise pytest.UsageError(str(exc)) from None
+    return tuple(out)
 
 
 def settles_against_setup(config, session) -> bool:

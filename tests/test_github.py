@@ -9,6 +9,7 @@ in no output."""
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from github_stand_in import BOT, PERSON, GitHubStandIn
@@ -218,3 +219,21 @@ def test_the_workflows_post_from_a_second_workflow_that_never_runs_the_pull_requ
     assert "head_sha" not in post and "ref:" not in post and "head_branch" not in post  # no checkout of the PR
     assert "run: python -m pytest_mxperf.cli.github ab-report" in post
     assert "GITHUB_TOKEN: ${{ secrets.GITHUB_TOKEN }}" in post
+
+
+def test_the_comment_lists_the_thresholds_the_pull_request_changes(tmp_path, report):
+    """The gate reads the base branch's thresholds (--perf-thresholds); what the pull request
+    would change there (thresholds-changed.json, written by the gate) is listed in the comment."""
+    with GitHubStandIn(token=TOKEN) as gh:
+        gh.pulls[7] = {"number": 7, "head": {"sha": HEAD}}
+        d = report(_doc())
+        (d / "thresholds-changed.json").write_text(json.dumps(
+            [{"pattern": "score/*", "base": 0.05, "pull_request": 0.5},
+             {"pattern": "latency/*", "base": None, "pull_request": 0.2}]))
+        _post(d, _env(gh, tmp_path))
+        body = gh.comments[7][0]["body"]
+        assert "**Thresholds this pull request changes** (not used by this gate" in body
+        assert "- `score/*`: 0.05 -> 0.5" in body and "- `latency/*`: unset -> 0.2" in body
+    gate = (Path(__file__).resolve().parent.parent / ".github" / "workflows" / "mxnet-upgrade-gate.yml").read_text()
+    assert '--perf-thresholds "$RUNNER_TEMP/base-pyproject.toml"' in gate
+    assert "ab-report/thresholds-changed.json" in gate

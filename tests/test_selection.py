@@ -246,7 +246,8 @@ def _without(args, *options):
 
 
 def _gate_collect(*extra):
-    args = _without(_gate_command(), "--perf-reference", "--perf-report")  # the selection needs neither
+    # the selection needs none of these (the base branch's thresholds file is the job's)
+    args = _without(_gate_command(), "--perf-reference", "--perf-report", "--perf-thresholds")
     r = subprocess.run([sys.executable, "-m", "pytest", *args, "--collect-only", "-q", "-p", "no:cacheprovider",
                         "--perf-store", "none", *extra], cwd=ROOT, capture_output=True, text=True)
     return r, [ln for ln in r.stdout.splitlines() if ln.startswith("perf_tests/")]

@@ -43,7 +43,7 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from pytest_mxperf.history.github_api import API_VERSION, GitHub, GitHubError  # noqa: F401
 from pytest_mxperf.store.results import Results, ResultsError
@@ -150,8 +150,25 @@ def summary(doc: Optional[Mapping[str, Any]], run_url: Optional[str], limit: int
     return text
 
 
-def comment_body(doc: Optional[Mapping[str, Any]], run_url: Optional[str], skipped: Optional[str] = None) -> str:
-    return MARKER + "\n" + summary(doc, run_url, MAX_BODY - len(MARKER) - 1, skipped)
+def threshold_lines(changed: Sequence[Mapping[str, Any]]) -> List[str]:
+    """The thresholds a pull request changes (``thresholds-changed.json``, written by the gate
+    from both branches' pyproject.toml), which the gate did not use: it reads the base branch's.
+    Pure."""
+    if not changed:
+        return []
+
+    def val(x):
+        return "unset" if x is None else f"{x}"
+    return (["", "**Thresholds this pull request changes** (not used by this gate, which reads the base branch's "
+             "`[tool.pytest-mxperf.thresholds]`):", ""]
+            + [f"- `{c.get('pattern')}`: {val(c.get('base'))} -> {val(c.get('pull_request'))}" for c in changed])
+
+
+def comment_body(doc: Optional[Mapping[str, Any]], run_url: Optional[str], skipped: Optional[str] = None,
+                 changed: Sequence[Mapping[str, Any]] = ()) -> str:
+    extra = "\n".join(threshold_lines(changed))
+    text = summary(doc, run_url, MAX_BODY - len(MARKER) - 2 - len(extra), skipped)
+    return MARKER + "\n" + text + ("\n" + extra if extra else "")
 
 
 def ours(comment: Mapping[str, Any], bot_login: str = BOT_LOGIN) -> bool:
@@ -198,6 +215,14 @@ def _read_json(path: Path) -> Optional[Dict[str, Any]]:
     return doc if isinstance(doc, dict) else None
 
 
+def _read_json_list(path: Path) -> List[Dict[str, Any]]:
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return []
+    return [x for x in doc if isinstance(x, dict)] if isinstance(doc, list) else []
+
+
 def _results(report_dir: Path) -> Optional[Dict[str, Any]]:
     try:
         return Results.load(report_dir / "results.json").doc
@@ -237,7 +262,9 @@ def post(report_dir: Path, environ: Mapping[str, str], say: Callable[[str], None
             say(PREFIX + str(exc))
     if pull is not None:
         try:
-            how, cid = keep_comment(gh, target.repository, pull, comment_body(doc, target.run_url, skipped), bot_login)
+            changed = _read_json_list(report_dir / "thresholds-changed.json")
+            how, cid = keep_comment(gh, target.repository, pull, comment_body(doc, target.run_url, skipped, changed),
+                                    bot_login)
             say(PREFIX + f"comment {how} on pull request #{pull} (id {cid})")
         except GitHubError as exc:
             say(PREFIX + str(exc))

@@ -216,6 +216,11 @@ def cell_changes(history: Sequence[Mapping[str, Any]], *, higher_is_better: bool
             out.append({"machine_id": machine_id, "session": first["session"], "started": first["started"],
                         "index": s.index, "before": s.before, "after": s.after, "ratio": s.ratio,
                         "p_value": s.p_value, "apart": s.apart, "worse": s.worse,
+                        # what reproduces it: the install before the step, the test that measured it
+                        "mxnet_before": prev.get("mxnet_version"), "mxnet_after": first.get("mxnet_version"),
+                        "environment_after": dict(first.get("environment") or {}),
+                        "environment_before": dict(prev.get("environment") or {}),
+                        "nodeid": first.get("nodeid") or prev.get("nodeid"),
                         "changed": changed or ["nothing the store records (the machine's speed, or an unrecorded "
                                                "cause)"]})
     return sorted(out, key=lambda c: (c["started"], str(c["machine_id"])))

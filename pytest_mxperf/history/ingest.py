@@ -35,7 +35,8 @@ class SessionRows:
     session: Dict[str, Any]
     machine: Tuple[str, str]                        # (id, facts as JSON)
     cells: List[Tuple[str, str, str, int]]          # (key, metric, unit, higher_is_better)
-    cell_results: List[Tuple[Any, ...]]             # (session, cell, status, median, fast_end, n, floor, published)
+    cell_results: List[Tuple[Any, ...]]             # (session, cell, status, median, fast_end, n, floor, published,
+    #                                                  nodeid)
     processes: List[Tuple[Any, ...]]                # (session, cell, side, idx, status, figures, facts)
     verdicts: List[Tuple[Any, ...]]                 # (session, figure, cell, kind, change, low, high, reason)
 
@@ -148,7 +149,8 @@ def _session_rows(doc: Mapping[str, Any]) -> SessionRows:
         values = rec.get("process_medians") or []
         floor = rec.get("floor") or {}
         results.append((sid, key, str(rec.get("status") or "?"), _num(rec.get("median")), fast_end(values, higher),
-                        len(values), _num(floor.get("value")), _num(floor.get("documented"))))
+                        len(values), _num(floor.get("value")), _num(floor.get("documented")),
+                        str(rec["nodeid"]) if rec.get("nodeid") else None))
         for side, runs in (("candidate", rec.get("runs") or []), ("reference", rec.get("reference_runs") or [])):
             for i, run in enumerate(runs):
                 figures = dict(run.get("figures") or {})

@@ -1,9 +1,11 @@
 """Static trend pages from a history store: ``publish(store, out_dir)``.
 
-``index.html`` lists every cell with its latest figure, its number of steps and its latest
-change; ``cells/<slug>.html`` draws one cell's figure over time, one line per machine,
+``index.html`` first lists the regressions standing (each cell's latest step on a machine,
+when worse) with the command that measures each again, then every cell with its latest figure,
+its number of steps and its latest change; ``cells/<slug>.html`` draws one cell's figure over time, one line per machine,
 points colored by MXNet version, the published-table figure as a reference line, verdicts
-and steps marked, and each point's details on hover (SVG ``<title>``). Everything is
+and steps marked (each with the command that reproduces it, ``reproduce``), and each point's
+details on hover (SVG ``<title>``). Everything is
 inline (CSS and SVG): the pages open from the file system with no network.
 """
 
@@ -13,6 +15,7 @@ import datetime as _dt
 import hashlib
 import html
 import re
+import shlex
 import time
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Sequence
@@ -27,9 +30,15 @@ W, H, PAD_L, PAD_R, PAD_T, PAD_B = 900, 360, 70, 20, 20, 50
 
 CSS = """body{font-family:system-ui,sans-serif;margin:24px;color:#222}table{border-collapse:collapse}
 td,th{padding:4px 10px;border-bottom:1px solid #ddd;text-align:left;font-size:14px}th{background:#f4f4f4}
-a{color:#1f5fa8;text-decoration:none}.down{color:#b00}.up{color:#070}.muted{color:#777}
+a{color:#1f5fa8;text-decoration:none}code.cmd{font-size:12px;background:#f6f6f6;padding:1px 4px}.down{color:#b00}.up{color:#070}.muted{color:#777}
 .legend span{display:inline-block;margin-right:14px;font-size:13px}.legend i{display:inline-block;width:10px;
 height:10px;border-radius:5px;margin-right:4px}svg text{font-size:11px;fill:#444}"""
+
+
+#: under every table of steps: what the command does and what it cannot
+REPRODUCE_NOTE = ("measure it again: an A/B session on the same kind of machine, the install before the step as "
+                  "the reference; both sides run with the variables given, so a step a variable caused shows by "
+                  "running the command with and without it")
 
 
 def slug(key: str) -> str:
@@ -156,6 +165,35 @@ def _a_date(t) -> bool:
     return 0 < t < time.time() + 366 * 86400
 
 
+def reproduce(step: Mapping[str, Any], cell_key: str) -> str:
+    """The command that measures a step again, as an A/B session on the machine: the test that
+    measured the cell (its node id; from an older store, the cell's model and batch size) with
+    ``--perf-reference`` the MXNet install before the step, and the variables that changed at
+    it as they were after. Pure."""
+    before = step.get("mxnet_before")
+    ref = f"mxnet=={before}" if before else "REFERENCE"
+    env_after, env_before = step.get("environment_after") or {}, step.get("environment_before") or {}
+    env = [f"{k}={shlex.quote(str(v))}" for k, v in sorted(env_after.items()) if env_before.get(k) != v]
+    env += [f"-u {k}" for k in sorted(env_before) if k not in env_after]
+    nodeid = step.get("nodeid")
+    if nodeid:
+        target = shlex.quote(str(nodeid))
+    else:
+        parts = cell_key.split("/")
+        target = (f"perf_tests -m cpu --perf-models {parts[1]} --perf-batch-sizes {parts[2].lstrip('b')}"
+                  if len(parts) > 2 else "perf_tests -m cpu")
+    prefix = ("env " + " ".join(env) + " ") if env else ""
+    return f"{prefix}pytest {target} --perf-reference {shlex.quote(ref)}"
+
+
+def _standing(steps: Sequence[Mapping[str, Any]]) -> List[Mapping[str, Any]]:
+    """The cell's regressions standing: per machine, its latest step when that is worse."""
+    latest: Dict[Any, Mapping[str, Any]] = {}
+    for s in steps:  # oldest first
+        latest[s["machine_id"]] = s
+    return [s for s in latest.values() if s["worse"]]
+
+
 def publish(store, out_dir, skipped=None) -> List[Path]:
     """Write the index and one page per cell into ``out_dir``; returns the files written. A
     cell whose rows cannot be drawn is left out, and ``skipped(line)`` says which and why."""
@@ -166,7 +204,7 @@ def publish(store, out_dir, skipped=None) -> List[Path]:
     colors = {v: PALETTE[i % len(PALETTE)] for i, v in enumerate(versions)}
     legend = "<p class='legend'>" + "".join(f"<span><i style='background:{c}'></i>MXNet {html.escape(v)}</span>"
                                             for v, c in colors.items()) + "</p>"
-    rows, files = [], []
+    rows, files, regressions = [], [], []
     for cell in store.cells():
         try:
             hist = []
@@ -184,13 +222,21 @@ def publish(store, out_dir, skipped=None) -> List[Path]:
                 f"<tr><td>{date_text(s['started'])}</td><td>{html.escape(str(s['machine_id']))}</td>"
                 f"<td>{html.escape(s['session'])}</td>"
                 f"<td class='{_tone(s)}'>x{s['ratio']:.3f} {_word(s)}</td>"
-                f"<td>{s['before']:.4g} -> {s['after']:.4g}</td><td>{html.escape('; '.join(s['changed']))}</td></tr>"
+                f"<td>{s['before']:.4g} -> {s['after']:.4g}</td><td>{html.escape('; '.join(s['changed']))}</td>"
+                f"<td><code class='cmd'>{html.escape(reproduce(s, cell['key']))}</code></td></tr>"
                 for s in steps)
+            for s in _standing(steps):
+                regressions.append(
+                    f"<tr><td><a href='cells/{name}.html'>{html.escape(cell['key'])}</a></td>"
+                    f"<td>{html.escape(str(s['machine_id']))}</td><td>{date_text(s['started'])}</td>"
+                    f"<td class='down'>x{s['ratio']:.3f}</td><td>{html.escape('; '.join(s['changed']))}</td>"
+                    f"<td><code class='cmd'>{html.escape(reproduce(s, cell['key']))}</code></td></tr>")
             body = (f"<p><a href='../index.html'>all cells</a></p><h1>{html.escape(cell['key'])}</h1>{legend}"
                     + _machine_legend(hist)
                     + _svg(cell, hist, steps, colors)
-                    + "<h2>Steps</h2>" + (f"<table><tr><th>first session</th><th>machine</th><th>id</th><th>change</th><th>level</th>"
-                                          f"<th>what changed</th></tr>{step_rows}</table>" if steps
+                    + "<h2>Steps</h2>" + (f"<table class='steps'><tr><th>first session</th><th>machine</th><th>id</th>"
+                                          f"<th>change</th><th>level</th><th>what changed</th><th>measure it again</th>"
+                                          f"</tr>{step_rows}</table><p class='muted'>{REPRODUCE_NOTE}</p>" if steps
                                           else "<p class='muted'>none found</p>")
                     + f"<p class='muted'>{len(hist)} session(s), {len(measured)} measured; rings: verdicts "
                       "(red regression, green improvement, orange unresolved); dashed red lines: steps, found "
@@ -211,8 +257,16 @@ def publish(store, out_dir, skipped=None) -> List[Path]:
         except (TypeError, ValueError, KeyError, OverflowError, AttributeError) as exc:
             skipped(f"{cell.get('key')}: left out of the pages: a stored row it cannot draw "
                     f"({type(exc).__name__}: {(str(exc).splitlines() or [''])[0]})")
+    standing = (f"<table id='regressions'><tr><th>cell</th><th>machine</th><th>since</th><th>change</th>"
+                f"<th>what changed</th><th>measure it again</th></tr>{''.join(regressions)}</table>"
+                f"<p class='muted'>{REPRODUCE_NOTE}</p>" if regressions
+                else "<p id='regressions' class='muted'>none: no cell's latest step is worse</p>")
     index = (f"<h1>pytest-mxperf history</h1><p class='muted'>{len(store.session_ids())} session(s), "
              f"{len(rows)} cell(s); written {date_text(time.time())} UTC</p>"
+             f"<p><a href='#regressions'>regressions standing ({len(regressions)})</a> · <a href='#cells'>every cell</a></p>"
+             f"<h2>Regressions standing</h2><p class='muted'>each cell's latest step on a machine, when it made the "
+             f"figure worse</p>{standing}"
+             "<h2 id='cells'>Every cell</h2>"
              "<table><tr><th>cell</th><th>latest</th><th>MXNet</th><th>sessions</th><th>steps</th>"
              f"<th>latest change</th></tr>{''.join(rows)}</table>")
     (out / "index.html").write_text(_page("pytest-mxperf history", index))

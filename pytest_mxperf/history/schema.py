@@ -7,7 +7,7 @@ code knows is refused, untouched (``store.HistoryError``).
 A session is one row of ``sessions``; a fleet's session (several runners, each a shard,
 sharing a ``fleet_id``) is the sessions of that fleet id. Per cell and session,
 ``cell_results`` holds the figure the history is drawn from (the median and the fast end of
-its processes, in the cell's unit); ``processes`` every process's figures and facts as JSON;
+its processes, in the cell's unit) and the test that measured it (its node id, from version 2); ``processes`` every process's figures and facts as JSON;
 ``verdicts`` every judged figure's verdict.
 """
 
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import List
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 _V1 = [
     """CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)""",
@@ -76,6 +76,10 @@ _V1 = [
         PRIMARY KEY (session_id, figure_key))""",
 ]
 
+#: version 2: the test that measured each cell in a session (its node id), for the command
+#: that reproduces a step on the trend pages (NULL in the rows of older stores)
+_V2 = ["ALTER TABLE cell_results ADD COLUMN nodeid TEXT"]
+
 #: MIGRATIONS[v]: the statements that take a store from version v to v + 1
-MIGRATIONS: List[List[str]] = [_V1]
+MIGRATIONS: List[List[str]] = [_V1, _V2]
 assert len(MIGRATIONS) == SCHEMA_VERSION

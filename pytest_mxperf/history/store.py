@@ -166,7 +166,8 @@ class HistoryStore:
                         [rows.session[c] for c in cols])
             self._many(cur, "INSERT INTO cells (key, metric, unit, higher_is_better) VALUES (?, ?, ?, ?) "
                             "ON CONFLICT (key) DO NOTHING", rows.cells)
-            self._many(cur, "INSERT INTO cell_results VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows.cell_results)
+            self._many(cur, "INSERT INTO cell_results (session_id, cell_key, status, median, fast_end, processes, floor, "
+                               "published, nodeid) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", rows.cell_results)
             self._many(cur, "INSERT INTO processes VALUES (?, ?, ?, ?, ?, ?, ?)", rows.processes)
             self._many(cur, "INSERT INTO verdicts VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows.verdicts)
             self.conn.commit()
@@ -215,12 +216,14 @@ class HistoryStore:
         session's facts and the cell's verdict there."""
         rows = self._rows(
             "SELECT s.id, s.started, s.machine_id, s.mxnet_version, s.features, s.python, s.environment, "
-            "s.kind, s.fleet_id, r.status, r.median, r.fast_end, r.processes, r.floor, r.published, v.kind, v.change "
+            "s.kind, s.fleet_id, r.status, r.median, r.fast_end, r.processes, r.floor, r.published, v.kind, v.change, "
+            "r.nodeid "
             "FROM cell_results r JOIN sessions s ON s.id = r.session_id "
             "LEFT JOIN verdicts v ON v.session_id = r.session_id AND v.figure_key = r.cell_key "
             "WHERE r.cell_key = ? ORDER BY s.started, s.id", (cell_key,))
         cols = ["session", "started", "machine_id", "mxnet_version", "features", "python", "environment", "kind",
-                "fleet_id", "status", "median", "fast_end", "processes", "floor", "published", "verdict", "change"]
+                "fleet_id", "status", "median", "fast_end", "processes", "floor", "published", "verdict", "change",
+                "nodeid"]
         out = []
         for r in rows:
             d = dict(zip(cols, r))

@@ -90,7 +90,7 @@ def judge_ab(cells: Mapping[str, Pairing], *, min_effect: float = MIN_EFFECT, q:
     q_pairs = dict(zip(p_pairs, stats.benjamini_hochberg(list(p_pairs.values()))))
     for key, p in cells.items():
         (x, y), m = sides[key], p.metric
-        effect = effect_for(m.name, min_effect)  # a tail's is wider (thresholds.TAILS)
+        effect = effect_for(m.name, min_effect, key)  # a tail's is wider (thresholds.TAILS)
         sign = 1.0 if m.higher_is_better else -1.0
         base = dict(metric=m.name, unit=m.unit, n_current=len(x), n_baseline=len(x),
                     excluded=(excluded[key], excluded[key]))

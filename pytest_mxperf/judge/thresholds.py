@@ -4,6 +4,10 @@ one does and why it has this value). The minimum effect is the option's default
 
 from __future__ import annotations
 
+import dataclasses
+import fnmatch
+from typing import Mapping, Optional, Tuple
+
 from pytest_mxperf.model import options
 
 MIN_EFFECT = options.MIN_EFFECT  # smallest change (fraction) ever called a regression or improvement
@@ -36,10 +40,93 @@ TAIL_MIN_EFFECT = 0.20
 TAILS = ("latency_p99_ms",)
 
 
-def effect_for(metric: str, min_effect: float) -> float:
-    """The minimum effect figure ``metric`` is judged at, in a session whose minimum effect
-    is ``min_effect``: ``TAIL_MIN_EFFECT`` for a tail (``TAILS``) when larger."""
+#: the least minimum effect a threshold may set for a cell (``--perf-min-effect`` too): below
+#: it a figure would be called changed by less than the spread of the best-behaved cells'
+#: duet pairs here (1-2% a pair on a quiet 2-vCPU VM)
+MIN_THRESHOLD = 0.01
+
+
+def check_threshold(value, where: str) -> float:
+    """A threshold's value as a fraction in [MIN_THRESHOLD, 1), else one line naming ``where``."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise options.OptionError(f"{where}: the minimum effect must be a number (a fraction, e.g. 0.10), "
+                                  f"got {value!r}")
+    if not MIN_THRESHOLD <= float(value) < 1.0:
+        raise options.OptionError(f"{where}: the minimum effect must be in [{MIN_THRESHOLD:g}, 1), got {value!r}")
+    return float(value)
+
+
+@dataclasses.dataclass(frozen=True)
+class Threshold:
+    """A minimum effect set for some figures: ``value``, where it was set (``source``, said
+    in the verdict) and what it names: the cells a test measured (``nodeid``, with
+    ``figure`` the one figure of them, None: all) or a glob ``pattern`` on the printed figure
+    key (``score/resnet50_v2/*``, ``latency/*#latency_p99_ms``)."""
+
+    value: float
+    source: str
+    nodeid: Optional[str] = None
+    figure: Optional[str] = None
+    pattern: Optional[str] = None
+
+    def names(self, key: str, metric: str, nodeids: Tuple[str, ...]) -> bool:
+        if self.pattern is not None:
+            return fnmatch.fnmatchcase(key, self.pattern)
+        figure = key.partition("#")[2] or metric
+        return self.nodeid in nodeids and self.figure in (None, figure)
+
+
+@dataclasses.dataclass(frozen=True)
+class MinEffects:
+    """The minimum effect of every figure of a session: a test's marker
+    (``@pytest.mark.mxperf_threshold``) first, then the first pattern of ``[tool.pytest-mxperf]
+    thresholds`` (pyproject.toml, in its order) that matches the figure's key, then the
+    session's ``--perf-min-effect`` (``default``; a tail's wider, ``TAILS``). ``nodeids``: the
+    tests that measured each cell. Pure."""
+
+    default: float = MIN_EFFECT
+    markers: Tuple[Threshold, ...] = ()
+    patterns: Tuple[Threshold, ...] = ()
+    nodeids: Mapping[str, Tuple[str, ...]] = dataclasses.field(default_factory=dict)
+
+    def chosen(self, key: str, metric: str) -> Optional[Threshold]:
+        tests = self.nodeids.get(key.partition("#")[0], ())
+        for t in self.markers:
+            if t.names(key, metric, tests):
+                return t
+        return next((t for t in self.patterns if t.names(key, metric, tests)), None)
+
+    def of(self, key: str, metric: str) -> float:
+        t = self.chosen(key, metric)
+        return t.value if t is not None else effect_for(metric, self.default)
+
+    def said(self, key: str, metric: str) -> str:
+        """"minimum effect 15% (where it was set)", for the verdict's notes."""
+        t = self.chosen(key, metric)
+        if t is not None:
+            return f"minimum effect {100 * t.value:g}% ({t.source})"
+        value = effect_for(metric, self.default)
+        where = "a tail's own minimum" if value != self.default else "--perf-min-effect"
+        return f"minimum effect {100 * value:g}% ({where})"
+
+    def unmatched(self, keys: Mapping[str, str]) -> Tuple[Threshold, ...]:
+        """The patterns that name none of the figures ``keys`` (key -> metric)."""
+        return tuple(t for t in self.patterns
+                     if not any(t.names(k, m, ()) for k, m in keys.items()))
+
+
+def effect_for(metric: str, min_effect: "float | MinEffects", key: Optional[str] = None) -> float:
+    """The minimum effect figure ``key`` (of ``metric``) is judged at, in a session whose
+    minimum effect is ``min_effect``: its threshold when one is set for it (``MinEffects``),
+    else the session's, ``TAIL_MIN_EFFECT`` for a tail (``TAILS``) when larger."""
+    if isinstance(min_effect, MinEffects):
+        return min_effect.of(key or "", metric)
     return max(min_effect, TAIL_MIN_EFFECT) if metric in TAILS else min_effect
+
+
+def session_effect(min_effect: "float | MinEffects") -> float:
+    """The session's own minimum effect (what sizes stages and plans)."""
+    return min_effect.default if isinstance(min_effect, MinEffects) else min_effect
 
 #: a figure of pairs still not significant after every pair its second stage asked for (none
 #: cut by the deadline: verdict_duet.noise_reach, ab_pairs for seeded process pairs) is

@@ -351,7 +351,7 @@ def judge_session(comparisons: Mapping[str, Comparison], *, min_effect: float = 
     out: Dict[str, Verdict] = {}
     prepared: Dict[str, _Prepared] = {}
     for key, c in comparisons.items():
-        c.min_effect = effect_for(c.metric.name, min_effect)  # a tail's is wider (thresholds.TAILS)
+        c.min_effect = effect_for(c.metric.name, min_effect, key)  # a tail's is wider (thresholds.TAILS)
         pr, early = _early(c, c.min_effect)
         if early is not None:
             out[key] = early

@@ -173,7 +173,7 @@ def judge_duet(cells: Mapping[str, DuetPairing], *, min_effect: float = MIN_EFFE
     q_w = dict(zip(p_w, stats.benjamini_hochberg(list(p_w.values()))))
     q_b = dict(zip(p_b, stats.benjamini_hochberg(list(p_b.values()))))
     return {k: _judge_cell(p, good[k], _Tests(p_w[k], q_w[k], level_w, p_b[k], q_b[k], level_b),
-                          effect_for(p.metric.name, min_effect), q)
+                          effect_for(p.metric.name, min_effect, k), q)
             for k, p in cells.items()}
 
 

@@ -37,6 +37,9 @@ class Plan:
     ab_pairs: int = 0
     duet_pairs: int = 0
     deselected_slow: int = 0
+    #: the minimum effects set for some cells (``thresholds.Threshold``: the tests' markers,
+    #: then pyproject.toml's patterns in order)
+    thresholds: Tuple[Any, ...] = ()
 
 
 @dataclasses.dataclass(frozen=True)

@@ -162,7 +162,7 @@ def second_stage_pairs(cells: Dict[str, CellRecord], min_effect: float) -> Calla
         if not figures:
             return None
         return max(verdict_duet.pairs_needed(len(first), first[mk], spread=spread[family[mk]], q=q_duets,
-                                             min_effect=effect_for(duets[mk].metric.name, min_effect))
+                                             min_effect=effect_for(duets[mk].metric.name, min_effect, mk))
                    - len(first[mk])
                    for mk in figures)
     return pairs

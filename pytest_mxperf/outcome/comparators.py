@@ -25,6 +25,7 @@ import dataclasses
 from typing import Callable, Dict, FrozenSet, Optional, Tuple
 
 from pytest_mxperf.judge import verdict as vd
+from pytest_mxperf.judge.thresholds import MinEffects
 from pytest_mxperf.measure import planning
 from pytest_mxperf.measure.scheduler import MoreToMeasure, Side
 from pytest_mxperf.measure.ledger import CellRecord
@@ -59,10 +60,24 @@ class Confirmation:
 
 
 def min_effect(context: SessionContext, key: str) -> float:
-    """The minimum effect a cell's verdict is settled at: one value for every cell today
-    (--perf-min-effect); a per-cell threshold will answer here. The rules of judge/ take the
-    session's value."""
+    """The session's minimum effect (--perf-min-effect): what a stage of more measuring is
+    sized for. A figure is judged at its own (``effects``)."""
     return context.options.min_effect
+
+
+def effects(context: SessionContext, cells: Dict[str, CellRecord]) -> MinEffects:
+    """Every figure's minimum effect: the thresholds the plan gathered (the tests' markers,
+    pyproject.toml's patterns), else --perf-min-effect; ``cells`` name the tests that
+    measured each cell."""
+    return MinEffects(context.options.min_effect, tuple(t for t in context.plan.thresholds if t.nodeid),
+                      tuple(t for t in context.plan.thresholds if t.pattern is not None),
+                      {k: tuple(rec.nodeids or (rec.nodeid,)) for k, rec in cells.items()})
+
+
+def with_effects_said(verdicts: Dict[str, vd.Verdict], effects_: MinEffects) -> Dict[str, vd.Verdict]:
+    """Each verdict with the minimum effect it was judged at and where that was set, as a note."""
+    return {k: dataclasses.replace(v, notes=list(v.notes) + [effects_.said(k, v.metric)]) if v.metric else v
+            for k, v in verdicts.items()}
 
 
 def _suspects(verdicts: Dict[str, vd.Verdict]) -> FrozenSet[str]:
@@ -131,20 +146,19 @@ class BaselineComparator:
         self._reference = reference or self._reference
         if self.baseline is None:
             return {}, labelled
-        o = self.context.options
-        verdicts = judging.judge_baseline_once(labelled, self.baseline, self._reference, set(final), o.min_effect)
+        e = effects(self.context, labelled)
+        verdicts = judging.judge_baseline_once(labelled, self.baseline, self._reference, set(final), e)
         paired = {k: rec for k, rec in labelled.items() if rec.cell.reference is not None}
         if paired:
-            duets = ab_judging.judge_ab_once(paired, set(final) & set(paired), o.min_effect,
-                                             complete=self._complete & final)
-            verdicts = judging.against_recorded_setup(verdicts, duets, self.baseline, o.min_effect)
+            duets = ab_judging.judge_ab_once(paired, set(final) & set(paired), e, complete=self._complete & final)
+            verdicts = judging.against_recorded_setup(verdicts, duets, self.baseline, e)
         return verdicts, labelled
 
     def suspects(self, verdicts: Dict[str, vd.Verdict], cells: Dict[str, CellRecord]) -> FrozenSet[str]:
         if not self.against_setup:
             return _suspects(verdicts)
         paired = {k for k, rec in cells.items() if rec.cell.reference is not None}
-        first = judging.setup_suspects(verdicts, self.context.options.min_effect)
+        first = judging.setup_suspects(verdicts, effects(self.context, cells))
         if not self._whole:
             self._whole = self._why_every_cell(verdicts, cells, paired)
         if self._whole:
@@ -216,13 +230,13 @@ class BaselineComparator:
         if self.baseline is None:
             return verdicts
         setup = self.setup
+        e = effects(self.context, cells)
         if setup is not None and setup.status == "unbuilt":
             verdicts = judging.unsettled(verdicts, {cell_of(k): "the recorded setup could not be rebuilt to settle it"
-                                                    for k in judging.setup_suspects(verdicts, self.context.options.min_effect)},
-                                   self.context.options.min_effect)
+                                                    for k in judging.setup_suspects(verdicts, e)}, e)
         elif self.against_setup and self._cut:
-            verdicts = judging.unsettled(verdicts, self._cut, self.context.options.min_effect)
-        return judging.with_context(verdicts, cells, self.baseline)
+            verdicts = judging.unsettled(verdicts, self._cut, e)
+        return with_effects_said(judging.with_context(verdicts, cells, self.baseline), e)
 
 
 class ABComparator:
@@ -248,7 +262,7 @@ class ABComparator:
     def judge(self, cells: Dict[str, CellRecord], final: FrozenSet[str]
               ) -> Tuple[Dict[str, vd.Verdict], Dict[str, CellRecord]]:
         labelled, _ = judging.label_machine_states(cells, None)
-        return ab_judging.judge_ab_once(labelled, set(final), self.context.options.min_effect,
+        return ab_judging.judge_ab_once(labelled, set(final), effects(self.context, labelled),
                                         complete=self._complete & final), labelled
 
     def more(self, verdicts, cells: Dict[str, CellRecord], suspects: FrozenSet[str], spent: float
@@ -276,7 +290,7 @@ class ABComparator:
         return _suspects(verdicts)
 
     def conclude(self, verdicts: Dict[str, vd.Verdict], cells: Dict[str, CellRecord]) -> Dict[str, vd.Verdict]:
-        return verdicts
+        return with_effects_said(verdicts, effects(self.context, cells))
 
 
 def choose(context: SessionContext, clock) -> "BaselineComparator | ABComparator":

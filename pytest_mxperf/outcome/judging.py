@@ -255,14 +255,14 @@ def setup_suspects(verdicts: Dict[str, vd.Verdict], min_effect: float = 0.05) ->
     again against the recorded setup. Pure."""
     shift = session_shift(verdicts)
 
-    def suspect(v: vd.Verdict) -> bool:
+    def suspect(k: str, v: vd.Verdict) -> bool:
         if not _between_processes(v):
             return False
         if v.kind in SETTLED_BY_SETUP or v.kind == "improvement" or _against_a_busy_baseline(v):
             return True
         return (v.kind == "unchanged" and v.change is not None
-                and METRICS[v.metric].oriented(v.change) < shift - SETUP_TRIGGER * effect_for(v.metric, min_effect))
-    return frozenset(cell_of(k) for k, v in verdicts.items() if suspect(v))
+                and METRICS[v.metric].oriented(v.change) < shift - SETUP_TRIGGER * effect_for(v.metric, min_effect, k))
+    return frozenset(cell_of(k) for k, v in verdicts.items() if suspect(k, v))
 
 
 def judged_between_processes(verdicts: Dict[str, vd.Verdict]) -> FrozenSet[str]:
@@ -351,7 +351,7 @@ def unsettled(verdicts: Dict[str, vd.Verdict], why: Dict[str, str], min_effect: 
     out = dict(verdicts)
     for mk, v in verdicts.items():
         reason = why.get(cell_of(mk))
-        effect = effect_for(v.metric, min_effect)
+        effect = effect_for(v.metric, min_effect, mk)
         if (reason is None or v.kind not in SETTLED_BY_SETUP or v.kind == "unresolved" or v.change is None
                 or not _between_processes(v) or METRICS[v.metric].oriented(v.change) >= -effect):
             continue

@@ -534,7 +534,20 @@ def session_lines(outcome: SessionOutcome, *, exitstatus: Optional[int] = None, 
     slow = outcome.context.plan.deselected_slow
     if slow:
         lines.append(f"mxperf: {slow_note(slow)}")
+    lines += threshold_warnings(outcome)
     return lines
+
+
+def threshold_warnings(outcome: SessionOutcome) -> List[str]:
+    """A line for each pyproject.toml threshold pattern that named no figure of the session
+    (a typo there would silently leave the cell at --perf-min-effect)."""
+    from pytest_mxperf.judge.thresholds import MinEffects
+    patterns = tuple(t for t in getattr(outcome.context.plan, "thresholds", ()) if t.pattern is not None)
+    if not patterns or not outcome.verdicts:
+        return []
+    keys = {k: getattr(v, "metric", "") or "" for k, v in outcome.verdicts.items()}
+    return [f"mxperf: warning: the threshold {t.source} named no figure of this session" for t in
+            MinEffects(patterns=patterns).unmatched(keys)]
 
 
 def held_back(outcome: SessionOutcome) -> str:
