@@ -38,7 +38,7 @@ MARKERS = {
     "mxperf_priority(n)": "with --perf-deadline, tests of lower n run first (default 100)",
     "mxperf_threshold(min_effect, figure=None)": "the minimum effect of the cells this test measures (or of one "
         "figure of them, e.g. figure='latency_p99_ms'), instead of --perf-min-effect and of pyproject.toml's "
-        "[tool.pytest-mxperf.thresholds]; at least 0.01",
+        "[tool.pytest-mxperf.thresholds]; at least 0.03",
     "mxperf_grid(models=None, batch_sizes=None, slow=None, devices=None, default_batches=None)":
         "the model x batch grid of a test; slow maps a model to the smallest batch that is slow on CPU; "
         "default_batches: the batch sizes of the default session (the others are slow on CPU); "

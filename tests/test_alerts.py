@@ -149,3 +149,26 @@ def test_without_a_token_or_when_refused_one_line_and_exit_0(tmp_path):
         gh.refuse["GET /repos/o/r/issues"] = (403, {}, "Resource not accessible by integration")
         out = _alert(path, _env(gh))
         assert out.count("\n") == 1 and "the token may not do this" in out
+
+
+def test_a_changed_alert_is_one_comment_and_its_body_updated_on_github():
+    a = alerts.Regression("box", "score/a", "MXNet 1.8.0 -> 1.9.1", 0.8, 100, 80, "s5", "1005")
+    b = dataclasses_replace(a, cell="score/b")
+    with GitHubStandIn(token=TOKEN) as gh:
+        from pytest_mxperf.history.github_api import GitHub
+        api, said = GitHub(gh.url, TOKEN), []
+        alerts.to_github(api, "o/r", [alerts.Alert("box", a.cause, (a,))], said.append)
+        (number,) = gh.issues
+        alerts.to_github(api, "o/r", [alerts.Alert("box", a.cause, (a, b))], said.append)
+        assert len(gh.issues) == 1 and [c["body"] for c in gh.comments[number]] == ["now slower too: `score/b`"]
+        assert "score/b" in gh.issues[number]["body"] and "2 cell(s)" in gh.issues[number]["title"]
+        alerts.to_github(api, "o/r", [alerts.Alert("box", a.cause, (a, b))], said.append)
+        assert len(gh.comments[number]) == 1 and said[-1].startswith(alerts.PREFIX + "nothing new")
+
+
+def test_the_webhook_url_given_on_the_command_line_is_never_printed(tmp_path):
+    import os
+    path = _store(tmp_path, [(100.0, "1.8.0")] * 5 + [(80.0, "1.9.1")] * 5, models=("lenet",))
+    with _Hook() as hook:
+        out = _alert(path, dict(os.environ), "--webhook", hook.url, "--state", str(tmp_path / "s.json"))
+        assert "posted 1 change(s)" in out and "s3cr3t" not in out and len(hook.posted) == 1

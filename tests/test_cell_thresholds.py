@@ -45,10 +45,10 @@ def test_a_marker_for_one_figure_leaves_the_cells_others_to_the_rest():
 
 def test_the_lower_bound_and_bad_values_are_one_line():
     assert check_threshold(0.10, "x") == 0.10
-    for bad in (0.005, 0.0, 1.0, -0.1, "10%", True, None):
+    for bad in (0.02, 0.0, 1.0, -0.1, "10%", True, None):
         with pytest.raises(OptionError, match=r"^x: the minimum effect must be"):
             check_threshold(bad, "x")
-    assert MIN_THRESHOLD == 0.01
+    assert MIN_THRESHOLD == 0.03
 
 
 def test_a_pattern_that_names_nothing_is_found():
@@ -116,7 +116,7 @@ def test_a_marked_test_and_a_pattern_change_the_verdict_and_say_where_from(pytes
 def test_a_threshold_below_the_bound_is_refused_before_anything_runs(pytester, make_stub_python):
     r = _ab(pytester, make_stub_python, '[tool.pytest-mxperf.thresholds]\n"score/*" = 0.001\n')
     assert r.ret == pytest.ExitCode.USAGE_ERROR
-    assert "pyproject.toml [tool.pytest-mxperf.thresholds] 'score/*': the minimum effect must be in [0.01, 1)" in \
+    assert "pyproject.toml [tool.pytest-mxperf.thresholds] 'score/*': the minimum effect must be in [0.03, 1)" in \
         r.stderr.str()
     assert not (pytester.path / "rep").exists()
 

@@ -3,6 +3,7 @@ cause (or a webhook's message), opened when new, commented only when something c
 when the cells recover.
 
     python -m pytest_mxperf.history alert [--repo OWNER/NAME] [--any-cause] [--webhook-env NAME --state FILE]
+    python -m pytest_mxperf.history alert --webhook "$MXPERF_ALERT_WEBHOOK" --state FILE
 
 A **regression standing** is a cell whose latest step on a machine (``changepoints.cell_changes``)
 is worse: keyed by machine, cell and direction, not by the step's session, since change points
@@ -16,9 +17,9 @@ is an issue labelled ``mxperf-alert`` whose body starts with a hidden marker hol
 the open ones are read back on every run: a new alert opens an issue, an alert whose cells
 changed gets a comment (and its body updated), an unchanged one nothing, and an open issue
 whose alert is gone (its cells recovered: their latest step is better, or they have no step
-left) gets a comment and is closed. ``--webhook-env NAME`` instead posts the same news as JSON
-(``text``, Slack-compatible, and ``alerts``) to the URL in the environment variable ``NAME``
-(a secret: never printed), against the previous run's alerts kept in ``--state FILE``. Every
+left) gets a comment and is closed. ``--webhook-env NAME`` (or ``--webhook URL``) instead posts
+the same news as JSON (``text``, Slack-compatible, and ``alerts``) to the URL in the environment
+variable ``NAME`` (a secret: never printed; on the command line any process can read it), against the previous run's alerts kept in ``--state FILE``. Every
 refusal is one line; exit status 0 unless the store cannot be read.
 """
 
@@ -240,8 +241,8 @@ def to_webhook(url: str, state: Path, alerts: Sequence[Alert], say: Callable[[st
 def run(store, args, environ: Mapping[str, str], say: Callable[[str], None]) -> int:
     """``history alert``: 0 whatever GitHub or the webhook answered."""
     alerts = standing(store, any_cause=args.any_cause)
-    if args.webhook_env:
-        url = environ.get(args.webhook_env)
+    if args.webhook_env or args.webhook:
+        url = environ.get(args.webhook_env) if args.webhook_env else args.webhook
         if not url:
             say(PREFIX + f"${args.webhook_env} is not set: nothing posted")
             return 0
@@ -266,6 +267,9 @@ def add_arguments(parser) -> None:
                         help="alert on every worse step, not only those attributed to a software change")
     parser.add_argument("--webhook-env", default=None, metavar="NAME",
                         help="post to the URL in this environment variable instead of opening issues")
+    parser.add_argument("--webhook", default=None, metavar="URL",
+                        help="post to this URL (prefer --webhook-env: a command line is visible to every process "
+                             "on the machine); never printed")
     parser.add_argument("--state", default=os.path.join(".", "mxperf-alerts.json"),
                         help="with --webhook-env: the previous run's alerts (default ./mxperf-alerts.json)")
     parser.add_argument("--bot-login", default="github-actions[bot]", help="the account whose marked issues are kept")
