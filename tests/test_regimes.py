@@ -93,7 +93,7 @@ def _median_ratio_rule(cells, *, min_effect=thresholds.MIN_EFFECT, q=thresholds.
         d = [math.log(c / r) for c, r in zip(p.candidate, p.reference)]
         pv = S.signed_rank_p(d, "less")
         hi = S.signed_rank_interval(d, q)[1]
-        if S.hodges_lehmann(d) < -math.log1p(min_effect):
+        if S.hodges_lehmann(d) < -math.log1p(thresholds.effect_for(p.metric.name, min_effect, key)):
             kind = "regression" if pv <= q and hi < 0 else ("unresolved" if p.final else "suspect")
         else:
             kind = "unchanged"
