@@ -657,7 +657,8 @@ def session_thresholds(config) -> Tuple["Threshold", ...]:
 
 
 def marker_thresholds(items) -> Tuple["Threshold", ...]:
-    """The ``mxperf_threshold`` markers of the collected tests (one per test: the closest)."""
+    """The ``mxperf_threshold`` markers of the collected tests (one per test: the closest); a
+    bad value is an OptionError (one line)."""
     from pytest_mxperf.judge.thresholds import Threshold, check_threshold
     out = []
     for it in items:
@@ -666,11 +667,7 @@ def marker_thresholds(items) -> Tuple["Threshold", ...]:
             continue
         where = f"@pytest.mark.mxperf_threshold on {it.nodeid}"
         value = mark.args[0] if mark.args else mark.kwargs.get("min_effect")
-        try:
-            out.append(Threshold(check_threshold(value, where), where, nodeid=it.nodeid,
-                                 figure=mark.kwargs.get("figure")))
-        except opts.OptionError as exc:
-            raise pytest.UsageError(str(exc)) from None
+        out.append(Threshold(check_threshold(value, where), where, nodeid=it.nodeid, figure=mark.kwargs.get("figure")))
     return tuple(out)
 
 

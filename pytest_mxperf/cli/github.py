@@ -207,20 +207,13 @@ def create_check_run(gh: GitHub, target: Target, doc: Optional[Mapping[str, Any]
 
 # ----------------------------------------------------------------------------- the command
 
-def _read_json(path: Path) -> Optional[Dict[str, Any]]:
+def _read_json(path: Path, kind: type = dict) -> Any:
+    """The JSON document in ``path`` when it is a ``kind``, else None (missing, unreadable)."""
     try:
         doc = json.loads(path.read_text())
     except (OSError, ValueError):
         return None
-    return doc if isinstance(doc, dict) else None
-
-
-def _read_json_list(path: Path) -> List[Dict[str, Any]]:
-    try:
-        doc = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return []
-    return [x for x in doc if isinstance(x, dict)] if isinstance(doc, list) else []
+    return doc if isinstance(doc, kind) else None
 
 
 def _results(report_dir: Path) -> Optional[Dict[str, Any]]:
@@ -262,7 +255,7 @@ def post(report_dir: Path, environ: Mapping[str, str], say: Callable[[str], None
             say(PREFIX + str(exc))
     if pull is not None:
         try:
-            changed = _read_json_list(report_dir / "thresholds-changed.json")
+            changed = [c for c in _read_json(report_dir / "thresholds-changed.json", list) or [] if isinstance(c, dict)]
             how, cid = keep_comment(gh, target.repository, pull, comment_body(doc, target.run_url, skipped, changed),
                                     bot_login)
             say(PREFIX + f"comment {how} on pull request #{pull} (id {cid})")

@@ -102,15 +102,13 @@ def standing(store, any_cause: bool = False) -> List[Alert]:
     higher = {c["key"]: c["higher_is_better"] for c in store.cells()}
     by_cause: Dict[Tuple[str, str], List[Regression]] = {}
     for key, hib in sorted(higher.items()):
-        latest: Dict[Any, Mapping[str, Any]] = {}
-        for ch in changepoints.cell_changes(store.history(key), higher_is_better=hib):
-            latest[ch["machine_id"]] = ch  # oldest first: the last is the latest
-        for machine_id, ch in latest.items():
+        for ch in changepoints.standing(changepoints.cell_changes(store.history(key), higher_is_better=hib)):
             cause = "; ".join(ch["changed"])
-            if not ch["worse"] or (not any_cause and cause.startswith(UNATTRIBUTED)):
+            if not any_cause and cause.startswith(UNATTRIBUTED):
                 continue
-            by_cause.setdefault((str(machine_id), cause), []).append(Regression(
-                str(machine_id), key, cause, ch["ratio"], ch["before"], ch["after"], str(ch["session"]),
+            machine_id = str(ch["machine_id"])
+            by_cause.setdefault((machine_id, cause), []).append(Regression(
+                machine_id, key, cause, ch["ratio"], ch["before"], ch["after"], str(ch["session"]),
                 str(ch["started"])))
     return [Alert(m, c, tuple(rs)) for (m, c), rs in sorted(by_cause.items())]
 

@@ -217,10 +217,19 @@ def cell_changes(history: Sequence[Mapping[str, Any]], *, higher_is_better: bool
                         "index": s.index, "before": s.before, "after": s.after, "ratio": s.ratio,
                         "p_value": s.p_value, "apart": s.apart, "worse": s.worse,
                         # what reproduces it: the install before the step, the test that measured it
-                        "mxnet_before": prev.get("mxnet_version"), "mxnet_after": first.get("mxnet_version"),
+                        "mxnet_before": prev.get("mxnet_version"),
                         "environment_after": dict(first.get("environment") or {}),
                         "environment_before": dict(prev.get("environment") or {}),
                         "nodeid": first.get("nodeid") or prev.get("nodeid"),
                         "changed": changed or ["nothing the store records (the machine's speed, or an unrecorded "
                                                "cause)"]})
     return sorted(out, key=lambda c: (c["started"], str(c["machine_id"])))
+
+
+def standing(changes: Sequence[Mapping[str, Any]]) -> List[Mapping[str, Any]]:
+    """The regressions standing among a cell's steps (``cell_changes``, oldest first): per
+    machine, its latest step when that step made the figure worse. Pure."""
+    latest: Dict[Any, Mapping[str, Any]] = {}
+    for ch in changes:
+        latest[ch["machine_id"]] = ch
+    return [ch for ch in latest.values() if ch["worse"]]

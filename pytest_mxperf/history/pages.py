@@ -186,14 +186,6 @@ def reproduce(step: Mapping[str, Any], cell_key: str) -> str:
     return f"{prefix}pytest {target} --perf-reference {shlex.quote(ref)}"
 
 
-def _standing(steps: Sequence[Mapping[str, Any]]) -> List[Mapping[str, Any]]:
-    """The cell's regressions standing: per machine, its latest step when that is worse."""
-    latest: Dict[Any, Mapping[str, Any]] = {}
-    for s in steps:  # oldest first
-        latest[s["machine_id"]] = s
-    return [s for s in latest.values() if s["worse"]]
-
-
 def publish(store, out_dir, skipped=None) -> List[Path]:
     """Write the index and one page per cell into ``out_dir``; returns the files written. A
     cell whose rows cannot be drawn is left out, and ``skipped(line)`` says which and why."""
@@ -225,7 +217,7 @@ def publish(store, out_dir, skipped=None) -> List[Path]:
                 f"<td>{s['before']:.4g} -> {s['after']:.4g}</td><td>{html.escape('; '.join(s['changed']))}</td>"
                 f"<td><code class='cmd'>{html.escape(reproduce(s, cell['key']))}</code></td></tr>"
                 for s in steps)
-            for s in _standing(steps):
+            for s in changepoints.standing(steps):
                 regressions.append(
                     f"<tr><td><a href='cells/{name}.html'>{html.escape(cell['key'])}</a></td>"
                     f"<td>{html.escape(str(s['machine_id']))}</td><td>{date_text(s['started'])}</td>"

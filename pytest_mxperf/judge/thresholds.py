@@ -125,10 +125,6 @@ def effect_for(metric: str, min_effect: "float | MinEffects", key: Optional[str]
     return max(min_effect, TAIL_MIN_EFFECT) if metric in TAILS else min_effect
 
 
-def session_effect(min_effect: "float | MinEffects") -> float:
-    """The session's own minimum effect (what sizes stages and plans)."""
-    return min_effect.default if isinstance(min_effect, MinEffects) else min_effect
-
 #: a figure of pairs still not significant after every pair its second stage asked for (none
 #: cut by the deadline: verdict_duet.noise_reach, ab_pairs for seeded process pairs) is
 #: unresolved (fails) only when worse than this many standard errors of its pairs' mean;

@@ -158,12 +158,12 @@ def confirmation_plan(suspects: Dict[str, CellRecord], budget_s: float, options
     return {k: v for k, v in plan.items() if v[0] > 0}, cut
 
 
-def _changes(rec: CellRecord, base: Dict[str, Any], software: Dict[str, Any],
+def _changes(summary: Dict[str, Any], base: Dict[str, Any], software: Dict[str, Any],
              facts: Optional[Tuple[str, ...]] = None) -> List[str]:
-    """What differs between the setup a cell's processes ran with and the one its baseline
-    recording did: its recorded variables (``NAME: baseline -> current``), then the software
-    facts both sides know (``facts``: only these)."""
-    summary = baseline_store.summarize_cell(rec.cell)
+    """What differs between the setup a cell's processes ran with (``summary``:
+    ``baseline_store.summarize_cell`` of them) and the one its baseline recording did: its
+    recorded variables (``NAME: baseline -> current``), then the software facts both sides know
+    (``facts``: only these)."""
     lines = context_diff.env_diff(summary.get("env"), base.get("env"))
     cur_soft = dict(software)
     base_soft = dict(base.get("software") or {})
@@ -186,9 +186,10 @@ def with_context(verdicts: Dict[str, vd.Verdict], cells: Dict[str, CellRecord], 
         base = baseline.latest(key)
         if v is None or base is None:
             continue
-        env_diff = _changes(rec, base, software)
+        summary = baseline_store.summarize_cell(rec.cell)
+        env_diff = _changes(summary, base, software)
         notes = list(v.notes)
-        note = context_diff.startup_note(baseline_store.summarize_cell(rec.cell), base)
+        note = context_diff.startup_note(summary, base)
         if note:
             notes.append(note)
         trend = baseline.session_medians(key)
@@ -216,7 +217,7 @@ def setup_changes(cells: Dict[str, CellRecord], baseline: Optional[Baseline]) ->
     for key, rec in cells.items():
         base = baseline.latest(key)
         if base is not None and rec.cell.ok_runs:
-            lines.update(_changes(rec, base, software, SETUP_FACTS))
+            lines.update(_changes(baseline_store.summarize_cell(rec.cell), base, software, SETUP_FACTS))
     return sorted(lines)
 
 
