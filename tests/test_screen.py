@@ -89,7 +89,7 @@ def test_a_new_machine_opens_with_what_to_do_next(pytester, make_stub_python):
     assert "mxperf: the full report follows" in out and "- mxperf: full report -" in out
     full = out.split("- mxperf: full report -", 1)[1]
     assert full.count("shown, not judged [hardware limit score/") == 2 and "machine: " in full
-    assert full.count("  peak host memory (worker RSS)") == 2  # every figure's row
+    assert full.count("  peak host memory (worker RSS less mapped files)") == 2  # every figure's row
     assert _benchmark_table_shown(out), out
 
 
@@ -119,7 +119,7 @@ def test_a_clean_compare_is_one_line_and_a_table(pytester, make_stub_python):
     full = text[text.index("full report:") + 1:]
     assert full[0].startswith("machine: ") and any(x.startswith("machine id: box; baseline: ") for x in full)
     assert sum(x.startswith("shown, not judged [hardware limit score/") for x in full) == 2
-    assert sum(x.startswith("  peak host memory (worker RSS)") for x in full) == 2
+    assert sum(x.startswith("  peak host memory (worker RSS less mapped files)") for x in full) == 2
     tables = (pytester.path / "rep" / "benchmark.txt").read_text()
     assert "benchmark 'mxperf-score': 2 tests" in tables and "test_cells[cpu0-lenet-b8]" in tables
     assert not _benchmark_table_shown(out) and "shown, not judged [" not in out
@@ -165,7 +165,7 @@ def test_a_changed_memory_figure_is_counted_apart_and_gets_its_row(pytester, mak
                         rf"baseline box \(recorded {DATE}\); other figures: 1 regressed", screen[0]), screen[0]
     assert any(x.startswith("mxperf: REGRESSION score/lenet/b8/cpu:0/float32/threads=auto#peak_rss_mib: ")
                for x in screen[1:4]), screen
-    (row,) = [x for x in screen if x.startswith("  peak host memory (worker RSS)")]
+    (row,) = [x for x in screen if x.startswith("  peak host memory (worker RSS less mapped files)")]
     assert row.split()[-3:] == ["800.00", "+37.5%", "regression"], row
 
 

@@ -58,6 +58,11 @@ class Metric:
 #: what a figure measures (the rounds, the warm-up, what a worker times), so that a baseline
 #: recorded another way says so beside a change (baselines record it with the suite's version)
 MEASURING_METHOD = 1
+#: how the memory figure is read: 2 = the peak resident set less the resident pages that map
+#: files (``rss_file_bytes``: libraries, whose resident share follows the page cache: the same
+#: install read 279 and 202 MiB in one A/A pair); 1 (or none recorded) = the whole resident set.
+#: A baseline's memory figure is compared only when it was read the same way.
+MEMORY_METHOD = 2
 
 METRICS: Dict[str, Metric] = {m.name: m for m in (
     Metric("throughput", "img/s", True, "processes", "throughput"),
@@ -67,9 +72,10 @@ METRICS: Dict[str, Metric] = {m.name: m for m in (
     Metric("comm_seconds", "s/batch", False, "processes", "kvstore push+pull per batch"),
     Metric("seconds_to_target", "s", False, "processes", "seconds to target accuracy"),
     Metric("epochs_to_target", "epochs", False, "discrete", "epochs to target accuracy"),
-    # the whole worker process's peak resident set (ru_maxrss): Python, numpy, MXNet and every
-    # package its import loads (scipy when installed), plus the network
-    Metric("peak_rss_mib", "MiB", False, "growth", "peak host memory (worker RSS)"),
+    # the whole worker process's peak resident set (VmHWM / ru_maxrss): Python, numpy, MXNet and
+    # every package its import loads (scipy when installed), plus the network; less the pages
+    # that map files (MEMORY_METHOD)
+    Metric("peak_rss_mib", "MiB", False, "growth", "peak host memory (worker RSS less mapped files)"),
     # the worker process's own GPU memory (NVML's figure for its PID: its CUDA context and
     # MXNet's pool), read by the parent; never the device's used memory, which counts every
     # other process on the GPU (a duet partner, another tenant)
@@ -213,6 +219,8 @@ class RunResult:
             return self._throughput
         if metric == "peak_rss_mib" and "peak_rss_mib" not in self.figures:
             rss = self.meta.peak_rss_bytes
+            if rss is not None and self.meta.rss_file_bytes is not None:
+                rss -= self.meta.rss_file_bytes
             return rss / 2 ** 20 if rss is not None and rss > 0 else None
         v = self.figures.get(metric)
         return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None

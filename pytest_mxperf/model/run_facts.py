@@ -59,6 +59,8 @@ FACTS: Tuple[Fact, ...] = (
     Fact("warmup_batches", int, "", WORKER, "untimed warm-up batches"),
     Fact("cpu_utilization", float, "CPUs", WORKER, "CPU time over wall time of the timed rounds"),
     Fact("peak_rss_bytes", int, "B", WORKER, "the process's peak resident memory"),
+    Fact("rss_file_bytes", int, "B", WORKER, "resident memory that maps files when the peak was read (libraries; "
+                                             "the page cache decides how much): the memory figure leaves it out"),
     Fact("loaded_companions", list, "", WORKER, "native libraries loaded beside MXNet"),
     Fact("total_batch", int, "", WORKER, "samples a batch over all devices"),
     Fact("timed_seconds", float, "s", WORKER, "seconds of timed rounds"),

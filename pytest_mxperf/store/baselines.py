@@ -65,7 +65,7 @@ from pathlib import Path
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
 from pytest_mxperf.judge import machine_states, resolution
-from pytest_mxperf.model.measurement import METRICS
+from pytest_mxperf.model.measurement import MEMORY_METHOD, METRICS
 
 SCHEMA_VERSION = 1
 HISTORY = 5
@@ -302,14 +302,17 @@ def _checked(doc: Any, path: Optional[PathLike]) -> Dict[str, Any]:
 
 def _rec_values(rec: Mapping[str, Any], metric: Optional[str]) -> List[float]:
     """One recording's per-process values of ``metric`` (None = the cell's primary figure).
-    A recording made before ``figures`` existed gives its peak memory as one value."""
+    Its memory figure only when it was read the way this suite reads it
+    (``measurement.MEMORY_METHOD``): a recording whose memory counted the mapped libraries
+    gives none, and the session's memory goes unjudged for it rather than compared unlike
+    with like."""
     if metric is None or metric == rec.get("metric"):
         return list(rec["process_medians"])
+    if metric == "peak_rss_mib" and (rec.get("suite") or {}).get("memory") != MEMORY_METHOD:
+        return []
     figs = rec.get("figures") or {}
     if metric in figs:
         return list(figs[metric])
-    if metric == "peak_rss_mib" and isinstance(rec.get("peak_rss_bytes"), (int, float)):
-        return [rec["peak_rss_bytes"] / 2 ** 20]
     return []
 
 

@@ -88,6 +88,7 @@ import resource
 import time
 
 from pytest_mxperf.workers.protocol import (
+    file_backed_bytes,
     import_mxnet,
     runtime_info,
     serve,
@@ -456,6 +457,7 @@ def run(spec: dict) -> dict:
     meta["env"] = {k: os.environ[k] for k in ("OMP_NUM_THREADS", "MXNET_CPU_WORKER_NTHREADS",
                                                "MXNET_SUBGRAPH_BACKEND") if k in os.environ}
     meta["peak_rss_bytes"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    meta["rss_file_bytes"] = file_backed_bytes()
     out["meta"] = meta
     return out
 

@@ -88,6 +88,24 @@ def resident_bytes():
         return None
 
 
+def file_backed_bytes():
+    """The part of this process's resident set that maps files now (RssFile + RssShmem of
+    /proc/self/status: shared libraries' code and data, files it mapped), or None where it
+    cannot be read. How much of a library is resident depends on the page cache (a library
+    other processes have just used is mapped in larger pieces), not on what the process
+    allocated: the memory figure leaves it out."""
+    got = {}
+    try:
+        with open("/proc/self/status") as fh:
+            for line in fh:
+                name, _, rest = line.partition(":")
+                if name in ("RssFile", "RssShmem"):
+                    got[name] = int(rest.split()[0]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return sum(got.values()) if "RssFile" in got else None
+
+
 #: packages besides MXNet whose presence changes a worker's memory (installs.WORKER_COMPANIONS
 #: by their import names): the worker imports numpy and threadpoolctl, MXNet imports scipy and
 #: cv2 when installed

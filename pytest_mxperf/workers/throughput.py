@@ -47,6 +47,7 @@ from pytest_mxperf.workers.protocol import (  # memory figures
     ModuleSteps,
     await_warmup_turn,
     cudnn_choice,
+    file_backed_bytes,
     import_mxnet,
     loaded_companions,
     missing_gpus,
@@ -386,6 +387,7 @@ def measure_cell(mx, spec: dict, process_meta: dict) -> dict:
     # ``measure_cells`` reset it (None where it could not be read)
     meta["peak_rss_bytes"] = (_peak_rss() if spec.get("progress")
                               else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)
+    meta["rss_file_bytes"] = file_backed_bytes()
     meta["loaded_companions"] = loaded_companions()
     meta["total_batch"] = cell.total_batch
     meta["timed_seconds"] = wall
