@@ -596,7 +596,8 @@ def plan(pytest_session, session, deselected_slow: int):
     ctx = session.context
     made = planning.plan_for([planning.planned(it) for it in runnable], ctx.options, ctx.comparison.ab,
                              explicit_pairs=bool(pytest_session.config.getoption("--perf-processes")),
-                             deselected_slow=deselected_slow)
+                             deselected_slow=deselected_slow,
+                             known=None if ctx.comparison.ab else known_costs(ctx.options, ctx.machine))
     try:
         thresholds = marker_thresholds(runnable) + session_thresholds(pytest_session.config)
     except opts.OptionError as exc:
@@ -613,6 +614,34 @@ def plan(pytest_session, session, deselected_slow: int):
         setup = recorded_setup(session, ctx.environ)
         say(pytest_session.config, setup.line)
     return made.plan, grids, setup
+
+
+#: sessions of the same kind on this machine whose test durations the estimate starts from
+KNOWN_SESSIONS = 3
+
+
+def known_costs(options, machine) -> "planning.Known":
+    """This machine's own costs: what its last sessions of this kind (a recording, or a session
+    against the baseline) took, from the history store the session writes to. None (the
+    constants) when the store does not exist yet, holds none, or cannot be read: the estimate
+    is a courtesy, never a reason to stop."""
+    from pytest_mxperf.history import location
+    from pytest_mxperf.history.store import open_store
+    from pytest_mxperf.measure import planning
+    where = options.history
+    if not where or options.smoke:
+        return None
+    if not location.is_postgres(where):
+        path = Path(where.removeprefix("sqlite:///") if where.startswith("sqlite:///") else where).expanduser()
+        if not path.is_file():
+            return None
+    try:
+        with open_store(where) as store:
+            rows = store.durations(str((machine or {}).get("id")), "recording" if options.update_baselines
+                                   else "suite", KNOWN_SESSIONS)
+    except Exception:  # noqa: BLE001 - any store error: the constants instead
+        return None
+    return planning.known_from(rows) if rows else None
 
 
 def pyproject_thresholds(path: Path) -> Tuple["Threshold", ...]:

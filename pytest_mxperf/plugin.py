@@ -123,7 +123,7 @@ def mxperf(request, record_property, mxperf_session):
                         params=params)
     yield measurer
     if measurer.records:
-        s.clock.test_took(time.monotonic() - started)
+        s.clock.test_took(time.monotonic() - started, node.nodeid)
 
 
 def _on_cell(request, s: PerfSession):

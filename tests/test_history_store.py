@@ -321,3 +321,34 @@ def test_a_plugin_session_is_appended_with_its_shard(pytester, make_stub_python,
     assert r.ret == pytest.ExitCode.USAGE_ERROR and "K must be 1..N" in r.stderr.str()
     r = pytester.runpytest_subprocess(*common[:-4], "--perf-store", "none", "--perf-python", common[-1])
     assert r.ret == 0 and "history store" not in r.stdout.str()
+
+
+def test_a_session_keeps_what_its_tests_took_and_the_next_one_on_the_machine_starts_from_it(
+        pytester, make_stub_python, tmp_path):
+    """#37: the estimate said first comes from this machine's own costs once its history has
+    them (what each test and the session took last time), the constants before that."""
+    import re
+    pytester.makepyfile(test_cells=CELLS)
+    where = str(tmp_path / "h.sqlite")
+    common = ["-p", "no:cacheprovider", "-m", "cpu", "--perf-machine", "box", "--perf-ctx", "cpu",
+              "--perf-no-probe", "--perf-store", where, "--perf-python", make_stub_python("now", rate=100.0),
+              "--perf-baselines-dir", str(tmp_path / "bl")]
+    first = pytester.runpytest_subprocess(*common, "--perf-update-baselines")
+    out = first.stdout.str()
+    assert first.ret == 0, out
+    assert "(costs measured on a 2-vCPU AMD EPYC; this machine's own once a session is in its history)" in out, out
+    with open_store(where) as s:
+        (took,) = s.durations("box", "recording")
+        assert s.durations("box", "suite") == [] and s.durations("other", "recording") == []
+    # the grid's first test measured both cells; the second found its cell measured
+    assert sorted(n.split("/")[-1] for n in took["tests"]) == ["test_cells.py::test_cells[cpu0-lenet-b8]",
+                                                             "test_cells.py::test_cells[cpu0-mlp-b8]"]
+    assert took["wall_seconds"] >= sum(took["tests"].values()) > 0
+    again = pytester.runpytest_subprocess(*common, "--perf-update-baselines")
+    line = next(x for x in again.stdout.str().splitlines() if x.startswith("mxperf: 2 measuring test(s)"))
+    assert "2 test(s) at what they took in this machine's last 1 session(s) of the kind" in line, line
+    said = float(re.search(r"expected about (\d+) s", line).group(1))
+    assert said == round(took["wall_seconds"]), (line, took)  # the last session's time, as it was
+    # a session against the baseline is another kind: its first one has the constants
+    compare = pytester.runpytest_subprocess(*common)
+    assert "costs measured on a 2-vCPU AMD EPYC" in compare.stdout.str()

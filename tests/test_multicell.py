@@ -7,6 +7,8 @@ costs. The session's side (which cells run together, in which order, each once) 
 """
 
 import dataclasses
+
+from pytest_mxperf.measure import planning
 import sys
 from pathlib import Path
 
@@ -157,14 +159,25 @@ def test_gpu_cells_ab_mode_and_deadlines_keep_processes_of_their_own(monkeypatch
 
 
 def test_progress_line_counts_cells_and_time_left():
+    """Time left: the plan's estimate of the tests not done, scaled by how the tests done went
+    against theirs (a minute of the plan's own weighs in), and what is left of its start and end."""
     s = whole_session(processes=2)
-    s.planned(Plan(tests=10, cells=10, estimate_seconds=100.0))
+    tests = tuple((f"t.py::test[{i}]", 10.0) for i in range(10))
+    s.planned(Plan(tests=10, cells=10, estimate_seconds=108.0, test_estimates=tests))
     assert s.clock.progress_line().startswith("mxperf: 0 of 10 cell(s) measured")
-    assert "about 1.7 min left" in s.clock.progress_line()
+    assert "about 1.8 min left" in s.clock.progress_line()  # 100 s of tests and 8 s of the rest
     s.clock.runs_done = 10  # five cells' two processes each
-    s.context = dataclasses.replace(s.context, started=s.context.started - 60.0)  # a minute gone: as much again is left
+    for nodeid, _ in tests[:5]:
+        s.clock.test_took(20.0, nodeid)  # each twice its estimate
+    s.context = dataclasses.replace(s.context, started=s.context.started - 102.0)
     line = s.clock.progress_line()
-    assert "5 of 10 cell(s)" in line and "about 1.0 min left" in line
+    # 50 s planned left x (100 + 60) / (50 + 60), and 6 of the 8 s outside the tests
+    assert "5 of 10 cell(s)" in line and "about 1.3 min left" in line, line
+    on_plan = whole_session(processes=2)
+    on_plan.planned(Plan(tests=10, cells=10, estimate_seconds=108.0, test_estimates=tests))
+    for nodeid, _ in tests[:5]:
+        on_plan.clock.test_took(10.0, nodeid)
+    assert planning.time_left(on_plan.context.plan, on_plan.clock.tests_done, 52.0) == 56.0
 
 
 def test_what_the_end_of_the_session_measures_again_is_not_counted_as_the_plans_cells():

@@ -49,3 +49,24 @@ def test_the_estimate_counts_shared_processes_once_and_names_fresh_ones():
     # recording (5 processes) costs 5/2 of the measuring; with a deadline nothing is shared
     assert estimate(grid + [dist, lone], processes=5).seconds - SESSION_S == (shared + fresh) * 5 / 2
     assert estimate(grid, processes=2, can_share=False).shared_cells == 0
+
+
+def test_known_tests_take_what_they_took_and_the_rest_the_constants():
+    """This machine's last sessions (median per test, and of the time outside the tests) for the
+    tests they ran; the constants for the others; a grid's cost on its first test, which
+    measures every cell of it."""
+    from pytest_mxperf.measure.planning import SHARED_CELL_S, SHARED_PROCESS_S, estimate, known_from
+    rows = [{"wall_seconds": 100.0, "tests": {"a": 30.0, "b": 50.0}},
+            {"wall_seconds": 130.0, "tests": {"a": 40.0, "b": 70.0}},
+            {"wall_seconds": 90.0, "tests": {"a": 20.0}}]
+    known = known_from(rows)
+    assert known.by_test == {"a": 30.0, "b": 60.0} and known.overhead == 20.0 and known.sessions == 3
+    grid = [Planned(True, cell=("alexnet", b, "cpu"), function="t.py::test_scoring", nodeid=f"g{b}")
+            for b in (1, 2, 4)]
+    tests = [Planned(True, nodeid="a"), Planned(True, nodeid="b"), *grid]
+    e = estimate(tests, processes=2, known=known)
+    group = 2 * (SHARED_PROCESS_S + 3 * SHARED_CELL_S)
+    assert e.seconds == 20.0 + 30.0 + 60.0 + group and (e.known_tests, e.known_sessions) == (2, 3)
+    assert dict(e.per_test) == {"a": 30.0, "b": 60.0, "g1": group, "g2": 0.0, "g4": 0.0}
+    # nothing known: the constants, and the session's own start and end as SESSION_S
+    assert estimate(tests, processes=2).known_tests == 0

@@ -39,6 +39,7 @@ class SessionRows:
     #                                                  nodeid)
     processes: List[Tuple[Any, ...]]                # (session, cell, side, idx, status, figures, facts)
     verdicts: List[Tuple[Any, ...]]                 # (session, figure, cell, kind, change, low, high, reason)
+    durations: List[Tuple[Any, ...]] = dataclasses.field(default_factory=list)  # (session, nodeid, seconds)
 
 
 def _dumps(x: Any) -> str:
@@ -138,6 +139,7 @@ def _session_rows(doc: Mapping[str, Any]) -> SessionRows:
         "fleet_id": session.get("fleet_id"), "shard": session.get("shard"),
         "reference": (ab.get("reference") or {}).get("mxnet_version") if ab else None,
         "complete": 1 if session.get("complete", True) else 0,
+        "wall_seconds": _num(session.get("wall_seconds")),
     }
     cells, results, procs = [], [], []
     for rec in records:
@@ -166,5 +168,8 @@ def _session_rows(doc: Mapping[str, Any]) -> SessionRows:
         verdicts.append((sid, str(fkey), cell_of(str(fkey)), str(v.get("kind") or "?"), _num(v.get("change")),
                          _num(interval[0]) if interval else None, _num(interval[1]) if interval else None,
                          str(v.get("reason") or "")[:500]))
+    took = session.get("test_seconds") or {}
+    durations = [(sid, str(n), float(t)) for n, t in took.items() if isinstance(took, Mapping)
+                 and _num(t) is not None and t >= 0] if isinstance(took, Mapping) else []
     facts = {k: v for k, v in machine.items() if k != "id"}
-    return SessionRows(row, (mid, _dumps(facts)), cells, results, procs, verdicts)
+    return SessionRows(row, (mid, _dumps(facts)), cells, results, procs, verdicts, durations)

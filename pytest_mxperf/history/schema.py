@@ -8,14 +8,15 @@ A session is one row of ``sessions``; a fleet's session (several runners, each a
 sharing a ``fleet_id``) is the sessions of that fleet id. Per cell and session,
 ``cell_results`` holds the figure the history is drawn from (the median and the fast end of
 its processes, in the cell's unit) and the test that measured it (its node id, from version 2); ``processes`` every process's figures and facts as JSON;
-``verdicts`` every judged figure's verdict.
+``verdicts`` every judged figure's verdict; ``test_durations`` what each measuring test took
+(from version 3, with the session's ``wall_seconds``).
 """
 
 from __future__ import annotations
 
 from typing import List
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 _V1 = [
     """CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)""",
@@ -80,6 +81,15 @@ _V1 = [
 #: that reproduces a step on the trend pages (NULL in the rows of older stores)
 _V2 = ["ALTER TABLE cell_results ADD COLUMN nodeid TEXT"]
 
+#: version 3: what each measuring test of a session took (wall seconds, its node id) and the
+#: session's own wall time: a later session's estimate on the same machine starts from them
+_V3 = ["ALTER TABLE sessions ADD COLUMN wall_seconds DOUBLE PRECISION",
+       """CREATE TABLE IF NOT EXISTS test_durations (
+        session_id TEXT NOT NULL REFERENCES sessions(id),
+        nodeid TEXT NOT NULL,
+        seconds DOUBLE PRECISION NOT NULL,
+        PRIMARY KEY (session_id, nodeid))"""]
+
 #: MIGRATIONS[v]: the statements that take a store from version v to v + 1
-MIGRATIONS: List[List[str]] = [_V1, _V2]
+MIGRATIONS: List[List[str]] = [_V1, _V2, _V3]
 assert len(MIGRATIONS) == SCHEMA_VERSION

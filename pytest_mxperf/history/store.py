@@ -170,6 +170,8 @@ class HistoryStore:
                                "published, nodeid) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", rows.cell_results)
             self._many(cur, "INSERT INTO processes VALUES (?, ?, ?, ?, ?, ?, ?)", rows.processes)
             self._many(cur, "INSERT INTO verdicts VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows.verdicts)
+            self._many(cur, "INSERT INTO test_durations (session_id, nodeid, seconds) VALUES (?, ?, ?)",
+                       rows.durations)
             self.conn.commit()
         except Exception as exc:  # noqa: BLE001 - a database error, said in one line
             self._rollback_quietly()
@@ -230,6 +232,19 @@ class HistoryStore:
             d["features"] = json.loads(d["features"]) if d["features"] else None
             d["environment"] = json.loads(d["environment"]) if d["environment"] else {}
             out.append(d)
+        return out
+
+    def durations(self, machine_id: str, kind: str, last: int = 3) -> List[Dict[str, Any]]:
+        """What the last ``last`` complete sessions of ``kind`` on ``machine_id`` took, newest
+        first: {"session", "wall_seconds", "tests": {nodeid: seconds}} (sessions stored before
+        version 3, which kept no durations, are left out)."""
+        rows = self._rows("SELECT id, wall_seconds FROM sessions WHERE machine_id = ? AND kind = ? AND complete = 1 "
+                          "AND wall_seconds IS NOT NULL ORDER BY started DESC, id LIMIT ?", (machine_id, kind, last))
+        out = []
+        for sid, wall in rows:
+            tests = {n: float(t) for n, t in self._rows("SELECT nodeid, seconds FROM test_durations "
+                                                         "WHERE session_id = ?", (sid,))}
+            out.append({"session": sid, "wall_seconds": float(wall), "tests": tests})
         return out
 
     def fleet_session(self, fleet_id: str) -> Dict[str, Any]:

@@ -37,6 +37,9 @@ class Plan:
     ab_pairs: int = 0
     duet_pairs: int = 0
     deselected_slow: int = 0
+    #: what each measuring test is expected to take (node id -> seconds; baseline mode), for
+    #: the progress line's time left
+    test_estimates: Tuple[Tuple[str, float], ...] = ()
     #: the minimum effects set for some cells (``thresholds.Threshold``: the tests' markers,
     #: then pyproject.toml's patterns in order)
     thresholds: Tuple[Any, ...] = ()
@@ -54,6 +57,7 @@ class Planned:
     #: process measures together (``Measurer._grid_cells``)
     cell: Optional[Tuple[str, int, str]] = None
     function: str = ""
+    nodeid: str = ""
 
 
 def by_priority(tests: Sequence[Planned]) -> List[int]:
@@ -109,6 +113,34 @@ FRESH_NAMES = {"distributed": "distributed launches", "io": "input pipeline", "m
 
 
 @dataclasses.dataclass(frozen=True)
+class Known:
+    """This machine's own costs: what its last sessions of the same kind took (the history
+    store's ``durations``), as pytest-split keeps test durations."""
+
+    tests: Tuple[Tuple[str, float], ...] = ()  # node id -> the median of its times in those sessions
+    overhead: Optional[float] = None           # the median of a session's time outside its tests
+    sessions: int = 0
+
+    @property
+    def by_test(self) -> dict:
+        return dict(self.tests)
+
+
+def known_from(sessions: Sequence[Any]) -> Known:
+    """``Known`` from the history store's ``durations`` rows (newest first). Pure."""
+    times: dict = {}
+    over = []
+    for row in sessions:
+        tests = row.get("tests") or {}
+        for n, t in tests.items():
+            times.setdefault(n, []).append(float(t))
+        if row.get("wall_seconds") is not None and tests:
+            over.append(max(0.0, float(row["wall_seconds"]) - sum(tests.values())))
+    return Known(tuple((n, statistics.median(v)) for n, v in times.items()),
+                 statistics.median(over) if over else None, len(sessions))
+
+
+@dataclasses.dataclass(frozen=True)
 class Estimate:
     """What the session will take, said before it starts (baseline mode)."""
 
@@ -118,18 +150,32 @@ class Estimate:
     fresh_tests: int        # tests whose processes are their own
     fresh_seconds: float
     fresh_kinds: Tuple[str, ...]  # what they are (distributed launches, input pipeline, ...)
+    #: each measuring test's share (node id -> seconds)
+    per_test: Tuple[Tuple[str, float], ...] = ()
+    #: tests whose time is this machine's own (its last sessions), and how many sessions
+    known_tests: int = 0
+    known_sessions: int = 0
 
 
-def estimate(tests: Sequence[Planned], processes: int, can_share: bool = True) -> Estimate:
-    """The session's duration from its measuring tests: grid tests of one function on CPU
-    share ``processes`` worker processes (when ``can_share``: not A/B, no deadline), every
-    other test has ``processes`` fresh processes of its own. Pure."""
+def estimate(tests: Sequence[Planned], processes: int, can_share: bool = True,
+             known: Optional[Known] = None) -> Estimate:
+    """The session's duration from its measuring tests. A test this machine ran in its last
+    sessions of the kind (``known``) takes what it took there, and the session's own start
+    and end what they took; any other: grid tests of one function on CPU share ``processes``
+    worker processes (when ``can_share``: not A/B, no deadline), every other test has
+    ``processes`` fresh processes of its own, at the constants above. Pure."""
+    took = known.by_test if known else {}
     groups: dict = {}
     fresh: List[Planned] = []
+    per: dict = {}
+    mine = 0
     for t in tests:
         if not t.measuring:
             continue
-        if can_share and t.cell is not None and t.cell[2] == "cpu":
+        if t.nodeid and t.nodeid in took:
+            per[t.nodeid] = took[t.nodeid]
+            mine += 1
+        elif can_share and t.cell is not None and t.cell[2] == "cpu":
             groups.setdefault(t.function, []).append(t)
         else:
             fresh.append(t)
@@ -139,14 +185,22 @@ def estimate(tests: Sequence[Planned], processes: int, can_share: bool = True) -
             fresh += members
             continue
         shared_n += len(members)
-        shared_s += processes * (SHARED_PROCESS_S + SHARED_CELL_S * len(members))
+        group_s = processes * (SHARED_PROCESS_S + SHARED_CELL_S * len(members))
+        shared_s += group_s
+        # the first test of a grid measures every cell of it (``Measurer._grid_cells``); the
+        # others find theirs measured
+        per.update((t.nodeid, group_s if i == 0 else 0.0) for i, t in enumerate(members))
     fresh_s, kinds = 0.0, []
     for t in fresh:
         kind = next((m for m, _ in FRESH_PROCESS_S if m in t.markers and not (m == "training" and t.cell)), "")
-        fresh_s += processes * dict(FRESH_PROCESS_S).get(kind, FRESH_OTHER_S)
+        test_s = processes * dict(FRESH_PROCESS_S).get(kind, FRESH_OTHER_S)
+        fresh_s += test_s
+        per[t.nodeid] = test_s
         kinds.append(FRESH_NAMES[kind])
-    return Estimate(SESSION_S + shared_s + fresh_s, shared_n, shared_s, len(fresh), fresh_s,
-                    tuple(dict.fromkeys(kinds)))
+    own = sum(took[t.nodeid] for t in tests if t.measuring and t.nodeid in took)
+    start_end = known.overhead if known and mine and known.overhead is not None else SESSION_S
+    return Estimate(start_end + own + shared_s + fresh_s, shared_n, shared_s, len(fresh), fresh_s,
+                    tuple(dict.fromkeys(kinds)), tuple(per.items()), mine, known.sessions if known and mine else 0)
 
 
 # ----------------------------------------------------------------------------- costs of processes
@@ -236,7 +290,7 @@ def planned(item) -> Planned:
         group=(getattr(item, "originalname", item.name), str(params.get("model", ""))),
         markers=frozenset(m.name for m in item.iter_markers()),
         cell=(model, int(batch), str(ctx[0]).split(":")[0]) if has_cell else None,
-        function="::".join(grid_key(item)))
+        function="::".join(grid_key(item)), nodeid=item.nodeid)
 
 
 #: the parameters of the plugin's grid (``command_line.parametrize``): a test's cell
@@ -274,17 +328,45 @@ class Made:
 
 
 def plan_for(tests: Sequence[Planned], options, ab: bool, explicit_pairs: bool = False,
-             deselected_slow: int = 0) -> Made:
+             deselected_slow: int = 0, known: Optional[Known] = None) -> Made:
     """The session's plan from its runnable collected tests: how many measure, the pairs a
     cell gets in A/B mode (from the number of cells, unless --perf-processes set them), one
-    test's expected time and the session's estimate. Pure."""
+    test's expected time and the session's estimate (``known``: this machine's own costs).
+    Pure."""
     n = sum(t.measuring for t in tests)
     duets = duet_tests(tests)
     pairs = options.ab_pairs
     if ab and not options.smoke and not explicit_pairs and n:
         pairs = ab_pairs(n)
-    estimate_ = estimate(tests, options.processes, can_share=options.deadline is None) if not ab and n else None
+    estimate_ = (estimate(tests, options.processes, can_share=options.deadline is None, known=known)
+                 if not ab and n else None)
     test_s = planned_test_seconds(options, ab, options.duet_pairs, pairs, duet=duets == n)
     return Made(Plan(tests=n, cells=n, estimate_seconds=estimate_.seconds if estimate_ else None, test_seconds=test_s,
-                     ab_pairs=pairs, duet_pairs=options.duet_pairs, deselected_slow=deselected_slow),
+                     ab_pairs=pairs, duet_pairs=options.duet_pairs, deselected_slow=deselected_slow,
+                     test_estimates=estimate_.per_test if estimate_ else ()),
                 estimate_, duets)
+
+
+#: seconds of the plan's own estimate the progress line weighs against the tests measured so
+#: far: early on it trusts the plan, later what the tests took
+PROGRESS_PRIOR_S = 60.0
+
+
+def time_left(plan: Plan, done: Sequence[Tuple[str, float]], gone: float) -> Optional[float]:
+    """What is left of the session: the plan's estimate of the tests not done yet and of its
+    end, scaled by how the tests done so far (node id, seconds they took) went against their
+    estimate (``PROGRESS_PRIOR_S`` of the plan's own weigh in, so the first test does not
+    decide it alone). None without an estimate. Pure."""
+    if not plan.estimate_seconds:
+        return None
+    est = dict(plan.test_estimates)
+    done_ids = {n for n, _ in done}
+    planned_done = sum(est.get(n, 0.0) for n in done_ids)
+    took = sum(t for n, t in done if n in est)
+    ratio = (took + PROGRESS_PRIOR_S) / (planned_done + PROGRESS_PRIOR_S)
+    # the plan's time outside the tests (the start and the end of the session) is what is
+    # left of it once the tests done so far are counted
+    outside = max(0.0, plan.estimate_seconds - sum(est.values()))
+    started_part = max(0.0, gone - took)  # the session's time outside its tests so far
+    left_tests = sum(v for n, v in est.items() if n not in done_ids) * ratio
+    return max(0.0, left_tests + max(0.0, outside - started_part))

@@ -22,7 +22,7 @@ import dataclasses
 import os
 import time
 import uuid
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from pytest_mxperf.measure import planning
 from pytest_mxperf.measure.ledger import (  # noqa: F401 - the session's records, by their usual names
@@ -128,6 +128,7 @@ class Clock:
         self._say = say
         self.now = now  # the wall clock (a replayed session's: the recorded processes' time)
         self._test_seconds: List[float] = []
+        self.tests_done: List[Tuple[str, float]] = []  # (node id, seconds) of each measuring test
         self.runs_done = 0  # processes measured (a duet pair's two sides: one)
         self._runs_by_cell: Dict[str, int] = {}  # the same, by cell
         self._last_progress = time.monotonic()
@@ -164,13 +165,15 @@ class Clock:
         return (f"not reached before --perf-deadline: {elapsed:.0f} s gone, a test takes about {expected:.0f} s, "
                 f"{budget:.0f} s of {ctx.options.deadline:g} s are for measuring")
 
-    def test_took(self, seconds: float) -> None:
+    def test_took(self, seconds: float, nodeid: str = "") -> None:
         self._test_seconds.append(seconds)
+        if nodeid:
+            self.tests_done.append((nodeid, seconds))
 
     def progress_line(self) -> str:
         """How far the session is: cells measured (a cell's processes done over the processes
-        a cell gets), cells left, and the time left: the plan's estimate of what is left,
-        scaled by how the measured part went against its estimate."""
+        a cell gets), cells left, and the time left (``planning.time_left``: the plan's
+        estimate of the tests not done, scaled by how the tests done went against theirs)."""
         ctx = self._context()
         gone = self.gone()
         # a cell counts once it has the processes a cell gets: one that runs more (12 process
@@ -180,9 +183,8 @@ class Clock:
         expected = ctx.plan.cells
         parts = [f"mxperf: {done:.0f} of {expected} cell(s) measured" if expected
                  else f"mxperf: {done:.0f} cell(s) measured", f"{gone / 60:.1f} min gone"]
-        if ctx.plan.estimate_seconds and expected:
-            share = min(1.0, done / expected)
-            left = max(0.0, gone / share - gone) if share > 0 else ctx.plan.estimate_seconds
+        left = planning.time_left(ctx.plan, self.tests_done, gone) if expected else None
+        if left is not None:
             parts.append(f"about {left / 60:.1f} min left")
         return ", ".join(parts)
 

@@ -144,7 +144,8 @@ class SessionOutcome:
     """The end of a session. ``context``: the session's frozen context (options, machine,
     baseline, comparison, plan); ``cells``: every cell once, as judged; ``verdicts`` by figure
     key; ``confirmed``: cells measured again; ``events``, ``findings``, ``skips``: the
-    ledger's, as they ended; ``sides``: both installs of an A/B session."""
+    ledger's, as they ended; ``sides``: both installs of an A/B session; ``test_seconds``,
+    ``wall_seconds``: what its tests and the session took."""
 
     context: Any
     cells: Mapping[str, Any] = dataclasses.field(default_factory=dict)
@@ -159,6 +160,10 @@ class SessionOutcome:
     skips: Tuple[str, ...] = ()
     sides: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     written: Written = Written()
+    #: what each measuring test took (node id -> seconds) and the session until it was judged:
+    #: the history store keeps them for the next session's estimate on this machine
+    test_seconds: Mapping[str, float] = dataclasses.field(default_factory=dict)
+    wall_seconds: Optional[float] = None
 
     @property
     def exit_status(self) -> int:

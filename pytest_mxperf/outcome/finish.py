@@ -66,7 +66,8 @@ def end_session(session: PerfSession, say: Optional[Callable[[object], None]] = 
     cells = {**ledger.cells(), **judged.cells}
     failures = policy.failures(ctx, ledger.events(), ledger.skips, cells, verdicts)
     outcome = SessionOutcome(ctx, cells, verdicts, failures, judged.confirmed, advice, notes, profiled,
-                             ledger.events(), ledger.findings, ledger.skips, sides)
+                             ledger.events(), ledger.findings, ledger.skips, sides,
+                             test_seconds=dict(session.clock.tests_done), wall_seconds=session.clock.gone())
     if not measured:
         return outcome
     return write(outcome, session.on_results)

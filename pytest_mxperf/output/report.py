@@ -132,6 +132,10 @@ def _minutes(seconds: float) -> str:
     return f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.1f} min"
 
 
+#: where the cost constants (``planning.py``) were measured, said while they are the estimate
+COSTS_MEASURED_ON = "a 2-vCPU AMD EPYC"
+
+
 def plan_line(tests: int, options, ab_pairs: int, duet_pairs: int = 3, duet_tests: Optional[int] = None,
               plan=None, deselected_slow: int = 0, ab: bool = False) -> str:
     """The expected duration, said before anything is measured. ``ab``: an A/B session;
@@ -160,8 +164,13 @@ def plan_line(tests: int, options, ab_pairs: int, duet_pairs: int = 3, duet_test
         if plan.fresh_tests:
             parts.append(f"{plan.fresh_tests} test(s) with fresh processes of their own "
                          f"({', '.join(plan.fresh_kinds)}: about {_minutes(plan.fresh_seconds)})")
+        if plan.known_tests:
+            parts.append(f"{plan.known_tests} test(s) at what they took in this machine's last "
+                         f"{plan.known_sessions} session(s) of the kind")
+        source = ("" if plan.known_tests else
+                  f" (costs measured on {COSTS_MEASURED_ON}; this machine's own once a session is in its history)")
         return (f"mxperf: {tests} measuring test(s), {options.processes} process(es) a cell: {'; '.join(parts)}; "
-                f"expected about {_minutes(plan.seconds)}, more if suspects are confirmed{cut}{slow}")
+                f"expected about {_minutes(plan.seconds)}{source}, more if suspects are confirmed{cut}{slow}")
     return (f"mxperf: {tests} measuring test(s) x {options.processes} process(es): expected at least "
             f"{duration_text(seconds)} (tests that measure several cells, heavy models and re-measured suspects take "
             f"longer){cut}{slow}")
