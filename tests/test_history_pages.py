@@ -86,8 +86,10 @@ def test_the_command_names_the_variables_that_changed():
 
 def test_a_store_of_schema_1_is_migrated_and_its_steps_name_the_model_and_batch(tmp_path):
     path = _store(tmp_path / "h.sqlite")
-    con = sqlite3.connect(path)   # as schema 1 left it: no node id column
+    con = sqlite3.connect(path)   # as schema 1 left it: no node id column, no durations
     con.execute("ALTER TABLE cell_results DROP COLUMN nodeid")
+    con.execute("ALTER TABLE sessions DROP COLUMN wall_seconds")
+    con.execute("DROP TABLE test_durations")
     con.execute("UPDATE schema_version SET version = 1")
     con.commit()
     con.close()
@@ -95,7 +97,7 @@ def test_a_store_of_schema_1_is_migrated_and_its_steps_name_the_model_and_batch(
         assert {h["nodeid"] for h in s.history(s.cells()[0]["key"])} == {None}
         pages.publish(s, tmp_path / "out")
     con = sqlite3.connect(path)
-    assert con.execute("SELECT version FROM schema_version").fetchone()[0] == SCHEMA_VERSION == 2
+    assert con.execute("SELECT version FROM schema_version").fetchone()[0] == SCHEMA_VERSION == 3
     index = _Elements((tmp_path / "out" / "index.html").read_text())
     assert ("pytest perf_tests -m cpu --perf-models lenet --perf-batch-sizes 8 --perf-reference mxnet==1.8.0"
             in index.text["regressions"])

@@ -150,7 +150,8 @@ def pg_url():
 def _pg_reset(url):
     import psycopg
     with psycopg.connect(url, autocommit=True) as c:
-        c.execute("DROP TABLE IF EXISTS verdicts, processes, cell_results, cells, sessions, machines, schema_version")
+        c.execute("DROP TABLE IF EXISTS test_durations, verdicts, processes, cell_results, cells, sessions, machines, "
+                  "schema_version")
 
 
 def test_postgres_append_read_and_refuse_a_newer_schema(pg_url):
