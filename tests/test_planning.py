@@ -70,3 +70,26 @@ def test_known_tests_take_what_they_took_and_the_rest_the_constants():
     assert dict(e.per_test) == {"a": 30.0, "b": 60.0, "g1": group, "g2": 0.0, "g4": 0.0}
     # nothing known: the constants, and the session's own start and end as SESSION_S
     assert estimate(tests, processes=2).known_tests == 0
+
+
+def test_a_pair_against_the_recorded_setup_costs_what_the_cells_processes_took_here():
+    """A duet pair's start is as long as one of the cell's processes took on this machine now
+    (a neighbour slows both), never less than the constant; the deadline then keeps fewer."""
+    import types
+
+    from pytest_mxperf.measure.planning import DUET_STARTUP_S, duet_pair_seconds, setup_pair_seconds
+    from pytest_mxperf.model.measurement import CellMeasurement, RunResult
+    from pytest_mxperf.model.options import PerfOptions
+    from pytest_mxperf.model.workload import Workload
+    from pytest_mxperf.outcome.ab_judging import within_deadline
+    o = PerfOptions(time_budget=0.3, machine_probe=False)
+    w = Workload("mlp", batch_size=8)
+
+    def record(wall):
+        runs = [RunResult(w, "ok", batches_per_round=1, round_seconds=[0.01], wall_seconds=wall) for _ in range(5)]
+        return types.SimpleNamespace(duets=True, cell=CellMeasurement(w, runs))
+    rounds = duet_pair_seconds(o) - DUET_STARTUP_S
+    assert setup_pair_seconds(record(2.0), o) == duet_pair_seconds(o)  # quicker than the constant: the constant
+    assert setup_pair_seconds(record(30.0), o) == 30.0 + rounds
+    kept, cut = within_deadline({"k": 3}, {"k": setup_pair_seconds(record(30.0), o)}, 21.0)
+    assert kept == {} and cut == (0, 3, 21.0)

@@ -267,10 +267,16 @@ def pair_seconds(cell: Any) -> Optional[float]:
 
 def setup_pair_seconds(record: Any, options) -> float:
     """What one pair against a baseline's recorded setup is expected to cost a cell measured
-    without pairs so far: a duet pair (``duet_pair_seconds``) when its worker can be resident,
-    else two of its processes back to back."""
+    without pairs so far, from this machine's own figures: a duet pair when its worker can be
+    resident (both workers start at once, as long as one of the cell's processes took to start,
+    measure and end here, never less than ``DUET_STARTUP_S``; then both sides' rounds), else
+    two of its processes back to back. Under a neighbour the cell's processes took longer, and
+    so does the pair: a deadline cuts what it cannot hold instead of running past it (a user
+    network's re-run under a 1-min deadline took 99-127 s beside the other half of the test run,
+    7 s alone, while its pairs were costed at the 10-s constant)."""
     if record.duets:
-        return duet_pair_seconds(options)
+        start = process_seconds(record.cell.ok_runs, options) if record.cell.ok_runs else DUET_STARTUP_S
+        return max(DUET_STARTUP_S, start) + duet_pair_seconds(options) - DUET_STARTUP_S
     return 2 * process_seconds(record.cell.ok_runs, options)
 
 
