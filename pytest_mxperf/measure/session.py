@@ -165,8 +165,10 @@ class Clock:
         return (f"not reached before --perf-deadline: {elapsed:.0f} s gone, a test takes about {expected:.0f} s, "
                 f"{budget:.0f} s of {ctx.options.deadline:g} s are for measuring")
 
-    def test_took(self, seconds: float, nodeid: str = "") -> None:
-        self._test_seconds.append(seconds)
+    def test_took(self, seconds: float, nodeid: str = "", measured: bool = True) -> None:
+        """A measuring test ended after ``seconds`` (``measured``: it measured a cell)."""
+        if measured:
+            self._test_seconds.append(seconds)
         if nodeid:
             self.tests_done.append((nodeid, seconds))
 
