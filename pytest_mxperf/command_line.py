@@ -620,7 +620,7 @@ def plan(pytest_session, session, deselected_slow: int):
 KNOWN_SESSIONS = 3
 
 
-def known_costs(options, machine) -> "planning.Known":
+def known_costs(options, machine) -> Optional["planning.Known"]:
     """This machine's own costs: what its last sessions of this kind (a recording, or a session
     against the baseline) took, from the history store the session writes to. None (the
     constants) when the store does not exist yet, holds none, or cannot be read: the estimate

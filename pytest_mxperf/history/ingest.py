@@ -169,7 +169,8 @@ def _session_rows(doc: Mapping[str, Any]) -> SessionRows:
                          _num(interval[0]) if interval else None, _num(interval[1]) if interval else None,
                          str(v.get("reason") or "")[:500]))
     took = session.get("test_seconds") or {}
-    durations = [(sid, str(n), float(t)) for n, t in took.items() if isinstance(took, Mapping)
-                 and _num(t) is not None and t >= 0] if isinstance(took, Mapping) else []
+    if not isinstance(took, Mapping):
+        took = {}
+    durations = [(sid, str(n), float(t)) for n, t in took.items() if _num(t) is not None and t >= 0]
     facts = {k: v for k, v in machine.items() if k != "id"}
     return SessionRows(row, (mid, _dumps(facts)), cells, results, procs, verdicts, durations)
