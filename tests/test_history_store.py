@@ -348,6 +348,7 @@ def test_a_session_keeps_what_its_tests_took_and_the_next_one_on_the_machine_sta
     again = pytester.runpytest_subprocess(*common, "--perf-update-baselines")
     line = next(x for x in again.stdout.str().splitlines() if x.startswith("mxperf: 2 measuring test(s)"))
     assert "2 test(s) at what they took in this machine's last 1 session(s) of the kind" in line, line
+    assert "confirming suspects included as those sessions needed it" in line, line
     said = float(re.search(r"expected about (\d+) s", line).group(1))
     assert abs(said - took["wall_seconds"]) <= 0.5 + 1e-6, (line, took)  # the last session's time, as it was
     # a session against the baseline is another kind: its first one has the constants

@@ -169,8 +169,12 @@ def plan_line(tests: int, options, ab_pairs: int, duet_pairs: int = 3, duet_test
                          f"{plan.known_sessions} session(s) of the kind")
         source = ("" if plan.known_tests else
                   f" (costs measured on {COSTS_MEASURED_ON}; this machine's own once a session is in its history)")
+        # the time outside the tests of this machine's last sessions holds the suspects they
+        # confirmed at the end; the constants hold none
+        more = (", confirming suspects included as those sessions needed it" if plan.known_tests
+                else ", more if suspects are confirmed")
         return (f"mxperf: {tests} measuring test(s), {options.processes} process(es) a cell: {'; '.join(parts)}; "
-                f"expected about {_minutes(plan.seconds)}{source}, more if suspects are confirmed{cut}{slow}")
+                f"expected about {_minutes(plan.seconds)}{source}{more}{cut}{slow}")
     return (f"mxperf: {tests} measuring test(s) x {options.processes} process(es): expected at least "
             f"{duration_text(seconds)} (tests that measure several cells, heavy models and re-measured suspects take "
             f"longer){cut}{slow}")
