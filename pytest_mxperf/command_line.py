@@ -626,15 +626,13 @@ def known_costs(options, machine) -> Optional["planning.Known"]:
     constants) when the store does not exist yet, holds none, or cannot be read: the estimate
     is a courtesy, never a reason to stop."""
     from pytest_mxperf.history import location
-    from pytest_mxperf.history.store import open_store
+    from pytest_mxperf.history.store import open_store, sqlite_path
     from pytest_mxperf.measure import planning
     where = options.history
     if not where or options.smoke:
         return None
-    if not location.is_postgres(where):
-        path = Path(where.removeprefix("sqlite:///") if where.startswith("sqlite:///") else where).expanduser()
-        if not path.is_file():
-            return None
+    if not location.is_postgres(where) and not sqlite_path(where).is_file():
+        return None
     try:
         with open_store(where) as store:
             rows = store.durations(str((machine or {}).get("id")), "recording" if options.update_baselines

@@ -271,6 +271,11 @@ class HistoryStore:
         self.close()
 
 
+def sqlite_path(where: str) -> Path:
+    """The file of a SQLite store location (a path, or ``sqlite:///path``)."""
+    return Path(where.removeprefix("sqlite:///") if where.startswith("sqlite:///") else where).expanduser()
+
+
 def open_store(where: Optional[str] = None) -> HistoryStore:
     """The store at ``where`` (default ``default_location()``), created or migrated."""
     where = where or default_location()
@@ -286,7 +291,7 @@ def open_store(where: Optional[str] = None) -> HistoryStore:
                                f"{str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__}") from None
         store = HistoryStore(conn, True, describe(where))
     else:
-        path = Path(where.removeprefix("sqlite:///") if where.startswith("sqlite:///") else where).expanduser()
+        path = sqlite_path(where)
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             conn = sqlite3.connect(str(path), timeout=60, isolation_level=None)

@@ -168,13 +168,14 @@ def estimate(tests: Sequence[Planned], processes: int, can_share: bool = True,
     groups: dict = {}
     fresh: List[Planned] = []
     per: dict = {}
-    mine = 0
+    mine, own = 0, 0.0
     for t in tests:
         if not t.measuring:
             continue
         if t.nodeid and t.nodeid in took:
             per[t.nodeid] = took[t.nodeid]
             mine += 1
+            own += took[t.nodeid]
         elif can_share and t.cell is not None and t.cell[2] == "cpu":
             groups.setdefault(t.function, []).append(t)
         else:
@@ -197,7 +198,6 @@ def estimate(tests: Sequence[Planned], processes: int, can_share: bool = True,
         fresh_s += test_s
         per[t.nodeid] = test_s
         kinds.append(FRESH_NAMES[kind])
-    own = sum(took[t.nodeid] for t in tests if t.measuring and t.nodeid in took)
     start_end = known.overhead if known and mine and known.overhead is not None else SESSION_S
     return Estimate(start_end + own + shared_s + fresh_s, shared_n, shared_s, len(fresh), fresh_s,
                     tuple(dict.fromkeys(kinds)), tuple(per.items()), mine, known.sessions if known and mine else 0)
@@ -271,9 +271,7 @@ def setup_pair_seconds(record: Any, options) -> float:
     resident (both workers start at once, as long as one of the cell's processes took to start,
     measure and end here, never less than ``DUET_STARTUP_S``; then both sides' rounds), else
     two of its processes back to back. Under a neighbour the cell's processes took longer, and
-    so does the pair: a deadline cuts what it cannot hold instead of running past it (a user
-    network's re-run under a 1-min deadline took 99-127 s beside the other half of the test run,
-    7 s alone, while its pairs were costed at the 10-s constant)."""
+    so is the pair expected to: a deadline keeps only the pairs it can hold at that cost."""
     if record.duets:
         start = process_seconds(record.cell.ok_runs, options) if record.cell.ok_runs else DUET_STARTUP_S
         return max(DUET_STARTUP_S, start) + duet_pair_seconds(options) - DUET_STARTUP_S
