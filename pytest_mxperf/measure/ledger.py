@@ -157,13 +157,18 @@ class Ledger:
         self._skips: List[str] = []
         self._events: List[Event] = []
         self._probes: List[Dict[str, Any]] = []
+        #: merge_records of the records and checks so far (its values are immutable), made
+        #: again after an add or a settle: the end of a session asks for it at every confirmation
+        self._merged: Optional[Dict[str, CellRecord]] = None
 
     def add(self, record: CellRecord) -> None:
         self._records.append(record)
+        self._merged = None
 
     def settle(self, check: FloorCheck) -> None:
         """What a test decided of one of its cells against the published tables."""
         self._checks.append(check)
+        self._merged = None
 
     def show(self, finding: Finding) -> None:
         """A figure shown, not judged."""
@@ -200,8 +205,11 @@ class Ledger:
         return tuple(e for e in self._events if kind is None or e.kind == kind)
 
     def cells(self) -> Dict[str, CellRecord]:
-        """Every cell measured so far, once (``merge_records``): a new value on every call."""
-        return merge_records(self._records, self._checks)
+        """Every cell measured so far, once (``merge_records``): a new dict on every call (of
+        immutable records)."""
+        if self._merged is None:
+            self._merged = merge_records(self._records, self._checks)
+        return dict(self._merged)
 
     def measured_cells(self) -> Dict[str, CellRecord]:
         """The cells with at least one process that measured: what the end of a session judges."""
