@@ -6,6 +6,8 @@ leaves), its recorded variables on the reference side, and the verdict the pairs
 import dataclasses
 import json
 
+from pathlib import Path
+
 import pytest
 from stand_ins import cached_setup
 
@@ -17,6 +19,7 @@ def test_cells(mxperf, ctx, model, batch_size):
     mxperf.expect_ok(mxperf.measure(model, batch_size, contexts=ctx))
 """
 KEY = "score/lenet/b8/cpu:0/float32/threads=auto"
+STUB = Path(__file__).resolve().parent / "stub_worker.py"
 BUILD = {"name": "mxnet", "version": "1.9.1", "direct_url": None, "libmxnet": "mxnet/libmxnet.so",
          "libmxnet_sha256": "a" * 64}
 
@@ -25,21 +28,52 @@ def _run(pytester, *args):
     return pytester.runpytest_subprocess("-p", "no:cacheprovider", *args)
 
 
+#: the three sessions the baseline is recorded from: each stand-in's speed and how it pools
+RECORDINGS = ((100.0, ""), (90.0, "=add"), (108.0, "=add"))
+
+
+@pytest.fixture(scope="module")
+def recorded_baseline(tmp_path_factory):
+    """The baseline ``box`` starts from, recorded once for the module (three pytest sessions
+    like pytester's, in a subprocess with a home of its own): its baselines directory. Each
+    test gets a copy; what it changes (a baseline naming a URL) stays its own."""
+    import os
+    import subprocess
+    import sys
+    base = tmp_path_factory.mktemp("recorded")
+    project, home = base / "project", base / "home"
+    project.mkdir()
+    home.mkdir()
+    (project / "test_cells.py").write_text(CELLS)
+    env = dict(os.environ, HOME=str(home), USERPROFILE=str(home), OMP_NUM_THREADS="2",
+               MXPERF_CACHE_DIR=str(base / "cache"))
+    for i, (rate, pool) in enumerate(RECORDINGS):
+        stub = base / f"python-base{i}"
+        stub.write_text("#!/bin/sh\n"
+                        f"MXPERF_STUB='{json.dumps({'rate': rate, 'install': BUILD})}' exec {sys.executable} "
+                        f"{STUB} \"$@\"\n")
+        stub.chmod(0o755)
+        r = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-m", "cpu", "--perf-machine",
+                            "box", "--perf-baselines-dir", str(project / "bl"), "--perf-no-probe", "--perf-python",
+                            str(stub), f"--perf-update-baselines{pool}"], cwd=project, env=env,
+                           capture_output=True, text=True, timeout=600)
+        assert r.returncode == 0, r.stdout[-6000:] + r.stderr[-3000:]
+    return project / "bl"
+
+
 @pytest.fixture
-def box(pytester, make_stub_python, monkeypatch):
+def box(pytester, make_stub_python, monkeypatch, recorded_baseline):
     """A baseline of lenet b8 recorded over three sessions whose speed differed (100, 90, 108
     img/s: a resolution near 36%) by the build BUILD of mxnet 1.9.1, with OMP_NUM_THREADS=2;
     a venv cache holding that build (a stand-in at 100 img/s that runs at half speed with one
     thread). Returns run(candidate config, *args) -> the session's RunResult."""
+    import shutil
     pytester.makepyfile(test_cells=CELLS)
     bdir, cache = pytester.path / "bl", pytester.path / "cache"
+    shutil.copytree(recorded_baseline, bdir)
     monkeypatch.setenv("MXPERF_CACHE_DIR", str(cache))
     monkeypatch.setenv("OMP_NUM_THREADS", "2")
     common = ["-m", "cpu", "--perf-machine", "box", "--perf-baselines-dir", str(bdir), "--perf-no-probe"]
-    for i, (rate, pool) in enumerate(((100.0, ""), (90.0, "=add"), (108.0, "=add"))):
-        r = _run(pytester, *common, "--perf-python", make_stub_python(f"base{i}", rate=rate, install=BUILD),
-                 f"--perf-update-baselines{pool}")
-        assert r.ret == 0, r.stdout.str()
     slow_with_one_thread = {"OMP_NUM_THREADS=1": 0.5}
 
     def run(now, *args, reference=None, cached=True, wrapper_sets=None):
