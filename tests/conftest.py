@@ -85,27 +85,59 @@ def _processes_before_the_test():
 
 
 #: the modules whose tests start real MXNet workers (each uses both cores), or other MXNet
-#: installs: one xdist group, so that with ``-n 2 --dist loadgroup`` (the README's test command)
-#: no two of them run at once; every other module is a group of its own, its module-scoped
-#: fixtures built once
+#: installs: one work unit of xdist, so that with ``-n 2 --dist loadgroup`` (the README's test
+#: command) no two of them run at once; every other module is a unit of its own, its
+#: module-scoped fixtures built once (``pytest_xdist_make_scheduler``)
 REAL_MXNET_MODULES = frozenset({
     "test_ab_real", "test_answers", "test_commbench", "test_convergence", "test_digits_precision_worker",
     "test_dist", "test_duet", "test_duet_gpu", "test_duet_latency", "test_gpu_float16", "test_installs",
     "test_memory_rule", "test_multicell", "test_multidevice", "test_peak", "test_pipeline", "test_plugin",
     "test_precision", "test_profiles", "test_runner", "test_usermodel", "test_utilisation", "test_wheel",
     "test_zoo"})
+#: the tests marked ``spins`` (module stem, function): in the real-MXNet unit too. xdist's
+#: controller sees test ids, not marks: the workers check that the two agree
+SPINNING_TESTS = frozenset({
+    ("test_machine_state", "test_a_neighbour_spinning_on_every_cpu_turns_a_quiet_reading_into_slowed"),
+    ("test_gate_e2e", "test_a_neighbour_slowed_machine_is_not_a_regression_and_does_not_pass")})
+REAL_MXNET_UNIT = "real-mxnet"
+
+
+def work_unit(nodeid: str) -> str:
+    """The xdist work unit of the test ``nodeid``: the real-MXNet one, else its module."""
+    nodeid = nodeid.rsplit("@", 1)[0] if nodeid.rfind("@") > nodeid.rfind("]") else nodeid
+    module, _, rest = nodeid.partition("::")
+    stem = module.rsplit("/", 1)[-1][:-3] if module.endswith(".py") else module
+    function = rest.split("::")[-1].split("[")[0]
+    return REAL_MXNET_UNIT if stem in REAL_MXNET_MODULES or (stem, function) in SPINNING_TESTS else module
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """``--dist loadgroup`` as this suite means it, by ``work_unit``. xdist's own reads a group
+    from a suffix it adds to every test id, which pytest 9.2's test ids no longer take
+    (pytest-xdist issue 1386: every test became a unit of its own, and real-MXNet tests ran
+    beside each other)."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ByWorkUnit(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return work_unit(nodeid)
+    return ByWorkUnit(config, log)
 
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "spins: the test keeps the machine's CPUs busy on purpose (a "
-                                       "neighbour): it runs in the real-MXNet group, never beside a measurement")
+                                       "neighbour): it runs in the real-MXNet unit, never beside a measurement "
+                                       "(listed in tests/conftest.py SPINNING_TESTS)")
 
 
 def pytest_collection_modifyitems(config, items):
     for item in items:
-        stem = item.path.stem
-        machine_wide = stem in REAL_MXNET_MODULES or item.get_closest_marker("spins") is not None
-        item.add_marker(pytest.mark.xdist_group("real-mxnet" if machine_wide else stem))
+        marked = item.get_closest_marker("spins") is not None
+        listed = (item.path.stem, item.originalname) in SPINNING_TESTS
+        if marked != listed:
+            raise pytest.UsageError(f"{item.nodeid}: marked spins and listed in conftest.SPINNING_TESTS must agree")
 
 
 STUB = __import__("pathlib").Path(__file__).resolve().parent / "stub_worker.py"

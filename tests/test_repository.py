@@ -161,3 +161,17 @@ def test_the_architecture_map_names_every_module_and_nothing_else():
     missing = sorted(n for n in in_package if n not in modules
                      and not (ROOT / "tests" / n).exists() and not (ROOT / "benchmarks" / n).exists())
     assert not missing, f"named in the map but not in the package: {missing}"
+
+
+def test_the_test_commands_work_units_keep_real_mxnet_tests_apart_and_modules_whole():
+    """``--dist loadgroup`` hands xdist's workers whole units (tests/conftest.py): every test of
+    a real-MXNet module, and the tests marked spins, in one unit (never two at once); any other
+    module a unit of its own; a group suffix an older xdist adds to test ids changes nothing."""
+    from conftest import REAL_MXNET_UNIT, SPINNING_TESTS, work_unit
+    assert work_unit("tests/test_zoo.py::test_count_covers_all_models") == REAL_MXNET_UNIT
+    assert work_unit("tests/test_wheel.py::test_x[a-b]@real-mxnet") == REAL_MXNET_UNIT
+    assert work_unit("tests/test_tables.py::test_y[p]") == "tests/test_tables.py"
+    assert work_unit("tests/test_tables.py::test_y[a@b]") == "tests/test_tables.py"
+    for stem, function in SPINNING_TESTS:
+        assert work_unit(f"tests/{stem}.py::{function}") == REAL_MXNET_UNIT
+        assert work_unit(f"tests/{stem}.py::test_another_one") == f"tests/{stem}.py"
