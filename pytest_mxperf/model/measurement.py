@@ -211,6 +211,14 @@ class RunResult:
         # (the replayed error-rate studies ask for it millions of times)
         return self.workload.total_batch / statistics.median(self._seconds_per_batch)
 
+    @functools.cached_property
+    def _memory_mib(self) -> Optional[float]:
+        # computed once, like _throughput: a process's facts never change after its worker
+        rss = self.meta.peak_rss_bytes
+        if rss is not None and self.meta.rss_file_bytes is not None:
+            rss -= self.meta.rss_file_bytes
+        return rss / 2 ** 20 if rss is not None and rss > 0 else None
+
     def value(self, metric: str) -> Optional[float]:
         """This process's figure for ``metric`` (None when it has none)."""
         if not self.ok:
@@ -218,10 +226,7 @@ class RunResult:
         if metric == "throughput" and self.round_seconds:
             return self._throughput
         if metric == "peak_rss_mib" and "peak_rss_mib" not in self.figures:
-            rss = self.meta.peak_rss_bytes
-            if rss is not None and self.meta.rss_file_bytes is not None:
-                rss -= self.meta.rss_file_bytes
-            return rss / 2 ** 20 if rss is not None and rss > 0 else None
+            return self._memory_mib
         v = self.figures.get(metric)
         return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
 
