@@ -58,6 +58,15 @@ def test_the_facts_are_a_copy_of_what_they_were_made_from():
     r = RunResult(W, "ok", batches_per_round=1, round_seconds=[0.1], meta={"env": env})
     env["OMP_NUM_THREADS"] = "64"
     assert r.env == {"OMP_NUM_THREADS": "2"}
+    # as deep as JSON goes: dicts in lists in dicts, tuples kept tuples
+    state = {"before": [{"gflops": 1.0}], "pair": (1, [2])}
+    r = r.with_facts(machine_state=state)
+    state["before"][0]["gflops"] = 9.0
+    state["pair"][1].append(3)
+    assert r.machine_state == {"before": [{"gflops": 1.0}], "pair": (1, [2])}
+    out = r.meta.to_dict()
+    out["machine_state"]["before"].clear()
+    assert r.machine_state["before"] == [{"gflops": 1.0}]
 
 
 def test_a_cell_and_its_record_refuse_every_assignment():
@@ -105,6 +114,22 @@ def test_merging_counts_a_shared_process_once_by_its_id_and_lays_the_floor_check
     assert merged.floor == floor and merged.outcome == "passed" and merged.nodeids == ("t::one", "t::two")
     assert recs[1].floor is None and recs[1].outcome == "measured"   # the records as they were
     assert merge_records(recs) == merge_records(recs)                # pure: the same cells every call
+
+
+def test_the_ledgers_cells_follow_every_record_and_check_added():
+    from pytest_mxperf.measure.ledger import Ledger
+    ledger = Ledger()
+    first = _run(0.5)
+    ledger.add(CellRecord("t::one", CellMeasurement(W, [first])))
+    cells = ledger.cells()
+    cells.clear()                                                    # the caller's dict, not the ledger's
+    assert [r.process for r in ledger.cells()[W.key()].cell.runs] == [first.process]
+    second = _run(0.4)
+    ledger.add(CellRecord("t::one", CellMeasurement(W, [second])))
+    assert [r.process for r in ledger.cells()[W.key()].cell.runs] == [first.process, second.process]
+    floor = floors.Floor(10.0, None, "legacy-sanity", None, 0.1, False, "")
+    ledger.settle(FloorCheck("t::one", W.key(), floor, "passed", "above its floor"))
+    assert ledger.cells()[W.key()].outcome == "passed"
 
 
 def test_the_package_writes_no_fact_by_key_and_merges_by_no_identity():
