@@ -111,6 +111,7 @@ def work_unit(nodeid: str) -> str:
     return REAL_MXNET_UNIT if stem in REAL_MXNET_MODULES or (stem, function) in SPINNING_TESTS else module
 
 
+@pytest.hookimpl(optionalhook=True)  # without pytest-xdist the tests still run, one at a time
 def pytest_xdist_make_scheduler(config, log):
     """``--dist loadgroup`` as this suite means it, by ``work_unit``. xdist's own reads a group
     from a suffix it adds to every test id, which pytest 9.2's test ids no longer take
