@@ -54,18 +54,19 @@ def process_phases(run: Dict[str, Any]) -> Dict[str, Optional[float]]:
     return out
 
 
+def _row(test: str, wall: Optional[float] = None) -> Dict[str, Any]:
+    return {"test": test, "wall": wall, "cells": 0, "processes": 0, "process wall": 0.0, **{p: None for p in PHASES}}
+
+
 def by_test(doc: Dict[str, Any]) -> List[Dict[str, Any]]:
     """Per measuring test of the session (``session.test_seconds``, in the order they ran): its
     wall, cells, processes and the sum of each phase over its processes."""
     tests = (doc.get("session") or {}).get("test_seconds") or {}
-    rows: Dict[str, Dict[str, Any]] = {n: {"test": n, "wall": s, "cells": 0, "processes": 0, "process wall": 0.0,
-                                           **{p: None for p in PHASES}} for n, s in tests.items()}
+    rows: Dict[str, Dict[str, Any]] = {n: _row(n, s) for n, s in tests.items()}
     seen = set()
     for rec in doc.get("records") or []:
         nodeid = rec.get("nodeid") or ""
-        row = rows.setdefault(nodeid, {"test": nodeid, "wall": None, "cells": 0, "processes": 0,
-                                       "process wall": 0.0, **{p: None for p in PHASES}})
-        row["cells"] += 1
+        rows.setdefault(nodeid, _row(nodeid))["cells"] += 1
         for run in (rec.get("runs") or []) + (rec.get("reference_runs") or []):
             pid = run.get("process")
             if pid in seen:
@@ -74,8 +75,7 @@ def by_test(doc: Dict[str, Any]) -> List[Dict[str, Any]]:
             ph = process_phases(run)
             meta = run.get("meta") or {}
             if meta.get("duet") or meta.get("pair_of") or run in (rec.get("reference_runs") or []):
-                row = rows.setdefault(SETTLING, {"test": SETTLING, "wall": None, "cells": 0, "processes": 0,
-                                                 "process wall": 0.0, **{p: None for p in PHASES}})
+                row = rows.setdefault(SETTLING, _row(SETTLING))
             else:
                 row = rows[nodeid]
             row["processes"] += 0 if (meta.get("process_cells") or {}).get("index", 0) else 1

@@ -141,22 +141,14 @@ def pytest_collection_modifyitems(config, items):
             raise pytest.UsageError(f"{item.nodeid}: marked spins and listed in conftest.SPINNING_TESTS must agree")
 
 
-STUB = __import__("pathlib").Path(__file__).resolve().parent / "stub_worker.py"
-
-
 @pytest.fixture
 def make_stub_python(tmp_path):
     """make_stub_python(name, **config) -> path of an executable that acts as a Python with
     a stand-in MXNet (tests/stub_worker.py) configured by ``config``."""
-    import json
-    import os
+    import stand_ins
 
     def make(name="stub", **config):
-        path = tmp_path / f"python-{name}"
-        path.write_text("#!/bin/sh\n"
-                        f"MXPERF_STUB='{json.dumps(config)}' exec {sys.executable} {STUB} \"$@\"\n")
-        os.chmod(path, 0o755)
-        return str(path)
+        return stand_ins.stub_python(tmp_path / f"python-{name}", **config)
     return make
 
 

@@ -1,9 +1,27 @@
 """Stand-ins the tests put in place of a worker process."""
 
 import contextlib
+import json
+import os
+import sys
+from pathlib import Path
 from unittest import mock
 
 from pytest_mxperf.measure import profiling
+
+
+#: the stand-in worker (a Python whose MXNet is a stand-in, configured by MXPERF_STUB)
+STUB = Path(__file__).resolve().parent / "stub_worker.py"
+
+
+def stub_python(path, **config) -> str:
+    """Write at ``path`` an executable that acts as a Python with a stand-in MXNet
+    (tests/stub_worker.py) configured by ``config``; returns its path."""
+    path = Path(path)
+    path.write_text("#!/bin/sh\n"
+                    f"MXPERF_STUB='{json.dumps(config)}' exec {sys.executable} {STUB} \"$@\"\n")
+    os.chmod(path, 0o755)
+    return str(path)
 
 
 @contextlib.contextmanager

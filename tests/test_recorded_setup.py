@@ -6,10 +6,8 @@ leaves), its recorded variables on the reference side, and the verdict the pairs
 import dataclasses
 import json
 
-from pathlib import Path
-
 import pytest
-from stand_ins import cached_setup
+from stand_ins import cached_setup, stub_python
 
 CELLS = """
 import pytest
@@ -19,7 +17,6 @@ def test_cells(mxperf, ctx, model, batch_size):
     mxperf.expect_ok(mxperf.measure(model, batch_size, contexts=ctx))
 """
 KEY = "score/lenet/b8/cpu:0/float32/threads=auto"
-STUB = Path(__file__).resolve().parent / "stub_worker.py"
 BUILD = {"name": "mxnet", "version": "1.9.1", "direct_url": None, "libmxnet": "mxnet/libmxnet.so",
          "libmxnet_sha256": "a" * 64}
 
@@ -48,14 +45,10 @@ def recorded_baseline(tmp_path_factory):
     env = dict(os.environ, HOME=str(home), USERPROFILE=str(home), OMP_NUM_THREADS="2",
                MXPERF_CACHE_DIR=str(base / "cache"))
     for i, (rate, pool) in enumerate(RECORDINGS):
-        stub = base / f"python-base{i}"
-        stub.write_text("#!/bin/sh\n"
-                        f"MXPERF_STUB='{json.dumps({'rate': rate, 'install': BUILD})}' exec {sys.executable} "
-                        f"{STUB} \"$@\"\n")
-        stub.chmod(0o755)
+        stub = stub_python(base / f"python-base{i}", rate=rate, install=BUILD)
         r = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-m", "cpu", "--perf-machine",
                             "box", "--perf-baselines-dir", str(project / "bl"), "--perf-no-probe", "--perf-python",
-                            str(stub), f"--perf-update-baselines{pool}"], cwd=project, env=env,
+                            stub, f"--perf-update-baselines{pool}"], cwd=project, env=env,
                            capture_output=True, text=True, timeout=600)
         assert r.returncode == 0, r.stdout[-6000:] + r.stderr[-3000:]
     return project / "bl"
