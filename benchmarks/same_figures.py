@@ -61,6 +61,15 @@ NETWORKS = {"alexnet": "alexnet", "inception-bn": "inception-bn", "resnet50_v2":
 SOURCE = ("apache/mxnet, tag 1.9.1 = commit 3f8f3be9987e259491ddc5a78aa9c6903e0b21e3, "
           "example/image-classification/benchmark_score.py with symbols/ and common/ of that directory, "
           "unmodified")
+#: other cells a multi-cell worker could measure together (#37 part 2): the default session's
+#: weak-scaling cells, by environment (a process's cells share one: ``runner.run_cells``), as
+#: perf_tests/test_multi_device.py asks for them
+CELL_SETS = {
+    "weak-scaling-1ctx": tuple(Workload(model=m, mode="train", batch_size=256, contexts=("cpu:0",), threads="auto")
+                               for m in ("lenet", "mlp")),
+    "weak-scaling-2ctx": tuple(Workload(model=m, mode="train", batch_size=256, contexts=("cpu:0", "cpu:1"),
+                                        threads="per-context", kvstore="device") for m in ("lenet", "mlp")),
+}
 MULTI_TARGET = (0.98, 1.02)
 SCORE_TARGET = (0.97, 1.03)
 _IPS = re.compile(r"batch size\s+(\d+), dtype (\w+), images/sec: ([0-9.eE+-]+)")
@@ -388,7 +397,7 @@ def kept(rows):
 
 
 def label(w):
-    return f"{w.model} b{w.batch_size}"
+    return f"{w.model} b{w.batch_size}" + (f" {w.mode} {len(w.contexts)}ctx" if w.mode != "score" else "")
 
 
 def _short(key):
@@ -476,6 +485,9 @@ def main(argv=None) -> int:
     ap.add_argument("--rounds", type=int, default=None, help="part b: suite / benchmark_score rounds (default: --pairs)")
     ap.add_argument("--example-dir", type=Path, default=Path("/work/mxnet-example-1.9.1/example/image-classification"),
                     help="MXNet 1.9.1's example/image-classification (benchmark_score.py, symbols/, common/)")
+    ap.add_argument("--cells", default="scoring", choices=["scoring", *CELL_SETS],
+                    help="scoring: --models x --batches on cpu:0; the others: the default session's multi-device "
+                         "cells that share an environment (weak scaling's 1-context cells, its 2-context cells)")
     ap.add_argument("--models", default="alexnet,inception-bn,resnet50_v2")
     ap.add_argument("--batches", default="1,8")
     ap.add_argument("--alone", default=None,
@@ -496,16 +508,19 @@ def main(argv=None) -> int:
     ap.add_argument("--raw", default=None, help="JSON lines of every measurement (default: /tmp/same-figures-<date>.jsonl)")
     args = ap.parse_args(argv)
     args.rounds = args.pairs if args.rounds is None else args.rounds
+    parts = set(args.parts.split(","))
+    scoring = args.cells == "scoring"
+    if not scoring and parts != {"a"}:
+        raise SystemExit(f"--cells {args.cells}: only part a (benchmark_score.py scores; it does not train)")
     args.example_dir = args.example_dir.resolve()
-    if not (args.example_dir / "benchmark_score.py").exists():
+    if "b" in parts and not (args.example_dir / "benchmark_score.py").exists():
         raise SystemExit(f"{args.example_dir}/benchmark_score.py not found (--example-dir)")
     models = [m.strip() for m in args.models.split(",") if m.strip()]
-    cells = [Workload(model=m, mode="score", batch_size=int(b), contexts=("cpu:0",))
-             for m in models for b in args.batches.split(",")]
+    cells = ([Workload(model=m, mode="score", batch_size=int(b), contexts=("cpu:0",))
+              for m in models for b in args.batches.split(",")] if scoring else list(CELL_SETS[args.cells]))
     alone = cells if not args.alone else [w for w in cells if f"{w.model}:{w.batch_size}" in args.alone.split(",")]
     if not alone:
         raise SystemExit(f"--alone {args.alone}: none of the cells (model:batch)")
-    parts = set(args.parts.split(","))
     raw = Path(args.raw or f"/tmp/same-figures-{today}.jsonl")
     command = " ".join([os.path.relpath(sys.executable, ROOT) if sys.executable.startswith(str(ROOT)) else sys.executable,
                         "benchmarks/same_figures.py"] + [a for a in (sys.argv[1:] if argv is None else argv) if a != "--resume"])
@@ -515,16 +530,23 @@ def main(argv=None) -> int:
             fh.write(json.dumps(row) + "\n")
 
     started = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    print(f"graph check: {', '.join(models)} against {args.example_dir}/symbols", flush=True)
     cached = raw.with_suffix(".graphs.json")
-    if args.resume and cached.exists():  # the graph check and the start of the first run
+    if not scoring:  # no benchmark_score.py graph to compare with; the start of the first run kept
+        graphs = []
+        if args.resume and cached.exists():
+            started = json.loads(cached.read_text()).get("started", started)
+        else:
+            cached.write_text(json.dumps({"started": started}))
+    elif args.resume and cached.exists():  # the graph check and the start of the first run
         kept_doc = json.loads(cached.read_text())
         check, started = kept_doc["check"], kept_doc.get("started", started)
+        graphs = graph_lines(check)
     else:
+        print(f"graph check: {', '.join(models)} against {args.example_dir}/symbols", flush=True)
         with machine_lock(args.lock):  # a short MXNet process: not beside someone's measurement
             check = graph_check(args.python, args.example_dir, models)
         cached.write_text(json.dumps({"started": started, "check": check}))
-    graphs = graph_lines(check)
+        graphs = graph_lines(check)
     print("\n".join(graphs), flush=True)
     env, defaults = runner.build_env(cells[0])
     done = []
@@ -541,22 +563,23 @@ def main(argv=None) -> int:
     if stamps and len(stamps) == len(done):  # nothing measured now: the report of an earlier run
         ended = f"{started[:10]} {max(stamps)[:5]} UTC"
 
-    doc = [f"# Same figures (#26 part 2), {started} - {ended}", "",
+    doc = [f"# Same figures ({'#26' if scoring else '#37'} part 2), {started} - {ended}", "",
            f"command: {command}" + ("  (stopped and continued with --resume, same settings: the measurements of "
                                     "every part are below)" if done else ""),
            f"machine: {cpu_model()}, {os.cpu_count()} logical CPUs; worker environment OMP_NUM_THREADS="
-           f"{env.get('OMP_NUM_THREADS')} ({'set by the suite' if 'OMP_NUM_THREADS' in defaults else 'inherited'}), "
-           f"the same for benchmark_score.py",
+           f"{env.get('OMP_NUM_THREADS')} ({'set by the suite' if 'OMP_NUM_THREADS' in defaults else 'inherited'})"
+           + (", the same for benchmark_score.py" if scoring else ""),
            f"MXNet {metadata.version('mxnet')} ({args.python}); suite time budget {args.time_budget} s per cell",
-           f"benchmark_score.py: {SOURCE}; run from {args.example_dir} as "
-           f"`python benchmark_score.py --network NET --batch-size B`",
-           f"networks: {', '.join(f'{m} = --network {NETWORKS[m]}' for m in models)}",
+           *([f"benchmark_score.py: {SOURCE}; run from {args.example_dir} as "
+              f"`python benchmark_score.py --network NET --batch-size B`",
+              f"networks: {', '.join(f'{m} = --network {NETWORKS[m]}' for m in models)}"] if scoring else
+             [f"cells ({args.cells}): " + "; ".join(w.key() for w in cells)]),
            f"quiet machine: each pair (a) / round (b) holds the machine lock ({args.lock}); each pair / cell "
            f"of a round waits until other processes use under {args.quiet_cores} cores, and is measured again (up to "
            f"{args.max_redo} times) when other processes used {args.quiet_cores} cores or more while one of its "
            "processes ran (/proc/stat busy time less this script's and its children's); the tables hold the "
            "pairs kept", "",
-           "## Graphs: the suite's zoo against benchmark_score.py's get_symbol", ""] + graphs
+           *(["## Graphs: the suite's zoo against benchmark_score.py's get_symbol", ""] + graphs if scoring else [])]
     if per_a is not None:
         doc += ["", f"## a. multi-cell worker vs alone ({args.pairs} pairs, AB/BA alternating, the multi-cell "
                     "process's order rotated by one each pair"
@@ -568,8 +591,9 @@ def main(argv=None) -> int:
     doc += ["", "## Every measurement", ""] + raw_lines(per_a, per_b)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text("\n".join(doc) + "\n")
-    print("\n".join(doc[doc.index("## Graphs: the suite's zoo against benchmark_score.py's get_symbol"):]
-                    [:len(graphs) + 2]), flush=True)
+    if scoring:
+        print("\n".join(doc[doc.index("## Graphs: the suite's zoo against benchmark_score.py's get_symbol"):]
+                        [:len(graphs) + 2]), flush=True)
     for title, tab in (("a", per_a and table_a(alone, per_a)), ("b", per_b and table_b(cells, per_b))):
         if tab:
             print(f"## {title}\n" + "\n".join(tab), flush=True)

@@ -594,10 +594,14 @@ def plan(pytest_session, session, deselected_slow: int):
     runnable = [it for it in items if id(it) not in skipped and not it.get_closest_marker("skip")]
     grids = planning.grids([it for it in items if id(it) not in skipped])
     ctx = session.context
-    made = planning.plan_for([planning.planned(it) for it in runnable], ctx.options, ctx.comparison.ab,
+    ab = ctx.comparison.ab
+    reference = planning.load_reference()
+    made = planning.plan_for([planning.planned(it) for it in runnable], ctx.options, ab,
                              explicit_pairs=bool(pytest_session.config.getoption("--perf-processes")),
                              deselected_slow=deselected_slow,
-                             known=None if ctx.comparison.ab else known_costs(ctx.options, ctx.machine))
+                             known=None if ab else known_costs(ctx.options, ctx.machine),
+                             reference=planning.reference_known(reference, session_kind(ctx.options), ctx.options),
+                             speed=planning.speed_from(session.scheduler.probe, reference))
     try:
         thresholds = marker_thresholds(runnable) + session_thresholds(pytest_session.config)
     except opts.OptionError as exc:
@@ -606,7 +610,7 @@ def plan(pytest_session, session, deselected_slow: int):
     if made.plan.tests:
         say(pytest_session.config, report.plan_line(made.plan.tests, ctx.options, made.plan.ab_pairs,
                                                     made.plan.duet_pairs, made.duet_tests, made.estimate,
-                                                    deselected_slow, ab=ctx.comparison.ab))
+                                                    deselected_slow, ab=ctx.comparison.ab, speed=made.speed))
     elif deselected_slow:  # the measuring tests left will skip: the slow ones are said all the same
         say(pytest_session.config, f"mxperf: {report.slow_note(deselected_slow)}")
     setup = None
@@ -618,6 +622,12 @@ def plan(pytest_session, session, deselected_slow: int):
 
 #: sessions of the same kind on this machine whose test durations the estimate starts from
 KNOWN_SESSIONS = 3
+
+
+def session_kind(options) -> str:
+    """The kind of session whose durations the estimate reads: a recording or a session
+    against the baseline."""
+    return "recording" if options.update_baselines else "suite"
 
 
 def known_costs(options, machine) -> Optional["planning.Known"]:
@@ -635,8 +645,7 @@ def known_costs(options, machine) -> Optional["planning.Known"]:
         return None
     try:
         with open_store(where) as store:
-            rows = store.durations(str((machine or {}).get("id")), "recording" if options.update_baselines
-                                   else "suite", KNOWN_SESSIONS)
+            rows = store.durations(str((machine or {}).get("id")), session_kind(options), KNOWN_SESSIONS)
     except Exception:  # noqa: BLE001 - any store error: the constants instead
         return None
     return planning.known_from(rows) if rows else None

@@ -178,3 +178,34 @@ def test_a_writer_that_fails_stops_no_other_and_is_a_failure_of_its_own(tmp_path
     assert out.written.history and (report_dir / "summary.md").exists()
     (line,) = messages.writer_lines(out)
     assert line.startswith("mxperf: the baseline was not recorded: OSError") and "No space left" in line
+
+
+def test_a_figure_measured_among_other_cells_is_not_judged_against_one_measured_alone():
+    """#37 part 2: baselines record how a cell's processes were had (among other cells, or
+    each alone); a session that measured it the other way does not judge it against that
+    recording (not even a 20% slowdown: it says why and to record again); the same way, or
+    a recording from before the suite kept it, is judged."""
+    from pytest_mxperf.outcome import judging
+    from pytest_mxperf.store import baseline_store
+    from pytest_mxperf.store.baselines import Baseline
+    shared = {"index": 0, "of": 2}
+
+    def baseline(runs, drop_field=False):
+        b = Baseline.new("box-1")
+        rec = baseline_store.summarize_cell(CellMeasurement(A, runs), requirement="mxnet==1.9.1")
+        if drop_field:
+            rec["suite"].pop("processes")
+        b.add_recordings({A.key(): rec}, {A.key(): A.to_dict()})
+        return b
+    alone_base = [_run(A, 100.0 + i) for i in range(5)]
+    shared_base = [_run(A, 100.0 + i, process_cells=shared) for i in range(5)]
+    assert baseline_store.summarize_cell(CellMeasurement(A, alone_base))["suite"]["processes"] == "own"
+    assert baseline_store.summarize_cell(CellMeasurement(A, shared_base))["suite"]["processes"] == "shared"
+    slower = [_run(A, 80.0 + 0.1 * i, process_cells=shared) for i in range(5)]
+    cells = {A.key(): CellRecord("t::a", CellMeasurement(A, slower))}
+    v = judging.judge_baseline_once(cells, baseline(alone_base), None, set(), 0.05)[A.key()]
+    assert v.kind == "no-baseline" and not v.failed
+    assert "the baseline measured this cell in processes of its own, this session among other cells" in v.reason
+    for b in (baseline(shared_base), baseline(alone_base, drop_field=True)):
+        judged = judging.judge_baseline_once(cells, b, None, set(), 0.05)[A.key()]
+        assert judged.kind == "suspect" and judged.change < -0.15, judged  # to be confirmed, as any slowdown

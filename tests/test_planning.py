@@ -29,6 +29,7 @@ def test_process_pairs_grow_with_the_session_s_cells():
 
 def test_the_estimate_counts_shared_processes_once_and_names_fresh_ones():
     from pytest_mxperf.measure.planning import (
+        FRESH_OTHER_S,
         FRESH_PROCESS_S,
         SESSION_S,
         SHARED_CELL_S,
@@ -42,7 +43,7 @@ def test_the_estimate_counts_shared_processes_once_and_names_fresh_ones():
     lone = Planned(True, markers=frozenset({"training", "cpu"}), cell=("alexnet", 1, "cpu"), function="t.py::test_train")
     e = estimate(grid + [dist, lone, Planned(False)], processes=2)
     shared = 2 * (SHARED_PROCESS_S + 4 * SHARED_CELL_S)
-    fresh = 2 * dict(FRESH_PROCESS_S)["distributed"] + 2 * 6.0  # a grid of one cell has processes of its own
+    fresh = 2 * dict(FRESH_PROCESS_S)["distributed"] + 2 * FRESH_OTHER_S  # a grid of one cell has processes of its own
     assert (e.shared_cells, e.fresh_tests) == (4, 2)
     assert e.shared_seconds == shared and e.fresh_seconds == fresh and e.seconds == SESSION_S + shared + fresh
     assert e.fresh_kinds == ("distributed launches", "other")
@@ -93,3 +94,79 @@ def test_a_pair_against_the_recorded_setup_costs_what_the_cells_processes_took_h
     assert setup_pair_seconds(record(30.0), o) == 30.0 + rounds
     kept, cut = within_deadline({"k": 3}, {"k": setup_pair_seconds(record(30.0), o)}, 21.0)
     assert kept == {} and cut == (0, 3, 21.0)
+
+
+def test_a_machine_without_history_scales_the_reference_s_seconds_by_its_mxnet_speed():
+    """#37 part 1: with no session of its own, a test the reference machine ran takes what it
+    took there times this machine's factor; the constants take the same factor; a grid whose
+    selection differs from the reference's takes the constants (its first test carried the
+    reference's whole grid)."""
+    from pytest_mxperf.measure.planning import (CPU_SHARE, FRESH_OTHER_S, SESSION_S, SHARED_CELL_S,
+                                                SHARED_PROCESS_S, Known, estimate, speed_from)
+    reference = {"cpu": "ref CPU", "conv_gflops": 50.0}
+    slower = speed_from({"mxnet_speed": {"conv_gflops": 25.0}}, reference)
+    assert slower.factor == 1 - CPU_SHARE + CPU_SHARE * 2 and slower.reference_cpu == "ref CPU"
+    assert speed_from({"mxnet_speed": {"conv_gflops": 100.0}}, reference).factor == 1 - CPU_SHARE / 2
+    # a figure far out of range is held to it; a missing or broken one scales nothing
+    assert speed_from({"mxnet_speed": {"conv_gflops": 0.001}}, reference).factor == 1 - CPU_SHARE + CPU_SHARE * 4
+    for broken in ({}, {"mxnet_speed": {"error": "x"}}, {"mxnet_speed": {"conv_gflops": -1}},
+                   {"mxnet_speed": {"conv_gflops": float("nan")}}, None):
+        assert speed_from(broken, reference).factor == 1.0 and speed_from(broken, reference).conv_gflops is None
+    assert speed_from({"mxnet_speed": {"conv_gflops": 25.0}}, None).factor == 1.0
+
+    def grid(bs):
+        return [Planned(True, cell=("alexnet", b, "cpu"), function="m.py::test_s", nodeid=f"m.py::test_s[b{b}]")
+                for b in bs]
+    ref = Known((("m.py::test_s[b1]", 40.0), ("m.py::test_s[b8]", 0.0), ("m.py::test_k", 10.0)), 6.0, 1)
+    lone = Planned(True, nodeid="m.py::test_k")
+    e = estimate(grid((1, 8)) + [lone], processes=2, reference=ref, speed=slower)
+    f = slower.factor
+    assert e.scaled_tests == 3 and e.known_tests == 0 and e.factor == f
+    assert abs(e.seconds - (6.0 + 40.0 + 0.0 + 10.0) * f) < 1e-9
+    assert dict(e.per_test) == {"m.py::test_s[b1]": 40.0 * f, "m.py::test_s[b8]": 0.0, "m.py::test_k": 10.0 * f}
+    # one cell of the grid only: the reference's b1 held both cells, so the constants (scaled;
+    # a grid of one cell has processes of its own)
+    e1 = estimate(grid((1,)) + [lone], processes=2, reference=ref, speed=slower)
+    assert e1.scaled_tests == 1 and abs(dict(e1.per_test)["m.py::test_s[b1]"] - 2 * FRESH_OTHER_S * f) < 1e-9
+    e3 = estimate(grid((1, 4, 8)) + [lone], processes=2, reference=ref, speed=slower)
+    assert e3.scaled_tests == 1 and e3.shared_cells == 3
+    assert abs(e3.shared_seconds - 2 * (SHARED_PROCESS_S + 3 * SHARED_CELL_S) * f) < 1e-9
+    # nothing from the reference: the session's own start and end scaled too
+    e0 = estimate([lone], processes=2, speed=slower)
+    assert e0.scaled_tests == 0 and abs(e0.seconds - (SESSION_S + 2 * FRESH_OTHER_S) * f) < 1e-9
+
+
+def test_the_reference_s_seconds_count_only_for_its_processes_and_time_budget():
+    from types import SimpleNamespace
+
+    from pytest_mxperf.measure.planning import reference_known
+    ref = {"sessions": {"suite": {"processes": 2, "time_budget": 1.5, "wall_seconds": 20.0,
+                                  "tests": {"a": 8.0, "b": 10.0}}}}
+    k = reference_known(ref, "suite", SimpleNamespace(processes=2, time_budget=1.5))
+    assert k.by_test == {"a": 8.0, "b": 10.0} and k.overhead == 2.0
+    assert reference_known(ref, "suite", SimpleNamespace(processes=3, time_budget=1.5)) is None
+    assert reference_known(ref, "suite", SimpleNamespace(processes=2, time_budget=3.0)) is None
+    assert reference_known(ref, "recording", SimpleNamespace(processes=2, time_budget=1.5)) is None
+    assert reference_known(None, "suite", SimpleNamespace(processes=2, time_budget=1.5)) is None
+
+
+def test_the_shipped_reference_names_the_default_selection_s_tests():
+    """The reference file in the wheel: its CPU and speed figure, a session of each kind at the
+    default options, and node ids of tests that exist in perf_tests."""
+    import re
+    from pathlib import Path
+
+    from pytest_mxperf.measure.planning import load_reference
+    from pytest_mxperf.model import options as opts
+    ref = load_reference()
+    assert ref and ref["conv_gflops"] > 0 and "family" in ref["cpu"]
+    root = Path(__file__).resolve().parents[1]
+    kinds = {"suite": opts.PROCESSES, "recording": opts.RECORDING_PROCESSES}
+    assert set(ref["sessions"]) == set(kinds)
+    for kind, s in ref["sessions"].items():
+        assert s["processes"] == kinds[kind] and s["time_budget"] == opts.TIME_BUDGET_S
+        assert s["wall_seconds"] >= sum(s["tests"].values()) > 0
+        for nodeid in s["tests"]:
+            path, _, rest = nodeid.partition("::")
+            name = rest.split("[")[0]
+            assert re.search(rf"^def {name}\(", (root / path).read_text(), re.M), nodeid

@@ -91,20 +91,22 @@ def ab_pairs(measuring_tests: int) -> int:
     return stats.pairs_needed(measuring_tests, thresholds.FDR_Q)
 
 
-#: What the estimate said before a session takes, in seconds (measured on 2-vCPU AMD EPYC
-#: machines, mxnet 1.9.1, default options, 2026-11-25: ``pytest perf_tests -m cpu
-#: --durations=0`` at 09ee631 and 47b41d3, the time of each test over its processes). A
-#: worker process of several cells: its start, ``import mxnet`` and the probe around it,
-#: then each cell's bind, first batch, warm-up (1 s) and timed part (1.5 s): 34 scoring cells
-#: in 2 processes took 210 s, 5 cells 30 s.
-SHARED_PROCESS_S = 2.5
-SHARED_CELL_S = 2.6
+#: What the estimate says before a session takes, in seconds, for tests the reference session
+#: (``load_reference``) did not run: measured on the reference machine (2-vCPU AMD EPYC family
+#: 25 model 1, Zen 3; mxnet 1.9.1, default options, 2026-11-27, the session in
+#: ``data/reference-costs.json``) and, like its seconds, times this machine's ``Speed.factor``.
+#: A worker process of several cells: its start, ``import mxnet`` and the probe around it, then
+#: each cell's bind, first batch, warm-up (1 s) and timed part (1.5 s): the scoring grid's 5
+#: cells in 2 processes took 45.0 s, the latency grid's 2 cells 21.6 s.
+SHARED_PROCESS_S = 3.0
+SHARED_CELL_S = 3.9
 #: a fresh worker process of a test that has processes of its own, by its marker (the first
-#: that applies): a ps-lite cluster launch 8.0 s, a time-to-accuracy run (``training``
-#: without a grid) 7.4 s, the input pipeline 3.6 s, a multi-device test 3.5 s (weak scaling
-#: 6-9 s, a data-parallel check 0.7 s); other 6.0 s
-FRESH_PROCESS_S = (("distributed", 8.0), ("io", 3.6), ("multi_device", 3.5), ("training", 7.4))
-FRESH_OTHER_S = 6.0
+#: that applies), there: a ps-lite cluster launch 13.7 s, a time-to-accuracy run (``training``
+#: without a grid) 14.6 s, the input pipeline 5.9 s (4.6-7.0), a multi-device test 5.6 s (weak
+#: scaling 9-13 s, a data-parallel check 1.1-1.4 s); other 12.0 s (reduced precision 2-28 s,
+#: training throughput 15.6 s, kvstore 6.5-7.9 s)
+FRESH_PROCESS_S = (("distributed", 13.7), ("io", 5.9), ("multi_device", 5.6), ("training", 14.6))
+FRESH_OTHER_S = 12.0
 #: the session's own start and end (the MXNet probe, judging, reports)
 SESSION_S = 5.0
 #: markers of tests whose processes are their own, as the estimate names them
@@ -155,27 +157,66 @@ class Estimate:
     #: tests whose time is this machine's own (its last sessions), and how many sessions
     known_tests: int = 0
     known_sessions: int = 0
+    #: tests at what they took on the reference machine, times ``factor`` (``speed_from``)
+    scaled_tests: int = 0
+    factor: float = 1.0
+    #: this machine's MXNet speed against the reference's (``Speed``), when it was read
+    speed: Any = None
+
+
+def _usable(source: dict, tests: Sequence[Planned], can_share: bool) -> set:
+    """The node ids whose seconds ``source`` (node id -> seconds) can give: any test it holds,
+    but a grid's (a test with a CPU cell, when processes are shared) only when ``source`` holds
+    exactly this session's tests of its function (its first test carried the whole grid, which
+    another selection changes)."""
+    def function(nodeid: str) -> str:
+        return nodeid.split("[")[0]
+
+    grid: dict = {}
+    for t in tests:
+        if t.measuring and can_share and t.cell is not None and t.cell[2] == "cpu":
+            grid.setdefault(t.function, set()).add(t.nodeid)
+    out = set()
+    for t in tests:
+        if not (t.measuring and t.nodeid in source):
+            continue
+        members = next((m for m in grid.values() if t.nodeid in m), set())
+        names = {function(m) for m in members}
+        if not members or members == {n for n in source if function(n) in names}:
+            out.add(t.nodeid)
+    return out
 
 
 def estimate(tests: Sequence[Planned], processes: int, can_share: bool = True,
-             known: Optional[Known] = None) -> Estimate:
+             known: Optional[Known] = None, reference: Optional[Known] = None,
+             speed: Optional["Speed"] = None) -> Estimate:
     """The session's duration from its measuring tests. A test this machine ran in its last
     sessions of the kind (``known``) takes what it took there, and the session's own start
-    and end what they took; any other: grid tests of one function on CPU share ``processes``
-    worker processes (when ``can_share``: not A/B, no deadline), every other test has
-    ``processes`` fresh processes of its own, at the constants above. Pure."""
+    and end what they took; else a test the reference machine ran in its session of the kind
+    (``reference``: ``load_reference``'s) takes that times ``speed.factor`` (this machine's
+    speed against the reference's: ``speed_from``); any other: grid tests of one function on CPU share
+    ``processes`` worker processes (when ``can_share``: not A/B, no deadline), every other test
+    has ``processes`` fresh processes of its own, at the constants above times the factor. Pure."""
+    factor = speed.factor if speed else 1.0
     took = known.by_test if known else {}
+    mine_ids = _usable(took, tests, can_share)
+    ref = reference.by_test if reference else {}
+    ref_ids = _usable(ref, tests, can_share) - mine_ids
     groups: dict = {}
     fresh: List[Planned] = []
     per: dict = {}
-    mine, own = 0, 0.0
+    mine, own, scaled = 0, 0.0, 0
     for t in tests:
         if not t.measuring:
             continue
-        if t.nodeid and t.nodeid in took:
+        if t.nodeid in mine_ids:
             per[t.nodeid] = took[t.nodeid]
             mine += 1
             own += took[t.nodeid]
+        elif t.nodeid in ref_ids:
+            per[t.nodeid] = ref[t.nodeid] * factor
+            scaled += 1
+            own += per[t.nodeid]
         elif can_share and t.cell is not None and t.cell[2] == "cpu":
             groups.setdefault(t.function, []).append(t)
         else:
@@ -186,7 +227,7 @@ def estimate(tests: Sequence[Planned], processes: int, can_share: bool = True,
             fresh += members
             continue
         shared_n += len(members)
-        group_s = processes * (SHARED_PROCESS_S + SHARED_CELL_S * len(members))
+        group_s = processes * (SHARED_PROCESS_S + SHARED_CELL_S * len(members)) * factor
         shared_s += group_s
         # the first test of a grid measures every cell of it (``Measurer._grid_cells``); the
         # others find theirs measured
@@ -194,13 +235,93 @@ def estimate(tests: Sequence[Planned], processes: int, can_share: bool = True,
     fresh_s, kinds = 0.0, []
     for t in fresh:
         kind = next((m for m, _ in FRESH_PROCESS_S if m in t.markers and not (m == "training" and t.cell)), "")
-        test_s = processes * dict(FRESH_PROCESS_S).get(kind, FRESH_OTHER_S)
+        test_s = processes * dict(FRESH_PROCESS_S).get(kind, FRESH_OTHER_S) * factor
         fresh_s += test_s
         per[t.nodeid] = test_s
         kinds.append(FRESH_NAMES[kind])
-    start_end = known.overhead if known and mine and known.overhead is not None else SESSION_S
+    if known and mine and known.overhead is not None:
+        start_end = known.overhead
+    elif reference and scaled and reference.overhead is not None:
+        start_end = reference.overhead * factor
+    else:
+        start_end = SESSION_S * factor
     return Estimate(start_end + own + shared_s + fresh_s, shared_n, shared_s, len(fresh), fresh_s,
-                    tuple(dict.fromkeys(kinds)), tuple(per.items()), mine, known.sessions if known and mine else 0)
+                    tuple(dict.fromkeys(kinds)), tuple(per.items()), mine, known.sessions if known and mine else 0,
+                    scaled_tests=scaled, factor=factor, speed=speed)
+
+
+# ----------------------------------------------------------------------------- this machine's speed
+
+#: the share of a session's time that follows the CPU's speed: MXNet's import, binds, first
+#: batches, warm-ups beyond their 1-s floor, the runs of a fixed number of steps (kvstore, time
+#: to accuracy, cluster launches). The rest is clocked by the options: the timed rounds, the
+#: warm-ups' 1-s floor, the probes' timing. Measured: the default session on a 2-vCPU AMD EPYC
+#: family 25 model 1 (Zen 3), 2026-11-27 (``benchmarks/results/where-seconds-go-2026-11-27.txt``):
+#: of 358 s in its tests, 62 s timed, 42 s of warm-up floors (42 processes' cells), 18 s of
+#: probe timing (45 probes x 0.4 s): 122 s clocked, 236 s (0.66) following the CPU.
+CPU_SHARE = 0.66
+#: the range a speed ratio is held to: a figure beyond it is a broken probe, not a CPU
+SPEED_RATIO_RANGE = (0.25, 4.0)
+
+
+@dataclasses.dataclass(frozen=True)
+class Speed:
+    """This machine's MXNet speed against the reference machine's (``REFERENCE``): the MXNet
+    probe's ``mxnet_speed`` figure (``workers/protocol.mxnet_speed``) and what it makes of the
+    reference's seconds. ``factor`` 1.0 when either figure is missing."""
+
+    factor: float = 1.0
+    conv_gflops: Optional[float] = None
+    reference_gflops: Optional[float] = None
+    reference_cpu: str = ""
+
+
+def speed_from(mxnet_probe: Optional[dict], reference: Optional[dict]) -> Speed:
+    """``Speed`` from the MXNet probe's answer and the reference (``load_reference``): a
+    second of the reference's is ``1 - CPU_SHARE + CPU_SHARE * ratio`` here, ``ratio`` the
+    reference's convolution GFLOP/s over this machine's, held to ``SPEED_RATIO_RANGE``. Pure."""
+    ref = (reference or {}).get("conv_gflops")
+    cpu = str((reference or {}).get("cpu") or "")
+    this = ((mxnet_probe or {}).get("mxnet_speed") or {}).get("conv_gflops")
+    try:
+        this, ref = float(this), float(ref)
+    except (TypeError, ValueError):
+        return Speed(reference_cpu=cpu)
+    if not (this > 0 and ref > 0 and this < float("inf") and ref < float("inf")):
+        return Speed(reference_cpu=cpu)
+    lo, hi = SPEED_RATIO_RANGE
+    ratio = min(hi, max(lo, ref / this))
+    return Speed(1.0 - CPU_SHARE + CPU_SHARE * ratio, this, ref, cpu)
+
+
+#: the reference machine's sessions (``data/reference-costs.json``): what each test of the
+#: default selection took there, by kind of session, with the MXNet speed figure it read
+REFERENCE_FILE = "reference-costs.json"
+
+
+def load_reference() -> Optional[dict]:
+    """The reference costs shipped with the package, or None when the file is missing or
+    cannot be read (the constants then stand alone)."""
+    import json
+    from importlib import resources
+    try:
+        return json.loads(resources.files("pytest_mxperf").joinpath("data", REFERENCE_FILE).read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def reference_known(reference: Optional[dict], kind: str, options) -> Optional[Known]:
+    """The reference's session of ``kind`` ("suite" or "recording") as a ``Known``, when it ran
+    with this session's processes a cell and time budget (else its seconds say nothing of
+    this one's)."""
+    s = ((reference or {}).get("sessions") or {}).get(kind)
+    if not isinstance(s, dict) or not isinstance(s.get("tests"), dict):
+        return None
+    if s.get("processes") != options.processes or s.get("time_budget") != options.time_budget:
+        return None
+    tests = {str(n): float(t) for n, t in s["tests"].items()}
+    over = max(0.0, float(s["wall_seconds"]) - sum(tests.values())) if s.get("wall_seconds") is not None else None
+    return Known(tuple(tests.items()), over, 1)
 
 
 # ----------------------------------------------------------------------------- costs of processes
@@ -329,26 +450,32 @@ class Made:
     plan: Any
     estimate: Optional[Estimate]
     duet_tests: int
+    speed: Optional["Speed"] = None
 
 
 def plan_for(tests: Sequence[Planned], options, ab: bool, explicit_pairs: bool = False,
-             deselected_slow: int = 0, known: Optional[Known] = None) -> Made:
+             deselected_slow: int = 0, known: Optional[Known] = None, reference: Optional[Known] = None,
+             speed: Optional["Speed"] = None) -> Made:
     """The session's plan from its runnable collected tests: how many measure, the pairs a
     cell gets in A/B mode (from the number of cells, unless --perf-processes set them), one
-    test's expected time and the session's estimate (``known``: this machine's own costs).
+    test's expected time and the session's estimate (``known``: this machine's own costs;
+    ``reference``, ``speed``: the reference machine's, and this machine's speed against it).
     Pure."""
     n = sum(t.measuring for t in tests)
     duets = duet_tests(tests)
     pairs = options.ab_pairs
     if ab and not options.smoke and not explicit_pairs and n:
         pairs = ab_pairs(n)
-    estimate_ = (estimate(tests, options.processes, can_share=options.deadline is None, known=known)
+    estimate_ = (estimate(tests, options.processes, can_share=options.deadline is None, known=known,
+                          reference=reference, speed=speed)
                  if not ab and n else None)
-    test_s = planned_test_seconds(options, ab, options.duet_pairs, pairs, duet=duets == n)
+    # what one test takes before any ran (the deadline's first guess), at this machine's speed
+    test_s = (planned_test_seconds(options, ab, options.duet_pairs, pairs, duet=duets == n)
+              * (speed.factor if speed else 1.0))
     return Made(Plan(tests=n, cells=n, estimate_seconds=estimate_.seconds if estimate_ else None, test_seconds=test_s,
                      ab_pairs=pairs, duet_pairs=options.duet_pairs, deselected_slow=deselected_slow,
                      test_estimates=estimate_.per_test if estimate_ else ()),
-                estimate_, duets)
+                estimate_, duets, speed)
 
 
 #: seconds of the plan's own estimate the progress line weighs against the tests measured so

@@ -81,9 +81,28 @@ def _reasons(runs) -> List[str]:
 
 # ----------------------------------------------------------------------------- baseline mode
 
+def unlike_sharing(cells: Dict[str, CellRecord], baseline: Baseline) -> Dict[str, str]:
+    """Cell key -> why its figures are not judged against the baseline: the baseline's newest
+    recording states that its processes were had another way (``CellMeasurement.sharing``:
+    among other cells, or each alone) than this session's. A recording that does not say
+    (recorded before the suite kept it) is judged as before. Pure."""
+    out = {}
+    for key, rec in cells.items():
+        then = (baseline.recorded_suite(key) or {}).get("processes")
+        now = rec.cell.sharing
+        if then is not None and then != now:
+            def how(kind):
+                return "among other cells in worker processes" if kind == "shared" else "in processes of its own"
+            out[key] = (f"not compared: the baseline measured this cell {how(then)}, this session {how(now)} "
+                        "(a figure measured one way is not judged against one measured the other; record the "
+                        "baseline again with --perf-update-baselines)")
+    return out
+
+
 def comparisons(cells: Dict[str, CellRecord], baseline: Baseline, reference, confirmed: set
                 ) -> Dict[str, vd.Comparison]:
     out = {}
+    unlike = unlike_sharing(cells, baseline)
     for key, rec in cells.items():
         cell = rec.cell
         mode = cell.workload.mode
@@ -97,7 +116,7 @@ def comparisons(cells: Dict[str, CellRecord], baseline: Baseline, reference, con
             # or provisional); not the whole history, whose sessions may straddle a change
             out[metric_key(key, m.name, mode)] = vd.Comparison(
                 metric=m, current=[r.value(m.name) for r in ok],
-                baseline=baseline.values(key, None if primary else m.name) or [],
+                baseline=[] if key in unlike else baseline.values(key, None if primary else m.name) or [],
                 current_states=machine_states.states(ok),
                 # the baseline's labels, relabelled against this session's reference when its
                 # probes were recorded, else as recorded
@@ -137,7 +156,10 @@ def judge_baseline_once(cells: Dict[str, CellRecord], baseline: Baseline, refere
                         min_effect: float) -> Dict[str, vd.Verdict]:
     """Every judged figure of ``cells`` against ``baseline``: a pure function of its arguments
     (the interim report and the end of the session call it alike)."""
-    return vd.judge_session(comparisons(cells, baseline, reference, confirmed), min_effect=min_effect)
+    verdicts = vd.judge_session(comparisons(cells, baseline, reference, confirmed), min_effect=min_effect)
+    unlike = unlike_sharing(cells, baseline)
+    return {k: (dataclasses.replace(v, reason=unlike[cell_of(k)]) if cell_of(k) in unlike else v)
+            for k, v in verdicts.items()}
 
 
 def confirmation_plan(suspects: Dict[str, CellRecord], budget_s: float, options

@@ -136,26 +136,40 @@ def _minutes(seconds: float) -> str:
 COSTS_MEASURED_ON = "a 2-vCPU AMD EPYC"
 
 
+def costs_source(speed) -> str:
+    """Where an estimate without this machine's history took its costs from: the reference
+    machine's, scaled by this machine's MXNet speed (``planning.Speed``) when it was read."""
+    where = f"costs measured on {(speed.reference_cpu if speed else '') or COSTS_MEASURED_ON}"
+    if speed is None or speed.conv_gflops is None:
+        return f"{where}, not scaled: this machine's MXNet speed was not read"
+    return (f"{where}, x{speed.factor:.2f} for this machine's MXNet speed "
+            f"({speed.conv_gflops:.0f} GFLOP/s against {speed.reference_gflops:.0f})")
+
+
 def plan_line(tests: int, options, ab_pairs: int, duet_pairs: int = 3, duet_tests: Optional[int] = None,
-              plan=None, deselected_slow: int = 0, ab: bool = False) -> str:
+              plan=None, deselected_slow: int = 0, ab: bool = False, speed=None) -> str:
     """The expected duration, said before anything is measured. ``ab``: an A/B session;
     ``duet_tests``: how many of the tests are duet cells in A/B mode (default: all); ``plan``:
     baseline mode's ``planning.estimate`` (which cells share worker processes, which tests
-    have their own)."""
+    have their own); ``speed``: this machine's MXNet speed against the reference machine's
+    (``planning.Speed``), which scales the costs."""
     duet_tests = tests if duet_tests is None else duet_tests
     slow = f"; {slow_note(deselected_slow)}" if deselected_slow else ""
-    seconds = (duet_tests * planning.planned_test_seconds(options, ab, duet_pairs, ab_pairs)
-               + (tests - duet_tests) * planning.planned_test_seconds(options, ab, duet_pairs, ab_pairs, duet=False))
+    factor = speed.factor if speed else 1.0
+    seconds = factor * (duet_tests * planning.planned_test_seconds(options, ab, duet_pairs, ab_pairs)
+                        + (tests - duet_tests) * planning.planned_test_seconds(options, ab, duet_pairs, ab_pairs,
+                                                                               duet=False))
     cut = ""
     if options.deadline is not None and seconds > options.deadline:
         cut = f"; --perf-deadline {duration_text(options.deadline)} will leave some not reached"
     if ab:
-        most = seconds + duet_tests * planning.SECOND_STAGE_PAIRS * planning.duet_pair_seconds(options)
+        most = seconds + factor * duet_tests * planning.SECOND_STAGE_PAIRS * planning.duet_pair_seconds(options)
         return (f"mxperf: A/B mode: {tests} cell(s) x {duet_pairs} duet pairs (resident candidate and reference "
                 f"workers taking turns at timed rounds: score, train, latency, io, kvstore, your own network; "
                 f"distributed and time-to-accuracy cells run {ab_pairs} process pairs); expected about "
                 f"{duration_text(seconds)} when no cell needs a second stage, about {duration_text(most)} when "
-                f"every cell does (a real slowdown always does){cut}{slow}")
+                f"every cell does (a real slowdown always does"
+                f"{'; ' + costs_source(speed) if speed and speed.conv_gflops is not None else ''}){cut}{slow}")
     if plan is not None:
         parts = []
         if plan.shared_cells:
@@ -168,7 +182,7 @@ def plan_line(tests: int, options, ab_pairs: int, duet_pairs: int = 3, duet_test
             parts.append(f"{plan.known_tests} test(s) at what they took in this machine's last "
                          f"{plan.known_sessions} session(s) of the kind")
         source = ("" if plan.known_tests else
-                  f" (costs measured on {COSTS_MEASURED_ON}; this machine's own once a session is in its history)")
+                  f" ({costs_source(plan.speed)}; this machine's own once a session is in its history)")
         # the time outside the tests of this machine's last sessions holds the suspects they
         # confirmed at the end; the constants hold none
         more = (", confirming suspects included as those sessions needed it" if plan.known_tests

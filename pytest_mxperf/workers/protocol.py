@@ -416,10 +416,49 @@ def cuda_library_versions() -> dict:
     return out
 
 
+#: the MXNet probe's speed figure (``mxnet_speed``): a 3x3 convolution of 64 to 64 channels on
+#: 8 images of 28x28 in float32 on cpu(0), the kind of kernel the zoo's CPU cells spend their
+#: time in; about SPEED_SECONDS of timed calls after two untimed ones
+SPEED_SHAPE = (8, 64, 28, 28)
+SPEED_SECONDS = 0.25
+
+
+def mxnet_speed(mx, seconds: float = SPEED_SECONDS) -> dict:
+    """How fast this MXNet computes here, for the session's duration estimate only
+    (``measure/planning.scale``): {"conv_gflops", "seconds"}. Never used to judge or correct a
+    figure. Rounds of 4 calls, each ending in ``mx.nd.waitall()``."""
+    n, c, h, w = SPEED_SHAPE
+    ctx = mx.cpu(0)
+    x = mx.nd.ones((n, c, h, w), ctx=ctx) * 0.5
+    k = mx.nd.ones((c, c, 3, 3), ctx=ctx) * 0.01
+
+    def call():
+        return mx.nd.Convolution(x, k, no_bias=True, kernel=(3, 3), pad=(1, 1), num_filter=c)
+
+    for _ in range(2):
+        call()
+    mx.nd.waitall()
+    calls, t0 = 0, time.perf_counter()
+    while True:
+        for _ in range(4):
+            call()
+        mx.nd.waitall()
+        calls += 4
+        took = time.perf_counter() - t0
+        if took >= seconds:
+            break
+    flops = 2.0 * n * c * c * 9 * h * w * calls
+    return {"conv_gflops": flops / took / 1e9, "seconds": took}
+
+
 def probe(result_path: str) -> int:
     mx = import_mxnet()
     out = runtime_info(mx)
     out["threads"] = thread_pools()
+    try:
+        out["mxnet_speed"] = mxnet_speed(mx)
+    except Exception as exc:  # noqa: BLE001 - a build without the kernel: no figure, the probe stands
+        out["mxnet_speed"] = {"error": error_line(str(exc), type(exc).__name__)}
     out["status"] = "ok"
     write_json(result_path, out)
     return 0

@@ -1,0 +1,88 @@
+"""Write the reference costs the session's estimate starts from on a machine without history
+(#37 part 1): ``pytest_mxperf/data/reference-costs.json``.
+
+It reads, from a history store, the last complete session of each kind ("suite": the default
+session; "recording": ``--perf-update-baselines``) on this machine, with each test's seconds,
+and measures this machine's MXNet speed figure (the MXNet probe's ``mxnet_speed``, the median
+of ``--probes`` probe processes, run one at a time on a quiet machine). A machine without
+history then scales these seconds by its own figure against this one
+(``measure/planning.speed_from``).
+
+    MXPERF_HISTORY=/tmp/ref.sqlite .venv/bin/pytest perf_tests -m cpu
+    MXPERF_HISTORY=/tmp/ref.sqlite .venv/bin/pytest perf_tests -m cpu --perf-update-baselines
+    .venv/bin/python benchmarks/reference_costs.py /tmp/ref.sqlite --commit $(git rev-parse --short HEAD)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import statistics
+import sys
+from pathlib import Path
+
+from pytest_mxperf.machine import fingerprint
+from pytest_mxperf.history.store import open_store
+from pytest_mxperf.model import options as opts
+from pytest_mxperf.proc import worker
+
+OUT = Path(__file__).resolve().parents[1] / "pytest_mxperf" / "data" / "reference-costs.json"
+KINDS = {"suite": opts.PROCESSES, "recording": opts.RECORDING_PROCESSES}
+
+
+def cpu_name() -> str:
+    """The CPU as a closing note names it: model name, family, model, a few flags."""
+    info = {}
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            k, _, v = line.partition(":")
+            info.setdefault(k.strip(), v.strip())
+    except OSError:
+        return platform.processor() or "unknown CPU"
+    flags = set(info.get("flags", "").split())
+    shown = [f for f in ("avx2", "avx512f", "avx512_vnni", "amx_tile") if f in flags]
+    return (f"{info.get('model name', 'unknown CPU')}, family {info.get('cpu family', '?')} model "
+            f"{info.get('model', '?')} ({', '.join(shown) or 'no AVX2'})")
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("store", help="the history store the sessions wrote (an SQLite path)")
+    ap.add_argument("--commit", required=True, help="the commit the sessions ran")
+    ap.add_argument("--probes", type=int, default=7, help="MXNet probe processes for the speed figure")
+    ap.add_argument("--out", default=str(OUT))
+    a = ap.parse_args(argv)
+    machine = fingerprint.machine_fingerprint()["id"]
+    sessions = {}
+    with open_store(a.store) as store:
+        for kind, processes in KINDS.items():
+            rows = store.durations(machine, kind, 1)
+            if not rows:
+                print(f"no complete {kind} session of machine {machine} in {a.store}", file=sys.stderr)
+                continue
+            r = rows[0]
+            sessions[kind] = {"processes": processes, "time_budget": opts.TIME_BUDGET_S,
+                              "wall_seconds": round(r["wall_seconds"], 1),
+                              "tests": {n: round(t, 2) for n, t in sorted(r["tests"].items())}}
+    if not sessions:
+        return 1
+    figures = []
+    for _ in range(a.probes):
+        p = worker.probe()
+        g = (p.get("mxnet_speed") or {}).get("conv_gflops")
+        if not isinstance(g, (int, float)):
+            print(f"the MXNet probe gave no speed figure: {p.get('message') or p.get('mxnet_speed')}", file=sys.stderr)
+            return 1
+        figures.append(g)
+    doc = {"cpu": cpu_name(), "commit": a.commit, "mxnet_version": p.get("mxnet_version"),
+           "conv_gflops": round(statistics.median(figures), 1),
+           "conv_gflops_seen": [round(g, 1) for g in figures], "sessions": sessions}
+    Path(a.out).write_text(json.dumps(doc, indent=1) + "\n")
+    print(f"wrote {a.out}: {doc['cpu']}, {doc['conv_gflops']} GFLOP/s (of {doc['conv_gflops_seen']}), "
+          f"sessions: {', '.join(f'{k} {v['wall_seconds']} s' for k, v in sessions.items())}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
