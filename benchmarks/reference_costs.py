@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import statistics
 import sys
@@ -42,8 +43,8 @@ def cpu_name() -> str:
         return platform.processor() or "unknown CPU"
     flags = set(info.get("flags", "").split())
     shown = [f for f in ("avx2", "avx512f", "avx512_vnni", "amx_tile") if f in flags]
-    return (f"{info.get('model name', 'unknown CPU')}, family {info.get('cpu family', '?')} model "
-            f"{info.get('model', '?')} ({', '.join(shown) or 'no AVX2'})")
+    return (f"a {os.cpu_count()}-vCPU {info.get('model name', 'unknown CPU')}, family {info.get('cpu family', '?')} "
+            f"model {info.get('model', '?')} ({', '.join(shown) or 'no AVX2'})")
 
 
 def main(argv=None) -> int:
@@ -79,8 +80,8 @@ def main(argv=None) -> int:
            "conv_gflops": round(statistics.median(figures), 1),
            "conv_gflops_seen": [round(g, 1) for g in figures], "sessions": sessions}
     Path(a.out).write_text(json.dumps(doc, indent=1) + "\n")
-    print(f"wrote {a.out}: {doc['cpu']}, {doc['conv_gflops']} GFLOP/s (of {doc['conv_gflops_seen']}), "
-          f"sessions: {', '.join(f'{k} {v['wall_seconds']} s' for k, v in sessions.items())}")
+    said = ", ".join(f"{k} {v['wall_seconds']} s" for k, v in sessions.items())
+    print(f"wrote {a.out}: {doc['cpu']}, {doc['conv_gflops']} GFLOP/s (of {doc['conv_gflops_seen']}), sessions: {said}")
     return 0
 
 

@@ -159,7 +159,7 @@ def test_the_shipped_reference_names_the_default_selection_s_tests():
     from pytest_mxperf.measure.planning import load_reference
     from pytest_mxperf.model import options as opts
     ref = load_reference()
-    assert ref and ref["conv_gflops"] > 0 and "family" in ref["cpu"]
+    assert ref and ref["conv_gflops"] > 0 and "family" in ref["cpu"] and "vCPU" in ref["cpu"]
     root = Path(__file__).resolve().parents[1]
     kinds = {"suite": opts.PROCESSES, "recording": opts.RECORDING_PROCESSES}
     assert set(ref["sessions"]) == set(kinds)
@@ -170,3 +170,21 @@ def test_the_shipped_reference_names_the_default_selection_s_tests():
             path, _, rest = nodeid.partition("::")
             name = rest.split("[")[0]
             assert re.search(rf"^def {name}\(", (root / path).read_text(), re.M), nodeid
+
+
+def test_the_first_line_says_which_tests_take_the_reference_s_seconds_and_at_what_factor():
+    from pytest_mxperf.measure.planning import Known, estimate, speed_from
+    from pytest_mxperf.model.options import PerfOptions
+    from pytest_mxperf.output import report
+    ref_doc = {"cpu": "a 2-vCPU Ref CPU", "conv_gflops": 80.0}
+    speed = speed_from({"mxnet_speed": {"conv_gflops": 40.0}}, ref_doc)
+    tests = [Planned(True, nodeid="m.py::test_a"), Planned(True, nodeid="m.py::test_b")]
+    e = estimate(tests, processes=2, reference=Known((("m.py::test_a", 60.0), ("m.py::test_b", 30.0)), 10.0, 1),
+                 speed=speed)
+    line = report.plan_line(2, PerfOptions(), 8, plan=e, speed=speed)
+    assert "2 process(es) a cell: 2 test(s) at what they took on the reference machine; expected about" in line, line
+    assert f"expected about {100 * speed.factor / 60:.1f} min" in line, line
+    assert "(costs measured on a 2-vCPU Ref CPU, x1.66 for this machine's MXNet speed (40 GFLOP/s against 80)" in line
+    # without the speed figure: said, and nothing scaled
+    plain = report.plan_line(2, PerfOptions(), 8, plan=estimate(tests, processes=2), speed=speed_from({}, ref_doc))
+    assert "not scaled: this machine's MXNet speed was not read" in plain

@@ -181,6 +181,8 @@ def plan_line(tests: int, options, ab_pairs: int, duet_pairs: int = 3, duet_test
         if plan.known_tests:
             parts.append(f"{plan.known_tests} test(s) at what they took in this machine's last "
                          f"{plan.known_sessions} session(s) of the kind")
+        if plan.scaled_tests:
+            parts.append(f"{plan.scaled_tests} test(s) at what they took on the reference machine")
         source = ("" if plan.known_tests else
                   f" ({costs_source(plan.speed)}; this machine's own once a session is in its history)")
         # the time outside the tests of this machine's last sessions holds the suspects they

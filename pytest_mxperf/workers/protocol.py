@@ -417,16 +417,19 @@ def cuda_library_versions() -> dict:
 
 
 #: the MXNet probe's speed figure (``mxnet_speed``): a 3x3 convolution of 64 to 64 channels on
-#: 8 images of 28x28 in float32 on cpu(0), the kind of kernel the zoo's CPU cells spend their
-#: time in; about SPEED_SECONDS of timed calls after two untimed ones
-SPEED_SHAPE = (8, 64, 28, 28)
-SPEED_SECONDS = 0.25
+#: 32 images of 28x28 in float32 on cpu(0), the kind of kernel the zoo's CPU cells spend their
+#: time in; about SPEED_SECONDS of timed rounds after untimed calls
+SPEED_SHAPE = (32, 64, 28, 28)
+SPEED_SECONDS = 0.4
 
 
 def mxnet_speed(mx, seconds: float = SPEED_SECONDS) -> dict:
     """How fast this MXNet computes here, for the session's duration estimate only
-    (``measure/planning.scale``): {"conv_gflops", "seconds"}. Never used to judge or correct a
-    figure. Rounds of 4 calls, each ending in ``mx.nd.waitall()``."""
+    (``measure/planning.speed_from``): {"conv_gflops", "rounds", "seconds"}. Never used to
+    judge or correct a figure. Untimed calls for a tenth of ``seconds`` (at least two: oneDNN
+    makes its primitive at the first), then rounds of 2 calls, each ending in
+    ``mx.nd.waitall()``, for ``seconds``; the figure is the fastest round's (a neighbour or a
+    slow spell only ever slows a round)."""
     n, c, h, w = SPEED_SHAPE
     ctx = mx.cpu(0)
     x = mx.nd.ones((n, c, h, w), ctx=ctx) * 0.5
@@ -435,20 +438,20 @@ def mxnet_speed(mx, seconds: float = SPEED_SECONDS) -> dict:
     def call():
         return mx.nd.Convolution(x, k, no_bias=True, kernel=(3, 3), pad=(1, 1), num_filter=c)
 
-    for _ in range(2):
+    t0, warm = time.perf_counter(), 0
+    while warm < 2 or time.perf_counter() - t0 < seconds / 10:
         call()
-    mx.nd.waitall()
-    calls, t0 = 0, time.perf_counter()
-    while True:
-        for _ in range(4):
-            call()
         mx.nd.waitall()
-        calls += 4
-        took = time.perf_counter() - t0
-        if took >= seconds:
-            break
-    flops = 2.0 * n * c * c * 9 * h * w * calls
-    return {"conv_gflops": flops / took / 1e9, "seconds": took}
+        warm += 1
+    rounds, t0 = [], time.perf_counter()
+    while not rounds or time.perf_counter() - t0 < seconds:
+        r0 = time.perf_counter()
+        call()
+        call()
+        mx.nd.waitall()
+        rounds.append(time.perf_counter() - r0)
+    flops = 2.0 * n * c * c * 9 * h * w * 2
+    return {"conv_gflops": flops / min(rounds) / 1e9, "rounds": len(rounds), "seconds": time.perf_counter() - t0}
 
 
 def probe(result_path: str) -> int:
