@@ -359,26 +359,30 @@ def test_a_session_keeps_what_its_tests_took_and_the_next_one_on_the_machine_sta
 
 def test_without_history_the_estimate_follows_this_machine_s_mxnet_speed(pytester, make_stub_python, tmp_path):
     """#37 part 1: on a machine without history the costs are the reference machine's times
-    this machine's factor, from the MXNet probe's speed figure: half the reference's speed, the
-    estimate the factor's share longer, and the line says so."""
+    this machine's factor, from the MXNet probe's speed figure: half the reference's slowest
+    reading, the estimate the factor's share longer; the line and results.json say so."""
     import re
 
     from pytest_mxperf.measure.planning import load_reference, speed_from
     pytester.makepyfile(test_cells=CELLS)
     ref = load_reference()
     said = {}
-    for name, gflops in (("same", ref["conv_gflops"]), ("half", ref["conv_gflops"] / 2)):
+    slowest = min(ref["conv_gflops_seen"])  # half the slowest the reference itself read: half as fast
+    for name, gflops in (("same", ref["conv_gflops"]), ("half", slowest / 2)):
         r = pytester.runpytest_subprocess(
             "-p", "no:cacheprovider", "-m", "cpu", "--perf-machine", "box", "--perf-ctx", "cpu", "--perf-no-probe",
             "--perf-store", str(tmp_path / f"{name}.sqlite"), "--perf-baselines-dir", str(tmp_path / name),
-            "--perf-python", make_stub_python(name, rate=100.0, conv_gflops=gflops), "--perf-update-baselines")
+            "--perf-python", make_stub_python(name, rate=100.0, conv_gflops=gflops), "--perf-update-baselines",
+            "--perf-report", str(tmp_path / f"rep-{name}"))
         assert r.ret == 0, r.stdout.str()
+        kept = json.loads((tmp_path / f"rep-{name}" / "results.json").read_text())["session"]["estimate"]
+        assert kept["conv_gflops"] == round(gflops, 2) and kept["reference_gflops"] == ref["conv_gflops"], kept
         line = next(x for x in r.stdout.str().splitlines() if x.startswith("mxperf: 2 measuring test(s)"))
         factor = speed_from({"mxnet_speed": {"conv_gflops": gflops}}, ref).factor
         assert (f"costs measured on {ref['cpu']}, x{factor:.2f} for this machine's MXNet speed "
                 f"({gflops:.0f} GFLOP/s against {ref['conv_gflops']:.0f})") in line, line
         amount, unit = re.search(r"expected about ([\d.]+) (s|min)\b", line).groups()
         said[name] = float(amount) * (60 if unit == "min" else 1)
-    half = speed_from({"mxnet_speed": {"conv_gflops": ref["conv_gflops"] / 2}}, ref).factor
+    half = speed_from({"mxnet_speed": {"conv_gflops": slowest / 2}}, ref).factor
     assert half > 1.5
     assert abs(said["half"] / said["same"] - half) < 0.1, said  # the minutes are said to 0.1

@@ -113,6 +113,13 @@ def test_a_machine_without_history_scales_the_reference_s_seconds_by_its_mxnet_s
                    {"mxnet_speed": {"conv_gflops": float("nan")}}, None):
         assert speed_from(broken, reference).factor == 1.0 and speed_from(broken, reference).conv_gflops is None
     assert speed_from({"mxnet_speed": {"conv_gflops": 25.0}}, None).factor == 1.0
+    # the reference's own spread (a VM's slow spells slow a whole probe): a figure within it is
+    # the reference's speed; below its slowest reading, slower by the distance from that
+    spread = dict(reference, conv_gflops_seen=[50.0, 35.0, 49.0])
+    for within in (35.0, 42.0, 50.0):
+        assert speed_from({"mxnet_speed": {"conv_gflops": within}}, spread).factor == 1.0
+    assert speed_from({"mxnet_speed": {"conv_gflops": 17.5}}, spread).factor == 1 - CPU_SHARE + CPU_SHARE * 2
+    assert speed_from({"mxnet_speed": {"conv_gflops": 100.0}}, spread).factor == 1 - CPU_SHARE / 2
 
     def grid(bs):
         return [Planned(True, cell=("alexnet", b, "cpu"), function="m.py::test_s", nodeid=f"m.py::test_s[b{b}]")

@@ -43,6 +43,8 @@ class Plan:
     #: the minimum effects set for some cells (``thresholds.Threshold``: the tests' markers,
     #: then pyproject.toml's patterns in order)
     thresholds: Tuple[Any, ...] = ()
+    #: this machine's MXNet speed against the reference's (``Speed``), as the estimate used it
+    speed: Any = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -278,19 +280,27 @@ class Speed:
 
 def speed_from(mxnet_probe: Optional[dict], reference: Optional[dict]) -> Speed:
     """``Speed`` from the MXNet probe's answer and the reference (``load_reference``): a
-    second of the reference's is ``1 - CPU_SHARE + CPU_SHARE * ratio`` here, ``ratio`` the
-    reference's convolution GFLOP/s over this machine's, held to ``SPEED_RATIO_RANGE``. Pure."""
+    second of the reference's is ``1 - CPU_SHARE + CPU_SHARE * ratio`` here, ``ratio`` how much
+    slower this machine's convolution figure is, held to ``SPEED_RATIO_RANGE``. A shared VM
+    slows a whole probe process now and then (on the Zen 3 reference 9 probes read 53-80
+    GFLOP/s, median 79; sessions' probes read 56 and 57): a figure within what the reference
+    itself read (``conv_gflops_seen``) says nothing of another CPU, and is ratio 1; one above the
+    reference's median is that much faster (a slow spell never speeds a probe up); one below
+    the slowest reference reading is slower by at least its distance from it. Pure."""
     ref = (reference or {}).get("conv_gflops")
     cpu = str((reference or {}).get("cpu") or "")
     this = ((mxnet_probe or {}).get("mxnet_speed") or {}).get("conv_gflops")
     try:
         this, ref = float(this), float(ref)
+        seen = [float(v) for v in (reference or {}).get("conv_gflops_seen") or () if float(v) > 0]
     except (TypeError, ValueError):
         return Speed(reference_cpu=cpu)
     if not (this > 0 and ref > 0 and this < float("inf") and ref < float("inf")):
         return Speed(reference_cpu=cpu)
+    slowest = min(seen + [ref])
+    ratio = ref / this if this > ref else slowest / this if this < slowest else 1.0
     lo, hi = SPEED_RATIO_RANGE
-    ratio = min(hi, max(lo, ref / this))
+    ratio = min(hi, max(lo, ratio))
     return Speed(1.0 - CPU_SHARE + CPU_SHARE * ratio, this, ref, cpu)
 
 
@@ -474,7 +484,7 @@ def plan_for(tests: Sequence[Planned], options, ab: bool, explicit_pairs: bool =
               * (speed.factor if speed else 1.0))
     return Made(Plan(tests=n, cells=n, estimate_seconds=estimate_.seconds if estimate_ else None, test_seconds=test_s,
                      ab_pairs=pairs, duet_pairs=options.duet_pairs, deselected_slow=deselected_slow,
-                     test_estimates=estimate_.per_test if estimate_ else ()),
+                     test_estimates=estimate_.per_test if estimate_ else (), speed=speed),
                 estimate_, duets, speed)
 
 

@@ -88,6 +88,8 @@ def results_document(out: SessionOutcome, on_results: Callable[[Dict[str, Any]],
             # what its measuring tests and the session took (the next estimate on this machine)
             "test_seconds": {n: round(t, 3) for n, t in out.test_seconds.items()},
             "wall_seconds": round(out.wall_seconds, 3) if out.wall_seconds is not None else None,
+            # what it said it would take, and this machine's MXNet speed it scaled the costs by
+            "estimate": _estimate_dict(ctx.plan),
             "findings": [dataclasses.asdict(f) for f in out.findings],
             "verdicts": {k: v.to_dict() for k, v in out.verdicts.items()},
             "failures": [f.to_dict() for f in out.failures], "exit_status": out.exit_status if final else None,
@@ -157,6 +159,17 @@ def ab_sides(scheduler: Scheduler, ctx: SessionContext) -> Dict[str, Any]:
     if ctx.comparison.requirement:  # --perf-reference baseline
         out["reference"]["recorded_baseline_requirement"] = ctx.comparison.requirement
     return out
+
+
+def _estimate_dict(plan) -> Optional[Dict[str, Any]]:
+    """The plan's estimate and the speed figure behind it (``planning.Speed``), for results.json."""
+    if plan is None:
+        return None
+    speed = plan.speed
+    return {"seconds": round(plan.estimate_seconds, 1) if plan.estimate_seconds is not None else None,
+            "factor": round(speed.factor, 4) if speed else None,
+            "conv_gflops": round(speed.conv_gflops, 2) if speed and speed.conv_gflops is not None else None,
+            "reference_gflops": speed.reference_gflops if speed else None}
 
 
 def _options_dict(options) -> Dict[str, Any]:
