@@ -18,12 +18,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import statistics
 import sys
 from pathlib import Path
 
-from pytest_mxperf.machine import fingerprint
+from pytest_mxperf.machine import fingerprint, hardware
 from pytest_mxperf.history.store import open_store
 from pytest_mxperf.model import options as opts
 from pytest_mxperf.proc import worker
@@ -33,18 +32,12 @@ KINDS = {"suite": opts.PROCESSES, "recording": opts.RECORDING_PROCESSES}
 
 
 def cpu_name() -> str:
-    """The CPU as a closing note names it: model name, family, model, a few flags."""
-    info = {}
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            k, _, v = line.partition(":")
-            info.setdefault(k.strip(), v.strip())
-    except OSError:
-        return platform.processor() or "unknown CPU"
-    flags = set(info.get("flags", "").split())
+    """The CPU as a closing note names it: vCPUs, model name, family, model, a few flags."""
+    cpu = hardware.cpu_info()
+    flags = set(cpu.get("flags") or ())
     shown = [f for f in ("avx2", "avx512f", "avx512_vnni", "amx_tile") if f in flags]
-    return (f"a {os.cpu_count()}-vCPU {info.get('model name', 'unknown CPU')}, family {info.get('cpu family', '?')} "
-            f"model {info.get('model', '?')} ({', '.join(shown) or 'no AVX2'})")
+    return (f"a {os.cpu_count()}-vCPU {cpu['model_name']}, family {cpu.get('family', '?')} "
+            f"model {cpu.get('model', '?')} ({', '.join(shown) or 'no AVX2'})")
 
 
 def main(argv=None) -> int:

@@ -610,7 +610,7 @@ def plan(pytest_session, session, deselected_slow: int):
     if made.plan.tests:
         say(pytest_session.config, report.plan_line(made.plan.tests, ctx.options, made.plan.ab_pairs,
                                                     made.plan.duet_pairs, made.duet_tests, made.estimate,
-                                                    deselected_slow, ab=ctx.comparison.ab, speed=made.speed))
+                                                    deselected_slow, ab=ctx.comparison.ab, speed=made.plan.speed))
     elif deselected_slow:  # the measuring tests left will skip: the slow ones are said all the same
         say(pytest_session.config, f"mxperf: {report.slow_note(deselected_slow)}")
     setup = None

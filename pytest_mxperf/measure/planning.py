@@ -159,11 +159,8 @@ class Estimate:
     #: tests whose time is this machine's own (its last sessions), and how many sessions
     known_tests: int = 0
     known_sessions: int = 0
-    #: tests at what they took on the reference machine, times ``factor`` (``speed_from``)
+    #: tests at what they took on the reference machine, times this machine's ``Speed.factor``
     scaled_tests: int = 0
-    factor: float = 1.0
-    #: this machine's MXNet speed against the reference's (``Speed``), when it was read
-    speed: Any = None
 
 
 def _usable(source: dict, tests: Sequence[Planned], can_share: bool) -> set:
@@ -249,7 +246,7 @@ def estimate(tests: Sequence[Planned], processes: int, can_share: bool = True,
         start_end = SESSION_S * factor
     return Estimate(start_end + own + shared_s + fresh_s, shared_n, shared_s, len(fresh), fresh_s,
                     tuple(dict.fromkeys(kinds)), tuple(per.items()), mine, known.sessions if known and mine else 0,
-                    scaled_tests=scaled, factor=factor, speed=speed)
+                    scaled_tests=scaled)
 
 
 # ----------------------------------------------------------------------------- this machine's speed
@@ -268,7 +265,7 @@ SPEED_RATIO_RANGE = (0.25, 4.0)
 
 @dataclasses.dataclass(frozen=True)
 class Speed:
-    """This machine's MXNet speed against the reference machine's (``REFERENCE``): the MXNet
+    """This machine's MXNet speed against the reference machine's (``load_reference``): the MXNet
     probe's ``mxnet_speed`` figure (``workers/protocol.mxnet_speed``) and what it makes of the
     reference's seconds. ``factor`` 1.0 when either figure is missing."""
 
@@ -460,7 +457,6 @@ class Made:
     plan: Any
     estimate: Optional[Estimate]
     duet_tests: int
-    speed: Optional["Speed"] = None
 
 
 def plan_for(tests: Sequence[Planned], options, ab: bool, explicit_pairs: bool = False,
@@ -485,7 +481,7 @@ def plan_for(tests: Sequence[Planned], options, ab: bool, explicit_pairs: bool =
     return Made(Plan(tests=n, cells=n, estimate_seconds=estimate_.seconds if estimate_ else None, test_seconds=test_s,
                      ab_pairs=pairs, duet_pairs=options.duet_pairs, deselected_slow=deselected_slow,
                      test_estimates=estimate_.per_test if estimate_ else (), speed=speed),
-                estimate_, duets, speed)
+                estimate_, duets)
 
 
 #: seconds of the plan's own estimate the progress line weighs against the tests measured so

@@ -63,9 +63,6 @@ MEASURING_METHOD = 1
 #: install read 279 and 202 MiB in one A/A pair); 1 (or none recorded) = the whole resident set.
 #: A baseline's memory figure is compared only when it was read the same way.
 MEMORY_METHOD = 2
-#: how a cell's processes were had (``CellMeasurement.sharing``), recorded beside the measuring
-#: method: "shared" (a worker measured it among other cells), "own" (each process, this cell alone)
-SHARING = ("shared", "own")
 
 METRICS: Dict[str, Metric] = {m.name: m for m in (
     Metric("throughput", "img/s", True, "processes", "throughput"),
@@ -376,7 +373,7 @@ class CellMeasurement:
 
     @property
     def sharing(self) -> str:
-        """How its processes were had (``SHARING``): "shared" when a process measured it among
+        """How its processes were had: "shared" when a process measured it among
         other cells (a grid's worker), "own" when each process measured it alone. Baselines
         record it; a figure measured one way is not judged against one measured the other."""
         return "shared" if any(r.meta.process_cells for r in self.ok_runs) else "own"

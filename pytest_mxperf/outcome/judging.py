@@ -99,10 +99,11 @@ def unlike_sharing(cells: Dict[str, CellRecord], baseline: Baseline) -> Dict[str
     return out
 
 
-def comparisons(cells: Dict[str, CellRecord], baseline: Baseline, reference, confirmed: set
-                ) -> Dict[str, vd.Comparison]:
+def comparisons(cells: Dict[str, CellRecord], baseline: Baseline, reference, confirmed: set,
+                unlike: Dict[str, str]) -> Dict[str, vd.Comparison]:
+    """Every judged figure's comparison with the baseline; a cell in ``unlike``
+    (``unlike_sharing``) gets no baseline figures."""
     out = {}
-    unlike = unlike_sharing(cells, baseline)
     for key, rec in cells.items():
         cell = rec.cell
         mode = cell.workload.mode
@@ -156,8 +157,8 @@ def judge_baseline_once(cells: Dict[str, CellRecord], baseline: Baseline, refere
                         min_effect: float) -> Dict[str, vd.Verdict]:
     """Every judged figure of ``cells`` against ``baseline``: a pure function of its arguments
     (the interim report and the end of the session call it alike)."""
-    verdicts = vd.judge_session(comparisons(cells, baseline, reference, confirmed), min_effect=min_effect)
     unlike = unlike_sharing(cells, baseline)
+    verdicts = vd.judge_session(comparisons(cells, baseline, reference, confirmed, unlike), min_effect=min_effect)
     return {k: (dataclasses.replace(v, reason=unlike[cell_of(k)]) if cell_of(k) in unlike else v)
             for k, v in verdicts.items()}
 

@@ -184,7 +184,7 @@ def plan_line(tests: int, options, ab_pairs: int, duet_pairs: int = 3, duet_test
         if plan.scaled_tests:
             parts.append(f"{plan.scaled_tests} test(s) at what they took on the reference machine")
         source = ("" if plan.known_tests else
-                  f" ({costs_source(plan.speed)}; this machine's own once a session is in its history)")
+                  f" ({costs_source(speed)}; this machine's own once a session is in its history)")
         # the time outside the tests of this machine's last sessions holds the suspects they
         # confirmed at the end; the constants hold none
         more = (", confirming suspects included as those sessions needed it" if plan.known_tests
