@@ -39,6 +39,32 @@ def _inner_sessions_start_lighter():
         os.environ["PYTEST_ADDOPTS"] = old
 
 
+@pytest.fixture
+def pytester(pytester):
+    """pytester clears PYTEST_ADDOPTS for the sessions it starts, so they would load
+    hypothesis's plugin again (1.6 of a 4-s stand-in session here): they get the same flag
+    on their command line."""
+    run = pytester.runpytest_subprocess
+
+    def lighter(*args, **kwargs):
+        return run(*INNER_SESSIONS_WITHOUT.split(), *args, **kwargs)
+    pytester.runpytest_subprocess = lighter
+    return pytester
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _children_keep_their_bytecode():
+    """Where the environment says PYTHONDONTWRITEBYTECODE (these machines do), every process
+    the tests start (some hundreds of pytest sessions and thousands of stand-in workers) would
+    compile the plugin's modules again, and pytest rewrite its ~100 modules' asserts: about
+    1.4 s of each stand-in session here. The children write their caches and use them."""
+    import os
+    old = os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+    yield
+    if old is not None:
+        os.environ["PYTHONDONTWRITEBYTECODE"] = old
+
+
 #: OpenMP's threads sleep at a barrier instead of spinning, in every MXNet worker these tests
 #: start. Its default spins: with both cores busy (the other xdist worker), a real MXNet test's
 #: 2-thread workers waited on each other's spins, test_convergence took 96 s beside one busy

@@ -211,6 +211,14 @@ class Ledger:
             self._merged = merge_records(self._records, self._checks)
         return dict(self._merged)
 
+    def cell(self, key: str) -> Optional[CellRecord]:
+        """One cell as ``cells()`` has it, merged from its own records alone (confirming a
+        suspect asks for one cell after every record it adds)."""
+        if self._merged is not None:
+            return self._merged.get(key)
+        recs = [r for r in self._records if r.key == key]
+        return merge_records(recs, self._checks).get(key) if recs else None
+
     def measured_cells(self) -> Dict[str, CellRecord]:
         """The cells with at least one process that measured: what the end of a session judges."""
         return {k: r for k, r in self.cells().items() if r.cell.ok_runs}

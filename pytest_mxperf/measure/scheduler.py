@@ -443,7 +443,7 @@ class Scheduler:
         """Measure cell ``more.key`` again: ``more.count`` more processes or pairs, through the
         worker kind that measured it (its record's ``remeasure``), kept as a record of its own;
         None when the cell cannot be measured again."""
-        rec = self.ledger.cells().get(more.key)
+        rec = self.ledger.cell(more.key)
         if rec is None or rec.remeasure is None or more.count <= 0:
             return None
         extra = rec.remeasure(more)
