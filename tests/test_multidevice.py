@@ -31,6 +31,23 @@ def test_two_cpu_contexts_match_one_context_with_combined_batch(net, kvstore):
     assert res["update_rel_err"] < multidevice.UPDATE_REL_TOL, res
 
 
+def test_several_checks_in_one_process_give_what_each_gives_alone():
+    """The daily session runs its selected checks in one worker process (``checks``): each
+    result is the one its own process gives, a refused model's refusal included."""
+    checks = [{"model": "lenet", "kvstore": "device"}, {"model": "mlp", "kvstore": "local"},
+              {"model": "inception-bn", "kvstore": "device"}]
+    together = run(checks=checks, steps=2)
+    assert together["status"] == "ok" and len(together["checks"]) == 3, together
+    for check, got in zip(checks, together["checks"]):
+        alone = run(steps=2, **check)
+        assert got["status"] == alone["status"], (got, alone)
+        if alone["status"] == "ok":
+            assert got["update_rel_err"] == pytest.approx(alone["update_rel_err"], rel=1e-6)
+            assert got["update_rel_err"] < multidevice.UPDATE_REL_TOL
+        else:
+            assert "BatchNorm" in got["message"]
+
+
 def test_three_contexts_match_too():
     res = run(model="mlp", kvstore="device", contexts=["cpu:0", "cpu:1", "cpu:2"], batch_size=8)
     assert res["status"] == "ok", res["message"]
