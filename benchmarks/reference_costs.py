@@ -10,7 +10,10 @@ history then scales these seconds by its own figure against this one
 
     MXPERF_HISTORY=/tmp/ref.sqlite .venv/bin/pytest perf_tests -m cpu
     MXPERF_HISTORY=/tmp/ref.sqlite .venv/bin/pytest perf_tests -m cpu --perf-update-baselines
-    .venv/bin/python benchmarks/reference_costs.py /tmp/ref.sqlite --commit $(git rev-parse --short HEAD)
+    .venv/bin/python benchmarks/reference_costs.py /tmp/ref.sqlite [more stores] --commit $(git rev-parse --short HEAD)
+
+Each test's seconds are the median over the last ``--sessions`` sessions of its kind in every
+store given (sessions of one code on one VM differ by its speed regimes: 329-375 s here).
 """
 
 from __future__ import annotations
@@ -42,23 +45,29 @@ def cpu_name() -> str:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("store", help="the history store the sessions wrote (an SQLite path)")
+    ap.add_argument("store", nargs="+", help="the history stores the sessions wrote (SQLite paths)")
     ap.add_argument("--commit", required=True, help="the commit the sessions ran")
     ap.add_argument("--probes", type=int, default=7, help="MXNet probe processes for the speed figure")
+    ap.add_argument("--sessions", type=int, default=3,
+                    help="the last N complete sessions of a kind in each store: each test's seconds and the "
+                         "session's wall are their medians (one session is one speed regime of a VM)")
     ap.add_argument("--out", default=str(OUT))
     a = ap.parse_args(argv)
     machine = fingerprint.machine_fingerprint()["id"]
     sessions = {}
-    with open_store(a.store) as store:
-        for kind, processes in KINDS.items():
-            rows = store.durations(machine, kind, 1)
-            if not rows:
-                print(f"no complete {kind} session of machine {machine} in {a.store}", file=sys.stderr)
-                continue
-            r = rows[0]
-            sessions[kind] = {"processes": processes, "time_budget": opts.TIME_BUDGET_S,
-                              "wall_seconds": round(r["wall_seconds"], 1),
-                              "tests": {n: round(t, 2) for n, t in sorted(r["tests"].items())}}
+    for kind, processes in KINDS.items():
+        rows = []
+        for path in a.store:
+            with open_store(path) as store:
+                rows += store.durations(machine, kind, a.sessions)
+        if not rows:
+            print(f"no complete {kind} session of machine {machine} in {', '.join(a.store)}", file=sys.stderr)
+            continue
+        names = sorted({n for r in rows for n in r["tests"]})
+        sessions[kind] = {"processes": processes, "time_budget": opts.TIME_BUDGET_S, "sessions": len(rows),
+                          "wall_seconds": round(statistics.median(r["wall_seconds"] for r in rows), 1),
+                          "tests": {n: round(statistics.median(r["tests"][n] for r in rows if n in r["tests"]), 2)
+                                    for n in names}}
     if not sessions:
         return 1
     figures = []

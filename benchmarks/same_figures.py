@@ -69,6 +69,11 @@ CELL_SETS = {
                                for m in ("lenet", "mlp")),
     "weak-scaling-2ctx": tuple(Workload(model=m, mode="train", batch_size=256, contexts=("cpu:0", "cpu:1"),
                                         threads="per-context", kvstore="device") for m in ("lenet", "mlp")),
+    # perf_tests/test_cpu_precision.py's cells: int8 and float16 beside float32 (float16 has no CPU
+    # kernels in MXNet 1.x: unsupported in its first batch, a figure for none); --alone
+    # resnet50_v2:8:int8,resnet50_v2:8:float32 compares the two that give one
+    "precision": tuple(Workload(model="resnet50_v2", mode="score", batch_size=8, contexts=("cpu:0",), dtype=d)
+                       for d in ("int8", "float16", "float32")),
 }
 MULTI_TARGET = (0.98, 1.02)
 SCORE_TARGET = (0.97, 1.03)
@@ -336,7 +341,7 @@ def part_a(cells, args, log, done=(), alone=None):
                        "ratio": m["ips"] / a["ips"] if m["ok"] and a["ok"] else None}
                 per[w.key()].append(row)
                 log(row)
-            shown = "  ".join(f"{w.model}/b{w.batch_size} {fmt(per[w.key()][-1]['ratio'], '.3f')}" for w in alone)
+            shown = "  ".join(f"{label(w)} {fmt(per[w.key()][-1]['ratio'], '.3f')}" for w in alone)
             print(f"[a] pair {i + 1}/{args.pairs} {stamp} ({'multi first' if multi_first else 'alone first'}): "
                   f"multi/alone {shown}; other processes up to {worst:.2f} cores"
                   + (" - DISTURBED, " + ("again" if not final else "kept (redo limit)") if disturbed else ""),
@@ -397,7 +402,14 @@ def kept(rows):
 
 
 def label(w):
-    return f"{w.model} b{w.batch_size}" + (f" {w.mode} {len(w.contexts)}ctx" if w.mode != "score" else "")
+    return (f"{w.model} b{w.batch_size}" + (f" {w.mode} {len(w.contexts)}ctx" if w.mode != "score" else "")
+            + (f" {w.dtype}" if w.dtype != "float32" else ""))
+
+
+def alone_name(w):
+    """How ``--alone`` names a cell: model:batch, and :dtype when it is not float32 (either
+    form matches a float32 cell)."""
+    return f"{w.model}:{w.batch_size}" + (f":{w.dtype}" if w.dtype != "float32" else "")
 
 
 def _short(key):
@@ -518,9 +530,11 @@ def main(argv=None) -> int:
     models = [m.strip() for m in args.models.split(",") if m.strip()]
     cells = ([Workload(model=m, mode="score", batch_size=int(b), contexts=("cpu:0",))
               for m in models for b in args.batches.split(",")] if scoring else list(CELL_SETS[args.cells]))
-    alone = cells if not args.alone else [w for w in cells if f"{w.model}:{w.batch_size}" in args.alone.split(",")]
+    named = set(args.alone.split(",")) if args.alone else set()
+    alone = cells if not args.alone else [w for w in cells
+                                          if alone_name(w) in named or f"{w.model}:{w.batch_size}:{w.dtype}" in named]
     if not alone:
-        raise SystemExit(f"--alone {args.alone}: none of the cells (model:batch)")
+        raise SystemExit(f"--alone {args.alone}: none of the cells (model:batch[:dtype])")
     raw = Path(args.raw or f"/tmp/same-figures-{today}.jsonl")
     command = " ".join([os.path.relpath(sys.executable, ROOT) if sys.executable.startswith(str(ROOT)) else sys.executable,
                         "benchmarks/same_figures.py"] + [a for a in (sys.argv[1:] if argv is None else argv) if a != "--resume"])
