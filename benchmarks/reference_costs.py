@@ -13,7 +13,7 @@ history then scales these seconds by its own figure against this one
     .venv/bin/python benchmarks/reference_costs.py /tmp/ref.sqlite [more stores] --commit $(git rev-parse --short HEAD)
 
 Each test's seconds are the median over the last ``--sessions`` sessions of its kind in every
-store given (sessions of one code on one VM differ by its speed regimes: 329-375 s here).
+store given, the session's wall their sum and the median time outside the tests (sessions of one code on one VM differ by its speed regimes: 329-375 s here).
 """
 
 from __future__ import annotations
@@ -64,10 +64,12 @@ def main(argv=None) -> int:
             print(f"no complete {kind} session of machine {machine} in {', '.join(a.store)}", file=sys.stderr)
             continue
         names = sorted({n for r in rows for n in r["tests"]})
+        tests = {n: round(statistics.median(r["tests"][n] for r in rows if n in r["tests"]), 2) for n in names}
+        # the wall: the tests' medians and the median of the time outside them (collection, the plan,
+        # the end), so that the tests never add up to more than the session
+        outside = statistics.median(max(0.0, r["wall_seconds"] - sum(r["tests"].values())) for r in rows)
         sessions[kind] = {"processes": processes, "time_budget": opts.TIME_BUDGET_S, "sessions": len(rows),
-                          "wall_seconds": round(statistics.median(r["wall_seconds"] for r in rows), 1),
-                          "tests": {n: round(statistics.median(r["tests"][n] for r in rows if n in r["tests"]), 2)
-                                    for n in names}}
+                          "wall_seconds": round(sum(tests.values()) + outside, 1), "tests": tests}
     if not sessions:
         return 1
     figures = []
