@@ -599,8 +599,11 @@ def plan(pytest_session, session, deselected_slow: int):
     made = planning.plan_for([planning.planned(it) for it in runnable], ctx.options, ab,
                              explicit_pairs=bool(pytest_session.config.getoption("--perf-processes")),
                              deselected_slow=deselected_slow,
-                             known=None if ab else known_costs(ctx.options, ctx.machine),
-                             reference=planning.reference_known(reference, session_kind(ctx.options), ctx.options),
+                             known=None if ab else known_costs(ctx.options, ctx.machine, ctx.kind),
+                             # the reference's sessions: a recording and one with nothing to compare
+                             # (what a session against a baseline measures before it settles suspects)
+                             reference=planning.reference_known(
+                                 reference, "recording" if ctx.kind == "recording" else "suite", ctx.options),
                              speed=planning.speed_from(session.scheduler.probe, reference))
     try:
         thresholds = marker_thresholds(runnable) + session_thresholds(pytest_session.config)
@@ -624,15 +627,10 @@ def plan(pytest_session, session, deselected_slow: int):
 KNOWN_SESSIONS = 3
 
 
-def session_kind(options) -> str:
-    """The kind of session whose durations the estimate reads: a recording or a session
-    against the baseline."""
-    return "recording" if options.update_baselines else "suite"
-
-
-def known_costs(options, machine) -> Optional["planning.Known"]:
-    """This machine's own costs: what its last sessions of this kind (a recording, or a session
-    against the baseline) took, from the history store the session writes to. None (the
+def known_costs(options, machine, kind: str) -> Optional["planning.Known"]:
+    """This machine's own costs: what its last sessions of ``kind`` (``SessionContext.kind``: a
+    recording, a session against the baseline, one with nothing to compare) took, from the
+    history store the session writes to. None (the
     constants) when the store does not exist yet, holds none, or cannot be read: the estimate
     is a courtesy, never a reason to stop."""
     from pytest_mxperf.history import location
@@ -645,7 +643,7 @@ def known_costs(options, machine) -> Optional["planning.Known"]:
         return None
     try:
         with open_store(where) as store:
-            rows = store.durations(str((machine or {}).get("id")), session_kind(options), KNOWN_SESSIONS)
+            rows = store.durations(str((machine or {}).get("id")), kind, KNOWN_SESSIONS)
     except Exception:  # noqa: BLE001 - any store error: the constants instead
         return None
     return planning.known_from(rows) if rows else None

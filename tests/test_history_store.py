@@ -355,6 +355,16 @@ def test_a_session_keeps_what_its_tests_took_and_the_next_one_on_the_machine_sta
     # a session against the baseline is another kind: its first one has the constants
     compare = pytester.runpytest_subprocess(*common)
     assert "costs measured on " in compare.stdout.str()
+    with open_store(where) as s:
+        assert len(s.durations("box", "baseline")) == 1 and s.durations("box", "suite") == []
+    # one with nothing to compare (no baseline in its directory) is a third kind: it does not start
+    # from the session against the baseline (whose suspects it will never settle), nor that from it
+    nothing = pytester.runpytest_subprocess(*common[:-1], str(tmp_path / "no-baselines"))
+    assert "costs measured on " in nothing.stdout.str()
+    again = pytester.runpytest_subprocess(*common)
+    assert "at what they took in this machine's last 1 session(s) of the kind" in again.stdout.str()
+    with open_store(where) as s:
+        assert [len(s.durations("box", k)) for k in ("recording", "baseline", "suite")] == [2, 2, 1]
 
 
 def test_without_history_the_estimate_follows_this_machine_s_mxnet_speed(pytester, make_stub_python, tmp_path):

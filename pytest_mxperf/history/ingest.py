@@ -65,7 +65,15 @@ def fast_end(values: List[float], higher_is_better: bool) -> Optional[float]:
     return quantile(vals, FAST_END if higher_is_better else 1.0 - FAST_END)
 
 
+#: the kinds a session says it is (``SessionContext.kind``)
+KINDS = ("ab", "recording", "baseline", "suite")
+
+
 def _kind(session: Mapping[str, Any]) -> str:
+    """The session's own word for its kind; a results.json from before it said one: A/B,
+    recording or "suite" (sessions against a baseline were counted as "suite" then)."""
+    if session.get("kind") in KINDS:
+        return str(session["kind"])
     options = session.get("options") or {}
     if session.get("ab") or options.get("reference"):
         return "ab"

@@ -107,6 +107,18 @@ class SessionContext:
         return BaselineStore(self.options.baselines_dir)
 
     @property
+    def kind(self) -> str:
+        """The kind of session, as the history store keeps it and the estimate reads it: "ab"
+        (two installs), "recording" (--perf-update-baselines), "baseline" (against this
+        machine's baseline: its suspects may be settled in duets, which an unchanged session on
+        a shared VM spends most of its time on) or "suite" (nothing to compare with)."""
+        if self.comparison.ab:
+            return "ab"
+        if self.options.update_baselines:
+            return "recording"
+        return "baseline" if self.baseline is not None else "suite"
+
+    @property
     def per_cell(self) -> int:
         """Processes (A/B: duet pairs) a cell gets in the first stage."""
         return max(1, self.plan.duet_pairs or self.options.duet_pairs) if self.comparison.ab else self.options.processes

@@ -84,7 +84,7 @@ def results_document(out: SessionOutcome, on_results: Callable[[Dict[str, Any]],
             "git_commit": provenance.git_commit(), "ci_run": provenance.ci_run(),
             "fleet_id": options.fleet_id, "shard": f"{options.shard[0]}/{options.shard[1]}" if options.shard else None,
             "complete": final, "not_reached": [e.subject for e in out.events if e.kind == NOT_REACHED],
-            "started": ctx.started, "options": _options_dict(options),
+            "started": ctx.started, "kind": ctx.kind, "options": _options_dict(options),
             # what its measuring tests and the session took (the next estimate on this machine)
             "test_seconds": {n: round(t, 3) for n, t in out.test_seconds.items()},
             "wall_seconds": round(out.wall_seconds, 3) if out.wall_seconds is not None else None,
