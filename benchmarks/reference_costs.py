@@ -31,7 +31,8 @@ from pytest_mxperf.model import options as opts
 from pytest_mxperf.proc import worker
 
 OUT = Path(__file__).resolve().parents[1] / "pytest_mxperf" / "data" / "reference-costs.json"
-KINDS = {"suite": opts.PROCESSES, "recording": opts.RECORDING_PROCESSES}
+#: the kinds of session (``SessionContext.kind``) the estimate reads, and their processes a cell
+KINDS = {"suite": opts.PROCESSES, "baseline": opts.PROCESSES, "recording": opts.RECORDING_PROCESSES}
 
 
 def cpu_name() -> str:

@@ -600,10 +600,7 @@ def plan(pytest_session, session, deselected_slow: int):
                              explicit_pairs=bool(pytest_session.config.getoption("--perf-processes")),
                              deselected_slow=deselected_slow,
                              known=None if ab else known_costs(ctx.options, ctx.machine, ctx.kind),
-                             # the reference's sessions: a recording and one with nothing to compare
-                             # (what a session against a baseline measures before it settles suspects)
-                             reference=planning.reference_known(
-                                 reference, "recording" if ctx.kind == "recording" else "suite", ctx.options),
+                             reference=planning.reference_known(reference, ctx.kind, ctx.options),
                              speed=planning.speed_from(session.scheduler.probe, reference))
     try:
         thresholds = marker_thresholds(runnable) + session_thresholds(pytest_session.config)

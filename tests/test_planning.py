@@ -157,6 +157,36 @@ def test_the_reference_s_seconds_count_only_for_its_processes_and_time_budget():
     assert reference_known(None, "suite", SimpleNamespace(processes=2, time_budget=1.5)) is None
 
 
+def test_a_session_against_a_baseline_starts_from_the_reference_s_session_of_its_kind():
+    """A session against a baseline takes the reference's unchanged session against its
+    baseline, suspects settled at the end included, and says so; without one in the reference
+    (and for A/B) it takes the reference's session with nothing to compare, and says more may
+    come."""
+    from types import SimpleNamespace
+
+    from pytest_mxperf.measure.planning import estimate, reference_known
+    from pytest_mxperf.model.options import PerfOptions
+    from pytest_mxperf.output import report
+    opts = SimpleNamespace(processes=2, time_budget=1.5)
+    suite = {"processes": 2, "time_budget": 1.5, "wall_seconds": 20.0, "tests": {"m.py::test_a": 8.0, "m.py::test_b": 10.0}}
+    settling = dict(suite, wall_seconds=98.0)  # the same tests, 80 s of suspects settled after them
+    ref = {"sessions": {"suite": suite, "baseline": settling}}
+    tests = [Planned(True, nodeid="m.py::test_a"), Planned(True, nodeid="m.py::test_b")]
+    k = reference_known(ref, "baseline", opts)
+    assert k.settles and k.overhead == 80.0
+    e = estimate(tests, processes=2, reference=k)
+    assert e.reference_settles and abs(e.seconds - 98.0) < 1e-9
+    line = report.plan_line(2, PerfOptions(), 8, plan=e)
+    assert "expected about 1.6 min" in line and "confirming suspects included as an unchanged session against a " \
+        "baseline on the reference machine needed it" in line, line
+    for kind, reference in (("baseline", {"sessions": {"suite": suite}}), ("ab", ref), ("suite", ref)):
+        k = reference_known(reference, kind, opts)
+        assert not k.settles and k.overhead == 2.0, kind
+        e = estimate(tests, processes=2, reference=k)
+        assert not e.reference_settles
+        assert "more if suspects are confirmed" in report.plan_line(2, PerfOptions(), 8, plan=e), kind
+
+
 def test_the_shipped_reference_names_the_default_selection_s_tests():
     """The reference file in the wheel: its CPU and speed figure, a session of each kind at the
     default options, and node ids of tests that exist in perf_tests."""
@@ -168,7 +198,7 @@ def test_the_shipped_reference_names_the_default_selection_s_tests():
     ref = load_reference()
     assert ref and ref["conv_gflops"] > 0 and "family" in ref["cpu"] and "vCPU" in ref["cpu"]
     root = Path(__file__).resolve().parents[1]
-    kinds = {"suite": opts.PROCESSES, "recording": opts.RECORDING_PROCESSES}
+    kinds = {"suite": opts.PROCESSES, "baseline": opts.PROCESSES, "recording": opts.RECORDING_PROCESSES}
     assert set(ref["sessions"]) == set(kinds)
     for kind, s in ref["sessions"].items():
         assert s["processes"] == kinds[kind] and s["time_budget"] == opts.TIME_BUDGET_S

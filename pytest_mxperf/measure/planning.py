@@ -124,6 +124,9 @@ class Known:
     tests: Tuple[Tuple[str, float], ...] = ()  # node id -> the median of its times in those sessions
     overhead: Optional[float] = None           # the median of a session's time outside its tests
     sessions: int = 0
+    #: the sessions were against a baseline: their time outside the tests holds the suspects
+    #: they settled at the end (the reference's; this machine's own always say so)
+    settles: bool = False
 
     @property
     def by_test(self) -> dict:
@@ -161,6 +164,9 @@ class Estimate:
     known_sessions: int = 0
     #: tests at what they took on the reference machine, times this machine's ``Speed.factor``
     scaled_tests: int = 0
+    #: the reference's session was against a baseline: its time outside the tests (the start,
+    #: settling suspects, the end) is in ``seconds``
+    reference_settles: bool = False
 
 
 def _usable(source: dict, tests: Sequence[Planned], can_share: bool) -> set:
@@ -246,7 +252,8 @@ def estimate(tests: Sequence[Planned], processes: int, can_share: bool = True,
         start_end = SESSION_S * factor
     return Estimate(start_end + own + shared_s + fresh_s, shared_n, shared_s, len(fresh), fresh_s,
                     tuple(dict.fromkeys(kinds)), tuple(per.items()), mine, known.sessions if known and mine else 0,
-                    scaled_tests=scaled)
+                    scaled_tests=scaled,
+                    reference_settles=bool(reference and reference.settles and scaled and not (known and mine)))
 
 
 # ----------------------------------------------------------------------------- this machine's speed
@@ -318,9 +325,13 @@ def load_reference() -> Optional[dict]:
 
 
 def reference_known(reference: Optional[dict], kind: str, options) -> Optional[Known]:
-    """The reference's session of ``kind`` ("suite" or "recording") as a ``Known``, when it ran
-    with this session's processes a cell and time budget (else its seconds say nothing of
-    this one's)."""
+    """The reference's session of ``kind`` (``SessionContext.kind``: "suite", "baseline",
+    "recording") as a ``Known``, when it ran with this session's processes a cell and time
+    budget (else its seconds say nothing of this one's). A kind the reference does not hold
+    ("baseline", "ab") is its "suite" session: what such a session measures before it settles
+    suspects or pairs."""
+    if kind in ("baseline", "ab") and kind not in ((reference or {}).get("sessions") or {}):
+        kind = "suite"
     s = ((reference or {}).get("sessions") or {}).get(kind)
     if not isinstance(s, dict) or not isinstance(s.get("tests"), dict):
         return None
@@ -328,7 +339,7 @@ def reference_known(reference: Optional[dict], kind: str, options) -> Optional[K
         return None
     tests = {str(n): float(t) for n, t in s["tests"].items()}
     over = max(0.0, float(s["wall_seconds"]) - sum(tests.values())) if s.get("wall_seconds") is not None else None
-    return Known(tuple(tests.items()), over, 1)
+    return Known(tuple(tests.items()), over, 1, settles=kind == "baseline")
 
 
 # ----------------------------------------------------------------------------- costs of processes

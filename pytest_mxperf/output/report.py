@@ -188,6 +188,8 @@ def plan_line(tests: int, options, ab_pairs: int, duet_pairs: int = 3, duet_test
         # the time outside the tests of this machine's last sessions holds the suspects they
         # confirmed at the end; the constants hold none
         more = (", confirming suspects included as those sessions needed it" if plan.known_tests
+                else ", confirming suspects included as an unchanged session against a baseline on the reference "
+                     "machine needed it" if plan.reference_settles
                 else ", more if suspects are confirmed")
         return (f"mxperf: {tests} measuring test(s), {options.processes} process(es) a cell: {'; '.join(parts)}; "
                 f"expected about {_minutes(plan.seconds)}{source}{more}{cut}{slow}")
