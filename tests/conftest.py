@@ -55,9 +55,9 @@ def pytester(pytester):
 @pytest.fixture(autouse=True, scope="session")
 def _children_keep_their_bytecode():
     """Where the environment says PYTHONDONTWRITEBYTECODE (these machines do), every process
-    the tests start (some hundreds of pytest sessions and thousands of stand-in workers) would
-    compile the plugin's modules again, and pytest rewrite its ~100 modules' asserts: about
-    1.4 s of each stand-in session here. The children write their caches and use them."""
+    the tests start (pytest sessions, stand-in workers) would compile the plugin's modules
+    again, and pytest rewrite the asserts of its ~100 modules: about 1.4 s of each stand-in
+    session here. The children write their caches and use them."""
     import os
     old = os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
     yield
