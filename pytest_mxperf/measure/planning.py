@@ -124,8 +124,9 @@ class Known:
     tests: Tuple[Tuple[str, float], ...] = ()  # node id -> the median of its times in those sessions
     overhead: Optional[float] = None           # the median of a session's time outside its tests
     sessions: int = 0
-    #: the sessions were against a baseline: their time outside the tests holds the suspects
-    #: they settled at the end (the reference's; this machine's own always say so)
+    #: the reference's session was against a baseline: its time outside the tests holds the
+    #: suspects it settled at the end (this machine's own sessions are of the session's kind,
+    #: and the first line says so of them whatever this is)
     settles: bool = False
 
     @property
@@ -244,16 +245,16 @@ def estimate(tests: Sequence[Planned], processes: int, can_share: bool = True,
         fresh_s += test_s
         per[t.nodeid] = test_s
         kinds.append(FRESH_NAMES[kind])
+    settles = False  # whether the time outside the tests is the reference's, suspects settled included
     if known and mine and known.overhead is not None:
         start_end = known.overhead
     elif reference and scaled and reference.overhead is not None:
-        start_end = reference.overhead * factor
+        start_end, settles = reference.overhead * factor, reference.settles
     else:
         start_end = SESSION_S * factor
     return Estimate(start_end + own + shared_s + fresh_s, shared_n, shared_s, len(fresh), fresh_s,
                     tuple(dict.fromkeys(kinds)), tuple(per.items()), mine, known.sessions if known and mine else 0,
-                    scaled_tests=scaled,
-                    reference_settles=bool(reference and reference.settles and scaled and not (known and mine)))
+                    scaled_tests=scaled, reference_settles=settles)
 
 
 # ----------------------------------------------------------------------------- this machine's speed
