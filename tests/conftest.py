@@ -39,19 +39,6 @@ def _inner_sessions_start_lighter():
         os.environ["PYTEST_ADDOPTS"] = old
 
 
-@pytest.fixture
-def pytester(pytester):
-    """pytester clears PYTEST_ADDOPTS for the sessions it starts, so they would load
-    hypothesis's plugin again (1.6 of a 4-s stand-in session here): they get the same flag
-    on their command line."""
-    run = pytester.runpytest_subprocess
-
-    def lighter(*args, **kwargs):
-        return run(*INNER_SESSIONS_WITHOUT.split(), *args, **kwargs)
-    pytester.runpytest_subprocess = lighter
-    return pytester
-
-
 @pytest.fixture(autouse=True, scope="session")
 def _children_keep_their_bytecode():
     """Where the environment says PYTHONDONTWRITEBYTECODE (these machines do), every process
@@ -88,7 +75,9 @@ def _openmp_threads_sleep_when_they_wait():
 
 @pytest.fixture
 def pytester(pytester, monkeypatch):
-    """pytester's sessions likewise (pytester clears PYTEST_ADDOPTS when it starts)."""
+    """pytester's sessions likewise: pytester clears PYTEST_ADDOPTS when it starts (so they
+    would load hypothesis's plugin again: 1.6 of a 4-s stand-in session here), and this puts
+    the flag back after it."""
     monkeypatch.setenv("PYTEST_ADDOPTS", INNER_SESSIONS_WITHOUT)
     return pytester
 
