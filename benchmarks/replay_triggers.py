@@ -124,7 +124,7 @@ def main(argv=None) -> int:
     ap.add_argument("--sizes", type=int, nargs="+", default=[6, 25])
     ap.add_argument("--sessions", type=int, default=150)
     ap.add_argument("--sessions-25", type=int, default=59, help="sessions at the largest size")
-    ap.add_argument("--rules", nargs="+", default=["trigger 0.5", "trigger 0", "trigger -0.5", "trigger -1",
+    ap.add_argument("--rules", nargs="*", default=["trigger 0.5", "trigger 0", "trigger -0.5", "trigger -1",
                                                    "resolution 1", "resolution 1.645", "every cell"])
     a = ap.parse_args(argv)
     corpus = [c.with_fresh(L.MIN_FRESH).with_pairs() for c in L.aa_corpora() if "default" in c.name][0]

@@ -112,7 +112,7 @@ def mxperf_session(request) -> PerfSession:
 def mxperf(request, record_property, mxperf_session):
     """Measure MXNet workloads in fresh worker processes; see fixture.Measurer."""
     node, s = request.node, mxperf_session
-    late = s.clock.past_deadline()
+    late = s.clock.past_deadline(node.nodeid)
     if late:
         s.ledger.event(Event(NOT_REACHED, late, node.nodeid))
         pytest.skip(late)

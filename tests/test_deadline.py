@@ -56,6 +56,41 @@ def test_durations_parse_and_bad_ones_are_one_line_errors():
     assert "not-reached" in options.DEFAULT_FAIL_ON
 
 
+def _clock(deadline, plan_test_seconds, now):
+    from types import SimpleNamespace
+
+    from pytest_mxperf.measure.session import Clock
+    ctx = SimpleNamespace(started=0.0, options=SimpleNamespace(deadline=deadline),
+                          plan=SimpleNamespace(test_seconds=plan_test_seconds))
+    return Clock(lambda: ctx, lambda line: None, now=lambda: now[0])
+
+
+def test_a_test_is_expected_to_take_what_its_own_function_took_else_the_longest_so_far():
+    """Seen on a 2-vCPU Zen 3: the upgrade gate's float16 precision test (on CPU it skips in
+    seconds) was 'not reached' 5 minutes before the deadline's reserve, behind training tests
+    of 4 minutes, and failed an A/A session; its int8 twin had taken 2 minutes."""
+    now = [0.0]
+    clock = _clock(1000.0, 30.0, now)                      # 850 s for measuring
+    prec = "perf_tests/test_cpu_precision.py::test_reduced_precision_beside_float32"
+    train = "perf_tests/test_training.py::test_training_throughput"
+    assert clock.past_deadline(f"{prec}[int8]") is None     # nothing ran: the plan's 30 s
+    now[0] = 830.0
+    assert "a test takes about 30 s" in clock.past_deadline(f"{prec}[int8]")
+    now[0] = 100.0
+    clock.test_took(100.0, f"{prec}[int8]")
+    clock.test_took(240.0, f"{train}[cpu-resnet50_v2-8]")
+    clock.test_took(5.0, "perf_tests/test_own_model.py::test_mine", measured=False)  # measured nothing
+    now[0] = 700.0
+    assert clock.past_deadline(f"{prec}[float16]") is None  # 700 + 100 <= 850
+    late = clock.past_deadline(f"{train}[cpu-alexnet-8]")    # 700 + 240 > 850
+    assert late and "a test takes about 240 s" in late
+    late = clock.past_deadline("perf_tests/test_latency.py::test_batch_latency[cpu-lenet-1]")  # the longest so far
+    assert late and "a test takes about 240 s" in late
+    now[0] = 760.0
+    assert "a test takes about 100 s" in clock.past_deadline(f"{prec}[float16]")
+    assert _clock(None, 30.0, [1e9]).past_deadline(f"{prec}[int8]") is None  # no deadline
+
+
 def test_a_deadline_runs_tests_by_priority_breadth_first(pytester, make_stub_python):
     pytester.makepyfile(test_grid=GRID)
     r = pytester.runpytest_subprocess(*_args(pytester, make_stub_python, "--perf-deadline", "1h",

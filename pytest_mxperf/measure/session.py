@@ -139,7 +139,7 @@ class Clock:
         self._context = context
         self._say = say
         self.now = now  # the wall clock (a replayed session's: the recorded processes' time)
-        self._test_seconds: List[float] = []
+        self._test_seconds: List[Tuple[str, float]] = []  # (node id, seconds) of each test that measured
         self.tests_done: List[Tuple[str, float]] = []  # (node id, seconds) of each measuring test
         self.runs_done = 0  # processes measured (a duet pair's two sides: one)
         self._runs_by_cell: Dict[str, int] = {}  # the same, by cell
@@ -162,14 +162,19 @@ class Clock:
             return None
         return deadline * (1.0 - planning.DEADLINE_RESERVE) - self.gone()
 
-    def past_deadline(self) -> Optional[str]:
-        """Why the next measuring test must not start (it would end past the deadline, less
-        DEADLINE_RESERVE), or None. A test is expected to take the longest one so far, or
-        the plan's estimate before any ran."""
+    def past_deadline(self, nodeid: str = "") -> Optional[str]:
+        """Why the measuring test ``nodeid`` must not start (it would end past the deadline,
+        less DEADLINE_RESERVE), or None. It is expected to take the longest test of its own
+        function so far (the other parameters of one test: a precision test's float16 after
+        its int8), else the longest test so far, else the plan's estimate before any ran: the
+        longest of all would keep a test that skips in seconds from its turn behind a
+        training test of minutes."""
         ctx = self._context()
         if ctx.options.deadline is None:
             return None
-        expected = max(self._test_seconds, default=ctx.plan.test_seconds or 0.0)
+        function = nodeid.split("[", 1)[0]
+        own = [t for n, t in self._test_seconds if function and n.split("[", 1)[0] == function]
+        expected = max(own or [t for _, t in self._test_seconds], default=ctx.plan.test_seconds or 0.0)
         elapsed = self.gone()
         budget = ctx.options.deadline * (1.0 - planning.DEADLINE_RESERVE)
         if elapsed + expected <= budget:
@@ -180,7 +185,7 @@ class Clock:
     def test_took(self, seconds: float, nodeid: str = "", measured: bool = True) -> None:
         """A measuring test ended after ``seconds`` (``measured``: it measured a cell)."""
         if measured:
-            self._test_seconds.append(seconds)
+            self._test_seconds.append((nodeid, seconds))
         if nodeid:
             self.tests_done.append((nodeid, seconds))
 
