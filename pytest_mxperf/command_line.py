@@ -599,7 +599,7 @@ def plan(pytest_session, session, deselected_slow: int):
     made = planning.plan_for([planning.planned(it) for it in runnable], ctx.options, ab,
                              explicit_pairs=bool(pytest_session.config.getoption("--perf-processes")),
                              deselected_slow=deselected_slow,
-                             known=None if ab else known_costs(ctx.options, ctx.machine, ctx.kind),
+                             known=known_costs(ctx.options, ctx.machine, ctx.kind),
                              reference=planning.reference_known(reference, ctx.kind, ctx.options),
                              speed=planning.speed_from(session.scheduler.probe, reference))
     try:

@@ -225,3 +225,39 @@ def test_the_first_line_says_which_tests_take_the_reference_s_seconds_and_at_wha
     # without the speed figure: said, and nothing scaled
     plain = report.plan_line(2, PerfOptions(), 8, plan=estimate(tests, processes=2), speed=speed_from({}, ref_doc))
     assert "not scaled: this machine's MXNet speed was not read" in plain
+
+
+def test_an_ab_session_is_estimated_from_this_machine_s_own_ab_sessions():
+    """Seen on a 2-vCPU Zen 3: the upgrade gate's A/A said "about 12 min when no cell needs a
+    second stage" (the constants' 17 s a duet pair) and its first stage took 20.5 min (an
+    AlexNet b64 training pair 2 minutes). Its next session takes its tests' own times, its
+    second stage and end with them; a test it has not run, the constants' first stage."""
+    from pytest_mxperf.measure.planning import Known, Planned, SESSION_S, ab_estimate, plan_for, planned_test_seconds
+    from pytest_mxperf.model.options import PerfOptions
+    from pytest_mxperf.output import report
+    options = PerfOptions(reference="/x/python", deadline=1800.0)
+    tests = [Planned(True, markers=frozenset({"training"}), nodeid="t.py::test_train[b64]"),
+             Planned(True, markers=frozenset({"scoring"}), nodeid="t.py::test_score[b1]"),
+             Planned(True, markers=frozenset({"distributed"}), nodeid="t.py::test_dist"),
+             Planned(False, nodeid="t.py::test_plain")]
+    known = Known((("t.py::test_train[b64]", 410.0), ("t.py::test_score[b1]", 40.0), ("gone.py::test_x", 99.0)),
+                  300.0, 2)
+    made = plan_for(tests, options, ab=True, known=known)
+    dist = planned_test_seconds(options, True, options.duet_pairs, made.plan.ab_pairs, duet=False)
+    assert made.estimate is not None and made.estimate.known_tests == 2 and made.estimate.known_sessions == 2
+    assert abs(made.plan.estimate_seconds - (410.0 + 40.0 + dist + 300.0)) < 1e-6
+    assert dict(made.plan.test_estimates)["t.py::test_train[b64]"] == 410.0
+    line = report.plan_line(made.plan.tests, options, made.plan.ab_pairs, plan=made.estimate, ab=True)
+    assert "2 test(s) at what they took in this machine's last 2 A/B session(s), their second stage" in line, line
+    assert f"expected about {report.duration_text(made.plan.estimate_seconds)}" in line
+    assert "1 at the constants' first stage" in line and "when no cell needs a second stage" not in line
+    # none of its tests in the history: the constants, and the line says whose they are
+    assert ab_estimate(tests, options, 8, Known((("gone.py::test_x", 99.0),), 300.0, 1)) is None
+    plain = plan_for(tests, options, ab=True, known=None)
+    assert plain.estimate is None and plain.plan.estimate_seconds is None
+    line = report.plan_line(plain.plan.tests, options, plain.plan.ab_pairs, plan=plain.estimate, ab=True)
+    assert "when no cell needs a second stage" in line and "own once an A/B session is in its history" in line
+    # no time outside the tests recorded: the constant start and end
+    e = ab_estimate(tests, options, 8, Known((("t.py::test_score[b1]", 40.0),), None, 1))
+    assert e.known_tests == 1 and abs(e.seconds - (40.0 + SESSION_S + planned_test_seconds(
+        options, True, options.duet_pairs, 8) + planned_test_seconds(options, True, options.duet_pairs, 8, duet=False))) < 1e-6

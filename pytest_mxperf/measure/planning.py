@@ -150,7 +150,8 @@ def known_from(sessions: Sequence[Any]) -> Known:
 
 @dataclasses.dataclass(frozen=True)
 class Estimate:
-    """What the session will take, said before it starts (baseline mode)."""
+    """What the session will take, said before it starts (baseline mode; an A/B session from
+    this machine's own A/B sessions: ``ab_estimate``)."""
 
     seconds: float
     shared_cells: int       # cells measured in worker processes of several cells
@@ -255,6 +256,30 @@ def estimate(tests: Sequence[Planned], processes: int, can_share: bool = True,
     return Estimate(start_end + own + shared_s + fresh_s, shared_n, shared_s, len(fresh), fresh_s,
                     tuple(dict.fromkeys(kinds)), tuple(per.items()), mine, known.sessions if known and mine else 0,
                     scaled_tests=scaled, reference_settles=settles)
+
+
+def ab_estimate(tests: Sequence[Planned], options, pairs: int, known: Known,
+                speed: Optional["Speed"] = None) -> Optional[Estimate]:
+    """An A/B session's duration when this machine ran some of its tests in its last A/B
+    sessions (``known``, kind "ab"): those take what they took there, and the session's start
+    and end (its second stage with them) what they took; every other test its first stage at
+    the constants (``planned_test_seconds``) times this machine's speed. None when ``known``
+    holds none of them: the first line then says the constants' first stage and their most.
+    A duet pair's cost is the cell's own (an AlexNet b64 training pair took 2 minutes on a
+    2-vCPU Zen 3 where the constants say 17 s), which only a run of the cell here knows. Pure."""
+    took = known.by_test
+    measuring = [t for t in tests if t.measuring]
+    if not any(t.nodeid in took for t in measuring):
+        return None
+    factor = speed.factor if speed else 1.0
+    per = {}
+    for t in measuring:
+        duet = not t.markers & set(PROCESS_PAIR_MARKERS)
+        per[t.nodeid] = (took[t.nodeid] if t.nodeid in took else
+                         planned_test_seconds(options, True, options.duet_pairs, pairs, duet=duet) * factor)
+    mine = sum(t.nodeid in took for t in measuring)
+    start_end = known.overhead if known.overhead is not None else SESSION_S * factor
+    return Estimate(start_end + sum(per.values()), 0, 0.0, 0, 0.0, (), tuple(per.items()), mine, known.sessions)
 
 
 # ----------------------------------------------------------------------------- this machine's speed
@@ -484,9 +509,13 @@ def plan_for(tests: Sequence[Planned], options, ab: bool, explicit_pairs: bool =
     pairs = options.ab_pairs
     if ab and not options.smoke and not explicit_pairs and n:
         pairs = ab_pairs(n)
-    estimate_ = (estimate(tests, options.processes, can_share=options.deadline is None, known=known,
-                          reference=reference, speed=speed)
-                 if not ab and n else None)
+    if not n:
+        estimate_ = None
+    elif ab:  # this machine's own A/B sessions, else the constants (said by the first line)
+        estimate_ = ab_estimate(tests, options, pairs, known, speed) if known else None
+    else:
+        estimate_ = estimate(tests, options.processes, can_share=options.deadline is None, known=known,
+                             reference=reference, speed=speed)
     # what one test takes before any ran (the deadline's first guess), at this machine's speed
     test_s = (planned_test_seconds(options, ab, options.duet_pairs, pairs, duet=duets == n)
               * (speed.factor if speed else 1.0))

@@ -163,13 +163,24 @@ def plan_line(tests: int, options, ab_pairs: int, duet_pairs: int = 3, duet_test
     if options.deadline is not None and seconds > options.deadline:
         cut = f"; --perf-deadline {duration_text(options.deadline)} will leave some not reached"
     if ab:
-        most = seconds + factor * duet_tests * planning.SECOND_STAGE_PAIRS * planning.duet_pair_seconds(options)
-        return (f"mxperf: A/B mode: {tests} cell(s) x {duet_pairs} duet pairs (resident candidate and reference "
+        what = (f"mxperf: A/B mode: {tests} cell(s) x {duet_pairs} duet pairs (resident candidate and reference "
                 f"workers taking turns at timed rounds: score, train, latency, io, kvstore, your own network; "
-                f"distributed and time-to-accuracy cells run {ab_pairs} process pairs); expected about "
+                f"distributed and time-to-accuracy cells run {ab_pairs} process pairs); ")
+        if plan is not None and plan.known_tests:
+            cut = (f"; --perf-deadline {duration_text(options.deadline)} will leave some not reached"
+                   if options.deadline is not None and plan.seconds > options.deadline else "")
+            others = tests - plan.known_tests
+            return (f"{what}expected about {duration_text(plan.seconds)}: {plan.known_tests} test(s) at what they "
+                    f"took in this machine's last {plan.known_sessions} A/B session(s), their second stage and "
+                    f"end included"
+                    + (f", {others} at the constants' first stage ({costs_source(speed)})" if others else "")
+                    + f"{cut}{slow}")
+        most = seconds + factor * duet_tests * planning.SECOND_STAGE_PAIRS * planning.duet_pair_seconds(options)
+        return (f"{what}expected about "
                 f"{duration_text(seconds)} when no cell needs a second stage, about {duration_text(most)} when "
                 f"every cell does (a real slowdown always does"
-                f"{'; ' + costs_source(speed) if speed and speed.conv_gflops is not None else ''}){cut}{slow}")
+                f"{'; ' + costs_source(speed) if speed and speed.conv_gflops is not None else ''}; this machine's "
+                f"own once an A/B session is in its history){cut}{slow}")
     if plan is not None:
         parts = []
         if plan.shared_cells:
