@@ -487,7 +487,7 @@ def ab_session(corpus: Corpus, n_cells: int, effect: float, rng: random.Random, 
         draw = Drawer(range(len(pool.pairs)), random.Random(rng.random()))
 
         def measure(n: int, paired: bool = True, w=w, pool=pool, draw=draw,
-                    scale=effect if i < changed else 1.0) -> CellMeasurement:
+                    scale=effect if i == 0 else 1.0) -> CellMeasurement:
             runs, refs = [], []
             for _ in range(n):
                 c, r = pool.pairs[draw()]
