@@ -251,6 +251,12 @@ def test_an_ab_session_is_estimated_from_this_machine_s_own_ab_sessions():
     assert "2 test(s) at what they took in this machine's last 2 A/B session(s), their second stage" in line, line
     assert f"expected about {report.duration_text(made.plan.estimate_seconds)}" in line
     assert "1 at the constants' first stage" in line and "when no cell needs a second stage" not in line
+    assert "will leave some not reached" not in line
+    # a long second stage last time is cut by the deadline, not the tests: none is said not reached
+    long_end = plan_for(tests, options, ab=True, known=Known(known.tests, 5000.0, 2))
+    assert "will leave some not reached" not in report.plan_line(3, options, 8, plan=long_end.estimate, ab=True)
+    slow = plan_for(tests, options, ab=True, known=Known((("t.py::test_train[b64]", 1900.0),), 10.0, 1))
+    assert "will leave some not reached" in report.plan_line(3, options, 8, plan=slow.estimate, ab=True)
     # none of its tests in the history: the constants, and the line says whose they are
     assert ab_estimate(tests, options, 8, Known((("gone.py::test_x", 99.0),), 300.0, 1)) is None
     plain = plan_for(tests, options, ab=True, known=None)
