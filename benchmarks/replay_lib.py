@@ -392,10 +392,10 @@ class SessionResult:
 
 def run_session(corpus: Corpus, measures: Sequence[Callable[..., CellMeasurement]], *, ab: bool,
                 duet: Sequence[bool] = (), baseline: Optional[Baseline] = None,
-                setup: Optional[RecordedSetup] = None, changed: int = 1) -> SessionResult:
+                setup: Optional[RecordedSetup] = None, changed_cells: int = 1) -> SessionResult:
     """One session through the product's wiring. ``measures[i](n, paired)`` gives n more pairs
     (``ab``, or ``paired``: baseline mode's pairs against the recorded ``setup``) or processes
-    of cell i (cell 0 is the changed one; the first ``changed`` cells when more changed). The
+    of cell i (cell 0 is the changed one; the first ``changed_cells`` cells when more changed). The
     session is planned as the plugin plans it (``planning.plan_for`` over N measuring tests: the pairs a cell gets
     in A/B mode follow from N); each cell's first stage is the plan's (``duet[i]``: duet
     pairs, else process pairs; baseline mode: ``options.processes``), recorded and held to
@@ -445,7 +445,7 @@ def run_session(corpus: Corpus, measures: Sequence[Callable[..., CellMeasurement
         v = out.verdicts.get(key)
         return "floor" if floor_failed.get(key) else (v.kind if v else None)
 
-    changed_keys, changed = keys[:changed], keys[0]
+    changed_keys, changed = keys[:changed_cells], keys[0]
     v = out.verdicts.get(changed)
     # the resolution the session states for the changed cell (its verdict's: for one of the
     # session's N tested figures), else the baseline's for the figure alone
@@ -539,7 +539,7 @@ VISIBLE_CHANGE = {"MXNET_SUBGRAPH_BACKEND": "NONE"}
 
 
 def baseline_session(corpus: Corpus, n_cells: int, effect: float, rng: random.Random,
-                     setup: bool = False, visible: bool = False, changed: int = 1) -> SessionResult:
+                     setup: bool = False, visible: bool = False, changed_cells: int = 1) -> SessionResult:
     """One baseline-mode session of ``n_cells`` cells (cell 0 x ``effect``) against a
     baseline recorded from the same corpus at other times (``baseline_plan``). ``setup``:
     its suspects settled against the recorded setup (``RecordedSetup`` ready), whose pairs are
@@ -547,7 +547,7 @@ def baseline_session(corpus: Corpus, n_cells: int, effect: float, rng: random.Ra
     probability 1/2, the candidate's x ``effect``), as ``ab_session`` draws them. ``visible``:
     the session's processes ran with a recorded variable the baseline's did not
     (``VISIBLE_CHANGE``): a change of the setup that the suite sees, on every cell, of which
-    cell 0 alone is x ``effect``. ``changed``: the first this many cells are x ``effect``
+    cell 0 alone is x ``effect``. ``changed_cells``: the first this many cells are x ``effect``
     (a change of the setup that slows many cells: fewer threads slow every one), and the
     session's result counts the change caught when any of them failed."""
     extra = VISIBLE_CHANGE if visible else None
@@ -570,7 +570,7 @@ def baseline_session(corpus: Corpus, n_cells: int, effect: float, rng: random.Ra
         pair_draw = Drawer(range(len(pool.pairs)), random.Random(rng.random()))
 
         def measure(n: int, paired: bool = False, w=w, pool=pool, draw=draw, pair_draw=pair_draw,
-                    scale=effect if i < changed else 1.0) -> CellMeasurement:
+                    scale=effect if i < changed_cells else 1.0) -> CellMeasurement:
             if not paired:
                 return CellMeasurement(w, [make_run(w, pool.fresh[draw()], pool.meta_common, scale, extra)
                                            for _ in range(n)])
@@ -585,7 +585,7 @@ def baseline_session(corpus: Corpus, n_cells: int, effect: float, rng: random.Ra
 
         measures.append(measure)
     ready = RecordedSetup("ready", requirement, SETUP) if setup else None
-    return run_session(corpus, measures, ab=False, baseline=baseline, setup=ready, changed=changed,
+    return run_session(corpus, measures, ab=False, baseline=baseline, setup=ready, changed_cells=changed_cells,
                        duet=[p.duet for p in (pools[(offset + i) % len(pools)] for i in range(n_cells))])
 
 

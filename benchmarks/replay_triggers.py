@@ -115,7 +115,7 @@ def wide(corpus, n: int, sessions: int, changed: int) -> float:
     """The product's rule: the share of sessions in which ``changed`` cells x0.90 (a change of
     the setup that slows many cells at once) failed the session through one of them."""
     rng = random.Random(f"{SEED}-wide-{n}-{changed}")
-    return sum(L.baseline_session(corpus, n, 0.9, rng, setup=True, changed=changed).caught
+    return sum(L.baseline_session(corpus, n, 0.9, rng, setup=True, changed_cells=changed).caught
                for _ in range(sessions)) / sessions
 
 

@@ -76,8 +76,7 @@ def _openmp_threads_sleep_when_they_wait():
 @pytest.fixture
 def pytester(pytester, monkeypatch):
     """pytester's sessions likewise: pytester clears PYTEST_ADDOPTS when it starts (so they
-    would load hypothesis's plugin again: 1.6 of a 4-s stand-in session here), and this puts
-    the flag back after it."""
+    would load hypothesis's plugin again), and this puts the flag back after it."""
     monkeypatch.setenv("PYTEST_ADDOPTS", INNER_SESSIONS_WITHOUT)
     return pytester
 

@@ -171,14 +171,16 @@ class Estimate:
     reference_settles: bool = False
 
 
+def test_function(nodeid: str) -> str:
+    """The test function of a node id: the id without its parameters."""
+    return nodeid.split("[", 1)[0]
+
+
 def _usable(source: dict, tests: Sequence[Planned], can_share: bool) -> set:
     """The node ids whose seconds ``source`` (node id -> seconds) can give: any test it holds,
     but a grid's (a test with a CPU cell, when processes are shared) only when ``source`` holds
     exactly this session's tests of its function (its first test carried the whole grid, which
     another selection changes)."""
-    def function(nodeid: str) -> str:
-        return nodeid.split("[")[0]
-
     grid: dict = {}
     for t in tests:
         if t.measuring and can_share and t.cell is not None and t.cell[2] == "cpu":
@@ -188,8 +190,8 @@ def _usable(source: dict, tests: Sequence[Planned], can_share: bool) -> set:
         if not (t.measuring and t.nodeid in source):
             continue
         members = next((m for m in grid.values() if t.nodeid in m), set())
-        names = {function(m) for m in members}
-        if not members or members == {n for n in source if function(n) in names}:
+        names = {test_function(m) for m in members}
+        if not members or members == {n for n in source if test_function(n) in names}:
             out.add(t.nodeid)
     return out
 
@@ -269,7 +271,8 @@ def ab_estimate(tests: Sequence[Planned], options, pairs: int, known: Known,
     2-vCPU Zen 3 where the constants say 17 s), which only a run of the cell here knows. Pure."""
     took = known.by_test
     measuring = [t for t in tests if t.measuring]
-    if not any(t.nodeid in took for t in measuring):
+    mine = sum(t.nodeid in took for t in measuring)
+    if not mine:
         return None
     factor = speed.factor if speed else 1.0
     per = {}
@@ -277,7 +280,6 @@ def ab_estimate(tests: Sequence[Planned], options, pairs: int, known: Known,
         duet = not t.markers & set(PROCESS_PAIR_MARKERS)
         per[t.nodeid] = (took[t.nodeid] if t.nodeid in took else
                          planned_test_seconds(options, True, options.duet_pairs, pairs, duet=duet) * factor)
-    mine = sum(t.nodeid in took for t in measuring)
     start_end = known.overhead if known.overhead is not None else SESSION_S * factor
     return Estimate(start_end + sum(per.values()), 0, 0.0, 0, 0.0, (), tuple(per.items()), mine, known.sessions)
 

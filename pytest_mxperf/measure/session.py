@@ -172,8 +172,8 @@ class Clock:
         ctx = self._context()
         if ctx.options.deadline is None:
             return None
-        function = nodeid.split("[", 1)[0]
-        own = [t for n, t in self._test_seconds if function and n.split("[", 1)[0] == function]
+        function = planning.test_function(nodeid)
+        own = [t for n, t in self._test_seconds if function and planning.test_function(n) == function]
         expected = max(own or [t for _, t in self._test_seconds], default=ctx.plan.test_seconds or 0.0)
         elapsed = self.gone()
         budget = ctx.options.deadline * (1.0 - planning.DEADLINE_RESERVE)

@@ -159,18 +159,18 @@ def plan_line(tests: int, options, ab_pairs: int, duet_pairs: int = 3, duet_test
     seconds = factor * (duet_tests * planning.planned_test_seconds(options, ab, duet_pairs, ab_pairs)
                         + (tests - duet_tests) * planning.planned_test_seconds(options, ab, duet_pairs, ab_pairs,
                                                                                duet=False))
+    own_ab = ab and plan is not None and plan.known_tests
+    # the tests, not an A/B session's second stage (which the deadline cuts) or its end, are
+    # what a deadline leaves not reached
+    first = sum(s for _, s in plan.per_test) if own_ab else seconds
     cut = ""
-    if options.deadline is not None and seconds > options.deadline:
+    if options.deadline is not None and first > options.deadline:
         cut = f"; --perf-deadline {duration_text(options.deadline)} will leave some not reached"
     if ab:
         what = (f"mxperf: A/B mode: {tests} cell(s) x {duet_pairs} duet pairs (resident candidate and reference "
                 f"workers taking turns at timed rounds: score, train, latency, io, kvstore, your own network; "
                 f"distributed and time-to-accuracy cells run {ab_pairs} process pairs); ")
-        if plan is not None and plan.known_tests:
-            # the tests, not the second stage (which the deadline cuts) or the end, are what it leaves
-            first = sum(s for _, s in plan.per_test)
-            cut = (f"; --perf-deadline {duration_text(options.deadline)} will leave some not reached"
-                   if options.deadline is not None and first > options.deadline else "")
+        if own_ab:
             others = tests - plan.known_tests
             return (f"{what}expected about {duration_text(plan.seconds)}: {plan.known_tests} test(s) at what they "
                     f"took in this machine's last {plan.known_sessions} A/B session(s), their second stage and "
