@@ -2,7 +2,8 @@
 (#37 part 1): ``pytest_mxperf/data/reference-costs.json``.
 
 It reads, from a history store, the last complete session of each kind ("suite": the default
-session; "recording": ``--perf-update-baselines``) on this machine, with each test's seconds,
+session; "recording": ``--perf-update-baselines``; "baseline": an unchanged session against a
+baseline; "ab": an A/B session, the upgrade gate's) on this machine, with each test's seconds,
 and measures this machine's MXNet speed figure (the MXNet probe's ``mxnet_speed``, the median
 of ``--probes`` probe processes, run one at a time on a quiet machine). A machine without
 history then scales these seconds by its own figure against this one
@@ -11,6 +12,12 @@ history then scales these seconds by its own figure against this one
     MXPERF_HISTORY=/tmp/ref.sqlite .venv/bin/pytest perf_tests -m cpu
     MXPERF_HISTORY=/tmp/ref.sqlite .venv/bin/pytest perf_tests -m cpu --perf-update-baselines
     .venv/bin/python benchmarks/reference_costs.py /tmp/ref.sqlite [more stores] --commit $(git rev-parse --short HEAD)
+
+An A/B session's kind is added to the file that is there (``--merge``: the speed figure and the
+other kinds kept; the CPU must be the file's), with the deadline it ran under:
+
+    MXPERF_HISTORY=/tmp/aa.sqlite .venv/bin/pytest perf_tests ... --perf-reference "mxnet==1.9.1" --perf-deadline 30m
+    .venv/bin/python benchmarks/reference_costs.py /tmp/aa.sqlite --merge --kinds ab --ab-deadline 30m --commit ...
 
 Each test's seconds are the median over the last ``--sessions`` sessions of its kind in every
 store given, the session's wall their sum and the median time outside the tests (sessions of one code on one VM differ by its speed regimes: 329-375 s here).
@@ -32,7 +39,7 @@ from pytest_mxperf.proc import worker
 
 OUT = Path(__file__).resolve().parents[1] / "pytest_mxperf" / "data" / "reference-costs.json"
 #: the kinds of session (``SessionContext.kind``) the estimate reads, and their processes a cell
-KINDS = {"suite": opts.PROCESSES, "baseline": opts.PROCESSES, "recording": opts.RECORDING_PROCESSES}
+KINDS = {"suite": opts.PROCESSES, "baseline": opts.PROCESSES, "recording": opts.RECORDING_PROCESSES, "ab": None}
 
 
 def cpu_name() -> str:
@@ -53,10 +60,24 @@ def main(argv=None) -> int:
                     help="the last N complete sessions of a kind in each store: each test's seconds and the "
                          "session's wall are their medians (one session is one speed regime of a VM)")
     ap.add_argument("--out", default=str(OUT))
+    ap.add_argument("--kinds", default=",".join(KINDS), help="the kinds of session to read (comma-separated)")
+    ap.add_argument("--merge", action="store_true",
+                    help="add the kinds read to the file at --out, keeping its speed figure and its other kinds")
+    ap.add_argument("--ab-deadline", default=None, help="the --perf-deadline the A/B sessions ran under")
     a = ap.parse_args(argv)
+    kinds = [k for k in a.kinds.split(",") if k]
+    unknown = sorted(set(kinds) - set(KINDS))
+    if unknown:
+        print(f"unknown kind(s) {unknown}: {sorted(KINDS)}", file=sys.stderr)
+        return 2
     machine = fingerprint.machine_fingerprint()["id"]
+    old = json.loads(Path(a.out).read_text()) if a.merge else None
+    if old is not None and old.get("cpu") != cpu_name():
+        print(f"--merge: {a.out} was measured on {old.get('cpu')}, this is {cpu_name()}", file=sys.stderr)
+        return 1
     sessions = {}
-    for kind, processes in KINDS.items():
+    for kind in kinds:
+        processes = KINDS[kind]
         rows = []
         for path in a.store:
             with open_store(path) as store:
@@ -71,8 +92,17 @@ def main(argv=None) -> int:
         outside = statistics.median(max(0.0, r["wall_seconds"] - sum(r["tests"].values())) for r in rows)
         sessions[kind] = {"processes": processes, "time_budget": opts.TIME_BUDGET_S, "sessions": len(rows),
                           "wall_seconds": round(sum(tests.values()) + outside, 1), "tests": tests}
+        if kind == "ab":  # what reference_known holds an A/B session to instead of processes
+            del sessions[kind]["processes"]
+            sessions[kind].update(duet_pairs=opts.DUET_PAIRS, commit=a.commit,
+                                  deadline=opts.parse_duration("--ab-deadline", a.ab_deadline))
     if not sessions:
         return 1
+    if old is not None:
+        old["sessions"].update(sessions)
+        Path(a.out).write_text(json.dumps(old, indent=1) + "\n")
+        print(f"merged {', '.join(sessions)} into {a.out}")
+        return 0
     figures = []
     for _ in range(a.probes):
         p = worker.probe()

@@ -179,7 +179,8 @@ def test_a_session_against_a_baseline_starts_from_the_reference_s_session_of_its
     line = report.plan_line(2, PerfOptions(), 8, plan=e)
     assert "expected about 1.6 min" in line and "confirming suspects included as an unchanged session against a " \
         "baseline on the reference machine needed it" in line, line
-    for kind, reference in (("baseline", {"sessions": {"suite": suite}}), ("ab", ref), ("suite", ref)):
+    assert reference_known(ref, "ab", opts) is None  # a session of one install says nothing of a duet's cost
+    for kind, reference in (("baseline", {"sessions": {"suite": suite}}), ("suite", ref)):
         k = reference_known(reference, kind, opts)
         assert not k.settles and k.overhead == 2.0, kind
         e = estimate(tests, processes=2, reference=k)
@@ -199,9 +200,13 @@ def test_the_shipped_reference_names_the_default_selection_s_tests():
     assert ref and ref["conv_gflops"] > 0 and "family" in ref["cpu"] and "vCPU" in ref["cpu"]
     root = Path(__file__).resolve().parents[1]
     kinds = {"suite": opts.PROCESSES, "baseline": opts.PROCESSES, "recording": opts.RECORDING_PROCESSES}
-    assert set(ref["sessions"]) == set(kinds)
+    assert set(ref["sessions"]) == set(kinds) | {"ab"}
     for kind, s in ref["sessions"].items():
-        assert s["processes"] == kinds[kind] and s["time_budget"] == opts.TIME_BUDGET_S
+        if kind == "ab":  # the upgrade gate's A/B session, under the workflow's deadline
+            assert s["duet_pairs"] == opts.DUET_PAIRS and s["deadline"] == 1800.0 and "processes" not in s
+        else:
+            assert s["processes"] == kinds[kind]
+        assert s["time_budget"] == opts.TIME_BUDGET_S
         assert s["wall_seconds"] >= sum(s["tests"].values()) > 0
         for nodeid in s["tests"]:
             path, _, rest = nodeid.partition("::")
@@ -267,3 +272,57 @@ def test_an_ab_session_is_estimated_from_this_machine_s_own_ab_sessions():
     e = ab_estimate(tests, options, 8, Known((("t.py::test_score[b1]", 40.0),), None, 1))
     assert e.known_tests == 1 and abs(e.seconds - (40.0 + SESSION_S + planned_test_seconds(
         options, True, options.duet_pairs, 8) + planned_test_seconds(options, True, options.duet_pairs, 8, duet=False))) < 1e-6
+
+
+def test_an_ab_session_without_history_starts_from_the_reference_machine_s_ab_session():
+    """The upgrade gate runs on a fresh runner: no A/B session of its own in any history. The
+    reference machine's A/B session gives its tests' seconds, scaled by this machine's MXNet
+    speed, and its second stage and end when it ran under the same deadline; a test the
+    reference did not run, the constants' first stage; this machine's own tests first."""
+    from types import SimpleNamespace
+
+    from pytest_mxperf.measure.planning import (Known, Planned, ab_estimate, plan_for, planned_test_seconds,
+                                                reference_known, speed_from)
+    from pytest_mxperf.model.options import PerfOptions
+    from pytest_mxperf.output import report
+    ab = {"time_budget": 1.5, "duet_pairs": 3, "deadline": 1800.0, "wall_seconds": 900.0,
+          "tests": {"t.py::test_train[b64]": 400.0, "t.py::test_score[b1]": 40.0}}
+    doc = {"cpu": "a 2-vCPU Ref CPU", "conv_gflops": 80.0, "sessions": {"ab": ab}}
+    gate = PerfOptions(reference="/x/python", deadline=1800.0)
+    ref = reference_known(doc, "ab", gate)
+    assert ref.by_test == ab["tests"] and ref.overhead == 460.0 and not ref.settles
+    # held to the duet pairs and the time budget; the second stage only under the same deadline
+    assert reference_known(doc, "ab", SimpleNamespace(time_budget=1.5, duet_pairs=5, deadline=1800.0)) is None
+    assert reference_known(doc, "ab", SimpleNamespace(time_budget=3.0, duet_pairs=3, deadline=1800.0)) is None
+    assert reference_known(doc, "ab", SimpleNamespace(time_budget=1.5, duet_pairs=3, deadline=None)).overhead is None
+    speed = speed_from({"mxnet_speed": {"conv_gflops": 40.0}}, doc)
+    f = speed.factor
+    tests = [Planned(True, markers=frozenset({"training"}), nodeid="t.py::test_train[b64]"),
+             Planned(True, markers=frozenset({"scoring"}), nodeid="t.py::test_score[b1]"),
+             Planned(True, markers=frozenset({"scoring"}), nodeid="t.py::test_score[b8]"),
+             Planned(False, nodeid="t.py::test_plain")]
+    made = plan_for(tests, gate, ab=True, known=None, reference=ref, speed=speed)
+    e = made.estimate
+    other = planned_test_seconds(gate, True, gate.duet_pairs, made.plan.ab_pairs) * f
+    assert e.scaled_tests == 2 and e.known_tests == 0 and e.reference_settles
+    assert abs(e.seconds - (400.0 * f + 40.0 * f + other + 460.0 * f)) < 1e-6
+    assert dict(e.per_test)["t.py::test_train[b64]"] == 400.0 * f
+    line = report.plan_line(made.plan.tests, gate, made.plan.ab_pairs, plan=e, ab=True, speed=speed)
+    assert (f"expected about {report.duration_text(e.seconds)}: 2 test(s) at what they took in the reference "
+            "machine's A/B session, its second stage and end included (costs measured on a 2-vCPU Ref CPU, "
+            f"x{f:.2f} for this machine's MXNet speed (40 GFLOP/s against 80); this machine's own once an A/B "
+            "session is in its history), 1 at the constants' first stage") in line, line
+    assert "when no cell needs a second stage" not in line
+    # another deadline: the reference's tests, not its second stage, and the line says more may come
+    free = PerfOptions(reference="/x/python")
+    e2 = ab_estimate(tests, free, 8, None, speed, reference_known(doc, "ab", free))
+    assert not e2.reference_settles and e2.seconds < e.seconds
+    assert "more when a cell needs a second stage" in report.plan_line(3, free, 8, plan=e2, ab=True, speed=speed)
+    # this machine's own A/B session wins where it ran the test, and its end is the session's
+    own = Known((("t.py::test_score[b1]", 55.0),), 120.0, 1)
+    e3 = ab_estimate(tests, gate, 8, own, speed, ref)
+    assert e3.known_tests == 1 and e3.scaled_tests == 1 and dict(e3.per_test)["t.py::test_score[b1]"] == 55.0
+    assert abs(e3.seconds - (55.0 + 400.0 * f + planned_test_seconds(gate, True, gate.duet_pairs, 8) * f
+                             + 120.0)) < 1e-6
+    # neither holds any of the tests: no estimate (the constants' line)
+    assert ab_estimate([tests[2]], gate, 8, None, speed, ref) is None

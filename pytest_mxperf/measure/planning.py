@@ -260,28 +260,43 @@ def estimate(tests: Sequence[Planned], processes: int, can_share: bool = True,
                     scaled_tests=scaled, reference_settles=settles)
 
 
-def ab_estimate(tests: Sequence[Planned], options, pairs: int, known: Known,
-                speed: Optional["Speed"] = None) -> Optional[Estimate]:
+def ab_estimate(tests: Sequence[Planned], options, pairs: int, known: Optional[Known],
+                speed: Optional["Speed"] = None, reference: Optional[Known] = None) -> Optional[Estimate]:
     """An A/B session's duration when this machine ran some of its tests in its last A/B
-    sessions (``known``, kind "ab"): those take what they took there, and the session's start
-    and end (its second stage with them) what they took; every other test its first stage at
-    the constants (``planned_test_seconds``) times this machine's speed. None when ``known``
-    holds none of them: the first line then says the constants' first stage and their most.
-    A duet pair's cost is the cell's own (an AlexNet b64 training pair took 2 minutes on a
-    2-vCPU Zen 3 where the constants say 17 s), which only a run of the cell here knows. Pure."""
-    took = known.by_test
+    sessions (``known``, kind "ab") or the reference machine ran them in its A/B session
+    (``reference``: ``reference_known(.., "ab", ..)``). A test of this machine's takes what it
+    took here; else one of the reference's takes that times this machine's ``Speed.factor``;
+    any other its first stage at the constants (``planned_test_seconds``) times the factor.
+    The session's start and end (its second stage with them) are this machine's when any of
+    its tests is, else the reference's times the factor when any of the reference's is and it
+    recorded them (``Estimate.reference_settles``), else the constant start and end. None when
+    neither holds any of the tests: the first line then says the constants' first stage and
+    their most. A duet pair's cost is the cell's own (an AlexNet b64 training pair took 2
+    minutes on a 2-vCPU Zen 3 where the constants say 17 s), which only a run of the cell
+    knows. Pure."""
+    took = known.by_test if known else {}
+    ref = reference.by_test if reference else {}
     measuring = [t for t in tests if t.measuring]
     mine = sum(t.nodeid in took for t in measuring)
-    if not mine:
+    scaled = sum(t.nodeid not in took and t.nodeid in ref for t in measuring)
+    if not mine and not scaled:
         return None
     factor = speed.factor if speed else 1.0
     per = {}
     for t in measuring:
         duet = not t.markers & set(PROCESS_PAIR_MARKERS)
-        per[t.nodeid] = (took[t.nodeid] if t.nodeid in took else
+        per[t.nodeid] = (took[t.nodeid] if t.nodeid in took else ref[t.nodeid] * factor if t.nodeid in ref else
                          planned_test_seconds(options, True, options.duet_pairs, pairs, duet=duet) * factor)
-    start_end = known.overhead if known.overhead is not None else SESSION_S * factor
-    return Estimate(start_end + sum(per.values()), 0, 0.0, 0, 0.0, (), tuple(per.items()), mine, known.sessions)
+    settles = False
+    if mine and known is not None and known.overhead is not None:
+        start_end = known.overhead
+    elif not mine and reference is not None and reference.overhead is not None:
+        start_end, settles = reference.overhead * factor, True
+    else:
+        start_end = SESSION_S * factor
+    return Estimate(start_end + sum(per.values()), 0, 0.0, 0, 0.0, (), tuple(per.items()), mine,
+                    known.sessions if mine and known is not None else 0, scaled_tests=scaled,
+                    reference_settles=settles)
 
 
 # ----------------------------------------------------------------------------- this machine's speed
@@ -354,19 +369,29 @@ def load_reference() -> Optional[dict]:
 
 def reference_known(reference: Optional[dict], kind: str, options) -> Optional[Known]:
     """The reference's session of ``kind`` (``SessionContext.kind``: "suite", "baseline",
-    "recording") as a ``Known``, when it ran with this session's processes a cell and time
-    budget (else its seconds say nothing of this one's). A kind the reference does not hold
-    ("baseline", "ab") is its "suite" session: what such a session measures before it settles
-    suspects or pairs."""
-    if kind in ("baseline", "ab") and kind not in ((reference or {}).get("sessions") or {}):
+    "recording", "ab") as a ``Known``, when it ran with this session's options of the kind
+    (else its seconds say nothing of this one's): the processes a cell and the time budget; for
+    "ab" the duet pairs a cell and the time budget, and its time outside the tests (its second
+    stage, which a deadline cuts) only when it ran with this session's ``--perf-deadline``. A
+    session against a baseline the reference does not hold is its "suite" session: what such a
+    session measures before it settles suspects. An A/B session it does not hold is None: a
+    session of one install says nothing of a duet's cost."""
+    sessions = (reference or {}).get("sessions") or {}
+    if kind == "baseline" and kind not in sessions:
         kind = "suite"
-    s = ((reference or {}).get("sessions") or {}).get(kind)
+    s = sessions.get(kind)
     if not isinstance(s, dict) or not isinstance(s.get("tests"), dict):
         return None
-    if s.get("processes") != options.processes or s.get("time_budget") != options.time_budget:
+    if s.get("time_budget") != options.time_budget:
+        return None
+    if kind == "ab" and s.get("duet_pairs") != options.duet_pairs:
+        return None
+    if kind != "ab" and s.get("processes") != options.processes:
         return None
     tests = {str(n): float(t) for n, t in s["tests"].items()}
     over = max(0.0, float(s["wall_seconds"]) - sum(tests.values())) if s.get("wall_seconds") is not None else None
+    if kind == "ab" and s.get("deadline") != options.deadline:
+        over = None
     return Known(tuple(tests.items()), over, 1, settles=kind == "baseline")
 
 
@@ -513,8 +538,8 @@ def plan_for(tests: Sequence[Planned], options, ab: bool, explicit_pairs: bool =
         pairs = ab_pairs(n)
     if not n:
         estimate_ = None
-    elif ab:  # this machine's own A/B sessions, else the constants (said by the first line)
-        estimate_ = ab_estimate(tests, options, pairs, known, speed) if known else None
+    elif ab:  # this machine's own A/B sessions, the reference's, else the constants (said by the first line)
+        estimate_ = ab_estimate(tests, options, pairs, known, speed, reference) if known or reference else None
     else:
         estimate_ = estimate(tests, options.processes, can_share=options.deadline is None, known=known,
                              reference=reference, speed=speed)

@@ -159,7 +159,7 @@ def plan_line(tests: int, options, ab_pairs: int, duet_pairs: int = 3, duet_test
     seconds = factor * (duet_tests * planning.planned_test_seconds(options, ab, duet_pairs, ab_pairs)
                         + (tests - duet_tests) * planning.planned_test_seconds(options, ab, duet_pairs, ab_pairs,
                                                                                duet=False))
-    own_ab = ab and plan is not None and plan.known_tests
+    own_ab = ab and plan is not None and bool(plan.known_tests or plan.scaled_tests)
     # the tests, not an A/B session's second stage (which the deadline cuts) or its end, are
     # what a deadline leaves not reached
     first = sum(s for _, s in plan.per_test) if own_ab else seconds
@@ -171,12 +171,21 @@ def plan_line(tests: int, options, ab_pairs: int, duet_pairs: int = 3, duet_test
                 f"workers taking turns at timed rounds: score, train, latency, io, kvstore, your own network; "
                 f"distributed and time-to-accuracy cells run {ab_pairs} process pairs); ")
         if own_ab:
-            others = tests - plan.known_tests
-            return (f"{what}expected about {duration_text(plan.seconds)}: {plan.known_tests} test(s) at what they "
-                    f"took in this machine's last {plan.known_sessions} A/B session(s), their second stage and "
-                    f"end included"
-                    + (f", {others} at the constants' first stage ({costs_source(speed)})" if others else "")
-                    + f"{cut}{slow}")
+            others = tests - plan.known_tests - plan.scaled_tests
+            parts = []
+            if plan.known_tests:
+                parts.append(f"{plan.known_tests} test(s) at what they took in this machine's last "
+                             f"{plan.known_sessions} A/B session(s), their second stage and end included")
+            if plan.scaled_tests:
+                parts.append(f"{plan.scaled_tests} test(s) at what they took in the reference machine's A/B session"
+                             + (", its second stage and end included" if plan.reference_settles else "")
+                             + f" ({costs_source(speed)}; this machine's own once an A/B session is in its history)")
+            if others:
+                parts.append(f"{others} at the constants' first stage"
+                             + ("" if plan.scaled_tests else f" ({costs_source(speed)})"))
+            more = ("" if plan.known_tests or plan.reference_settles else
+                    "; more when a cell needs a second stage (a real slowdown always does)")
+            return f"{what}expected about {duration_text(plan.seconds)}: {', '.join(parts)}{more}{cut}{slow}"
         most = seconds + factor * duet_tests * planning.SECOND_STAGE_PAIRS * planning.duet_pair_seconds(options)
         return (f"{what}expected about "
                 f"{duration_text(seconds)} when no cell needs a second stage, about {duration_text(most)} when "
