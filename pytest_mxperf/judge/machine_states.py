@@ -73,11 +73,14 @@ def setup_of(probe: Optional[Mapping[str, Any]]) -> Optional[Setup]:
     """The ``Setup`` a probe recorded, or None for one recorded without it (before the probe
     recorded its setup: compared with every probe, as then)."""
     rec = (probe or {}).get("setup")
-    cpus = _number(rec.get("cpus")) if isinstance(rec, Mapping) else None
+    # a dict first: the probes come from JSON (a replayed study asks millions of times, and
+    # isinstance against an abstract Mapping is the slow check)
+    cpus = _number(rec.get("cpus")) if type(rec) is dict or isinstance(rec, Mapping) else None
     if not cpus or cpus <= 0:
         return None
     quota = _number(rec.get("quota_cpus"))
-    env = rec.get("env") if isinstance(rec.get("env"), Mapping) else {}
+    env = rec.get("env")
+    env = env if type(env) is dict or isinstance(env, Mapping) else {}
     limited = quota is not None and 0 < quota < cpus
     return Setup(round(quota if limited else cpus, 2), tuple(sorted((str(k), str(v)) for k, v in env.items())),
                  limited)
@@ -95,6 +98,9 @@ class MachineState:
 
 
 def _number(v: Any) -> Optional[float]:
+    t = type(v)
+    if t is float or t is int:  # the usual JSON number, without the isinstance checks
+        return float(v) if v == v else None
     return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and v == v else None
 
 

@@ -8,6 +8,7 @@ interval on paired log ratios (A/B mode), and Benjamini-Hochberg across a sessio
 
 from __future__ import annotations
 
+import functools
 import math
 import statistics
 from typing import Iterable, List, Optional, Sequence, Tuple
@@ -84,6 +85,14 @@ def mannwhitney_p(current: Sequence[float], baseline: Sequence[float], alternati
     """One-sided Mann-Whitney U p-value that ``current`` is stochastically less/greater."""
     if not current or not baseline:
         return None
+    return _mannwhitney_p(tuple(map(float, current)), tuple(map(float, baseline)), alternative)
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _mannwhitney_p(current: Tuple[float, ...], baseline: Tuple[float, ...], alternative: str) -> float:
+    """``mannwhitney_p`` of values as tuples, kept: a session judges the same processes again
+    after each cell and after each confirmation (a replayed error-rate study asked 24952 times
+    for 6770 distinct inputs)."""
     if len(set(current) | set(baseline)) == 1:
         return 1.0
     from scipy.stats import mannwhitneyu
