@@ -7,6 +7,13 @@ import sys
 from pathlib import Path
 from unittest import mock
 
+# loaded in the test process before any in-process session (``session``): pytester's module
+# snapshot keeps what was there and drops what a session imported, and numpy / scipy do not
+# survive being imported twice in one process
+import numpy  # noqa: F401
+import scipy.special  # noqa: F401
+import scipy.stats  # noqa: F401
+
 from pytest_mxperf.measure import profiling
 
 
@@ -34,11 +41,23 @@ def no_profile_worker():
         yield
 
 
+def session(pytester, *args):
+    """A pytest session of the test's project with the plugin, in this process (pytest.main,
+    as pytester runs it: about 0.4 s where a fresh interpreter takes 2.3 s, most of it
+    importing scipy), except where a stand-in NVML is in use: that reaches only the
+    processes started after it (``fake_nvml.use_in_subprocesses``), so the session is one;
+    and where xdist is asked for (``-n``: its workers would be this process's)."""
+    import fake_nvml
+    if fake_nvml.FAKE_ENV in os.environ or "-n" in args:
+        return pytester.runpytest_subprocess(*args)
+    return pytester.runpytest_inprocess(*args)
+
+
 def run_box(pytester, *args):
-    """A pytest session of stand-ins (pytester, separate process) on the machine "box": no
-    machine probe, baselines in the test's own directory."""
-    return pytester.runpytest_subprocess("-p", "no:cacheprovider", "--perf-no-probe", "--perf-machine", "box",
-                                         "--perf-baselines-dir", str(pytester.path / "bl"), *args)
+    """A pytest session of stand-ins (``session``) on the machine "box": no machine probe,
+    baselines in the test's own directory."""
+    return session(pytester, "-p", "no:cacheprovider", "--perf-no-probe", "--perf-machine", "box",
+                   "--perf-baselines-dir", str(pytester.path / "bl"), *args)
 
 
 def box_records(pytester, report="rep"):

@@ -14,6 +14,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import stand_ins
+
 from pytest_mxperf.judge import answers as rule
 from pytest_mxperf.workers import answers
 
@@ -149,7 +151,7 @@ def wrong_python(tmp_path):
 
 def _session(pytester, *args):
     pytester.makepyfile(test_cells=CELL)
-    return pytester.runpytest_subprocess(
+    return stand_ins.session(pytester, 
         "-p", "no:cacheprovider", "-m", "cpu", "--perf-ctx", "cpu", "--perf-no-probe", "--perf-no-peak",
         "--perf-time-budget", "0.3",
         "--perf-baselines-dir", str(pytester.path / "bl"), "--perf-machine", "box", *args)

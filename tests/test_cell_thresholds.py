@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+import stand_ins
+
 from pytest_mxperf.judge.thresholds import MIN_THRESHOLD, TAIL_MIN_EFFECT, MinEffects, Threshold, check_threshold
 from pytest_mxperf.model.options import OptionError
 
@@ -80,7 +82,7 @@ def _ab(pytester, make_stub_python, pyproject=None, *args):
         (pytester.path / "pyproject.toml").write_text(pyproject)
     cand = make_stub_python("cand", rate=88.0)
     ref = make_stub_python("ref", rate=100.0)
-    return pytester.runpytest_subprocess("-p", "no:cacheprovider", "-m", "cpu", "--perf-machine", "box",
+    return stand_ins.session(pytester, "-p", "no:cacheprovider", "-m", "cpu", "--perf-machine", "box",
                                          "--perf-no-probe", "--perf-python", cand, "--perf-reference", ref,
                                          "--perf-report", "rep", *args)
 

@@ -15,6 +15,8 @@ import sqlite3
 
 import pytest
 
+import stand_ins
+
 TWO_TESTS = """
 def test_one(mxperf):
     mxperf.expect_ok(mxperf.measure("lenet", 8, contexts=["cpu:0"]))
@@ -28,7 +30,7 @@ KEY = "score/lenet/b8/cpu:0/float32/threads=auto"
 
 def _session(pytester, python, *args):
     pytester.makepyfile(test_cells=TWO_TESTS)
-    return pytester.runpytest_subprocess(
+    return stand_ins.session(pytester, 
         "-p", "no:cacheprovider", "--perf-machine", "box", "--perf-baselines-dir", str(pytester.path / "bl"),
         "--perf-python", python, "--perf-report", "rep", "--perf-store", str(pytester.path / "h.sqlite"),
         "--perf-no-probe", *args)

@@ -9,6 +9,8 @@ import time
 
 import pytest
 
+import stand_ins
+
 from pytest_mxperf.model import options
 from pytest_mxperf.store import results
 
@@ -93,7 +95,7 @@ def test_a_test_is_expected_to_take_what_its_own_function_took_else_the_longest_
 
 def test_a_deadline_runs_tests_by_priority_breadth_first(pytester, make_stub_python):
     pytester.makepyfile(test_grid=GRID)
-    r = pytester.runpytest_subprocess(*_args(pytester, make_stub_python, "--perf-deadline", "1h",
+    r = stand_ins.session(pytester, *_args(pytester, make_stub_python, "--perf-deadline", "1h",
                                              "--collect-only", "-q"))
     ids = [ln.split("test_grid.py::", 1)[1] for ln in r.stdout.lines if "test_grid.py::" in ln]
     assert ids[0].startswith("test_first["), ids
@@ -110,7 +112,7 @@ def test_tests_past_the_deadline_are_not_reached_and_fail_unless_allowed(pyteste
     # still fit, i.e. when the session started within 9.3 s
     stub = dict(sleep_models={m: 2.0 for m in ("lenet", "mlp", "alexnet", "resnet50_v2")})
     one = ("--perf-processes", "1", "--perf-time-budget", "0.3")
-    r = pytester.runpytest_subprocess(*_args(pytester, make_stub_python, "--perf-deadline", "16s", *one, **stub))
+    r = stand_ins.session(pytester, *_args(pytester, make_stub_python, "--perf-deadline", "16s", *one, **stub))
     out = r.stdout.str()
     assert r.ret == pytest.ExitCode.TESTS_FAILED, out
     assert "not reached before --perf-deadline" in out
@@ -122,7 +124,7 @@ def test_tests_past_the_deadline_are_not_reached_and_fail_unless_allowed(pyteste
     assert doc["session"]["complete"] is True
     # a deadline no test fits in (1 s against the plan's 4.3 s): none is reached, and the
     # policy without not-reached passes the session
-    r = pytester.runpytest_subprocess(*_args(pytester, make_stub_python, "--perf-deadline", "1s", *one,
+    r = stand_ins.session(pytester, *_args(pytester, make_stub_python, "--perf-deadline", "1s", *one,
                                              "--perf-fail-on=-not-reached", **stub))
     assert r.ret == 0, r.stdout.str()
     assert "mxperf: 7 measuring test(s) not reached before --perf-deadline (1 s)" in r.stdout.str()

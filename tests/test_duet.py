@@ -5,6 +5,8 @@ kind, paired with a stand-in that spins: the real side must wait idle beside it.
 
 
 import pytest
+
+import stand_ins
 from stand_ins import new_children
 
 from pytest_mxperf.measure import duet
@@ -178,7 +180,7 @@ KV_KEY = "kvstore/resnet50_v2/b8/cpu:0,cpu:1/float32/threads=auto/kv=device"
 def _kv_ab(pytester, make_stub_python, cand, ref):
     import json
     pytester.makepyfile(test_kv=KV_SESSION)
-    r = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-m", "cpu", "--perf-machine", "box",
+    r = stand_ins.session(pytester, "-p", "no:cacheprovider", "-m", "cpu", "--perf-machine", "box",
                                       "--perf-baselines-dir", str(pytester.path / "bl"),
                                       "--perf-python", make_stub_python("cand", **cand),
                                       "--perf-reference", make_stub_python("ref", **ref),

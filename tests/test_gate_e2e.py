@@ -1,4 +1,4 @@
-"""The gate end to end: a pytest session (pytester, separate process) whose workers are a
+"""The gate end to end: a pytest session (pytester, ``stand_ins.session``) whose workers are a
 stand-in MXNet (tests/stub_worker.py, through ``--perf-python`` / ``--perf-reference``)
 that speaks the real worker protocol. These tests check the suite's decisions (exit
 codes, verdicts, messages), not MXNet's speed; the machine-state probe around each
@@ -10,7 +10,7 @@ import sys
 
 import psutil
 import pytest
-from stand_ins import new_children
+from stand_ins import new_children, session
 
 import fake_nvml as F
 from pytest_mxperf.judge import verdict_duet
@@ -25,7 +25,7 @@ def test_cells(mxperf, ctx, model, batch_size):
 
 
 def _run(pytester, *args):
-    return pytester.runpytest_subprocess("-p", "no:cacheprovider", *args)
+    return session(pytester, "-p", "no:cacheprovider", *args)
 
 
 @pytest.fixture

@@ -15,6 +15,8 @@ from pathlib import Path
 import pg_server
 import pytest
 
+import stand_ins
+
 from pytest_mxperf.history import fleet, pages
 from pytest_mxperf.history.schema import SCHEMA_VERSION
 from pytest_mxperf.history.store import HistoryError, open_store
@@ -310,7 +312,7 @@ def test_a_plugin_session_is_appended_with_its_shard(pytester, make_stub_python,
     where = str(tmp_path / "h.sqlite")
     common = ["-p", "no:cacheprovider", "-m", "cpu", "--perf-machine", "box", "--perf-ctx", "cpu",
               "--perf-no-probe", "--perf-store", where, "--perf-python", make_stub_python("now", rate=100.0)]
-    r = pytester.runpytest_subprocess(*common, "--perf-shard", "1/1", "--perf-fleet", "f1", "-v")
+    r = stand_ins.session(pytester, *common, "--perf-shard", "1/1", "--perf-fleet", "f1", "-v")
     out = r.stdout.str()  # -v: the full report says where the session is kept
     assert r.ret == 0, out
     assert "shard 1/1: 2 of 2 test(s), fleet f1" in out and "kept in the history store" in out
@@ -318,9 +320,9 @@ def test_a_plugin_session_is_appended_with_its_shard(pytester, make_stub_python,
         (sess,) = s.sessions()
         assert sess["fleet_id"] == "f1" and sess["shard"] == "1/1" and sess["kind"] == "suite"
         assert len(s.cells()) == 2 and s.fleet_session("f1")["cells"] == sorted(c["key"] for c in s.cells())
-    r = pytester.runpytest_subprocess(*common, "--perf-shard", "5/2")
+    r = stand_ins.session(pytester, *common, "--perf-shard", "5/2")
     assert r.ret == pytest.ExitCode.USAGE_ERROR and "K must be 1..N" in r.stderr.str()
-    r = pytester.runpytest_subprocess(*common[:-4], "--perf-store", "none", "--perf-python", common[-1])
+    r = stand_ins.session(pytester, *common[:-4], "--perf-store", "none", "--perf-python", common[-1])
     assert r.ret == 0 and "history store" not in r.stdout.str()
 
 
@@ -334,7 +336,7 @@ def test_a_session_keeps_what_its_tests_took_and_the_next_one_on_the_machine_sta
     common = ["-p", "no:cacheprovider", "-m", "cpu", "--perf-machine", "box", "--perf-ctx", "cpu",
               "--perf-no-probe", "--perf-store", where, "--perf-python", make_stub_python("now", rate=100.0),
               "--perf-baselines-dir", str(tmp_path / "bl")]
-    first = pytester.runpytest_subprocess(*common, "--perf-update-baselines")
+    first = stand_ins.session(pytester, *common, "--perf-update-baselines")
     out = first.stdout.str()
     assert first.ret == 0, out
     assert ("not scaled: this machine's MXNet speed was not read; this machine's own once a session is in its "
@@ -346,22 +348,22 @@ def test_a_session_keeps_what_its_tests_took_and_the_next_one_on_the_machine_sta
     assert sorted(n.split("/")[-1] for n in took["tests"]) == ["test_cells.py::test_cells[cpu0-lenet-b8]",
                                                              "test_cells.py::test_cells[cpu0-mlp-b8]"]
     assert took["wall_seconds"] >= sum(took["tests"].values()) > 0
-    again = pytester.runpytest_subprocess(*common, "--perf-update-baselines")
+    again = stand_ins.session(pytester, *common, "--perf-update-baselines")
     line = next(x for x in again.stdout.str().splitlines() if x.startswith("mxperf: 2 measuring test(s)"))
     assert "2 test(s) at what they took in this machine's last 1 session(s) of the kind" in line, line
     assert "confirming suspects included as those sessions needed it" in line, line
     said = float(re.search(r"expected about (\d+) s", line).group(1))
     assert abs(said - took["wall_seconds"]) <= 0.5 + 1e-6, (line, took)  # the last session's time, as it was
     # a session against the baseline is another kind: its first one has the constants
-    compare = pytester.runpytest_subprocess(*common)
+    compare = stand_ins.session(pytester, *common)
     assert "costs measured on " in compare.stdout.str()
     with open_store(where) as s:
         assert len(s.durations("box", "baseline")) == 1 and s.durations("box", "suite") == []
     # one with nothing to compare (no baseline in its directory) is a third kind: it does not start
     # from the session against the baseline (whose suspects it will never settle), nor that from it
-    nothing = pytester.runpytest_subprocess(*common[:-1], str(tmp_path / "no-baselines"))
+    nothing = stand_ins.session(pytester, *common[:-1], str(tmp_path / "no-baselines"))
     assert "costs measured on " in nothing.stdout.str()
-    again = pytester.runpytest_subprocess(*common)
+    again = stand_ins.session(pytester, *common)
     assert "at what they took in this machine's last 1 session(s) of the kind" in again.stdout.str()
     with open_store(where) as s:
         assert [len(s.durations("box", k)) for k in ("recording", "baseline", "suite")] == [2, 2, 1]
@@ -379,7 +381,7 @@ def test_without_history_the_estimate_follows_this_machine_s_mxnet_speed(pyteste
     said = {}
     slowest = min(ref["conv_gflops_seen"])  # half the slowest the reference itself read: half as fast
     for name, gflops in (("same", ref["conv_gflops"]), ("half", slowest / 2)):
-        r = pytester.runpytest_subprocess(
+        r = stand_ins.session(pytester, 
             "-p", "no:cacheprovider", "-m", "cpu", "--perf-machine", "box", "--perf-ctx", "cpu", "--perf-no-probe",
             "--perf-store", str(tmp_path / f"{name}.sqlite"), "--perf-baselines-dir", str(tmp_path / name),
             "--perf-python", make_stub_python(name, rate=100.0, conv_gflops=gflops), "--perf-update-baselines",

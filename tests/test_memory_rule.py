@@ -21,6 +21,8 @@ from pathlib import Path
 
 import pytest
 
+import stand_ins
+
 from pytest_mxperf.judge import thresholds
 from pytest_mxperf.judge import growth
 from pytest_mxperf.judge import verdict as V
@@ -260,7 +262,7 @@ def reference_191():
 
 def _run(pytester, rep, candidate, reference, *args):
     pytester.makepyfile(test_mem=CELL)
-    return pytester.runpytest_subprocess(
+    return stand_ins.session(pytester, 
         "-p", "no:cacheprovider", "-m", "cpu", "--perf-python", candidate, "--perf-reference", reference,
         "--perf-report", rep, "--perf-baselines-dir", str(pytester.path / "bl"), "--perf-no-probe", "--perf-no-peak",
         *args)

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+import stand_ins
+
 from pytest_mxperf.measure import runner
 from pytest_mxperf.measure.planning import Plan
 from pytest_mxperf.measure.scheduler import Scheduler
@@ -256,7 +258,7 @@ import pytest
 def test_g(mxperf, ctx, model, batch_size):
     mxperf.expect_ok(mxperf.measure(model, batch_size, contexts=ctx))
 """)
-    r = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-m", "cpu", "--perf-machine", "box",
+    r = stand_ins.session(pytester, "-p", "no:cacheprovider", "-m", "cpu", "--perf-machine", "box",
                                       "--perf-baselines-dir", str(pytester.path / "bl"), "--perf-no-probe",
                                       "--perf-python", make_stub_python("now"), "--perf-report", "rep")
     out = r.stdout.str()

@@ -8,6 +8,8 @@ import sys
 
 import pytest
 
+import stand_ins
+
 from pytest_mxperf.measure import profiling as profiles
 from pytest_mxperf.measure import runner
 from pytest_mxperf.model.measurement import CellMeasurement, RunResult
@@ -315,7 +317,7 @@ def test_a_regressed_cell_is_profiled_beside_the_baselines_profile(pytester, stu
     bdir, report = pytester.path / "bl", pytester.path / "rep"
     common = ["-p", "no:cacheprovider", "-m", "cpu", "--perf-machine", "box", "--perf-baselines-dir", str(bdir),
               "--perf-no-probe"]
-    r = pytester.runpytest_subprocess(*common, "--perf-python", stub_with_real_profiler("base", rate=100.0),
+    r = stand_ins.session(pytester, *common, "--perf-python", stub_with_real_profiler("base", rate=100.0),
                                       "--perf-update-baselines", "-v")
     out = r.stdout.str()  # -v: the full report, with each recorded cell's profile
     assert r.ret == 0, out
@@ -330,7 +332,7 @@ def test_a_regressed_cell_is_profiled_beside_the_baselines_profile(pytester, stu
 
     # the same cell, 40% slower (scripted), with MKLDNN fusion switched off for real
     monkeypatch.setenv("MXNET_SUBGRAPH_BACKEND", "NONE")
-    r = pytester.runpytest_subprocess(*common, "--perf-python", stub_with_real_profiler("now", rate=60.0),
+    r = stand_ins.session(pytester, *common, "--perf-python", stub_with_real_profiler("now", rate=60.0),
                                       "--perf-report", str(report))
     out = r.stdout.str()
     assert r.ret == pytest.ExitCode.TESTS_FAILED, out
@@ -354,7 +356,7 @@ def test_a_regressed_cell_is_profiled_beside_the_baselines_profile(pytester, stu
     doc = json.loads((bdir / "box.json").read_text())
     del doc["cells"][key]["history"][-1]["profile"]
     (bdir / "box.json").write_text(json.dumps(doc))
-    r = pytester.runpytest_subprocess(*common, "--perf-python", stub_with_real_profiler("now", rate=60.0))
+    r = stand_ins.session(pytester, *common, "--perf-python", stub_with_real_profiler("now", rate=60.0))
     out = r.stdout.str()
     assert r.ret == pytest.ExitCode.TESTS_FAILED, out
     assert f"mxperf: profile of {key} (regression): the baseline has no operator profile for this cell" in out
@@ -365,7 +367,7 @@ def test_a_regressed_cell_is_profiled_beside_the_baselines_profile(pytester, stu
 def test_an_ab_regression_is_profiled_under_both_interpreters(pytester, stub_with_real_profiler, monkeypatch):
     monkeypatch.delenv("MXNET_SUBGRAPH_BACKEND", raising=False)
     pytester.makepyfile(test_cell=CELL)
-    r = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-m", "cpu", "--perf-machine", "box",
+    r = stand_ins.session(pytester, "-p", "no:cacheprovider", "-m", "cpu", "--perf-machine", "box",
                                       "--perf-baselines-dir", str(pytester.path / "bl"), "--perf-no-probe",
                                       "--perf-report", str(pytester.path / "rep"),
                                       "--perf-python", stub_with_real_profiler("new", rate=60.0),

@@ -7,6 +7,8 @@ import dataclasses
 import json
 
 import pytest
+
+import stand_ins
 from stand_ins import cached_setup, stub_python
 
 CELLS = """
@@ -22,7 +24,7 @@ BUILD = {"name": "mxnet", "version": "1.9.1", "direct_url": None, "libmxnet": "m
 
 
 def _run(pytester, *args):
-    return pytester.runpytest_subprocess("-p", "no:cacheprovider", *args)
+    return stand_ins.session(pytester, "-p", "no:cacheprovider", *args)
 
 
 #: the three sessions the baseline is recorded from: each stand-in's speed and how it pools

@@ -11,6 +11,8 @@ import re
 
 import pytest
 
+import stand_ins
+
 from types import SimpleNamespace
 
 from pytest_mxperf.measure.session import CellRecord, Finding
@@ -33,7 +35,7 @@ DATE = r"\d{4}-\d\d-\d\d"
 
 def _session(pytester, make_stub_python, name, models=("lenet", "mlp"), *args, **stub):
     pytester.makepyfile(test_cells=CELLS.format(models=tuple(models)))
-    return pytester.runpytest_subprocess(
+    return stand_ins.session(pytester, 
         "-p", "no:cacheprovider", "-m", "cpu", "--perf-ctx", "cpu", "--perf-machine", "box", "--perf-no-probe",
         "--perf-baselines-dir", str(pytester.path / "bl"), "--perf-store", "none",
         "--perf-python", make_stub_python(name, **dict({"rate": 100.0, "peak_gflops": 200.0}, **stub)), *args)

@@ -12,6 +12,8 @@ from types import SimpleNamespace
 
 import pytest
 
+import stand_ins
+
 from pytest_mxperf import command_line
 from pytest_mxperf.history.fleet import shard_of
 from pytest_mxperf.model.options import PerfOptions
@@ -52,7 +54,7 @@ SLOW_NOTE = re.compile(r"(\d+) slow test\(s\) deselected \(--perf-slow runs them
 
 
 def _collect(pytester, *args):
-    r = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--collect-only", "-q", *args)
+    r = stand_ins.session(pytester, "-p", "no:cacheprovider", "--collect-only", "-q", *args)
     ids = [ln.split("::", 1)[1] for ln in r.stdout.lines if "::" in ln and not ln.startswith("mxperf")]
     return r, ids
 
@@ -141,7 +143,7 @@ def test_slow_tests_named_by_node_id_are_selected(pytester):
 
 def test_a_named_slow_cell_is_measured(pytester, make_stub_python):
     pytester.makepyfile(test_sel=TESTS)
-    r = pytester.runpytest_subprocess(
+    r = stand_ins.session(pytester, 
         "-p", "no:cacheprovider", "-m", "cpu", "--perf-models", "mlp", "--perf-batch-sizes", "64",
         "--perf-python", make_stub_python(), "--perf-machine", "box",
         "--perf-baselines-dir", str(pytester.path / "bl"), "--perf-no-probe", "--perf-no-peak",
@@ -160,7 +162,7 @@ def test_a_grid_the_options_leave_empty_skips_and_the_slow_ones_are_said(pyteste
     # alexnet is no model of the grid: pytest's empty parameter set (NOTSET), which skips;
     # it was an INTERNALERROR when the plan read the cell of such a test
     pytester.makepyfile(test_sel=TESTS)
-    r = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-m", "cpu", "--perf-models", "alexnet")
+    r = stand_ins.session(pytester, "-p", "no:cacheprovider", "-m", "cpu", "--perf-models", "alexnet")
     out = r.stdout.str()
     assert "INTERNALERROR" not in out and r.ret == 0, out
     r.assert_outcomes(skipped=1, deselected=3)  # test_fixed as slow; the grid's gpu0 and test_io by -m
@@ -188,7 +190,7 @@ def test_a_selection_that_leaves_no_measuring_test_says_why_and_exits_5(pytester
 
 def test_other_tests_left_run_and_the_session_still_exits_5(pytester):
     pytester.makepyfile(test_sel=TESTS, test_plain=PLAIN)
-    r = pytester.runpytest_subprocess("-p", "no:cacheprovider", "test_sel.py", "test_plain.py", "-k",
+    r = stand_ins.session(pytester, "-p", "no:cacheprovider", "test_sel.py", "test_plain.py", "-k",
                                       "fixed or ok")
     r.assert_outcomes(passed=1, deselected=11)
     assert r.ret == EXIT_NONE_SELECTED, r.stdout.str()
@@ -198,7 +200,7 @@ def test_other_tests_left_run_and_the_session_still_exits_5(pytester):
                     "10 by -m/-k/--deselect"], r.stdout.str()
     # a failing test left keeps its status (1)
     pytester.makepyfile(test_plain=PLAIN.replace("def test_ok():\n    pass", "def test_ok():\n    assert False"))
-    r = pytester.runpytest_subprocess("-p", "no:cacheprovider", "test_sel.py", "test_plain.py", "-k",
+    r = stand_ins.session(pytester, "-p", "no:cacheprovider", "test_sel.py", "test_plain.py", "-k",
                                       "fixed or ok")
     r.assert_outcomes(failed=1, deselected=11)
     assert r.ret == pytest.ExitCode.TESTS_FAILED
@@ -206,10 +208,10 @@ def test_other_tests_left_run_and_the_session_still_exits_5(pytester):
 
 def test_a_session_that_never_collected_a_measuring_test_is_untouched(pytester):
     pytester.makepyfile(test_plain=PLAIN)
-    r = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-k", "ok")
+    r = stand_ins.session(pytester, "-p", "no:cacheprovider", "-k", "ok")
     r.assert_outcomes(passed=1, deselected=1)
     assert r.ret == 0 and not _said(r), r.stdout.str()
-    r = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-k", "nothing")
+    r = stand_ins.session(pytester, "-p", "no:cacheprovider", "-k", "nothing")
     assert r.ret == pytest.ExitCode.NO_TESTS_COLLECTED and not _said(r), r.stdout.str()
 
 

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+import stand_ins
+
 import results_copies as RC
 from stand_ins import cached_setup
 from pytest_mxperf.cli import compare
@@ -132,7 +134,7 @@ def test_tokens(mxperf):
 
 
 def _run(pytester, *args):
-    return pytester.runpytest_subprocess("-p", "no:cacheprovider", "--perf-no-probe", "--perf-no-peak",
+    return stand_ins.session(pytester, "-p", "no:cacheprovider", "--perf-no-probe", "--perf-no-peak",
                                          "--perf-time-budget", "0.3",
                                          "--perf-baselines-dir", str(pytester.path / "bl"), "--perf-machine", "box",
                                          *args)
