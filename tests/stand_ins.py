@@ -7,12 +7,26 @@ import sys
 from pathlib import Path
 from unittest import mock
 
-# loaded in the test process before any in-process session (``session``): pytester's module
-# snapshot keeps what was there and drops what a session imported, and numpy / scipy do not
-# survive being imported twice in one process
-import numpy  # noqa: F401
-import scipy.special  # noqa: F401
-import scipy.stats  # noqa: F401
+# The libraries a session imports, loaded in the test process when the tests are collected,
+# before any in-process session (``session``): pytester puts sys.modules back as it was after
+# each session and each test, and a library with compiled parts does not survive a second
+# import in one process (numpy's sentinels, matplotlib's classes: its GridSpec of one copy is
+# not the other's SubplotSpec)
+import sqlite3  # noqa: F401
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot  # noqa: E402,F401
+import matplotlib.ticker  # noqa: E402,F401
+import numpy  # noqa: E402,F401
+import scipy.special  # noqa: E402,F401
+import scipy.stats  # noqa: E402,F401
+
+try:
+    import psycopg  # noqa: F401
+except ImportError:  # the PostgreSQL store's tests skip without it
+    pass
 
 from pytest_mxperf.measure import profiling
 
@@ -46,7 +60,8 @@ def session(pytester, *args):
     as pytester runs it: about 0.4 s where a fresh interpreter takes 2.3 s, most of it
     importing scipy), except where a stand-in NVML is in use: that reaches only the
     processes started after it (``fake_nvml.use_in_subprocesses``), so the session is one;
-    and where xdist is asked for (``-n``: its workers would be this process's)."""
+    and where xdist is asked for (``-n``: its workers would be this process's). The libraries
+    a session imports are loaded when this module is (above)."""
     import fake_nvml
     if fake_nvml.FAKE_ENV in os.environ or "-n" in args:
         return pytester.runpytest_subprocess(*args)
