@@ -6,8 +6,6 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-import stand_ins
-
 import fake_nvml as F
 
 USER_TEST = """
@@ -22,7 +20,7 @@ def test_lenet(mxperf, ctx, model, batch_size):
 
 
 def _run(pytester, *args):
-    return stand_ins.session(pytester, "-p", "no:cacheprovider", *args)
+    return pytester.runpytest_subprocess("-p", "no:cacheprovider", *args)
 
 
 @pytest.mark.parametrize("args,needle", [
