@@ -70,6 +70,11 @@ def main(argv=None) -> int:
     if unknown:
         print(f"unknown kind(s) {unknown}: {sorted(KINDS)}", file=sys.stderr)
         return 2
+    try:
+        ab_deadline = opts.parse_duration("--ab-deadline", a.ab_deadline)
+    except opts.OptionError as exc:
+        print(exc, file=sys.stderr)
+        return 2
     machine = fingerprint.machine_fingerprint()["id"]
     old = json.loads(Path(a.out).read_text()) if a.merge else None
     if old is not None and old.get("cpu") != cpu_name():
@@ -90,12 +95,12 @@ def main(argv=None) -> int:
         # the wall: the tests' medians and the median of the time outside them (collection, the plan,
         # the end), so that the tests never add up to more than the session
         outside = statistics.median(max(0.0, r["wall_seconds"] - sum(r["tests"].values())) for r in rows)
-        sessions[kind] = {"processes": processes, "time_budget": opts.TIME_BUDGET_S, "sessions": len(rows),
+        # what reference_known holds a session to: its processes a cell, or an A/B session's duet pairs
+        # and deadline
+        held = ({"processes": processes} if kind != "ab" else
+                {"duet_pairs": opts.DUET_PAIRS, "commit": a.commit, "deadline": ab_deadline})
+        sessions[kind] = {**held, "time_budget": opts.TIME_BUDGET_S, "sessions": len(rows),
                           "wall_seconds": round(sum(tests.values()) + outside, 1), "tests": tests}
-        if kind == "ab":  # what reference_known holds an A/B session to instead of processes
-            del sessions[kind]["processes"]
-            sessions[kind].update(duet_pairs=opts.DUET_PAIRS, commit=a.commit,
-                                  deadline=opts.parse_duration("--ab-deadline", a.ab_deadline))
     if not sessions:
         return 1
     if old is not None:
