@@ -234,7 +234,7 @@ def _cluster_processes(since):
         cmd = p.info["cmdline"] or []
         if (p.info["create_time"] or 0) < since - 1:
             continue
-        if "pytest_mxperf.workers.dist_worker" in cmd or cmd[-2:] == ["-c", "import mxnet"]:
+        if "pytest_mxperf.workers.dist_worker" in cmd or cmd[-2:] == ["-c", dist.ROLE_CODE]:
             try:
                 if p.status() != psutil.STATUS_ZOMBIE:
                     found.append((p.pid, cmd))

@@ -4,8 +4,9 @@ Run as ``python -m pytest_mxperf.measure.cluster SPEC.json RESULT.json`` (throug
 ``runner.run_process`` / ``mxperf.run_module``), or call :func:`launch` directly. This
 module never imports mxnet: every role is its own fresh process.
 
-* The scheduler and the servers are ``python -c "import mxnet"`` with ``DMLC_ROLE`` =
-  scheduler / server: MXNet runs that role at import and exits when the workers finalize.
+* The scheduler and the servers are ``python -c ROLE_CODE`` (``import mxnet`` through
+  ``workers.protocol.import_mxnet``, the operator wrappers from the cache) with ``DMLC_ROLE``
+  = scheduler / server: MXNet runs that role at import and exits when the workers finalize.
   The workers are ``python -m pytest_mxperf.workers.dist_worker`` (or the spec's
   ``worker_module``) with ``DMLC_ROLE=worker``. (MXNet's bundled ``dmlc_tracker`` is not
   used.)
@@ -44,6 +45,8 @@ KILL_WITHIN_SECONDS = 10.0
 DIST_KVSTORES = ("dist_sync", "dist_async", "dist_device_sync")
 #: the module every worker runs unless the spec names another (``worker_module``)
 WORKER_MODULE = "pytest_mxperf.workers.dist_worker"
+#: what the scheduler and the servers run: MXNet runs the role at import and exits after it
+ROLE_CODE = "from pytest_mxperf.workers.protocol import import_mxnet; import_mxnet()"
 KVSTORES = ("local",) + DIST_KVSTORES
 POLL_SECONDS = 0.05
 
@@ -226,9 +229,9 @@ def launch(spec: Dict, workdir: Optional[str] = None) -> Dict:
         return p
 
     if dist:
-        add("scheduler", 0, [python, "-c", "import mxnet"])
+        add("scheduler", 0, [python, "-c", ROLE_CODE])
         for i in range(nservers):
-            add("server", i, [python, "-c", "import mxnet"])
+            add("server", i, [python, "-c", ROLE_CODE])
     workers = []
     for i in range(nworkers):
         p = add("worker", i, [])

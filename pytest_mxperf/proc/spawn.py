@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Callable, List, Mapping, Optional, Sequence
 
 from pytest_mxperf.model.jsonio import pid_alive
+from pytest_mxperf.workers.op_cache import cache_root
 
 WORKDIR_PREFIX = "mxperf-"
 OWNER_FILE = ".owner-pid"
@@ -194,9 +195,7 @@ def sweep_stale_workdirs(base: Optional[str] = None, prefix: str = WORKDIR_PREFI
 def cache_dir(*parts: str) -> Path:
     """A persistent cache directory: ``$MXPERF_CACHE_DIR``, else ``pytest-mxperf`` in
     ``$XDG_CACHE_HOME`` (default ``~/.cache``)."""
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    root = Path(os.environ.get("MXPERF_CACHE_DIR") or Path(base) / "pytest-mxperf")
-    path = root.joinpath(*parts)
+    path = Path(cache_root()).joinpath(*parts)
     path.mkdir(parents=True, exist_ok=True)
     return path
 

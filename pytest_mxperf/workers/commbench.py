@@ -41,10 +41,10 @@ from __future__ import annotations
 
 import statistics
 import time
-import warnings
 
 from pytest_mxperf.workers.protocol import (
     await_warmup_turn,
+    import_mxnet,
     mx_contexts,
     serve,
     serve_rounds,
@@ -179,9 +179,7 @@ def measure_compute(mx, sym, input_shape, num_classes, ctx, batch, rounds, warmu
 
 
 def run(spec):
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        import mxnet as mx
+    mx = import_mxnet()
 
     names = list(spec.get("contexts") or ["cpu:0"])
     kv_type = spec.get("kvstore") or ("device" if len(names) > 1 else "local")

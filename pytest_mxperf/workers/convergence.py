@@ -26,10 +26,9 @@ samples/s of the training passes.
 from __future__ import annotations
 
 import time
-import warnings
 from pathlib import Path
 
-from pytest_mxperf.workers.protocol import missing_gpus, mx_contexts, serve
+from pytest_mxperf.workers.protocol import import_mxnet, missing_gpus, mx_contexts, serve
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "digits28.npz"
 DEFAULT_TARGET = 0.95
@@ -82,9 +81,7 @@ def run(spec):
     if total > len(xtr):
         return {"status": "error", "message": f"total batch {total} exceeds the {len(xtr)} training samples"}
 
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        import mxnet as mx
+    mx = import_mxnet()
     missing = missing_gpus(names, mx.context.num_gpus)
     if missing:
         return {"status": "unavailable", "message": missing}

@@ -30,9 +30,8 @@ from __future__ import annotations
 import os
 import sys
 import time
-import warnings
 
-from pytest_mxperf.workers.protocol import mx_contexts, serve
+from pytest_mxperf.workers.protocol import import_mxnet, mx_contexts, serve
 
 PREFIX = "mxperf-dist-worker:"
 
@@ -81,9 +80,7 @@ def make_pool(input_shape, num_classes, global_batch, pool_batches, seed):
 def run(spec):
     import numpy as np
 
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        import mxnet as mx
+    mx = import_mxnet()
     from pytest_mxperf import zoo
 
     kv_type = spec.get("kvstore", "local")

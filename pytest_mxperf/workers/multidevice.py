@@ -30,9 +30,8 @@ statistics, so N devices legitimately differ from one (use lenet or mlp).
 from __future__ import annotations
 
 import json
-import warnings
 
-from pytest_mxperf.workers.protocol import mx_contexts, serve, unavailable_kvstore
+from pytest_mxperf.workers.protocol import import_mxnet, mx_contexts, serve, unavailable_kvstore
 
 UPDATE_REL_TOL = 1e-4
 #: TF32 keeps 10 mantissa bits: one unit in their last place, relative (judge/gpu_expectations.py)
@@ -72,9 +71,7 @@ def run(spec):
     daily session's four CPU checks took four processes, each mostly its import)."""
     import numpy as np
 
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        import mxnet as mx
+    mx = import_mxnet()
     if "checks" not in spec:
         return _check(mx, np, spec)
     checks = list(spec["checks"])

@@ -122,10 +122,14 @@ def loaded_companions():
     return out
 
 
-def import_mxnet():
+def import_mxnet(keep_compiled: bool = False):
+    """``import mxnet``, its operator wrappers from this install's cache (``op_cache``);
+    ``keep_compiled``: write what had to be compiled to the cache (the probe, not a worker
+    that measures)."""
+    from pytest_mxperf.workers.op_cache import import_mxnet as cached_import
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        import mxnet as mx  # noqa: F401  (import-time DeprecationWarnings are MXNet's, not ours)
+        warnings.simplefilter("ignore")  # import-time DeprecationWarnings are MXNet's, not ours
+        mx, _ = cached_import(write=keep_compiled)
     # Scoring declares the label without binding it, exactly as benchmark_score.py does.
     warnings.filterwarnings("ignore", message="Data provided by label_shapes")
     return mx
@@ -455,7 +459,7 @@ def mxnet_speed(mx, seconds: float = SPEED_SECONDS) -> dict:
 
 
 def probe(result_path: str) -> int:
-    mx = import_mxnet()
+    mx = import_mxnet(keep_compiled=True)
     out = runtime_info(mx)
     out["threads"] = thread_pools()
     try:

@@ -1,0 +1,123 @@
+"""MXNet's operator wrappers from a cache (workers/op_cache.py): the functions a worker gets
+are the ones MXNet's own ``exec`` makes, with this process's handles; a bad file compiles."""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from pytest_mxperf.proc import spawn
+from pytest_mxperf.workers import op_cache
+
+# the shape of a wrapper MXNet 1.x generates: the handle is a literal in one call
+_SOURCE = textwrap.dedent('''
+    def {name}(data=None, out=None, name=None, **kwargs):
+        """An operator's documentation with 123456789012 and _imperative_invoke in it."""
+        return _imperative_invoke({handle}, [data], ["k"], [name], out, False, False)
+''')
+
+
+def _run(hook, name, handle):
+    """The wrapper ``hook`` makes for operator ``name`` at address ``handle``; calling it
+    returns the handle it passes on."""
+    namespace, local = {"_imperative_invoke": lambda handle, *rest: handle}, {}
+    hook(_SOURCE.format(name=name, handle=handle), namespace, local)
+    return local[name]
+
+
+def test_a_wrapper_from_the_cache_calls_this_process_s_handle(tmp_path):
+    path = str(tmp_path / "ops.marshal")
+    first = op_cache._Exec(op_cache._Table(path), record=True)
+    fn = _run(first, "Activation", 94738401906432)
+    assert (first.compiled, first.hits) == (1, 0)
+    assert fn(1) == 94738401906432
+    op_cache._write(path, first.new)
+
+    again = op_cache._Exec(op_cache._Table(path), record=False)
+    fn2 = _run(again, "Activation", 94131200962304)   # another process: another address
+    assert (again.compiled, again.hits) == (0, 1)
+    assert fn2(1) == 94131200962304
+    assert fn2.__doc__ == fn.__doc__ and fn2.__code__.co_code == fn.__code__.co_code
+    # another operator is not answered by Activation's entry
+    other = _run(again, "FullyConnected", 94131200962304)
+    assert again.compiled == 1 and other.__name__ == "FullyConnected"
+
+
+def test_exec_without_namespaces_uses_its_caller_s_as_the_builtin_does(tmp_path):
+    hook = op_cache._Exec(op_cache._Table(None), record=False)
+    local = {}
+
+    def mxnet_like():  # as MXNet calls it: exec(code, None, local) from a function of its module
+        hook("x = __name__", None, local)
+        return local["x"]
+
+    assert mxnet_like() == __name__
+    assert hook("1 + 1", {"__builtins__": __builtins__}) is None   # not a wrapper: the builtin's
+
+
+@pytest.mark.parametrize("content", [b"", b"not a cache", op_cache._MAGIC + (10 ** 6).to_bytes(8, "little") + b"x",
+                                     op_cache._MAGIC + (3).to_bytes(8, "little") + b"\x00\x01\x02"])
+def test_a_bad_cache_file_means_the_source_is_compiled(tmp_path, content):
+    path = tmp_path / "ops.marshal"
+    path.write_bytes(content)
+    hook = op_cache._Exec(op_cache._Table(str(path)), record=False)
+    fn = _run(hook, "Activation", 94738401906432)
+    assert fn(1) == 94738401906432 and hook.compiled == 1 and hook.hits == 0
+
+
+def test_a_source_with_no_or_two_handles_is_left_to_the_builtin():
+    assert op_cache._handle_span("return _imperative_invoke(x, 1)") is None
+    two = "_imperative_invoke(1234567890, a)\n_symbol_creator(1234567891, b)"
+    assert op_cache._handle_span(two) is None
+    one = "  return _symbol_creator(98765432101234, None, x)"
+    start, end = op_cache._handle_span(one)
+    assert one[start:end] == "98765432101234"
+
+
+_CHECK = textwrap.dedent('''
+    import ctypes, json, sys
+    from pytest_mxperf.workers import op_cache
+    mx, counts = op_cache.import_mxnet()
+    from mxnet.base import _LIB, c_str
+    wrong, checked = [], 0
+    for module in (mx.nd.op, mx.sym.op, mx.nd._internal, mx.sym._internal):
+        for name, fn in vars(module).items():
+            code = getattr(fn, "__code__", None)
+            if code is None or not ({"_imperative_invoke", "_symbol_creator"} & set(code.co_names)):
+                continue
+            handles = [c for c in code.co_consts if type(c) is int and c > 2 ** 32]
+            hdl = ctypes.c_void_p()
+            _LIB.NNGetOpHandle(c_str(fn.__name__), ctypes.byref(hdl))
+            checked += 1
+            if handles != [hdl.value]:
+                wrong.append(name)
+    a = mx.nd.array([[-1.0, 2.0]])
+    relu = mx.nd.Activation(a, act_type="relu").asnumpy().tolist()
+    s = mx.sym.FullyConnected(mx.sym.Variable("x"), num_hidden=1, no_bias=True, name="fc")
+    ex = s.bind(mx.cpu(), {"x": mx.nd.ones((1, 2)), "fc_weight": mx.nd.array([[2.0, 3.0]])})
+    out = ex.forward()[0].asnumpy().tolist()
+    print(json.dumps({"wrong": wrong, "checked": checked, "relu": relu, "fc": out, **counts}))
+''')
+
+
+def _python(args, cache):
+    env = spawn.with_package_path({**os.environ, "MXPERF_CACHE_DIR": str(cache)})
+    proc = subprocess.run([sys.executable, *args], env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return proc.stdout
+
+
+def test_real_mxnet_from_the_cache_has_every_operator_with_its_own_handle(tmp_path):
+    before = json.loads(_python(["-c", _CHECK], tmp_path).strip().splitlines()[-1])
+    assert before["hits"] == 0 and before["compiled"] > 1000          # no file yet: MXNet compiles
+    assert not list((tmp_path / "mxnet-ops").glob("*.marshal"))        # and a worker writes nothing
+    _python(["-m", "pytest_mxperf.workers.protocol", "--probe", str(tmp_path / "probe.json")], tmp_path)
+    assert len(list((tmp_path / "mxnet-ops").glob("*.marshal"))) == 1  # the probe writes it
+    after = json.loads(_python(["-c", _CHECK], tmp_path).strip().splitlines()[-1])
+    assert after["compiled"] == 0 and after["hits"] == before["compiled"]
+    for got in (before, after):
+        assert got["wrong"] == [] and got["checked"] > 1000
+        assert got["relu"] == [[0.0, 2.0]] and got["fc"] == [[5.0]]
