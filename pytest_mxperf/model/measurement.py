@@ -21,9 +21,8 @@ figure is the median of its per-process figures, its spread is taken between pro
 from __future__ import annotations
 
 import dataclasses
-import functools
+import os
 import statistics
-import uuid
 from types import MappingProxyType
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
@@ -137,7 +136,25 @@ def cell_of(key: str) -> str:
 
 
 def _process_id() -> str:
-    return uuid.uuid4().hex[:16]
+    # 64 random bits as 16 hex digits (what uuid4().hex[:16] gave, without making a UUID:
+    # a replayed error-rate study makes a quarter of a million of these)
+    return os.urandom(8).hex()
+
+
+class _once:
+    """A figure computed on first use and kept in the instance (functools.cached_property
+    without its lock: a result is made and read by one thread)."""
+
+    def __init__(self, fn):
+        self.fn, self.name = fn, fn.__name__
+        self.__doc__ = fn.__doc__
+
+    def __get__(self, obj, owner=None):
+        if obj is None:
+            return self
+        value = self.fn(obj)
+        obj.__dict__[self.name] = value  # found before this (non-data) descriptor from now on
+        return value
 
 
 @dataclasses.dataclass(frozen=True)
@@ -175,7 +192,13 @@ class RunResult:
 
     def with_facts(self, **facts: Any) -> "RunResult":
         """This process with more facts (each declared in run_facts.py): a new value."""
-        return dataclasses.replace(self, meta=self.meta.with_facts(**facts))
+        # every other field is this value's own, checked when it was made: copied as it is,
+        # with the figures of its rounds (the memory figure reads the facts: made again)
+        new = object.__new__(type(self))
+        new.__dict__.update(self.__dict__)
+        new.__dict__.pop("_memory_mib", None)
+        new.__dict__["meta"] = self.meta.with_facts(**facts)
+        return new
 
     def with_figures(self, **figures: float) -> "RunResult":
         """This process with more figures (derived ones: GFLOP/s): a new value."""
@@ -193,7 +216,7 @@ class RunResult:
     def seconds_per_batch(self) -> List[float]:
         return list(self._seconds_per_batch)
 
-    @functools.cached_property
+    @_once
     def _seconds_per_batch(self) -> tuple:
         # computed once, like _throughput: a process's rounds never change after its worker
         k = max(1, self.batches_per_round)
@@ -205,13 +228,13 @@ class RunResult:
         n = self.workload.total_batch
         return [n / s for s in self.seconds_per_batch if s > 0]
 
-    @functools.cached_property
+    @_once
     def _throughput(self) -> float:
         # computed once: a process's rounds are what its worker returned, never changed after
         # (the replayed error-rate studies ask for it millions of times)
         return self.workload.total_batch / statistics.median(self._seconds_per_batch)
 
-    @functools.cached_property
+    @_once
     def _memory_mib(self) -> Optional[float]:
         # computed once, like _throughput: a process's facts never change after its worker
         rss = self.meta.peak_rss_bytes
@@ -248,7 +271,8 @@ class RunResult:
     @property
     def state(self) -> Optional[str]:
         """The machine-state label of this process (None when not labelled)."""
-        return self.machine_state.get("state")
+        v = self.meta.machine_state
+        return v.get("state") if v else None
 
     @property
     def utilisation(self) -> Optional[Dict[str, Any]]:

@@ -182,6 +182,7 @@ def advise(cells: Mapping[str, CellRecord], verdicts: Mapping[str, vd.Verdict]
     texts: Dict[str, str] = {}
     notes: Dict[str, Tuple[str, ...]] = {}
     topology_facts = topology.describe()  # the machine's, read once for the session's cells
+    topology_facts["sockets"] = advisor.socket_count(topology_facts["affinity_cpus"])
     for key, rec in cells.items():
         adv = advice_for(rec.cell, topology_facts)
         for a in adv:

@@ -54,7 +54,7 @@ def summarize_cell(cell: CellMeasurement, software: Optional[Mapping[str, Any]] 
     ``requirement``: the MXNet distribution that measured it (``mxnet==1.9.1``); ``install``:
     which build that was (``distributions.install_identity`` and its features)."""
     ok = cell.ok_runs
-    rounds = [s for r in ok for s in r.samples]
+    rounds = sorted(s for r in ok for s in r.samples)  # sorted once: the quantiles below sort it again in O(n)
     first = ok[0].meta if ok else None
     primary = cell.primary
     rec: Dict[str, Any] = {

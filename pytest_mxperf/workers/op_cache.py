@@ -53,11 +53,12 @@ def _install_key(mx_dir: str) -> Optional[str]:
 
 
 def _mxnet_dir() -> Optional[str]:
-    import importlib.util
-    spec = importlib.util.find_spec("mxnet")
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    return list(spec.submodule_search_locations)[0]
+    """The directory of the MXNet being imported, from its module (in ``sys.modules`` while
+    its ``__init__`` runs). Not ``importlib.util.find_spec``: that would consult the import
+    finders a user's ``sitecustomize`` put in place ahead of the import itself."""
+    module = sys.modules.get("mxnet")
+    where = getattr(module, "__file__", None)
+    return os.path.dirname(where) if where else None
 
 
 def cache_root() -> str:
@@ -69,7 +70,7 @@ def cache_root() -> str:
 
 
 def cache_path() -> Optional[str]:
-    """The cache file of the MXNet this interpreter would import (None: no MXNet found, or
+    """The cache file of the MXNet being (or already) imported (None: no MXNet module, or
     no cache directory can be made)."""
     mx_dir = _mxnet_dir()
     key = _install_key(mx_dir) if mx_dir else None
@@ -159,8 +160,10 @@ class _Exec:
     """``exec`` for the duration of the import: operator wrappers from the table (or
     compiled and added to ``new``), everything else as the builtin does it."""
 
-    def __init__(self, table: "_Table", record: bool):
+    def __init__(self, table: Optional["_Table"], record: bool):
+        # None: opened at the first wrapper, when the MXNet being imported is known
         self.table, self.record = table, record
+        self.path: Optional[str] = None
         self.new: Dict[bytes, bytes] = {}
         self.hits = self.compiled = 0
         self.builtin = builtins.exec
@@ -182,6 +185,9 @@ class _Exec:
         handle = int(source[start:end])
         general = source[:start] + str(_PLACEHOLDER) + source[end:]
         key = hashlib.sha1(general.encode()).digest()
+        if self.table is None:
+            self.path = cache_path()
+            self.table = _Table(self.path)
         blob = self.table.get(key)
         if blob is not None:
             try:
@@ -204,17 +210,16 @@ def import_mxnet(write: bool = False):
     and ``{"hits", "compiled"}``."""
     if "mxnet" in sys.modules:
         return sys.modules["mxnet"], {"hits": 0, "compiled": 0}
-    path = cache_path()
-    table = _Table(path)
-    hook = _Exec(table, record=write and path is not None)
+    hook = _Exec(None, record=write)
     builtins.exec = hook
     try:
         import mxnet
     finally:
         builtins.exec = hook.builtin
-        if hook.new and path:
-            _write(path, {**table.blobs(), **hook.new})
-        table.close()
+        if hook.table is not None:
+            if hook.new and hook.path:
+                _write(hook.path, {**hook.table.blobs(), **hook.new})
+            hook.table.close()
     return mxnet, {"hits": hook.hits, "compiled": hook.compiled}
 
 
