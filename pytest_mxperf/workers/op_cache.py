@@ -10,9 +10,9 @@ sources differ between processes only by the operator's handle, an address that
 
 ``import_mxnet`` imports MXNet with ``exec`` answering those sources from a cache: each source
 with its handle replaced by a placeholder is compiled once, kept as marshalled bytecode in a
-file per MXNet install (``mxnet-ops`` in ``cache_root()``; keyed by the interpreter's bytecode
-tag, the install's directory and ``libmxnet.so``'s size and time), and put back with the
-process's own handle in place of the placeholder: the functions MXNet gets are the ones its
+file per MXNet install (``mxnet-ops`` in ``cache_root()``; keyed by the interpreter's
+bytecode tag and optimisation level, the install's directory and ``libmxnet.so``'s size and
+time), and put back with the process's own handle in place of the placeholder: the functions MXNet gets are the ones its
 own ``exec`` would have made. Any other ``exec`` during the import runs as it would. Only a
 process started to ask what MXNet is (``worker.probe``, once per interpreter and session)
 writes the file, so a measuring worker never holds what a write needs; a missing, stale or
@@ -47,8 +47,9 @@ def _install_key(mx_dir: str) -> Optional[str]:
         st = os.stat(lib)
     except OSError:
         return None
-    text = "|".join((str(_FORMAT), sys.implementation.cache_tag or "", os.path.realpath(mx_dir),
-                     str(st.st_size), str(st.st_mtime_ns)))
+    # the bytecode's interpreter and optimisation level (-O drops asserts), and the install
+    text = "|".join((str(_FORMAT), sys.implementation.cache_tag or "", str(sys.flags.optimize),
+                     os.path.realpath(mx_dir), str(st.st_size), str(st.st_mtime_ns)))
     return hashlib.sha256(text.encode()).hexdigest()[:24]
 
 
