@@ -10,14 +10,14 @@ sources differ between processes only by the operator's handle, an address that
 
 ``import_mxnet`` imports MXNet with ``exec`` answering those sources from a cache: each source
 with its handle replaced by a placeholder is compiled once, kept as marshalled bytecode in a
-file per MXNet install (``mxnet-ops`` in ``cache_root()``; keyed by the interpreter's
-bytecode tag and optimisation level, the install's directory and ``libmxnet.so``'s size and
-time), and put back with the process's own handle in place of the placeholder: the
-functions MXNet gets are the ones its own ``exec`` would have made. Any other ``exec`` during the import runs as it would. Only a
-process started to ask what MXNet is (``worker.probe``, once per interpreter and session)
-writes the file, so a measuring worker never holds what a write needs; a missing, stale or
-unreadable file only means MXNet compiles its sources itself. Nothing here is timed: the
-import precedes every measured round.
+file per MXNet install (``mxnet-ops`` in ``cache_root()``; keyed by the interpreter's bytecode
+tag and optimisation level, the install's directory and ``libmxnet.so``'s size and time), and
+put back with the process's own handle in place of the placeholder: the functions MXNet gets
+are the ones its own ``exec`` would have made. Any other ``exec`` during the import runs as it
+would. Only a process started to ask what MXNet is (``worker.probe``, once per interpreter and
+session) writes the file, so a measuring worker never holds what a write needs; a missing,
+stale or unreadable file only means MXNet compiles its sources itself. Nothing here is timed:
+the import precedes every measured round.
 """
 
 from __future__ import annotations
