@@ -24,6 +24,7 @@ import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from pytest_mxperf.machine import hardware  # noqa: E402
 from pytest_mxperf.proc import spawn  # noqa: E402
 
 _CHILD = """
@@ -45,22 +46,9 @@ print(json.dumps({"cpu": cpu, "rss_mib": rss, "peak_mib": resource.getrusage(res
 
 
 def _cpu_model() -> str:
-    """The model name, family and model of the first CPU (/proc/cpuinfo)."""
-    fields = {}
-    try:
-        with open("/proc/cpuinfo") as fh:
-            for line in fh:
-                key, _, value = line.partition(":")
-                key = key.strip()
-                if key in ("model name", "cpu family", "model") and key not in fields:
-                    fields[key] = value.strip()
-                if not line.strip():
-                    break
-    except OSError:
-        pass
-    if not fields:
-        return platform.processor() or "unknown"
-    return f"{fields.get('model name', '?')}, family {fields.get('cpu family', '?')} model {fields.get('model', '?')}"
+    """The first CPU's model name, family and model (``hardware.cpu_info``)."""
+    cpu = hardware.cpu_info()
+    return f"{cpu['model_name']}, family {cpu.get('family', '?')} model {cpu.get('model', '?')}"
 
 
 def main(argv=None) -> int:

@@ -43,6 +43,15 @@ def test_a_process_result_refuses_every_assignment():
     assert r.meta.mxnet_version == "1.9.1" and r.value("throughput") == pytest.approx(32.0)
 
 
+def test_a_copy_with_more_facts_keeps_its_rounds_figures_and_reads_its_own_memory():
+    r = RunResult(W, "ok", batches_per_round=2, round_seconds=[0.5, 0.5], meta={"peak_rss_bytes": 2 ** 30})
+    assert r.value("throughput") == pytest.approx(32.0) and r.value("peak_rss_mib") == 1024.0
+    grown = r.with_facts(peak_rss_bytes=2 ** 31)   # a fact the memory figure reads: asked again
+    assert grown.value("peak_rss_mib") == 2048.0 and r.value("peak_rss_mib") == 1024.0
+    assert grown.value("throughput") == pytest.approx(32.0) and grown.process == r.process
+    assert grown.meta.peak_rss_bytes == 2 ** 31 and r.meta.peak_rss_bytes == 2 ** 30
+
+
 def test_facts_are_typed_attributes_declared_in_run_facts():
     r = _run(import_seconds=1.5, num_gpus="two")
     assert r.meta.import_seconds == 1.5

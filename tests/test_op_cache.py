@@ -56,6 +56,7 @@ def test_exec_without_namespaces_uses_its_caller_s_as_the_builtin_does(tmp_path)
 
     assert mxnet_like() == __name__
     assert hook("1 + 1", {"__builtins__": __builtins__}) is None   # not a wrapper: the builtin's
+    assert hook.compiled == hook.hits == 0
 
 
 @pytest.mark.parametrize("content", [b"", b"not a cache", op_cache._MAGIC + (10 ** 6).to_bytes(8, "little") + b"x",

@@ -157,6 +157,10 @@ class _once:
         return value
 
 
+#: the figures a RunResult computes once from its rounds alone: a copy with other facts keeps them
+_FROM_ROUNDS = frozenset({"_seconds_per_batch", "_throughput"})
+
+
 @dataclasses.dataclass(frozen=True)
 class RunResult:
     """One worker process: its figures plus what it actually ran with. Immutable: made once
@@ -193,10 +197,12 @@ class RunResult:
     def with_facts(self, **facts: Any) -> "RunResult":
         """This process with more facts (each declared in run_facts.py): a new value."""
         # every other field is this value's own, checked when it was made: copied as it is,
-        # with the figures of its rounds (the memory figure reads the facts: made again)
-        new = object.__new__(type(self))
-        new.__dict__.update(self.__dict__)
-        new.__dict__.pop("_memory_mib", None)
+        # with the figures computed from its rounds alone (any other, the memory figure
+        # among them, reads the facts: made again when asked)
+        cls = type(self)
+        new = object.__new__(cls)
+        new.__dict__.update({k: v for k, v in self.__dict__.items()
+                             if k in _FROM_ROUNDS or not isinstance(getattr(cls, k, None), _once)})
         new.__dict__["meta"] = self.meta.with_facts(**facts)
         return new
 
