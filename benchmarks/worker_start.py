@@ -1,14 +1,15 @@
-"""What ``import mxnet`` costs a worker, with MXNet compiling its operator wrappers itself and
-with them from the cache (``pytest_mxperf/workers/op_cache.py``).
+"""What ``import mxnet`` costs a worker, with MXNet compiling its operator wrappers itself, with
+them from the cache (``pytest_mxperf/workers/op_cache.py``), and from the cache with the modules
+MXNet imports but a worker does not use deferred (``workers/deferred_imports.py``).
 
-Alternating fresh processes (plain, cached, plain, ...; ``--rounds`` of each), every one of
+Alternating fresh processes (plain, cached, deferred, plain, ...; ``--rounds`` of each), every one of
 them ``python -c`` importing MXNet then running one operator: CPU seconds of the process
 (user + system, ``time.process_time``), its resident memory after the import and its peak.
 The cache is written first by the probe (``python -m pytest_mxperf.workers.protocol --probe``),
 as a session does, into a directory of this run.
 
     .venv/bin/python benchmarks/worker_start.py --rounds 8 \\
-        --out benchmarks/results/worker-start-zen3-2026-11-27.txt
+        --out benchmarks/results/worker-start-zen3-2026-11-28.txt
 """
 
 from __future__ import annotations
@@ -35,7 +36,8 @@ if sys.argv[1] == "plain":
     counts = {}
 else:
     from pytest_mxperf.workers.op_cache import import_mxnet
-    mx, counts = import_mxnet()
+    mx, counts = import_mxnet(defer=sys.argv[1] == "deferred")
+    counts.pop("deferred")
 cpu = time.process_time() - t
 with open("/proc/self/status") as fh:
     rss = [int(l.split()[1]) / 1024 for l in fh if l.startswith("VmRSS")][0]
@@ -57,28 +59,30 @@ def main(argv=None) -> int:
     ap.add_argument("--python", default=sys.executable)
     ap.add_argument("--out")
     args = ap.parse_args(argv)
-    rows = {"plain": [], "cached": []}
+    rows = {"plain": [], "cached": [], "deferred": []}
     with tempfile.TemporaryDirectory(prefix="mxperf-worker-start-") as cache:
         env = spawn.with_package_path({**os.environ, "MXPERF_CACHE_DIR": cache})
         subprocess.run([args.python, "-m", "pytest_mxperf.workers.protocol", "--probe", os.path.join(cache, "p.json")],
                        env=env, check=True, capture_output=True)
         for _ in range(args.rounds):
-            for mode in ("plain", "cached"):
+            for mode in rows:
                 out = subprocess.run([args.python, "-c", _CHILD, mode], env=env, check=True, capture_output=True,
                                      text=True).stdout
                 rows[mode].append(json.loads(out.strip().splitlines()[-1]))
-    lines = [f"# import mxnet in a fresh process: MXNet compiling its operator wrappers (plain) or from the cache",
+    lines = [f"# import mxnet in a fresh process: MXNet compiling its operator wrappers (plain), from the cache "
+             f"(cached), from the cache with scipy.stats, requests and setuptools deferred (deferred)",
              f"# CPU: {_cpu_model()}, {os.cpu_count()} CPUs; python {platform.python_version()}; "
              f"command: .venv/bin/python benchmarks/worker_start.py --rounds {args.rounds}",
              "mode    processes  cpu_s median [min, max]   rss_after_import_mib median  peak_mib median  wrappers from cache"]
     for mode, got in rows.items():
         cpu = [r["cpu"] for r in got]
-        lines.append(f"{mode:<7} {len(got):>9}  {statistics.median(cpu):.2f} [{min(cpu):.2f}, {max(cpu):.2f}]"
+        lines.append(f"{mode:<8} {len(got):>8}  {statistics.median(cpu):.2f} [{min(cpu):.2f}, {max(cpu):.2f}]"
                      f"{statistics.median(r['rss_mib'] for r in got):>22.1f}"
                      f"{statistics.median(r['peak_mib'] for r in got):>17.1f}"
                      f"{'  ' + str(got[0].get('hits', '-')):>21}")
-    saved = statistics.median(r["cpu"] for r in rows["plain"]) - statistics.median(r["cpu"] for r in rows["cached"])
-    lines.append(f"saved per process: {saved:.2f} CPU-s (medians)")
+    med = {mode: statistics.median(r["cpu"] for r in got) for mode, got in rows.items()}
+    lines.append(f"saved per process: cache {med['plain'] - med['cached']:.2f} CPU-s, deferring "
+                 f"{med['cached'] - med['deferred']:.2f} CPU-s more, {med['plain'] - med['deferred']:.2f} in all (medians)")
     text = "\n".join(lines) + "\n"
     print(text, end="")
     if args.out:

@@ -31,6 +31,8 @@ import sys
 import types
 from typing import Dict, Optional
 
+from pytest_mxperf.workers import deferred_imports
+
 #: the calls through which a generated wrapper names its operator's handle (MXNet 1.x:
 #: ndarray and symbol, their numpy front ends), each followed by the handle and a comma
 _CALLS = ("_imperative_invoke(", "_symbol_creator(")
@@ -205,23 +207,26 @@ class _Exec:
         return _with_handle(code, handle)
 
 
-def import_mxnet(write: bool = False):
+def import_mxnet(write: bool = False, defer: bool = True):
     """``import mxnet`` with its operator wrappers from this install's cache; ``write``: keep
-    what had to be compiled in the cache file (the probe process only). Returns the module
-    and ``{"hits", "compiled"}``."""
+    what had to be compiled in the cache file (the probe process only); ``defer``: the
+    modules MXNet imports but a worker does not use loaded on first use
+    (``deferred_imports``). Returns the module and ``{"hits", "compiled", "deferred"}``."""
     if "mxnet" in sys.modules:
-        return sys.modules["mxnet"], {"hits": 0, "compiled": 0}
+        return sys.modules["mxnet"], {"hits": 0, "compiled": 0, "deferred": []}
     hook = _Exec(None, record=write)
     builtins.exec = hook
+    lazily = deferred_imports.deferred() if defer else deferred_imports.deferred((), stdlib_distutils=False)
     try:
-        import mxnet
+        with lazily as finder:
+            import mxnet
     finally:
         builtins.exec = hook.builtin
         if hook.table is not None:
             if hook.new and hook.path:
                 _write(hook.path, {**hook.table.blobs(), **hook.new})
             hook.table.close()
-    return mxnet, {"hits": hook.hits, "compiled": hook.compiled}
+    return mxnet, {"hits": hook.hits, "compiled": hook.compiled, "deferred": list(finder.given)}
 
 
 def _write(path: str, blobs: Dict[bytes, bytes]) -> None:
