@@ -44,6 +44,16 @@ def test_a_deferred_module_loads_at_its_first_use_and_is_the_real_one_after(pack
     assert "twice" in dir(heavy) and heavy.VALUE == 42 and heavy_pkg.LOADS == ["heavy"]
 
 
+def test_a_module_that_is_not_there_fails_to_import_as_it_would(packages):
+    import heavy_pkg  # noqa: F401
+    with deferred_imports.deferred(["heavy_pkg.absent", "no_such_top_level_module"]) as finder:
+        with pytest.raises(ImportError):
+            import heavy_pkg.absent  # noqa: F401
+        with pytest.raises(ImportError):
+            import no_such_top_level_module  # noqa: F401
+    assert finder.given == []
+
+
 def test_a_submodule_of_a_deferred_package_is_imported_through_the_real_package(packages):
     import heavy_pkg
     with deferred_imports.deferred(["heavy_pkg.tree"]):

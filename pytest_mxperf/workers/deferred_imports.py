@@ -64,7 +64,9 @@ class _Finder:
         self.given = []
 
     def find_spec(self, fullname, path=None, target=None):
-        if fullname in self.names:
+        # only a module that is there: an import that fails (``try: import x except
+        # ImportError``) fails as it would
+        if fullname in self.names and importlib.machinery.PathFinder.find_spec(fullname, path) is not None:
             return importlib.machinery.ModuleSpec(fullname, self)
         return None
 
