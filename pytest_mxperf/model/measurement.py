@@ -61,9 +61,9 @@ MEASURING_METHOD = 1
 #: files (``rss_file_bytes``: libraries, whose resident share follows the page cache: the same
 #: install read 279 and 202 MiB in one A/A pair); 1 (or none recorded) = the whole resident set.
 #: 3 = as 2, in a worker whose ``import mxnet`` leaves the modules it does not use unloaded
-#: until used (``workers/deferred_imports.py``: scipy.stats, requests, setuptools; 40 MiB
-#: less after the import on MXNet 1.9.1). A baseline's memory figure is compared only when it
-#: was read the same way.
+#: until used (``workers/deferred_imports.py``: scipy.stats, requests, setuptools; the figure
+#: 46-59 MiB lower on MXNet 1.9.1, ``benchmarks/results/deferred-imports-same-figures-*``). A
+#: baseline's memory figure is compared only when it was read the same way.
 MEMORY_METHOD = 3
 
 METRICS: Dict[str, Metric] = {m.name: m for m in (
