@@ -108,3 +108,28 @@ def test_real_mxnet_imports_without_the_modules_it_does_not_use_and_they_work_wh
         assert abs(got["entropy"] - 0.6931471805599453) < 1e-12
         assert got["dense"] == [[0.0, 2.0]] and got["relu"] == [[0.0, 2.0]]
         assert got["stats_after"] == "module"   # the real scipy.stats once used
+
+
+_MEASURE = textwrap.dedent('''
+    import json, sys
+    from pytest_mxperf.workers import op_cache
+    op_cache.import_mxnet()
+    from pytest_mxperf.measure import runner
+    from pytest_mxperf.model.workload import Workload
+    from pytest_mxperf.workers import throughput
+    w = Workload(model="lenet", mode=sys.argv[1], batch_size=2, contexts=("cpu:0",))
+    spec = json.loads(json.dumps(runner.make_spec(w, time_budget=0.2, smoke=False, memory_limit=None, seed=0)))
+    result = throughput.measure(spec)
+    print(json.dumps({"status": result.get("status"),
+                      "still_deferred": [n for n in ("scipy.stats", "requests")
+                                         if type(sys.modules.get(n)).__name__ == "_Deferred"]}))
+''')
+
+
+@pytest.mark.parametrize("mode", ["score", "train"])
+def test_a_measurement_loads_no_deferred_module_so_none_loads_in_a_timed_round(tmp_path, mode):
+    env = spawn.with_package_path({**os.environ, "MXPERF_CACHE_DIR": str(tmp_path)})
+    proc = subprocess.run([sys.executable, "-c", _MEASURE, mode], env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert got == {"status": "ok", "still_deferred": ["scipy.stats", "requests"]}
