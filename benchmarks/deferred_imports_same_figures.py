@@ -22,9 +22,9 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from pytest_mxperf.machine import hardware  # noqa: E402
 from pytest_mxperf.measure import runner  # noqa: E402
 from pytest_mxperf.model.workload import Workload  # noqa: E402
+from worker_start import cpu_model  # noqa: E402  (this directory: the script's own)
 
 _CHILD = """
 import sys, time
@@ -52,10 +52,8 @@ def main(argv=None) -> int:
     ap.add_argument("--cells", default="resnet50_v2:8,alexnet:1")
     ap.add_argument("--out")
     args = ap.parse_args(argv)
-    cpu = hardware.cpu_info()
     lines = [f"# a worker importing MXNet eagerly (as before) or with deferred imports, then the suite's throughput worker",
-             f"# CPU: {cpu['model_name']}, family {cpu.get('family', '?')} model {cpu.get('model', '?')}, "
-             f"{os.cpu_count()} CPUs; python {platform.python_version()}; command: .venv/bin/python "
+             f"# CPU: {cpu_model()}, {os.cpu_count()} CPUs; python {platform.python_version()}; command: .venv/bin/python "
              f"benchmarks/deferred_imports_same_figures.py --pairs {args.pairs} --cells {args.cells}",
              "cell                      pair  first     eager img/s  deferred img/s  ratio  eager MiB  deferred MiB"]
     summary = []

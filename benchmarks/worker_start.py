@@ -47,8 +47,9 @@ print(json.dumps({"cpu": cpu, "rss_mib": rss, "peak_mib": resource.getrusage(res
 """
 
 
-def _cpu_model() -> str:
-    """The first CPU's model name, family and model (``hardware.cpu_info``)."""
+def cpu_model() -> str:
+    """The first CPU's model name, family and model (``hardware.cpu_info``): how these
+    benchmarks name the CPU a figure came from."""
     cpu = hardware.cpu_info()
     return f"{cpu['model_name']}, family {cpu.get('family', '?')} model {cpu.get('model', '?')}"
 
@@ -71,7 +72,7 @@ def main(argv=None) -> int:
                 rows[mode].append(json.loads(out.strip().splitlines()[-1]))
     lines = [f"# import mxnet in a fresh process: MXNet compiling its operator wrappers (plain), from the cache "
              f"(cached), from the cache with scipy.stats, requests and setuptools deferred (deferred)",
-             f"# CPU: {_cpu_model()}, {os.cpu_count()} CPUs; python {platform.python_version()}; "
+             f"# CPU: {cpu_model()}, {os.cpu_count()} CPUs; python {platform.python_version()}; "
              f"command: .venv/bin/python benchmarks/worker_start.py --rounds {args.rounds}",
              "mode    processes  cpu_s median [min, max]   rss_after_import_mib median  peak_mib median  wrappers from cache"]
     for mode, got in rows.items():

@@ -91,15 +91,16 @@ _MXNET = textwrap.dedent('''
 ''')
 
 
-def _mxnet(mode, tmp_path):
+def _child(script, arg, tmp_path):
+    """What ``script`` (run with ``arg`` in a fresh process, as a worker is) printed last, as JSON."""
     env = spawn.with_package_path({**os.environ, "MXPERF_CACHE_DIR": str(tmp_path)})
-    proc = subprocess.run([sys.executable, "-c", _MXNET, mode], env=env, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run([sys.executable, "-c", script, arg], env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
 def test_real_mxnet_imports_without_the_modules_it_does_not_use_and_they_work_when_used(tmp_path):
-    lazy, eager = _mxnet("defer", tmp_path), _mxnet("eager", tmp_path)
+    lazy, eager = _child(_MXNET, "defer", tmp_path), _child(_MXNET, "eager", tmp_path)
     assert eager["loaded"]["scipy.stats"] and eager["loaded"]["requests"]   # MXNet's own import loads them
     assert lazy["deferred"] == ["scipy.stats", "requests"] and eager["deferred"] == []
     assert lazy["loaded"] == {"scipy.stats": False, "requests": False, "pkg_resources": False, "setuptools": False}
@@ -128,8 +129,5 @@ _MEASURE = textwrap.dedent('''
 
 @pytest.mark.parametrize("mode", ["score", "train"])
 def test_a_measurement_loads_no_deferred_module_so_none_loads_in_a_timed_round(tmp_path, mode):
-    env = spawn.with_package_path({**os.environ, "MXPERF_CACHE_DIR": str(tmp_path)})
-    proc = subprocess.run([sys.executable, "-c", _MEASURE, mode], env=env, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    got = _child(_MEASURE, mode, tmp_path)
     assert got == {"status": "ok", "still_deferred": ["scipy.stats", "requests"]}
