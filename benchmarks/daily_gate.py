@@ -13,7 +13,9 @@ Records ``pytest perf_tests -m cpu --perf-update-baselines`` once (into ``OUT/bl
   of mxnet==1.6.0).
 
 Each session's row: exit status, seconds, its verdicts by kind, the cells settled against the
-recorded setup with their ratio and interval, and the lines it said about the duet. Rows go to
+recorded setup with their ratio and interval, the lines it said about the duet, and how far its
+estimates were from its pytest wall time (``estimates``: the first line's, and every progress
+line's time gone plus time left; issue 37). Rows go to
 ``OUT/sessions.jsonl``; ``--summary`` prints the table.
 
     python benchmarks/daily_gate.py --out /tmp/daily --old-python ~/.cache/pytest-mxperf/venvs/mxnet-1.6.0-*/venv/bin/python
@@ -24,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 import time
 from pathlib import Path
@@ -60,7 +63,28 @@ def session(out: Path, name: str, extra=(), env_extra=None, update=False) -> dic
     said = [ln for ln in proc.stdout.splitlines()
             if "recorded setup" in ln and ln.startswith("mxperf:") and "REGRESSION" not in ln]
     return {"name": name, "exit": proc.returncode, "seconds": seconds, "kinds": kinds, "settled": settled,
-            "said": said, "started": time.strftime("%H:%M:%S", time.localtime(t0))}
+            "said": said, "started": time.strftime("%H:%M:%S", time.localtime(t0)), **estimates(proc.stdout)}
+
+
+_FIRST = re.compile(r"expected about (\d+(?:\.\d+)?) (min|s)\b")
+#: the session's progress lines (not a confirmation round's, whose time gone is the round's own)
+_PROGRESS = re.compile(r"cell\(s\) measured, (\d+(?:\.\d+)?) min gone, about (\d+(?:\.\d+)?) min left")
+_WALL = re.compile(r"\bin (\d+(?:\.\d+)?)s(?: \(\d+:\d\d:\d\d\))? =+\s*$")
+
+
+def estimates(text: str) -> dict:
+    """From a session's output: ``pytest_seconds`` (pytest's own wall time, its last line),
+    ``estimate_seconds`` (the first line's "expected about ..."), ``progress_seconds`` (each
+    progress line's time gone plus time left, in order). None / [] where the output has none."""
+    first = _FIRST.search(text)
+    wall = [m for m in (_WALL.search(ln) for ln in text.splitlines()[-5:]) if m]
+    return {"pytest_seconds": float(wall[-1].group(1)) if wall else None,
+            "estimate_seconds": (float(first.group(1)) * (60 if first.group(2) == "min" else 1)) if first else None,
+            "progress_seconds": [round(60 * (float(g) + float(left)), 1) for g, left in _PROGRESS.findall(text)]}
+
+
+def _off(said, actual) -> str:
+    return f"{100 * (said / actual - 1):+.0f}%" if said and actual else "-"
 
 
 def main(argv=None) -> int:
@@ -102,6 +126,10 @@ def _ratio(v) -> str:
 
 def summarize(log: Path) -> int:
     rows = [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
+    for r in rows:  # rows written before the harness kept its estimates: from the session's output
+        out = log.parent / f"{r['name']}.log"
+        if "estimate_seconds" not in r and out.exists():
+            r.update(estimates(out.read_text()))
     print("| session | started | change | exit | minutes | verdicts | figures settled against the recorded setup "
           "(duet or process pairs) |")
     print("|---|---|---|---|---|---|---|")
@@ -116,6 +144,15 @@ def summarize(log: Path) -> int:
             text += (("; " if text else "") + f"{len(same)} unchanged, x{min(same):.3f} to x{max(same):.3f}")
         print(f"| {r['name']} | {r['started']} | {r['label']} | {r['exit']} | {r['seconds'] / 60:.1f} | {kinds} | "
               f"{text or '-'} |")
+    print()
+    print("| session | pytest wall | first line said | off | progress lines: gone + left | off, from - to |")
+    print("|---|---|---|---|---|---|")
+    for r in rows:
+        wall, first, prog = r.get("pytest_seconds"), r.get("estimate_seconds"), r.get("progress_seconds") or []
+        span = f"{min(prog) / 60:.1f} to {max(prog) / 60:.1f} min ({len(prog)} lines)" if prog else "-"
+        offs = f"{_off(min(prog), wall)} to {_off(max(prog), wall)}" if prog else "-"
+        print(f"| {r['name']} | {'-' if wall is None else f'{wall / 60:.1f} min'} | "
+              f"{'-' if first is None else f'{first / 60:.1f} min'} | {_off(first, wall)} | {span} | {offs} |")
     return 0
 
 
