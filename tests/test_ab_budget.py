@@ -172,3 +172,41 @@ def test_a_noisy_duet_cell_is_below_resolution_only_when_its_second_stage_was_no
     logs = iter([-0.36, 0.24, -0.06] + [-0.36, 0.24] * 100)
     cut, n = session(lambda: 0.0)
     assert n == 3 and cut.kind == "unresolved" and cut.failed, cut
+
+
+def test_the_settling_lines_say_the_sessions_time_gone_and_the_rounds_time_left():
+    """While the end of the session measures suspects again, each line's time gone is the
+    session's (as on the progress lines before it: 21.0 min, not the 1 min of this round), and
+    what is left is the round's cells after this one."""
+    from pytest_mxperf.measure.session import SessionContext
+    from pytest_mxperf.outcome import comparators
+    from pytest_mxperf.output import messages
+
+    w = Workload("lenet", mode="score", batch_size=8)
+    logs = iter([-0.2, -0.3, -0.25] * 50)   # about -22% a pair: a suspect after the first stage
+    clock = [1000.0 + 20 * 60]               # the session started at 1000 s, 20 min ago
+
+    def pair():
+        x = next(logs)
+        return (RunResult(w, "ok", batches_per_round=1, round_seconds=[0.08 / math.exp(x)] * 6, wall_seconds=30.0,
+                          meta={"duet": {}}),
+                RunResult(w, "ok", batches_per_round=1, round_seconds=[0.08] * 6, wall_seconds=30.0,
+                          meta={"duet": {}}))
+    first = [pair() for _ in range(3)]
+    cells = {w.key(): CellRecord("t", CellMeasurement(w, [c for c, _ in first], [r for _, r in first]),
+                                 remeasure=lambda more: None, duets=True)}
+
+    def confirm(more):
+        old = cells[more.key].cell
+        new = [pair() for _ in range(more.count)]
+        cells[more.key] = dataclasses.replace(cells[more.key], cell=CellMeasurement(
+            w, list(old.runs) + [c for c, _ in new], list(old.reference) + [r for _, r in new]))
+        clock[0] += 60.0                     # the round's one cell took a minute
+    ctx = SessionContext(PerfOptions(reference="/ref/python"), {}, comparison=comparison_for("/ref/python"),
+                         plan=planning.Plan(tests=1, cells=1, ab_pairs=8, duet_pairs=3), started=1000.0)
+    said = []
+    comparators.settle(comparators.ABComparator(ctx, lambda: None), lambda: cells, confirm,
+                       lambda what: said.append(messages.said(what)), lambda: clock[0])
+    lines = [s for s in said if "re-measured" in s]
+    assert lines == [f"mxperf: re-measured 1 of 1 suspect cell(s) ({w.key()}), 21.0 min gone, about 0.0 min left "
+                     "for this round"], said

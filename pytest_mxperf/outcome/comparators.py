@@ -305,7 +305,9 @@ def settle(comparator, cells: Callable[[], Dict[str, CellRecord]], confirm: Call
     """The one loop both modes use: judge the measured ``cells()``; while the comparator finds
     suspects and may measure (``rounds``), say what it asks for (``say(Confirmation)``), measure
     it (``confirm``, each cell's progress said as ``say((i, n, more, seconds gone, seconds
-    left))``) and judge again, as the cells then are. Returns the verdicts as concluded."""
+    left))``: the session's seconds since it started, ``now() - context.started``, and what the
+    round's cells after this one are expected to take) and judge again, as the cells then are.
+    Returns the verdicts as concluded."""
     final: FrozenSet[str] = frozenset()
     verdicts, judged = comparator.judge(cells(), final)
     confirmed: FrozenSet[str] = frozenset()
@@ -321,7 +323,8 @@ def settle(comparator, cells: Callable[[], Dict[str, CellRecord]], confirm: Call
             t0 = now()
             for i, more in enumerate(asked.wanted):
                 confirm(more)
-                say((i + 1, len(asked.wanted), more, now() - t0, sum(m.cost for m in asked.wanted[i + 1:])))
+                say((i + 1, len(asked.wanted), more, now() - comparator.context.started,
+                     sum(m.cost for m in asked.wanted[i + 1:])))
             spent += now() - t0
             final |= settled
             confirmed |= frozenset(m.key for m in asked.wanted)  # the cells measured again
