@@ -177,7 +177,8 @@ def test_a_noisy_duet_cell_is_below_resolution_only_when_its_second_stage_was_no
 def test_the_settling_lines_say_the_sessions_time_gone_and_the_rounds_time_left():
     """While the end of the session measures suspects again, each line's time gone is the
     session's (as on the progress lines before it: 21.0 min, not the 1 min of this round), and
-    what is left is the round's cells after this one."""
+    what settle passes on as left is the round's cells after this one (``finish`` weighs it
+    against the plan: test_the_settling_lines_time_left_is_the_plans_when_that_is_more)."""
     from pytest_mxperf.measure.session import SessionContext
     from pytest_mxperf.outcome import comparators
     from pytest_mxperf.output import messages
@@ -208,5 +209,23 @@ def test_the_settling_lines_say_the_sessions_time_gone_and_the_rounds_time_left(
     comparators.settle(comparators.ABComparator(ctx, lambda: None), lambda: cells, confirm,
                        lambda what: said.append(messages.said(what)), lambda: clock[0])
     lines = [s for s in said if "re-measured" in s]
-    assert lines == [f"mxperf: re-measured 1 of 1 suspect cell(s) ({w.key()}), 21.0 min gone, about 0.0 min left "
-                     "for this round"], said
+    assert lines == [f"mxperf: re-measured 1 of 1 suspect cell(s) ({w.key()}), 21.0 min gone, about 0.0 min left"], said
+
+
+def test_the_settling_lines_time_left_is_the_plans_when_that_is_more():
+    """The session's time left on a settling line: the plan expected 20 min, 10 of them for its
+    one test and 10 outside it (this machine's last sessions settled their suspects there);
+    15 min gone, the test took its 10: 5 min left, unless the round's cells still to measure
+    take longer."""
+    from types import SimpleNamespace
+
+    from pytest_mxperf.outcome.finish import _with_session_left
+
+    plan = planning.Plan(tests=1, cells=1, estimate_seconds=1200.0, test_estimates=(("t::a", 600.0),))
+    session = SimpleNamespace(context=SimpleNamespace(plan=plan), clock=SimpleNamespace(tests_done=[("t::a", 600.0)]))
+    got = []
+    said = _with_session_left(got.append, session)
+    said((1, 2, "more", 900.0, 60.0))
+    said((2, 2, "more", 900.0, 420.0))
+    said("a confirmation")
+    assert got == [(1, 2, "more", 900.0, 300.0), (2, 2, "more", 900.0, 420.0), "a confirmation"]

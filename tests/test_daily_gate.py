@@ -10,7 +10,7 @@ import daily_gate as D  # noqa: E402
 OUTPUT = """\
 mxperf: 25 measuring test(s), 2 process(es) a cell: 25 test(s) at what they took in this machine's last 3 session(s) of the kind; expected about 4.7 min, confirming suspects included
 mxperf: 1 of 25 cell(s) measured, 0.3 min gone, about 4.5 min left
-mxperf: re-measured 1 of 11 suspect cell(s) (score/alexnet/b8), 9.5 min gone, about 12.0 min left for this round
+mxperf: re-measured 1 of 11 suspect cell(s) (score/alexnet/b8), 9.5 min gone, about 12.0 min left
 mxperf: 25 cell(s) measured, 21.0 min gone
 ======= 23 passed, 6 skipped, 210 deselected in 1360.91s (0:22:40) =======
 """

@@ -306,8 +306,9 @@ def settle(comparator, cells: Callable[[], Dict[str, CellRecord]], confirm: Call
     suspects and may measure (``rounds``), say what it asks for (``say(Confirmation)``), measure
     it (``confirm``, each cell's progress said as ``say((i, n, more, seconds gone, seconds
     left))``: the session's seconds since it started, ``now() - context.started``, and what the
-    round's cells after this one are expected to take) and judge again, as the cells then are.
-    Returns the verdicts as concluded."""
+    round's cells after this one are expected to take, which ``finish`` weighs against the
+    plan's rest of the session) and judge again, as the cells then are. Returns the verdicts
+    as concluded."""
     final: FrozenSet[str] = frozenset()
     verdicts, judged = comparator.judge(cells(), final)
     confirmed: FrozenSet[str] = frozenset()

@@ -40,6 +40,22 @@ from pytest_mxperf.store.baselines import BaselineError
 ADVICE = "advice: "
 
 
+def _with_session_left(say: Callable[[object], None], session: PerfSession) -> Callable[[object], None]:
+    """``say`` with each settling line's time left the session's, as on the progress lines
+    before it: what the round's cells after this one take, or what the plan expects of the rest
+    of the session (``planning.time_left``: its time outside the tests, where the suspects of
+    this machine's last sessions of the kind were settled) when that is more."""
+    from pytest_mxperf.measure import planning
+
+    def said(what: object) -> None:
+        if isinstance(what, tuple):
+            i, n, more, gone, left = what
+            planned = planning.time_left(session.context.plan, session.clock.tests_done, gone)
+            what = (i, n, more, gone, max(left, planned or 0.0))
+        say(what)
+    return said
+
+
 def end_session(session: PerfSession, say: Optional[Callable[[object], None]] = None) -> SessionOutcome:
     """The end of a session: its outcome, judged, decided and written. ``say``: what the
     session says while it settles suspects (a ``comparators.Confirmation`` before a round,
@@ -56,8 +72,8 @@ def end_session(session: PerfSession, say: Optional[Callable[[object], None]] = 
     if measured:
         session.clock.settling = True  # settle says its own progress; the plan's cells are done
         comparator = comparators.choose(ctx, session.clock)
-        judged = comparators.settle(comparator, ledger.measured_cells, session.scheduler.confirm, say,
-                                    session.clock.now)
+        judged = comparators.settle(comparator, ledger.measured_cells, session.scheduler.confirm,
+                                    _with_session_left(say, session), session.clock.now)
         verdicts = {**judged.verdicts, **answer_verdicts(judged.cells, ctx.baseline, ctx.comparison.ab)}
         advice, notes = advise(judged.cells, verdicts)
         verdicts = {k: (dataclasses.replace(v, notes=list(v.notes) + [ADVICE + n for n in notes[k]])

@@ -310,13 +310,12 @@ def profile_lines(outcome: SessionOutcome) -> List[str]:
 
 def said(what: Any) -> str:
     """A line while the end of the session settles suspects: before a round
-    (``comparators.Confirmation``), or after each cell ((i, n, more, the session's seconds
-    gone, the round's seconds left): the time gone is the session's, as on the progress lines
-    before it; what is left is this round's, and a second stage may follow)."""
+    (``comparators.Confirmation``), or after each cell ((i, n, more, seconds gone, seconds
+    left): the session's, as on the progress lines before it)."""
     if isinstance(what, tuple):
         i, n, more, gone, left = what
         return (f"{PREFIX}re-measured {i} of {n} suspect cell(s) ({more.key}), {gone / 60:.1f} min gone, about "
-                f"{left / 60:.1f} min left for this round")
+                f"{left / 60:.1f} min left")
     wanted = what.wanted
     if what.kind == "confirm":
         n = sum(m.count for m in wanted)
