@@ -17,7 +17,11 @@ A/A duet pairs as the pairs against the recorded setup) under triggers that send
   resolution its baseline states (the drift between sessions the baseline knows of): the
   baseline settles a cell alone only when it can exclude a slowdown of the minimum effect;
 * ``every cell``: mode ``setup-visible`` (the setup visibly changed: every cell to the duet),
-  the most any trigger can send.
+  the most any trigger can send;
+* ``without improvements`` / ``without busy baselines`` / ``shift only``: the product's rule
+  with one or both of its other parts off (``judging.SUSPECT_IMPROVEMENTS``,
+  ``judging.SUSPECT_BUSY_BASELINES``): what each part costs an unchanged session and what it
+  catches.
 
 And, for the product's rule, a change of the setup that slows several cells at once (2, a third
 and all of them x0.90, unseen by the suite): the share of sessions it failed.
@@ -77,12 +81,22 @@ def rule(name: str):
         return "setup", lambda: setattr(judging, "SETUP_TRIGGER", float(value))
     if kind == "resolution":
         return "setup", lambda: setattr(judging, "setup_suspects", resolution_suspects(float(value)))
+    parts = {"without improvements": ("SUSPECT_IMPROVEMENTS",), "without busy baselines": ("SUSPECT_BUSY_BASELINES",),
+             "shift only": ("SUSPECT_IMPROVEMENTS", "SUSPECT_BUSY_BASELINES")}
+    if name in parts:
+        return "setup", lambda: [setattr(judging, part, False) for part in parts[name]]
     raise ValueError(name)
+
+
+PRODUCT_PARTS = {"SUSPECT_IMPROVEMENTS": judging.SUSPECT_IMPROVEMENTS,
+                 "SUSPECT_BUSY_BASELINES": judging.SUSPECT_BUSY_BASELINES}
 
 
 def reset() -> None:
     judging.SETUP_TRIGGER = PRODUCT_TRIGGER
     judging.setup_suspects = PRODUCT_SUSPECTS
+    for part, value in PRODUCT_PARTS.items():
+        setattr(judging, part, value)
 
 
 def misses(corpus, n: int, sessions: int) -> collections.Counter:

@@ -261,6 +261,11 @@ def _between_processes(v: vd.Verdict) -> bool:
 #: is a suspect too: the machine's drift between sessions can hide a real slowdown under a
 #: change the baseline calls unchanged
 SETUP_TRIGGER = 0.5
+#: the parts of the trigger beside it, each a rule of its own that the replays can turn off
+#: (``benchmarks/replay_triggers.py``): an improvement is a suspect; an unchanged figure the
+#: baseline's own slowed processes left undecided is a suspect
+SUSPECT_IMPROVEMENTS = True
+SUSPECT_BUSY_BASELINES = True
 
 
 def _against_a_busy_baseline(v: vd.Verdict) -> bool:
@@ -282,7 +287,8 @@ def setup_suspects(verdicts: Dict[str, vd.Verdict], min_effect: float = 0.05) ->
     def suspect(k: str, v: vd.Verdict) -> bool:
         if not _between_processes(v):
             return False
-        if v.kind in SETTLED_BY_SETUP or v.kind == "improvement" or _against_a_busy_baseline(v):
+        if (v.kind in SETTLED_BY_SETUP or (SUSPECT_IMPROVEMENTS and v.kind == "improvement")
+                or (SUSPECT_BUSY_BASELINES and _against_a_busy_baseline(v))):
             return True
         return (v.kind == "unchanged" and v.change is not None
                 and METRICS[v.metric].oriented(v.change) < shift - SETUP_TRIGGER * effect_for(v.metric, min_effect, k))
