@@ -58,13 +58,35 @@ def test_durations_parse_and_bad_ones_are_one_line_errors():
     assert "not-reached" in options.DEFAULT_FAIL_ON
 
 
-def _clock(deadline, plan_test_seconds, now):
+def _clock(deadline, plan_test_seconds, now, test_estimates=()):
     from types import SimpleNamespace
 
     from pytest_mxperf.measure.session import Clock
     ctx = SimpleNamespace(started=0.0, options=SimpleNamespace(deadline=deadline),
-                          plan=SimpleNamespace(test_seconds=plan_test_seconds))
+                          plan=SimpleNamespace(test_seconds=plan_test_seconds, test_estimates=test_estimates))
     return Clock(lambda: ctx, lambda line: None, now=lambda: now[0])
+
+
+def test_a_grids_first_test_is_expected_to_take_the_grid_and_the_others_are_never_late():
+    """Under --perf-deadline a grid of CPU cells shares worker processes: its first test (any
+    of them, in the deadline's order) measures every cell, so it is expected to take what the
+    plan expects of the whole grid (its cost on whichever test the plan put it), and once it
+    started, the grid's other tests find their cells measured and are never 'not reached'."""
+    grid = "perf_tests/test_scoring.py::test_scoring_throughput"
+    plan = ((f"{grid}[cpu0-alexnet-b1]", 300.0), (f"{grid}[cpu0-alexnet-b8]", 0.0),
+            ("perf_tests/test_latency.py::test_batch_latency[cpu0-lenet-b1]", 20.0))
+    now = [500.0]
+    clock = _clock(1000.0, 30.0, now, plan)                   # 850 s for measuring
+    clock.test_took(60.0, "perf_tests/test_kvstore.py::test_wide_mlp_is_communication_bound")
+    late = clock.past_deadline(f"{grid}[cpu0-alexnet-b8]", grid=True)   # 500 + 300 > 850? no: 800
+    assert late is None
+    assert clock.past_deadline(f"{grid}[cpu0-alexnet-b1]", grid=True) is None  # started: its cell is measured
+    now[0] = 840.0
+    assert clock.past_deadline(f"{grid}[cpu0-resnet50_v2-b1]", grid=True) is None
+    # the same test alone (a grid that does not share): the longest test so far, 60 s
+    assert "a test takes about 60 s" in clock.past_deadline(f"{grid}[cpu0-resnet50_v2-b1]")
+    fresh = _clock(1000.0, 30.0, [600.0], plan)
+    assert "a test takes about 300 s" in fresh.past_deadline(f"{grid}[cpu0-alexnet-b8]", grid=True)
 
 
 def test_a_test_is_expected_to_take_what_its_own_function_took_else_the_longest_so_far():
@@ -109,7 +131,8 @@ def test_tests_past_the_deadline_are_not_reached_and_fail_unless_allowed(pyteste
     # one process a cell, each sleeping 2 s: the seven tests take at least 14 s, more than the
     # 13.6 s a 16-s deadline leaves for measuring, so some are never reached on any machine;
     # the first starts while the plan's 4.3 s for a test (0.3-s budget, one process, no probe)
-    # still fit, i.e. when the session started within 9.3 s
+    # still fit, i.e. when the session started within 9.3 s; the grid's six cells share a
+    # process, and its first test is expected to take the plan's 26.4 s for the whole grid
     stub = dict(sleep_models={m: 2.0 for m in ("lenet", "mlp", "alexnet", "resnet50_v2")})
     one = ("--perf-processes", "1", "--perf-time-budget", "0.3")
     r = stand_ins.session(pytester, *_args(pytester, make_stub_python, "--perf-deadline", "16s", *one, **stub))
@@ -129,6 +152,36 @@ def test_tests_past_the_deadline_are_not_reached_and_fail_unless_allowed(pyteste
     assert r.ret == 0, r.stdout.str()
     assert "mxperf: 7 measuring test(s) not reached before --perf-deadline (1 s)" in r.stdout.str()
     r.assert_outcomes(skipped=7)
+
+
+SHARED = """
+import pytest
+
+@pytest.mark.mxperf_grid(models=("lenet", "mlp"), batch_sizes=(1,))
+def test_cells(mxperf, ctx, model, batch_size):
+    mxperf.expect_ok(mxperf.measure(model, batch_size, contexts=ctx))
+"""
+
+
+def test_a_deadline_session_shares_a_grids_processes_and_judges_it_against_a_baseline_recorded_without_one(
+        pytester, make_stub_python):
+    """A baseline recorded by the default command (no deadline: a grid's cells share worker
+    processes) and a session under --perf-deadline: its grid is measured the same way, so every
+    cell is judged against the recording. Kept in processes of their own, its cells were 'not
+    compared' (a figure measured one way is not judged against one measured the other)."""
+    pytester.makepyfile(test_grid=SHARED)
+    five = ("--perf-processes", "5", "--perf-time-budget", "0.3")  # a gated baseline holds 5 processes a cell
+    r = stand_ins.session(pytester, *_args(pytester, make_stub_python, *five, "--perf-update-baselines"))
+    assert r.ret == 0, r.stdout.str()
+    r = stand_ins.session(pytester, *_args(pytester, make_stub_python, *five, "--perf-deadline", "1h"))
+    out = r.stdout.str()
+    assert r.ret == 0 and "not compared" not in out and "not reached" not in out, out
+    doc = json.loads((pytester.path / "rep" / "results.json").read_text())
+    primary = {k: v["kind"] for k, v in doc["session"]["verdicts"].items() if "#" not in k}
+    assert sorted(k.split("/")[1] for k in primary) == ["lenet", "mlp"], primary
+    assert set(primary.values()) <= {"unchanged", "improvement", "regression", "below-resolution", "unclear",
+                                     "unresolved", "suspect"}, primary
+    assert all(run["meta"].get("process_cells") for rec in doc["records"] for run in rec["runs"]), doc["records"]
 
 
 def test_a_killed_session_keeps_every_finished_cell(pytester, make_stub_python):

@@ -148,7 +148,10 @@ def test_a_crashed_cell_is_not_repeated_and_the_rest_run_in_a_fresh_process(monk
     assert len(cells[ws[0].key()].ok_runs) == 2 and len(cells[ws[2].key()].ok_runs) == 2
 
 
-def test_gpu_cells_ab_mode_and_deadlines_keep_processes_of_their_own(monkeypatch):
+def test_gpu_cells_keep_processes_of_their_own_and_a_deadline_shares_them(monkeypatch):
+    """A session under --perf-deadline shares worker processes as the default command does:
+    kept apart, its grid cells were "not compared" with a baseline recorded without one (a
+    figure measured one way is not judged against one measured the other)."""
     calls, fake = fake_run()
     monkeypatch.setattr(runner, "run_cells", fake)
     alone = []
@@ -156,8 +159,11 @@ def test_gpu_cells_ab_mode_and_deadlines_keep_processes_of_their_own(monkeypatch
                         alone.append(w) or CellMeasurement(w, []))
     gpu = [Workload(model="lenet", mode="score", batch_size=b, contexts=("gpu:0",)) for b in (1, 2)]
     session().measure_cells(gpu)
-    session(deadline=600.0).measure_cells([cell("lenet", 1), cell("lenet", 2)])
-    assert calls == [] and len(alone) == 4
+    assert calls == [] and len(alone) == 2
+    cells = session(deadline=600.0, processes=2).measure_cells([cell("lenet", 1), cell("lenet", 2)])
+    assert [[w.key() for w in c[0]] for c in calls] == [[cell("lenet", b).key() for b in (1, 2)],
+                                                       [cell("lenet", b).key() for b in (2, 1)]]
+    assert len(alone) == 2 and all(len(c.runs) == 2 for c in cells.values())
 
 
 def test_progress_line_counts_cells_and_time_left():

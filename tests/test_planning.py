@@ -47,7 +47,7 @@ def test_the_estimate_counts_shared_processes_once_and_names_fresh_ones():
     assert (e.shared_cells, e.fresh_tests) == (4, 2)
     assert e.shared_seconds == shared and e.fresh_seconds == fresh and e.seconds == SESSION_S + shared + fresh
     assert e.fresh_kinds == ("distributed launches", "other")
-    # recording (5 processes) costs 5/2 of the measuring; with a deadline nothing is shared
+    # recording (5 processes) costs 5/2 of the measuring; in A/B mode nothing is shared
     assert estimate(grid + [dist, lone], processes=5).seconds - SESSION_S == (shared + fresh) * 5 / 2
     assert estimate(grid, processes=2, can_share=False).shared_cells == 0
 

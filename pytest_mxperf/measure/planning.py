@@ -204,7 +204,7 @@ def estimate(tests: Sequence[Planned], processes: int, can_share: bool = True,
     and end what they took; else a test the reference machine ran in its session of the kind
     (``reference``: ``load_reference``'s) takes that times ``speed.factor`` (this machine's
     speed against the reference's: ``speed_from``); any other: grid tests of one function on CPU share
-    ``processes`` worker processes (when ``can_share``: not A/B, no deadline), every other test
+    ``processes`` worker processes (when ``can_share``: not A/B), every other test
     has ``processes`` fresh processes of its own, at the constants above times the factor. Pure."""
     factor = speed.factor if speed else 1.0
     took = known.by_test if known else {}
@@ -502,6 +502,14 @@ def grid_key(item) -> Tuple[str, str]:
     return (item.nodeid.split("::")[0], getattr(item, "originalname", item.name))
 
 
+def grid_seconds(plan: Any, nodeid: str) -> float:
+    """What the plan expects the grid of test ``nodeid`` to take (the grid's first test measures
+    every cell of it, ``Measurer._grid_cells``): the plan's seconds for the tests of its
+    function, whichever of them the plan put the grid's cost on. Pure."""
+    function = test_function(nodeid)
+    return sum(t for n, t in getattr(plan, "test_estimates", ()) if test_function(n) == function)
+
+
 def grids(items) -> dict:
     """(module, test function) -> the grid parameters of each of its selected tests, in
     collection order: the cells a grid test measures together (``Measurer._grid_cells``).
@@ -541,8 +549,7 @@ def plan_for(tests: Sequence[Planned], options, ab: bool, explicit_pairs: bool =
     elif ab:  # this machine's own A/B sessions, the reference's, else the constants (said by the first line)
         estimate_ = ab_estimate(tests, options, pairs, known, speed, reference) if known or reference else None
     else:
-        estimate_ = estimate(tests, options.processes, can_share=options.deadline is None, known=known,
-                             reference=reference, speed=speed)
+        estimate_ = estimate(tests, options.processes, can_share=True, known=known, reference=reference, speed=speed)
     # what one test takes before any ran (the deadline's first guess), at this machine's speed
     test_s = (planned_test_seconds(options, ab, options.duet_pairs, pairs, duet=duets == n)
               * (speed.factor if speed else 1.0))

@@ -341,11 +341,15 @@ class Scheduler:
 
     def can_share_process(self, workload: Workload) -> bool:
         """Whether ``workload`` may be measured in a worker process with other cells: a CPU
-        throughput cell outside A/B mode (a duet pairs one cell's two installs) and without
-        --perf-deadline (whose plan starts one test at a time). GPU cells keep a process of
-        their own: MXNet's GPU memory pool and cuDNN's autotune choices would carry over."""
+        throughput cell outside A/B mode (a duet pairs one cell's two installs), with or
+        without --perf-deadline (a baseline records how its cells' processes were had, and a
+        figure measured one way is not judged against one measured the other: a deadline that
+        kept processes of their own judged no grid cell against a baseline the default command
+        recorded; the deadline expects a grid's first test to take the grid,
+        ``Clock.past_deadline``). GPU cells keep a process of their own: MXNet's GPU memory
+        pool and cuDNN's autotune choices would carry over."""
         ctx = self.context
-        return (workload.device == "cpu" and not ctx.comparison.ab and ctx.options.deadline is None
+        return (workload.device == "cpu" and not ctx.comparison.ab
                 and workload.mode in ("score", "train", "latency"))
 
     def measure_cells(self, workloads: Sequence[Workload], extra_env: Optional[Mapping[str, str]] = None,

@@ -147,6 +147,9 @@ class Clock:
         #: the measuring tests are over (the end of the session settles suspects, saying its own
         #: progress): what is measured then is not counted as the plan's cells
         self.settling = False
+        #: the test functions of grids whose first test started under --perf-deadline: it
+        #: measured every cell of the grid (``past_deadline``)
+        self._grids_started: set = set()
 
     @property
     def started(self) -> float:
@@ -162,22 +165,31 @@ class Clock:
             return None
         return deadline * (1.0 - planning.DEADLINE_RESERVE) - self.gone()
 
-    def past_deadline(self, nodeid: str = "") -> Optional[str]:
+    def past_deadline(self, nodeid: str = "", grid: bool = False) -> Optional[str]:
         """Why the measuring test ``nodeid`` must not start (it would end past the deadline,
         less DEADLINE_RESERVE), or None. It is expected to take the longest test of its own
         function so far (the other parameters of one test: a precision test's float16 after
         its int8), else the longest test so far, else the plan's estimate before any ran: the
         longest of all would keep a test that skips in seconds from its turn behind a
-        training test of minutes."""
+        training test of minutes. A test of a grid whose cells share worker processes
+        (``grid``) is never late once a test of its grid started (that one measured every
+        cell of it), and the first is expected to take the whole grid, what the plan expects
+        of it when that is more (``planning.grid_seconds``)."""
         ctx = self._context()
         if ctx.options.deadline is None:
             return None
         function = planning.test_function(nodeid)
+        if grid and function in self._grids_started:
+            return None
         own = [t for n, t in self._test_seconds if function and planning.test_function(n) == function]
         expected = max(own or [t for _, t in self._test_seconds], default=ctx.plan.test_seconds or 0.0)
+        if grid:
+            expected = max(expected, planning.grid_seconds(ctx.plan, nodeid))
         elapsed = self.gone()
         budget = ctx.options.deadline * (1.0 - planning.DEADLINE_RESERVE)
         if elapsed + expected <= budget:
+            if grid:
+                self._grids_started.add(function)
             return None
         return (f"not reached before --perf-deadline: {elapsed:.0f} s gone, a test takes about {expected:.0f} s, "
                 f"{budget:.0f} s of {ctx.options.deadline:g} s are for measuring")
