@@ -180,6 +180,24 @@ def test_a_writer_that_fails_stops_no_other_and_is_a_failure_of_its_own(tmp_path
     assert line.startswith("mxperf: the baseline was not recorded: OSError") and "No space left" in line
 
 
+def test_the_screen_tells_a_cell_measured_another_way_from_one_the_baseline_does_not_hold():
+    """A cell whose baseline recording was had another way (among other cells, or alone) is
+    not compared, and the screen says so: not "not in this machine's baseline", which it is."""
+    from pytest_mxperf.judge.verdict import NOT_COMPARED_UNLIKE
+    from pytest_mxperf.output import report
+    ctx = SessionContext(PerfOptions(), {}, machine={"id": "box-1"})
+    cells = {A.key(): CellRecord("t::a", CellMeasurement(A, [_run(A, 90.0), _run(A, 91.0)])),
+             B.key(): CellRecord("t::b", CellMeasurement(B, [_run(B, 500.0), _run(B, 510.0)]))}
+    verdicts = {A.key(): Verdict("no-baseline", f"{NOT_COMPARED_UNLIKE} among other cells in worker processes, this "
+                                                "session in processes of its own"),
+                B.key(): Verdict("no-baseline", "no baseline for this cell")}
+    lines = report.change_lines(SessionOutcome(ctx, cells, verdicts, ()))
+    assert any(ln.startswith(f"mxperf: 1 cell not in this machine's baseline, not compared: {B.key()}")
+               for ln in lines), lines
+    assert any(ln.startswith(f"mxperf: 1 cell in this machine's baseline but measured another way than it recorded "
+                             f"it (among other cells, or alone), not compared: {A.key()}") for ln in lines), lines
+
+
 def test_a_figure_measured_among_other_cells_is_not_judged_against_one_measured_alone():
     """#37 part 2: baselines record how a cell's processes were had (among other cells, or
     each alone); a session that measured it the other way does not judge it against that

@@ -106,6 +106,10 @@ from pytest_mxperf.judge.verdict_record import Verdict, describe_change
 from pytest_mxperf.model import stats
 from pytest_mxperf.model.measurement import METRICS, Metric
 
+#: how the reason of a figure that has a baseline recording but is not judged against it
+#: starts: the recording's processes were had another way (``outcome/judging.unlike_sharing``)
+NOT_COMPARED_UNLIKE = "not compared: the baseline measured this cell"
+
 
 @dataclasses.dataclass
 class Comparison:

@@ -93,7 +93,7 @@ def unlike_sharing(cells: Dict[str, CellRecord], baseline: Baseline) -> Dict[str
         if then is not None and then != now:
             def how(kind):
                 return "among other cells in worker processes" if kind == "shared" else "in processes of its own"
-            out[key] = (f"not compared: the baseline measured this cell {how(then)}, this session {how(now)} "
+            out[key] = (f"{vd.NOT_COMPARED_UNLIKE} {how(then)}, this session {how(now)} "
                         "(a figure measured one way is not judged against one measured the other; record the "
                         "baseline again with --perf-update-baselines)")
     return out

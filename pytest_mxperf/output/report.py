@@ -367,6 +367,10 @@ def _kind(v) -> Optional[str]:
     return getattr(v, "kind", None) if not isinstance(v, dict) else v.get("kind")
 
 
+def _reason(v) -> Optional[str]:
+    return getattr(v, "reason", None) if not isinstance(v, dict) else v.get("reason")
+
+
 def _named(keys: Sequence[str]) -> str:
     return ", ".join(keys[:NAMED]) + (f" and {len(keys) - NAMED} more" if len(keys) > NAMED else "")
 
@@ -492,10 +496,18 @@ def change_lines(outcome: SessionOutcome) -> List[str]:
     if len(below) > NAMED:
         lines.append(f"mxperf: ... and {len(below) - NAMED} more cell(s) below their floor (the full report's table "
                      "has each)")
-    new = [rec.key for rec in records if _kind(verdicts.get(rec.key)) == "no-baseline"]
+    from pytest_mxperf.judge.verdict import NOT_COMPARED_UNLIKE
+    unlike = [rec.key for rec in records if _kind(verdicts.get(rec.key)) == "no-baseline"
+              and str(_reason(verdicts.get(rec.key))).startswith(NOT_COMPARED_UNLIKE)]
+    new = [rec.key for rec in records if _kind(verdicts.get(rec.key)) == "no-baseline" and rec.key not in unlike]
     if new:
         lines.append(f"mxperf: {_n(len(new), 'cell')} not in this machine's baseline, not compared: {_named(new)}; "
                      "--perf-update-baselines records them")
+    if unlike:
+        them = "it" if len(unlike) == 1 else "them"
+        lines.append(f"mxperf: {_n(len(unlike), 'cell')} in this machine's baseline but measured another way than it "
+                     f"recorded {them} (among other cells, or alone), not compared: {_named(unlike)}; "
+                     f"--perf-update-baselines records {them} this way")
     ungated = [rec.key for rec in records if _kind(verdicts.get(rec.key)) == "not-gated"]
     if ungated:
         from pytest_mxperf.judge.thresholds import MIN_BASELINE_PROCESSES
