@@ -132,61 +132,10 @@ def test_an_unclear_duet_cell_whose_pairs_ran_beside_other_work_says_so():
     assert v.kind == "unresolved" and v.busy and "3 of 3 pair(s) ran while other processes took the CPUs" in v.reason
 
 
-def test_a_noisy_duet_cell_is_below_resolution_only_when_its_second_stage_was_not_cut():
-    """A cell whose pairs spread 30% (an ndarray loader's, here) reads -6%, not significant,
-    after its second stage. With every pair it asked for, that is the machine's noise: below
-    its resolution, not failing. Cut by the deadline, it is unresolved: a slowdown it could not
-    confirm is never passed."""
-    from pytest_mxperf.measure.session import SessionContext
-    from pytest_mxperf.outcome import comparators
-
-    w = Workload("lenet", mode="score", batch_size=8)
-    logs = iter([-0.36, 0.24, -0.06] + [-0.36, 0.24] * 100)   # log candidate / reference, about -6% a pair on average
-
-    def pair():
-        x = next(logs)
-        return (RunResult(w, "ok", batches_per_round=1, round_seconds=[0.08 / math.exp(x)] * 6, wall_seconds=30.0,
-                          meta={"duet": {}}),
-                RunResult(w, "ok", batches_per_round=1, round_seconds=[0.08] * 6, wall_seconds=30.0,
-                          meta={"duet": {}}))
-
-    def session(left):
-        first = [pair() for _ in range(3)]
-        cells = {w.key(): CellRecord("t", CellMeasurement(w, [c for c, _ in first], [r for _, r in first]),
-                                     remeasure=lambda more: None, duets=True)}
-
-        def confirm(more):
-            old = cells[more.key].cell
-            new = [pair() for _ in range(more.count)]
-            cells[more.key] = dataclasses.replace(cells[more.key], cell=CellMeasurement(
-                w, list(old.runs) + [c for c, _ in new], list(old.reference) + [r for _, r in new]))
-        ctx = SessionContext(PerfOptions(reference="/ref/python"), {}, comparison=comparison_for("/ref/python"),
-                             plan=planning.Plan(tests=1, cells=1, ab_pairs=8, duet_pairs=3))
-        comparator = comparators.ABComparator(ctx, left)
-        v = comparators.settle(comparator, lambda: cells, confirm, lambda what: None, time.monotonic).verdicts
-        return v[w.key()], len(cells[w.key()].cell.runs)
-
-    whole, n = session(lambda: None)
-    assert n > 3 and whole.kind == "below-resolution" and not whole.failed, whole
-    assert whole.change < -0.05 and whole.interval[0] < 1.0 < whole.interval[1]
-    logs = iter([-0.36, 0.24, -0.06] + [-0.36, 0.24] * 100)
-    cut, n = session(lambda: 0.0)
-    assert n == 3 and cut.kind == "unresolved" and cut.failed, cut
-
-
-def test_the_settling_lines_say_the_sessions_time_gone_and_the_rounds_time_left():
-    """While the end of the session measures suspects again, each line's time gone is the
-    session's (as on the progress lines before it: 21.0 min, not the 1 min of this round), and
-    what settle passes on as left is the round's cells after this one (``finish`` weighs it
-    against the plan: test_the_settling_lines_time_left_is_the_plans_when_that_is_more)."""
-    from pytest_mxperf.measure.session import SessionContext
-    from pytest_mxperf.outcome import comparators
-    from pytest_mxperf.output import messages
-
-    w = Workload("lenet", mode="score", batch_size=8)
-    logs = iter([-0.2, -0.3, -0.25] * 50)   # about -22% a pair: a suspect after the first stage
-    clock = [1000.0 + 20 * 60]               # the session started at 1000 s, 20 min ago
-
+def _duet_cell(w, logs):
+    """One duet cell whose pairs read ``logs`` (log candidate / reference, one a pair, in turn):
+    (the cells, holding its first 3 pairs; ``confirm``, which adds ``more.count`` pairs as the
+    second stage would)."""
     def pair():
         x = next(logs)
         return (RunResult(w, "ok", batches_per_round=1, round_seconds=[0.08 / math.exp(x)] * 6, wall_seconds=30.0,
@@ -202,6 +151,50 @@ def test_the_settling_lines_say_the_sessions_time_gone_and_the_rounds_time_left(
         new = [pair() for _ in range(more.count)]
         cells[more.key] = dataclasses.replace(cells[more.key], cell=CellMeasurement(
             w, list(old.runs) + [c for c, _ in new], list(old.reference) + [r for _, r in new]))
+    return cells, confirm
+
+
+def test_a_noisy_duet_cell_is_below_resolution_only_when_its_second_stage_was_not_cut():
+    """A cell whose pairs spread 30% (an ndarray loader's, here) reads -6%, not significant,
+    after its second stage. With every pair it asked for, that is the machine's noise: below
+    its resolution, not failing. Cut by the deadline, it is unresolved: a slowdown it could not
+    confirm is never passed."""
+    from pytest_mxperf.measure.session import SessionContext
+    from pytest_mxperf.outcome import comparators
+
+    w = Workload("lenet", mode="score", batch_size=8)
+
+    def session(left):
+        # log candidate / reference, about -6% a pair on average
+        cells, confirm = _duet_cell(w, iter([-0.36, 0.24, -0.06] + [-0.36, 0.24] * 100))
+        ctx = SessionContext(PerfOptions(reference="/ref/python"), {}, comparison=comparison_for("/ref/python"),
+                             plan=planning.Plan(tests=1, cells=1, ab_pairs=8, duet_pairs=3))
+        comparator = comparators.ABComparator(ctx, left)
+        v = comparators.settle(comparator, lambda: cells, confirm, lambda what: None, time.monotonic).verdicts
+        return v[w.key()], len(cells[w.key()].cell.runs)
+
+    whole, n = session(lambda: None)
+    assert n > 3 and whole.kind == "below-resolution" and not whole.failed, whole
+    assert whole.change < -0.05 and whole.interval[0] < 1.0 < whole.interval[1]
+    cut, n = session(lambda: 0.0)
+    assert n == 3 and cut.kind == "unresolved" and cut.failed, cut
+
+
+def test_the_settling_lines_say_the_sessions_time_gone_and_the_rounds_time_left():
+    """While the end of the session measures suspects again, each line's time gone is the
+    session's (as on the progress lines before it: 21.0 min, not the 1 min of this round), and
+    what settle passes on as left is the round's cells after this one (``finish`` weighs it
+    against the plan: test_the_settling_lines_time_left_is_the_plans_when_that_is_more)."""
+    from pytest_mxperf.measure.session import SessionContext
+    from pytest_mxperf.outcome import comparators
+    from pytest_mxperf.output import messages
+
+    w = Workload("lenet", mode="score", batch_size=8)
+    cells, add_pairs = _duet_cell(w, iter([-0.2, -0.3, -0.25] * 50))  # about -22% a pair: a suspect after stage 1
+    clock = [1000.0 + 20 * 60]               # the session started at 1000 s, 20 min ago
+
+    def confirm(more):
+        add_pairs(more)
         clock[0] += 60.0                     # the round's one cell took a minute
     ctx = SessionContext(PerfOptions(reference="/ref/python"), {}, comparison=comparison_for("/ref/python"),
                          plan=planning.Plan(tests=1, cells=1, ab_pairs=8, duet_pairs=3), started=1000.0)

@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any, Dict, List, Optional, Sequence
 
 from pytest_mxperf.judge import answers as answers_rule
+from pytest_mxperf.judge.verdict import NOT_COMPARED_UNLIKE
 from pytest_mxperf.measure import planning
 from pytest_mxperf.measure.ledger import CellRecord, Finding
 from pytest_mxperf.model.measurement import METRICS, metric_key
@@ -496,7 +497,6 @@ def change_lines(outcome: SessionOutcome) -> List[str]:
     if len(below) > NAMED:
         lines.append(f"mxperf: ... and {len(below) - NAMED} more cell(s) below their floor (the full report's table "
                      "has each)")
-    from pytest_mxperf.judge.verdict import NOT_COMPARED_UNLIKE
     unlike = [rec.key for rec in records if _kind(verdicts.get(rec.key)) == "no-baseline"
               and str(_reason(verdicts.get(rec.key))).startswith(NOT_COMPARED_UNLIKE)]
     new = [rec.key for rec in records if _kind(verdicts.get(rec.key)) == "no-baseline" and rec.key not in unlike]
