@@ -75,12 +75,13 @@ def setup_of(probe: Optional[Mapping[str, Any]]) -> Optional[Setup]:
     rec = (probe or {}).get("setup")
     # a dict first: the probes come from JSON (a replayed study asks millions of times, and
     # isinstance against an abstract Mapping is the slow check)
-    cpus = _number(rec.get("cpus")) if type(rec) is dict or isinstance(rec, Mapping) else None
+    cpus = (_number(rec.get("cpus")) if rec is not None and (type(rec) is dict or isinstance(rec, Mapping))
+            else None)
     if not cpus or cpus <= 0:
         return None
     quota = _number(rec.get("quota_cpus"))
     env = rec.get("env")
-    env = env if type(env) is dict or isinstance(env, Mapping) else {}
+    env = env if env is not None and (type(env) is dict or isinstance(env, Mapping)) else {}
     limited = quota is not None and 0 < quota < cpus
     return Setup(round(quota if limited else cpus, 2), tuple(sorted((str(k), str(v)) for k, v in env.items())),
                  limited)

@@ -160,8 +160,9 @@ class _once:
         return value
 
 
-#: the figures a RunResult computes once from its rounds alone: a copy with other facts keeps them
-_FROM_ROUNDS = frozenset({"_seconds_per_batch", "_throughput"})
+#: what a RunResult computes once from its status, rounds and figures alone (never from its
+#: facts): a copy with other facts keeps them
+_FROM_ROUNDS = frozenset({"_seconds_per_batch", "_throughput", "ok"})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -192,7 +193,7 @@ class RunResult:
 
     def __post_init__(self):
         set_ = object.__setattr__
-        set_(self, "round_seconds", tuple(float(x) for x in self.round_seconds))
+        set_(self, "round_seconds", tuple(map(float, self.round_seconds)))
         set_(self, "figures", MappingProxyType(dict(self.figures)))
         set_(self, "meta", self.meta if isinstance(self.meta, Facts) else Facts(self.meta))
         set_(self, "stderr_tail", tuple(self.stderr_tail))
@@ -217,8 +218,10 @@ class RunResult:
         """This process with its machine-state label (judge/machine_states.py): a new value."""
         return self.with_facts(machine_state={**self.machine_state, "state": state, "reason": reason})
 
-    @property
+    @_once
     def ok(self) -> bool:
+        # computed once: its status, rounds and figures never change (a replayed study asks
+        # about ten million times)
         return self.status == OK and bool(self.round_seconds or self.figures)
 
     @property
@@ -229,7 +232,7 @@ class RunResult:
     def _seconds_per_batch(self) -> tuple:
         # computed once, like _throughput: a process's rounds never change after its worker
         k = max(1, self.batches_per_round)
-        return tuple(s / k for s in self.round_seconds)
+        return self.round_seconds if k == 1 else tuple([s / k for s in self.round_seconds])
 
     @property
     def samples(self) -> List[float]:
@@ -402,7 +405,12 @@ class CellMeasurement:
 
     @property
     def ok_runs(self) -> List[RunResult]:
-        return [r for r in self.runs if r.ok]
+        return list(self._ok_runs)
+
+    @_once
+    def _ok_runs(self) -> Tuple[RunResult, ...]:
+        # computed once: a cell's processes never change (with_runs makes a new cell)
+        return tuple(r for r in self.runs if r.ok)
 
     @property
     def sharing(self) -> str:
@@ -426,7 +434,19 @@ class CellMeasurement:
         return ""
 
     def values(self, metric: str) -> List[float]:
-        return [v for v in (r.value(metric) for r in self.ok_runs) if v is not None]
+        return list(self._values(metric))
+
+    def _values(self, metric: str) -> Tuple[float, ...]:
+        # kept per metric in the instance: a cell's processes never change, and the judgement,
+        # the recording and the report each ask again (a replayed study, millions of times)
+        known = self.__dict__.get("_values_of")
+        if known is None:
+            known = {}
+            object.__setattr__(self, "_values_of", known)
+        vals = known.get(metric)
+        if vals is None:
+            vals = known[metric] = tuple(v for v in (r.value(metric) for r in self._ok_runs) if v is not None)
+        return vals
 
     def metrics(self) -> List[Metric]:
         """The metrics this cell has figures for, primary first."""
@@ -482,14 +502,19 @@ class CellMeasurement:
         process with the ``pair_of`` fact with the candidate process it names (a cell whose
         first processes ran alone, then pairs against a reference: baseline mode's duet
         against the recorded setup), else position by position."""
+        return list(self._pairs)
+
+    @_once
+    def _pairs(self) -> Tuple[Tuple[RunResult, RunResult], ...]:
+        # computed once: a cell's processes never change (each judgement asks again)
         if not self.reference:
-            return []
+            return ()
         by_id = {c.process: c for c in self.runs}
         if all(r.meta.pair_of in by_id for r in self.reference):
             pairs = [(by_id[r.meta.pair_of], r) for r in self.reference]
         else:
             pairs = list(zip(self.runs, self.reference))
-        return [(c, r) for c, r in pairs if c.ok and r.ok]
+        return tuple((c, r) for c, r in pairs if c.ok and r.ok)
 
     def to_dict(self) -> Dict[str, Any]:
         d = {

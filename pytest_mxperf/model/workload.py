@@ -118,6 +118,13 @@ class Workload:
 
     def key(self) -> str:
         """A stable, readable id of the cell, e.g. ``score/resnet50_v2/b8/cpu:0/float32/threads=auto``."""
+        known = self.__dict__.get("_key")  # made once: a workload never changes
+        if known is None:
+            known = self._make_key()
+            object.__setattr__(self, "_key", known)
+        return known
+
+    def _make_key(self) -> str:
         parts = [self.mode, self.model, f"b{self.batch_size}", ",".join(self.contexts), self.dtype,
                  f"threads={self.threads}"]
         if self.mode == "train":
@@ -127,7 +134,9 @@ class Workload:
         return "/".join(parts)
 
     def to_dict(self) -> Dict[str, Any]:
-        d = dataclasses.asdict(self)
+        # its fields are strings, numbers and a tuple of strings: what dataclasses.asdict
+        # gives, without its recursive deep copy (a replayed study writes many thousands)
+        d = {f.name: getattr(self, f.name) for f in _FIELDS}
         d["contexts"] = list(self.contexts)
         if not d["source"]:
             del d["source"]  # keeps recorded workloads of zoo cells as they were
@@ -143,3 +152,6 @@ class Workload:
         if "contexts" in d:
             d["contexts"] = tuple(d["contexts"])
         return cls(**d)
+
+
+_FIELDS = dataclasses.fields(Workload)
