@@ -317,7 +317,7 @@ def _close(side: _Side, timeout: float, failed: bool) -> Tuple[Optional[str], Op
     try:
         if side.proc.poll() is None and not failed:
             side.send(op="finish")
-            side.proc.wait(timeout=timeout)
+            spawn.wait(side.proc, timeout)
     except DuetError:
         pass
     except Exception:  # noqa: BLE001 - subprocess.TimeoutExpired: it did not exit; kill it below

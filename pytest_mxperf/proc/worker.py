@@ -128,14 +128,14 @@ def _wait(proc, timeout: float, rss_limit: Optional[int], phase_path: Optional[P
     cells) the same two bounds apply to each cell, from its progress lines."""
     if progress is None and not rss_limit and not warmup_timeout:
         try:
-            proc.wait(timeout=timeout)
+            spawn.wait(proc, timeout)
             return None
         except subprocess.TimeoutExpired:
             return "timeout"
     phase = progress if progress is not None else _PhaseFile(phase_path, bool(warmup_timeout))
     while True:
         try:
-            proc.wait(timeout=WATCHDOG_POLL_S)
+            spawn.wait(proc, WATCHDOG_POLL_S)
             phase.read()
             return None
         except subprocess.TimeoutExpired:
