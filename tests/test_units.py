@@ -223,3 +223,29 @@ def test_an_ab_cell_just_under_its_floor_and_within_the_minimum_effect_of_its_re
     assert outcome == "skipped" and "within 5% of the reference" in msg
     assert ab(9.4, 10.0)[0] == "failed"
     assert ab(9.6, 10.0)[0] == "skipped"
+
+
+def test_mannwhitney_p_is_scipys_whether_it_is_asked_again_by_u_or_not():
+    """The product keeps the p of samples without ties by (n1, n2, U, alternative): the same
+    float scipy gives for every sample, with ties (scipy's tie correction) and without, exact
+    (small samples) and normal (larger ones), asked for the first time or again."""
+    import random
+
+    from scipy.stats import mannwhitneyu
+
+    from pytest_mxperf.model import stats
+
+    rng = random.Random(20261128)
+    kept = 0
+    for _ in range(600):
+        n1, n2 = rng.randint(1, 25), rng.randint(1, 25)
+        ties = rng.random() < 0.3
+        shift = rng.choice([1.0, 0.95, 0.9, 1.1])
+        draw = (lambda: round(rng.gauss(1.0, 0.1), 1)) if ties else (lambda: rng.lognormvariate(0.0, 0.1))
+        cur, base = [draw() * shift for _ in range(n1)], [draw() for _ in range(n2)]
+        for alt in ("less", "greater", "two-sided"):
+            want = float(mannwhitneyu(cur, base, alternative=alt).pvalue)
+            assert stats.mannwhitney_p(cur, base, alt) == want, (cur, base, alt)
+            assert stats.mannwhitney_p(list(reversed(cur)), base, alt) == want  # asked again, other order
+        kept += stats._u_without_ties(tuple(cur), tuple(base)) is not None
+    assert 300 < kept < 600  # both paths taken

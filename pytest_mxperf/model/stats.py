@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import math
 import statistics
-from typing import Iterable, List, Optional, Sequence, Tuple
+from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 MAD_TO_SD = 1.4826       # MAD x this = SD for normal data
 MEDIAN_SE = 1.2533       # SE of a median of n normal values = this x SD / sqrt(n)
@@ -85,7 +85,36 @@ def mannwhitney_p(current: Sequence[float], baseline: Sequence[float], alternati
     """One-sided Mann-Whitney U p-value that ``current`` is stochastically less/greater."""
     if not current or not baseline:
         return None
-    return _mannwhitney_p(tuple(map(float, current)), tuple(map(float, baseline)), alternative)
+    current, baseline = tuple(map(float, current)), tuple(map(float, baseline))
+    u = _u_without_ties(current, baseline)
+    if u is None:
+        return _mannwhitney_p(current, baseline, alternative)
+    # without ties scipy's p (exact or normal) is a function of the sizes and U alone: asked
+    # once per (n1, n2, U, alternative), with these values as the first that gave it
+    key = (len(current), len(baseline), u, alternative)
+    p = _P_BY_U.get(key)
+    if p is None:
+        if len(_P_BY_U) >= 1 << 16:
+            _P_BY_U.clear()
+        p = _P_BY_U[key] = _mannwhitney_p(current, baseline, alternative)
+    return p
+
+
+#: Mann-Whitney p-values of samples without ties, by (n1, n2, U of the first, alternative)
+_P_BY_U: Dict[Tuple[int, int, float, str], float] = {}
+
+
+def _u_without_ties(current: Tuple[float, ...], baseline: Tuple[float, ...]) -> Optional[float]:
+    """The Mann-Whitney U of ``current`` (its rank sum less n1(n1+1)/2), or None when the values
+    are not all distinct (ties: scipy's tie correction depends on more than U)."""
+    both = current + baseline
+    if not all(map(math.isfinite, both)):
+        return None
+    rank = {v: i for i, v in enumerate(sorted(both), 1)}
+    if len(rank) != len(both):
+        return None
+    n1 = len(current)
+    return float(sum(rank[v] for v in current) - n1 * (n1 + 1) // 2)
 
 
 @functools.lru_cache(maxsize=1 << 16)
