@@ -222,3 +222,23 @@ def test_the_settling_lines_time_left_is_the_plans_when_that_is_more():
     said((2, 2, "more", 900.0, 420.0))
     said("a confirmation")
     assert got == [(1, 2, "more", 900.0, 300.0), (2, 2, "more", 900.0, 420.0), "a confirmation"]
+
+
+def test_the_cells_sent_against_the_recorded_setup_are_named_apart():
+    """Two distributed cells that differ only in their kvstore were both said as
+    "dist/mlp/b256/cpu:0/float32 +12" (the key cut at its threading profile, the kvstore after it)."""
+    from pytest_mxperf.measure.scheduler import MoreToMeasure
+    from pytest_mxperf.outcome.comparators import Confirmation
+    from pytest_mxperf.output.messages import said
+    keys = ["dist/mlp/b256/cpu:0/float32/threads=auto/kv=dist_sync",
+            "dist/mlp/b256/cpu:0/float32/threads=auto/kv=dist_device_sync",
+            "score/alexnet/b1/cpu:0/float32/threads=auto"]
+    line = said(Confirmation("recorded-setup", tuple(MoreToMeasure(k, 3, kind="duet") for k in keys),
+                             setup="mxnet==1.9.1"))
+    assert "dist/mlp/b256/cpu:0/float32/kv=dist_sync +3" in line
+    assert "dist/mlp/b256/cpu:0/float32/kv=dist_device_sync +3" in line
+    assert "score/alexnet/b1/cpu:0/float32 +3" in line and "threads=" not in line
+    # keys that differ only in their threading profile keep it
+    line = said(Confirmation("second-stage", (MoreToMeasure("score/lenet/b1/cpu:0/float32/threads=1", 2),
+                                              MoreToMeasure("score/lenet/b1/cpu:0/float32/threads=auto", 2))))
+    assert "threads=1 +2" in line and "threads=auto +2" in line

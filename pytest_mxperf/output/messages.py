@@ -6,7 +6,7 @@ nothing here decides anything (the exit status is the outcome's)."""
 
 from __future__ import annotations
 
-from typing import Any, List, Sequence
+from typing import Any, Dict, List, Sequence
 
 from pytest_mxperf.judge import answers as answers_rule
 from pytest_mxperf.judge import thresholds
@@ -308,6 +308,14 @@ def profile_lines(outcome: SessionOutcome) -> List[str]:
 
 # ----------------------------------------------------------------------------- while settling
 
+def _short_keys(keys: Sequence[str]) -> Dict[str, str]:
+    """Each cell key without its threading profile (``threads=auto``), the rest kept (a
+    kvstore: two distributed cells differ only there); the whole keys when that would make
+    two alike."""
+    short = {k: "/".join(p for p in k.split("/") if not p.startswith("threads=")) for k in keys}
+    return short if len(set(short.values())) == len(short) else {k: k for k in keys}
+
+
 def said(what: Any) -> str:
     """A line while the end of the session settles suspects: before a round
     (``comparators.Confirmation``), or after each cell ((i, n, more, seconds gone, seconds
@@ -323,7 +331,7 @@ def said(what: Any) -> str:
         return (f"{PREFIX}confirming {len(wanted)} suspect cell(s) with {n} more process(es), about {cost / 60:.1f} min "
                 f"(at most as long again as the measuring so far or a minute: {max(0.0, what.budget) / 60:.1f} min"
                 + ("; cut to fit, so some may stay unresolved" if what.cut else "") + ")")
-    short = {m.key: m.key.split("/threads=")[0] for m in wanted}
+    short = _short_keys([m.key for m in wanted])
     each = ", ".join(f"{short[m.key]} +{m.count}" for m in wanted)
     if what.kind == "recorded-setup":
         kinds = sorted({"duet" if m.kind == "duet" else "process" for m in wanted})
