@@ -183,21 +183,13 @@ class Facts(Mapping[str, Any]):
 
 
 def _attribute(fact: Fact) -> property:
-    """``facts.<name>``: the value when it has the declared type, else None."""
+    """``facts.<name>``: the value when it has the declared type (``_typed``), else None."""
     name, kind = fact.name, fact.type
-    if kind is float:
-        def get(self: Facts) -> Any:
-            v = self._d.get(name)
-            return v if type(v) is float or (v is not None and isinstance(v, (int, float))
-                                             and not isinstance(v, bool)) else None
-    elif kind is bool:
-        def get(self: Facts) -> Any:
-            v = self._d.get(name)
-            return v if isinstance(v, bool) else None
-    else:
-        def get(self: Facts) -> Any:
-            v = self._d.get(name)
-            return v if v is not None and (type(v) is kind or _typed(v, kind)) else None
+
+    def get(self: Facts) -> Any:
+        v = self._d.get(name)
+        # the exact declared type first: what a worker's JSON holds, without _typed's checks
+        return v if v is not None and (type(v) is kind or _typed(v, kind)) else None
     get.__name__ = name
     return property(get, doc=fact.meaning)
 

@@ -24,6 +24,7 @@ import ctypes
 import ctypes.util
 import hashlib
 import os
+import select
 import shutil
 import signal
 import subprocess
@@ -113,7 +114,6 @@ def wait(proc: subprocess.Popen, timeout: Optional[float] = None) -> int:
     except OSError:  # reaped already, or no pidfd here
         return proc.wait(timeout=timeout)
     try:
-        import select
         ready, _, _ = select.select([fd], [], [], max(timeout, 0.0))
     finally:
         os.close(fd)
