@@ -312,6 +312,28 @@ def test_ab_seeded_noise_is_below_resolution_only_with_every_pair_it_asked_for()
     assert cut.kind == "unresolved" and cut.failed
 
 
+def test_ab_fast_end_noise_is_below_resolution_only_where_the_pairs_show_no_slowdown():
+    """A distributed launch judged as process pairs: one lucky reference launch sets the fast
+    end (x0.92, not significant) while the pairs' median is x1.00. With every pair it asked
+    for, that is the fast end's noise (below-resolution, not failing); cut short, or with the
+    pairs' median worse than the minimum effect too, it stays unresolved (fails)."""
+    thr = METRICS["throughput"]
+    rng = random.Random(7)
+    ref = [80 + 0.5 * i for i in range(24)]
+    cand = [r * math.exp(rng.gauss(0, 0.03)) for r in ref]
+    ref[0] = 100.0                                            # the lucky launch
+    v = ab_pairs.judge_ab({"c": ab_pairs.Pairing(thr, cand, ref, final=True, complete=True)})["c"]
+    assert v.change < -thresholds.MIN_EFFECT and v.interval[1] > 1.0  # worse at the fast end, not significant
+    assert v.kind == "below-resolution" and not v.failed and "the fast end's noise" in v.reason, v.reason
+    cut = ab_pairs.judge_ab({"c": ab_pairs.Pairing(thr, cand, ref, final=True)})["c"]
+    assert cut.kind == "unresolved" and cut.failed
+    slower = [c * 0.93 for c in cand]                         # the pairs' median at x0.93 as well,
+    slower[1] = 94.0                                          # and a lucky candidate launch: x0.94 at the fast end
+    s7 = ab_pairs.judge_ab({"c": ab_pairs.Pairing(thr, slower, ref, final=True, complete=True)})["c"]
+    assert s7.change < -thresholds.MIN_EFFECT and s7.interval[1] > 1.0
+    assert s7.kind == "unresolved" and s7.failed, s7.reason
+
+
 def test_ab_pairs_needed_follow_the_number_of_cells():
     # n pairs give p >= 2^-n: one cell among m can pass BH only if 2^-n <= q/m
     for m in (1, 5, 20, 100):
