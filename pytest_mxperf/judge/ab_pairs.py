@@ -143,8 +143,9 @@ def judge_ab(cells: Mapping[str, Pairing], *, min_effect: float = MIN_EFFECT, q:
               and not _pairs_beyond(x, y, effect)):
             # every pair it asked for: the fast ends say worse, not significantly, and the pairs
             # do not (their median within the minimum effect): the fast end's own noise. Seen
-            # on a 2-vCPU Zen 3, a distributed launch of 4 processes judged as 24 A/A pairs:
-            # fast ends x0.930 [0.833, 1.153] and x0.921 [0.800, 1.127], median pair ratios
+            # on a 2-vCPU Zen 3, the two distributed cells (kv=dist_sync: a ps-lite launch of 4
+            # processes; kv=local) judged as 24 A/A pairs each: fast ends x0.930 [0.833, 1.153]
+            # and x0.921 [0.800, 1.127], median pair ratios
             # 1.003 and 0.971 (an unchanged daily-gate session, benchmarks/results/
             # daily-gate-zen3-2026-11-28.txt). A slowdown the pairs show stays unresolved (fails)
             out[key] = Verdict("below-resolution", f"{txt}: worse than -{100 * effect:.0f}% at the fast end but "
