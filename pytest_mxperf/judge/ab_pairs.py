@@ -105,7 +105,9 @@ def judge_ab(cells: Mapping[str, Pairing], *, min_effect: float = MIN_EFFECT, q:
                                busy=excluded[key] > 0, **base)
             continue
         diffs = [a - b for a, b in zip(x, y)]
-        est = stats.hodges_lehmann(diffs) if key in seeded else max(x) - max(y)
+        median = stats.hodges_lehmann(diffs)     # the pairs' own estimate, whatever the figure's
+        pairs_beyond = median < -math.log1p(effect)  # ... a slowdown beyond the minimum effect
+        est = median if key in seeded else max(x) - max(y)
         # the interval shown is the one whose end decided: the worse side's for a slowdown
         level = level_w if est < 0 else level_b
         if key in seeded:
@@ -118,7 +120,7 @@ def judge_ab(cells: Mapping[str, Pairing], *, min_effect: float = MIN_EFFECT, q:
         ratio = math.exp(sign * est)
         interval = tuple(sorted((math.exp(sign * lo), math.exp(sign * hi))))
         change = ratio - 1.0
-        paired = math.exp(sign * stats.hodges_lehmann(diffs))
+        paired = math.exp(sign * median)
         txt = (f"candidate/reference {ratio:.3f} [{interval[0]:.3f}, {interval[1]:.3f}] "
                + (f"over {len(x)} pairs of one seed each (signed rank)" if key in seeded else
                   f"at the fast end of {len(x)} pairs (median pair ratio {paired:.3f})")
@@ -133,24 +135,21 @@ def judge_ab(cells: Mapping[str, Pairing], *, min_effect: float = MIN_EFFECT, q:
             out[key] = Verdict("improvement", f"{txt}: better by more than {100 * effect:.0f}% and "
                                f"significant (p={p_better[key]:.3g})", p_value=p_better[key],
                                q_value=q_b[key], **common)
-        elif w < -effect and p.final and p.complete and key in seeded and -est <= noise_reach(diffs):
-            # every pair it asked for and still not significant, within NOISE_LIMIT_Z standard errors:
-            # the machine's noise (a time to accuracy of 0.4-2.4 s, pairs spread 22% here)
-            out[key] = Verdict("below-resolution", f"{txt}: worse than -{100 * effect:.0f}% but not significant "
-                               f"(p={p_worse[key]:.3g}), " + within_noise(diffs),
-                               p_value=p_worse[key], q_value=q_w[key], **common)
-        elif (w < -effect and p.final and p.complete and key not in seeded
-              and not _pairs_beyond(x, y, effect)):
-            # every pair it asked for: the fast ends say worse, not significantly, and the pairs
-            # do not (their median within the minimum effect): the fast end's own noise. Seen
-            # on a 2-vCPU Zen 3, the two distributed cells (kv=dist_sync: a ps-lite launch of 4
-            # processes; kv=local) judged as 24 A/A pairs each: fast ends x0.930 [0.833, 1.153]
-            # and x0.921 [0.800, 1.127], median pair ratios
-            # 1.003 and 0.971 (an unchanged daily-gate session, benchmarks/results/
-            # daily-gate-zen3-2026-11-28.txt). A slowdown the pairs show stays unresolved (fails)
-            out[key] = Verdict("below-resolution", f"{txt}: worse than -{100 * effect:.0f}% at the fast end but "
-                               f"not significant (p={p_worse[key]:.3g}), and the pairs' median within "
-                               f"-{100 * effect:.0f}%: the fast end's noise, not passed as unchanged",
+        elif (w < -effect and p.final and p.complete
+              and (-est <= noise_reach(diffs) if key in seeded else not pairs_beyond)):
+            # every pair it asked for and still not significant: the machine's noise. Seeded
+            # pairs: within NOISE_LIMIT_Z standard errors (a time to accuracy of 0.4-2.4 s, pairs
+            # spread 22% here). At the fast end: where the pairs' median is within the minimum
+            # effect (on a 2-vCPU Zen 3, the two distributed cells, kv=dist_sync a ps-lite launch
+            # of 4 processes and kv=local, judged as 24 A/A pairs each: fast ends x0.930 [0.833,
+            # 1.153] and x0.921 [0.800, 1.127], median pair ratios 1.003 and 0.971; an unchanged
+            # daily-gate session, benchmarks/results/daily-gate-zen3-2026-11-28.txt); a slowdown
+            # the pairs show stays unresolved (fails)
+            sig = f"not significant (p={p_worse[key]:.3g})"
+            why = (f"but {sig}, " + within_noise(diffs) if key in seeded else
+                   f"at the fast end but {sig}, and the pairs' median within -{100 * effect:.0f}%: "
+                   "the fast end's noise, not passed as unchanged")
+            out[key] = Verdict("below-resolution", f"{txt}: worse than -{100 * effect:.0f}% {why}",
                                p_value=p_worse[key], q_value=q_w[key], **common)
         elif w < -effect:
             kind = "unresolved" if p.final else "suspect"
@@ -158,7 +157,7 @@ def judge_ab(cells: Mapping[str, Pairing], *, min_effect: float = MIN_EFFECT, q:
                                f"(p={p_worse[key]:.3g}); " + ("could not confirm: re-run" if p.final
                                                                else "adding pairs"),
                                p_value=p_worse[key], q_value=q_w[key], **common)
-        elif q_pairs[key] is not None and q_pairs[key] <= q and _pairs_beyond(x, y, effect):
+        elif q_pairs[key] is not None and q_pairs[key] <= q and pairs_beyond:
             # The fast ends do not show the slowdown the pairs do: one lucky process (seen on a
             # machine loaded by other work: a fast end of x1.091 over pairs at x0.902) must not
             # pass a slowdown the pairs show significantly. Not a regression either: unclear.
@@ -184,11 +183,6 @@ def _pairs_slower_p(x: Sequence[float], y: Sequence[float]) -> Optional[float]:
     larger-is-better, candidate ``x`` against reference ``y``) show a slowdown, whatever the
     fast ends say. ``judge_ab`` adjusts these p across every figure of the session (BH; a
     figure counts whatever its estimate) and acts on one only when its Hodges-Lehmann
-    estimate is also a slowdown beyond the minimum effect (``_pairs_beyond``): a raw p <= q
+    estimate is also a slowdown beyond the minimum effect (``pairs_beyond`` there): a raw p <= q
     per figure made an unchanged session of N figures fail more often the larger N was."""
     return stats.signed_rank_p([a - b for a, b in zip(x, y)], "less")
-
-
-def _pairs_beyond(x: Sequence[float], y: Sequence[float], min_effect: float) -> bool:
-    """Whether the pairs' Hodges-Lehmann estimate is a slowdown beyond ``min_effect``."""
-    return stats.hodges_lehmann([a - b for a, b in zip(x, y)]) < -math.log1p(min_effect)
