@@ -16,18 +16,17 @@ Every cell is of mode ``io`` and its figures are judged like any other:
   ``loader_samples_per_s`` and ``trainer_samples_per_s`` measured in the same process, and
   the per-batch ``load_seconds_per_batch`` / ``compute_seconds_per_batch`` (shown).
 
-In A/B mode every cell is a duet (``workers/pipeline.py``): the rounds time ``samples_per_s``
-(a loader cell's epochs, a training cell's fed steps). A training cell's loader-alone and
-trainer-alone rates are then measured after the rounds, each side alone, not round-paired:
-they are shown, not judged (``training_figures``).
+In A/B mode, and when baseline mode measures a suspect again against the recorded setup,
+every cell is a duet (``workers/pipeline.py``): the rounds time ``samples_per_s`` (a loader
+cell's epochs, a training cell's fed steps). A training cell's loader-alone and trainer-alone
+rates are then measured after the rounds, each side alone, one side right after the other:
+judged as process pairs are (the fast-end rule, ``outcome/ab_judging.AFTER_ROUNDS``).
 
 Asserted: the lecture's rule for a compute-heavy model (ResNet-50 v2 training at batch 4
 must be fed faster than it trains). For LeNet on 2 cores, where the decode threads and
 the trainer's OpenMP threads share the cores, the end-to-end rate, the synthetic-data
 rate and the load/compute split are reported; only that they were measured is asserted.
 """
-
-import statistics
 
 import pytest
 
@@ -51,17 +50,11 @@ def loader_figures(payload):
 
 
 def training_figures(payload):
-    figs = {"samples_per_s": payload["end_to_end_samples_per_s"],
+    return {"samples_per_s": payload["end_to_end_samples_per_s"],
             "load_seconds_per_batch": payload["load_seconds_per_batch"],
-            "compute_seconds_per_batch": payload["compute_seconds_per_batch"]}
-    if not payload.get("duet"):  # a duet's parts ran outside its rounds: shown (_parts), not judged
-        figs.update(loader_samples_per_s=payload["samples_per_s"],
-                    trainer_samples_per_s=payload["synthetic_samples_per_s"])
-    return figs
-
-
-#: the parts of a training cell as its worker result names them
-PARTS = {"loader_samples_per_s": "samples_per_s", "trainer_samples_per_s": "synthetic_samples_per_s"}
+            "compute_seconds_per_batch": payload["compute_seconds_per_batch"],
+            "loader_samples_per_s": payload["samples_per_s"],
+            "trainer_samples_per_s": payload["synthetic_samples_per_s"]}
 
 
 def _measure(mxperf, spec, figures):
@@ -70,13 +63,8 @@ def _measure(mxperf, spec, figures):
 
 
 def _medians(cell):
-    """The cell's figures: medians over its processes; a duet's shown-only parts (not figures)
-    as medians over its candidate processes' results."""
-    fig = {m.name: cell.figure(m.name) for m in cell.metrics()}
-    for name, key in PARTS.items():
-        if fig.get(name) is None:
-            fig[name] = statistics.median(r.meta["result"][key] for r in cell.ok_runs)
-    return fig
+    """The cell's figures: medians over its (candidate's) processes."""
+    return {m.name: cell.figure(m.name) for m in cell.metrics()}
 
 
 # (loader, preprocess threads, augment); the default selection keeps three of them

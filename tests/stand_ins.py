@@ -85,6 +85,18 @@ def box_records(pytester, report="rep"):
 PROCESSES_BEFORE_THE_TEST: set = set()
 
 
+def perf_test_module(name):
+    """A module of the suite's own ``perf_tests/`` (by file name, without ``.py``), loaded from
+    its file for the functions it defines (its figures of a worker's result): none of them
+    imports MXNet."""
+    import importlib.util
+    path = Path(__file__).resolve().parent.parent / "perf_tests" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(f"perf_tests_{name}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def new_children():
     """The processes this test started (children of this pytest process, at any depth) that
     still run: a test that leaves none leaves this empty, whatever other tests of the same

@@ -57,6 +57,8 @@ sets ``MXPERF_STUB`` to a JSON configuration:
                                   reports, so that its partner waits that long; by default a
                                   round is computed in an instant
      "unit_seconds": 0.05,        the input-pipeline worker's seconds per unit (epoch or fed step)
+     "after_rounds_s": 0.0,       seconds it works after a duet's rounds (as a training cell's
+                                  parts); its result says when: ``after_rounds_started``, ``_ended``
      "env_factors": {"OMP_NUM_THREADS=1": 0.5}}   images/s multiplied by the factor of each
                                   variable set to that value in its environment
 
@@ -317,9 +319,18 @@ def pipeline(spec_path, result_path):
         rounds, k = _serve_duet(spec, c, unit)
     samples = int(spec.get("batch_size", 32)) * k * len(rounds)
     rate = samples / sum(rounds)
+    # as the real worker measures a training cell's parts after the rounds: when, and for how long
+    finished = monotonic()
+    __import__("time").sleep(float(c.get("after_rounds_s", 0.0)))
+    train = {}
+    if spec.get("train_model"):  # a training cell's parts and split, as the real worker names them
+        train = {"synthetic_samples_per_s": rate, "load_seconds_per_batch": unit / 4,
+                 "compute_seconds_per_batch": unit * 3 / 4, "load_share": 0.25}
     _write(result_path, {"status": "ok", "message": "", "samples_per_s": rate, "end_to_end_samples_per_s": rate,
                          "batches": k * len(rounds), "round_seconds": rounds, "batches_per_round": k,
-                         "meta": {"mxnet_version": c.get("version", "1.9.1")}})
+                         "after_rounds_started": finished, "after_rounds_ended": monotonic(), **train,
+                         "meta": {"mxnet_version": c.get("version", "1.9.1"),
+                                  "peak_rss_bytes": int(c.get("rss_mib", 800)) * 2 ** 20}})
 
 
 def _spin_while_alive(c):

@@ -230,6 +230,74 @@ def test_a_real_kvstore_duet_side_measures_and_idles_while_it_waits(spinning):
     assert not _children()
 
 
+def test_the_side_whose_round_ran_first_measures_its_parts_first(make_stub_python):
+    """An input pipeline's parts (the loader alone, the trainer alone) are measured after the
+    rounds, each side alone, one side right after the other, and judged by the ratio of the
+    two: the side that ran first in the rounds goes first, so that the order alternates from
+    pair to pair as the rounds' does (before, the candidate always went first: every pair's
+    ratio carried the same order)."""
+    w = Workload(model="pipeline", mode="io", batch_size=16)
+    spec = {"loader": "ndarray", "batch_size": 16, "seconds": 0.3}
+    figures = lambda p: {"samples_per_s": p["samples_per_s"]}  # noqa: E731
+    for candidate_first in (True, False):
+        cand = make_stub_python("cand", unit_seconds=0.01, after_rounds_s=0.3)
+        ref = make_stub_python("ref", unit_seconds=0.01, after_rounds_s=0.3)
+        c, r = duet.run_pair(w, candidate=cand, reference=ref, seed=0, candidate_first=candidate_first,
+                             time_budget=0.5, module="pytest_mxperf.workers.pipeline", spec=spec, figures=figures,
+                             memory_limit=None)
+        assert c.ok and r.ok, (c.message, r.message)
+        first, second = (c, r) if candidate_first else (r, c)
+        assert first.meta["duet"]["ran_first"] and not second.meta["duet"]["ran_first"]
+        # the second side's parts start only after the first side's ended: each ran alone
+        assert first.meta["result"]["after_rounds_ended"] <= second.meta["result"]["after_rounds_started"], \
+            candidate_first
+    assert not _children()
+
+
+def test_an_input_pipelines_parts_are_judged_as_process_pairs_are():
+    """A training cell's end-to-end rate is judged from the duet's rounds; its loader's and
+    trainer's rates, measured after the rounds by each side alone, as process pairs are (the
+    fast-end rule): a trainer 20% slower on the candidate's side is a regression, while an A/A
+    whose trainer read 25% low on one side of a pair now and then (as it did in 5 of 40 real
+    pairs) is not a change, where the mean of its pairs' ratios (x0.976) would have been
+    judged on a spread of 9%."""
+    import math
+
+    from pytest_mxperf.measure.ledger import CellRecord
+    from pytest_mxperf.model.measurement import CellMeasurement, RunResult, metric_key
+    from pytest_mxperf.outcome import ab_judging
+
+    w = Workload(model="lenet+imagerecord-t1-1x28x28", mode="io", batch_size=64)
+
+    def side(i, trainer):
+        wobble = 1.0 + 0.01 * ((i % 3) - 1)  # the pair's spell, on both sides alike
+        return RunResult(w, "ok", batches_per_round=2, round_seconds=[0.1 * wobble] * 8, meta={"duet": {}},
+                         figures={"samples_per_s": 1280.0 / wobble, "loader_samples_per_s": 3000.0 / wobble,
+                                  "trainer_samples_per_s": trainer,
+                                  "load_seconds_per_batch": 0.01, "compute_seconds_per_batch": 0.04})
+
+    def judged(cand, ref):
+        v = ab_judging.judge_ab_once({w.key(): CellRecord("t", CellMeasurement(w, cand, ref))}, {w.key()}, 0.05)
+        return {name: v[metric_key(w.key(), name, "io")] for name in ("samples_per_s", "loader_samples_per_s", "trainer_samples_per_s")}
+
+    steady = [3400.0 * (1.0 + 0.004 * ((i % 5) - 2)) for i in range(12)]
+    slower = judged([side(i, 0.8 * t) for i, t in enumerate(steady)], [side(i, t) for i, t in enumerate(steady)])
+    assert slower["trainer_samples_per_s"].kind == "regression", slower["trainer_samples_per_s"]
+    assert slower["trainer_samples_per_s"].n_current == 12
+    assert math.isclose(1 + slower["trainer_samples_per_s"].change, 0.8, rel_tol=0.01), slower["trainer_samples_per_s"]
+    for name in ("samples_per_s", "loader_samples_per_s"):
+        assert slower[name].kind == "unchanged" and abs(slower[name].change) < 0.01, (name, slower[name])
+
+    low = {0: "r", 4: "c", 7: "c", 9: "r", 11: "c"}  # pairs where one side's trainer read 25% low
+    cand = [side(i, t * (0.75 if low.get(i) == "c" else 1.0)) for i, t in enumerate(steady)]
+    ref = [side(i, t * (0.75 if low.get(i) == "r" else 1.0)) for i, t in enumerate(steady)]
+    ratios = [math.log(c.value("trainer_samples_per_s") / r.value("trainer_samples_per_s")) for c, r in zip(cand, ref)]
+    assert sum(ratios) / len(ratios) < math.log(0.98)  # what the pairs' mean would have said
+    aa = judged(cand, ref)
+    assert aa["trainer_samples_per_s"].kind == "unchanged", aa["trainer_samples_per_s"]
+    assert abs(aa["trainer_samples_per_s"].change) < 0.01, aa["trainer_samples_per_s"]
+
+
 @pytest.mark.parametrize("spec", [
     pytest.param({"loader": "imagerecord", "threads": 2, "augment": True}, id="loader-alone-epochs"),
     pytest.param({"loader": "prefetch-imagerecord", "threads": 1, "train_model": "lenet", "train_batches": 3,
@@ -242,8 +310,8 @@ def test_a_real_input_pipeline_duet_side_measures_and_idles_while_it_waits(tmp_p
                  "data_dir": str(tmp_path)}, **spec)
     w = Workload(model="pipeline", mode="io", batch_size=16)
     train = "train_model" in spec
-    figures = ((lambda p: {"samples_per_s": p["end_to_end_samples_per_s"]}) if train
-               else (lambda p: {"samples_per_s": p["samples_per_s"]}))
+    suite = stand_ins.perf_test_module("test_input_pipeline")  # the suite's own figures of each kind
+    figures = suite.training_figures if train else suite.loader_figures
     c, r = duet.run_pair(w, candidate=spinning(unit_seconds=1.0), reference=None, seed=0, time_budget=0.5,
                          module="pytest_mxperf.workers.pipeline", spec=spec, figures=figures, extra_env=ONE_THREAD)
     assert c.ok and r.ok, (c.message, r.message, c.stderr_tail[-3:], r.stderr_tail[-3:])
@@ -252,8 +320,10 @@ def test_a_real_input_pipeline_duet_side_measures_and_idles_while_it_waits(tmp_p
     res = r.meta["result"]
     assert r.value("samples_per_s") > 0
     assert res["batches"] == n * r.batches_per_round if not train else res["batches"] > 0
-    if train:  # the shown-only parts, measured after the rounds, and the split from the rounds
+    if train:  # the parts, measured after the rounds, figures of both sides; the split from the rounds
         assert res["synthetic_samples_per_s"] > 0 and res["samples_per_s"] > 0
+        for side in (c, r):
+            assert side.value("trainer_samples_per_s") > 0 and side.value("loader_samples_per_s") > 0
         assert 0 < res["load_share"] < 1
         assert res["loader_bound"] == (res["samples_per_s"] < res["synthetic_samples_per_s"])
     assert_the_waiting_side_idles(r, c)

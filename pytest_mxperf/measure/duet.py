@@ -79,7 +79,7 @@ SETTLE_ROUNDS = 3
 #: untimed rounds that grow the round size to about ROUND_SECONDS, at most
 SIZING_TRIES = 4
 #: bound on a worker's exit after "finish" (it writes its result and exits; a worker with
-#: shown-only parts measures them first, alone: its partner waits or has exited)
+#: parts measured after the rounds measures them first, alone: its partner waits or has exited)
 FINISH_TIMEOUT = 60.0
 
 #: the worker modules that serve duet rounds (``workers/protocol.serve_duet``) when their
@@ -426,7 +426,9 @@ def run_pair(workload: Workload, *, candidate: Optional[str], reference: Optiona
             for side in sides:
                 _close(side, FINISH_TIMEOUT, True)
             raise NoRoomForTwo(no_room)
-        closed = {s.name: _close(s, FINISH_TIMEOUT, failure is not None and failure.side == s.name) for s in sides}
+        # the side whose round ran first finishes first: what a worker measures alone after the
+        # rounds (an input pipeline's parts) runs in the order that alternates from pair to pair
+        closed = {s.name: _close(s, FINISH_TIMEOUT, failure is not None and failure.side == s.name) for s in order}
         if (second_warming and failure is not None and failure.side == order[1].name
                 and (closed[order[1].name][1] or {}).get("status") == "oom"):
             # the second pool did not fit beside the first: not the cell's failure

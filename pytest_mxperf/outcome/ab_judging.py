@@ -26,6 +26,15 @@ from pytest_mxperf.model.measurement import SEEDED_MODES, cell_of, metric_key
 _ROUND_FIGURES = ("throughput", "samples_per_s", "comm_seconds")
 
 
+#: figures a duet's worker measures after its rounds, each side alone, one side right after the
+#: other (an input pipeline's loader alone and trainer alone, ``workers/pipeline.py``): not
+#: round-paired, so a slow spell of the machine falls on one side only, as in a pair of fresh
+#: processes; they are judged as process pairs are (``ab_pairs``, the fast-end rule). In an A/A
+#: of LeNet b64's input pipeline (40 duet pairs, 2-vCPU Zen 4) the trainer alone read up to 28%
+#: apart on the two sides of a pair (pair spread 8.6%) while its rounds spread 1.2%
+AFTER_ROUNDS = ("loader_samples_per_s", "trainer_samples_per_s")
+
+
 def duet_log_ratio(c, r, metric) -> float:
     """One duet pair's log(candidate figure / reference figure): for a figure the rounds
     time (``_ROUND_FIGURES``), from the rounds the two sides ran back to back
@@ -46,8 +55,9 @@ def is_duet(cell) -> bool:
 
 
 def _ab_inputs(cells: Dict[str, CellRecord], final: set, complete: frozenset = frozenset()):
-    """The judged figures of every cell in A/B mode: duet pairings (resident workers), process
-    pairings (other worker kinds) and comparisons (figures with another rule)."""
+    """The judged figures of every cell in A/B mode: duet pairings (figures of resident
+    workers' rounds), process pairings (other worker kinds, and what a duet's workers measure
+    after their rounds: ``AFTER_ROUNDS``) and comparisons (figures with another rule)."""
     pairings, comparisons, duets = {}, {}, {}
     for key, rec in cells.items():
         cell = rec.cell
@@ -57,7 +67,7 @@ def _ab_inputs(cells: Dict[str, CellRecord], final: set, complete: frozenset = f
                 continue
             mk = metric_key(key, m.name, cell.workload.mode)
             pairs = [(c, r) for c, r in cell.pairs() if c.value(m.name) is not None and r.value(m.name) is not None]
-            if m.rule == "processes" and is_duet(cell):
+            if m.rule == "processes" and is_duet(cell) and m.name not in AFTER_ROUNDS:
                 duets[mk] = verdict_duet.DuetPairing(m, [duet_log_ratio(c, r, m) for c, r in pairs],
                                                      final=key in final, complete=key in complete,
                                                      rounds=len(pairs[0][0].round_seconds) if pairs else None)

@@ -347,9 +347,9 @@ def against_recorded_setup(verdicts: Dict[str, vd.Verdict], duets: Dict[str, vd.
         if b is None or not _between_processes(d):
             continue
         if d.n_current == 0:
-            # no pair gave this figure. A figure the duet's workers do not measure (an input
-            # pipeline's loader rate, while its other figures had pairs): the baseline's verdict
-            # stands, as a session without the setup would have it. Every pair failed: a
+            # no pair gave this figure. A figure the duet's workers do not measure, while the
+            # cell's other figures had pairs: the baseline's verdict stands, as a session
+            # without the setup would have it. Every pair failed: a
             # slowdown the baseline left to the duet is unresolved, never passed
             if not any(o.n_current > 0 for k, o in duets.items() if cell_of(k) == cell_of(mk)):
                 out.update(unsettled({mk: b}, {cell_of(mk): "no pair against the recorded setup gave this figure"},

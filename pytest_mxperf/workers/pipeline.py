@@ -73,12 +73,16 @@ of the process computes any more, so that work is inside the round and the waiti
 is idle. ``round_seconds`` (``batches_per_round`` = units per round x batches per unit) and
 the samples/s come from the timed rounds: ``samples / sum(round_seconds)``.
 
-The shown-only parts of a training cell, the loader alone and the trainer alone
-(``samples_per_s``, ``synthetic_samples_per_s``, ``loader_bound``), are measured as in a
-process after the parent's "finish", when this worker runs alone (its partner waits on its
-pipe or has exited); they are not round-paired with the partner, so a duet judges only the
-end-to-end rate (``perf_tests/test_input_pipeline.py`` shows them). ``per_batch_seconds``
-is not in a duet's result (a loader cell's rounds are epochs).
+The parts of a training cell, the loader alone and the trainer alone (``samples_per_s``,
+``synthetic_samples_per_s``, ``loader_bound``), are measured as in a process after the
+parent's "finish", when this worker runs alone (its partner waits on its pipe or has exited;
+the parent finishes first the side whose round ran first, so the two sides' parts run one
+right after the other, in the order that alternates from pair to pair). They are not
+round-paired: a slow spell of the machine falls on one side only, so a duet's parts are
+judged as process pairs are (``outcome/ab_judging.AFTER_ROUNDS``: the fast-end rule). In an
+A/A of LeNet b64 (2-vCPU Zen 4) the trainer alone read up to 28% apart on the two sides of a
+pair (pair spread 8.6% over 40 pairs; 8.7% over 12 when timed for 1 s instead of 20 batches).
+``per_batch_seconds`` is not in a duet's result (a loader cell's rounds are epochs).
 """
 
 from __future__ import annotations
@@ -379,7 +383,7 @@ class FedSteps(_Rounds):
 
 def _serve_duet(mx, s, rec, idx, decoded, control) -> dict:
     """A duet's side (see the module doc): the cell built and warmed up once (untimed), the
-    parent's rounds, then for a training cell the shown-only parts, this worker alone."""
+    parent's rounds, then for a training cell its parts, this worker alone."""
     from pytest_mxperf.workers.throughput import _Cell
 
     warm = max(1, s["warmup_batches"])
@@ -414,7 +418,7 @@ def _serve_duet(mx, s, rec, idx, decoded, control) -> dict:
     out.update(end_to_end_samples_per_s=samples / total,
                load_seconds_per_batch=sum(load) / len(load), compute_seconds_per_batch=sum(compute) / len(compute),
                load_share=sum(load) / (sum(load) + sum(compute)))
-    # the shown-only parts, as a process measures them, now that this worker runs alone
+    # the parts, as a process measures them, now that this worker runs alone
     source = Endless(make_loader(mx, s, rec, idx, decoded))
     out.update(read_rate(mx, source, s))
     out["epochs"] = source.epochs
