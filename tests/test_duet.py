@@ -298,6 +298,31 @@ def test_an_input_pipelines_parts_are_judged_as_process_pairs_are():
     assert abs(aa["trainer_samples_per_s"].change) < 0.01, aa["trainer_samples_per_s"]
 
 
+def test_a_duet_cell_with_parts_gets_as_many_pairs_as_a_cell_of_process_pairs_in_its_second_stage():
+    """Its 3 first-stage pairs cannot settle a part judged by the fast-end rule (the smallest p
+    of 3 pairs is 1/8): its second stage brings it to the process pairs a stage gives (here 12),
+    whatever its rounds alone would ask; a cell without parts asks what its rounds ask."""
+    from pytest_mxperf.measure.ledger import CellRecord
+    from pytest_mxperf.model.measurement import CellMeasurement, RunResult
+    from pytest_mxperf.outcome import ab_judging
+
+    def cell(mode, figures):
+        w = Workload(model="m", mode=mode, batch_size=64)
+        runs = [RunResult(w, "ok", batches_per_round=2, round_seconds=[0.1 * (1 + 0.001 * i)] * 8, meta={"duet": {}},
+                          figures=dict(figures)) for i in range(3)]
+        ref = [RunResult(w, "ok", batches_per_round=2, round_seconds=[0.1] * 8, meta={"duet": {}},
+                         figures=dict(figures)) for _ in range(3)]
+        return w.key(), CellRecord("t", CellMeasurement(w, runs, ref))
+    io = cell("io", {"samples_per_s": 1280.0, "loader_samples_per_s": 3000.0, "trainer_samples_per_s": 1600.0,
+                     "load_seconds_per_batch": 0.01, "compute_seconds_per_batch": 0.04})
+    score = cell("score", {"throughput": 100.0})
+    cells = dict([io, score])
+    alone = ab_judging.second_stage_pairs(cells, 0.05)
+    with_parts = ab_judging.second_stage_pairs(cells, 0.05, process_pairs=12)
+    assert alone(io[0]) < 9 and with_parts(io[0]) == 9
+    assert with_parts(score[0]) == alone(score[0])
+
+
 @pytest.mark.parametrize("spec", [
     pytest.param({"loader": "imagerecord", "threads": 2, "augment": True}, id="loader-alone-epochs"),
     pytest.param({"loader": "prefetch-imagerecord", "threads": 1, "train_model": "lenet", "train_batches": 3,

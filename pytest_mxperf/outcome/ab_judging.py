@@ -150,7 +150,8 @@ def spread_family(metric) -> str:
     return "rounds" if metric.name in _ROUND_FIGURES else metric.name
 
 
-def second_stage_pairs(cells: Dict[str, CellRecord], min_effect: float) -> Callable[[str], Optional[int]]:
+def second_stage_pairs(cells: Dict[str, CellRecord], min_effect: float,
+                       process_pairs: Optional[int] = None) -> Callable[[str], Optional[int]]:
     """How many more duet pairs a suspect cell needs, from the first stage's pairs of every
     duet cell: as many as make the interval of each of the cell's figures, at the strictest
     BH level of the session's duet figures, narrower than the minimum effect (each figure's
@@ -158,9 +159,15 @@ def second_stage_pairs(cells: Dict[str, CellRecord], min_effect: float) -> Calla
     pairs can show far less than the machine's by chance). A tail is never pooled with the
     rounds: a latency cell's p99 pairs spread 6.8-31.4% where its rounds spread 2.0-5.2%
     (``benchmarks/results/duet-spread-2026-11-26.txt``), and pooled they asked every suspect of the
-    session for the most pairs. None for a cell of process pairs (the plan's ``ab_pairs``
+    session for the most pairs. A duet cell with figures judged as process pairs
+    (``AFTER_ROUNDS``) gets at least ``process_pairs`` in all, the count a cell of process pairs
+    gets in a stage (``planning.ab_pairs``): with its first stage's 3, the fast-end test cannot
+    reject (its smallest p is 1/8) and an unchanged cell's noisy part could only end below the
+    resolution or unresolved. None for a cell of process pairs (the plan's ``ab_pairs``
     again)."""
     pairings, _, duets = _ab_inputs(cells, set())
+    after = {mk: len(p.candidate) for mk, p in pairings.items()
+             if p.metric.name in AFTER_ROUNDS and is_duet(cells[cell_of(mk)].cell)}
     _, q_duets = family_q(pairings, duets)
     first = {mk: list(d.pair_log_ratios) for mk, d in duets.items()}
     family = {mk: spread_family(d.metric) for mk, d in duets.items()}
@@ -171,9 +178,10 @@ def second_stage_pairs(cells: Dict[str, CellRecord], min_effect: float) -> Calla
         figures = [mk for mk in first if cell_of(mk) == key]
         if not figures:
             return None
-        return max(verdict_duet.pairs_needed(len(first), first[mk], spread=spread[family[mk]], q=q_duets,
-                                             min_effect=effect_for(duets[mk].metric.name, min_effect, mk))
-                   - len(first[mk])
-                   for mk in figures)
+        parts = [process_pairs - n for mk, n in after.items() if cell_of(mk) == key and process_pairs]
+        return max([verdict_duet.pairs_needed(len(first), first[mk], spread=spread[family[mk]], q=q_duets,
+                                              min_effect=effect_for(duets[mk].metric.name, min_effect, mk))
+                    - len(first[mk])
+                    for mk in figures] + parts)
     return pairs
 

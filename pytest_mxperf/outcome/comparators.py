@@ -197,7 +197,8 @@ class BaselineComparator:
         o = self.context.options
         paired = {k: rec for k, rec in cells.items() if rec.cell.reference is not None}
         if paired and self._pairs is None:
-            self._pairs = ab_judging.second_stage_pairs(paired, o.min_effect)
+            self._pairs = ab_judging.second_stage_pairs(paired, o.min_effect,
+                                                        planning.ab_pairs(self.context.plan.tests))
         wanted: Dict[str, int] = {}
         each: Dict[str, float] = {}
         sides: Dict[str, Side] = {}
@@ -270,7 +271,7 @@ class ABComparator:
         ctx = self.context
         o = ctx.options
         if self._pairs is None:  # sized from the first stage's pairs: its one round follows them
-            self._pairs = ab_judging.second_stage_pairs(cells, o.min_effect)
+            self._pairs = ab_judging.second_stage_pairs(cells, o.min_effect, ctx.plan.ab_pairs or o.ab_pairs)
         wanted: Dict[str, int] = {}
         for k in sorted(suspects):
             if cells[k].remeasure is None:
