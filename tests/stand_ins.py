@@ -85,13 +85,13 @@ def box_records(pytester, report="rep"):
 PROCESSES_BEFORE_THE_TEST: set = set()
 
 
-def perf_test_module(name):
-    """A module of the suite's own ``perf_tests/`` (by file name, without ``.py``), loaded from
-    its file for the functions it defines (its figures of a worker's result): none of them
-    imports MXNet."""
+def repository_module(relative):
+    """A module of the repository outside the package and the tests (``perf_tests/...py``,
+    ``benchmarks/...py``), loaded from its file for the functions it defines; the ones the
+    tests load import no MXNet."""
     import importlib.util
-    path = Path(__file__).resolve().parent.parent / "perf_tests" / f"{name}.py"
-    spec = importlib.util.spec_from_file_location(f"perf_tests_{name}", path)
+    path = Path(__file__).resolve().parent.parent / relative
+    spec = importlib.util.spec_from_file_location(path.stem, path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

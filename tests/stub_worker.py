@@ -310,6 +310,7 @@ def commbench(spec_path, result_path):
 def pipeline(spec_path, result_path):
     """The input-pipeline worker's result shape (samples/s, batches, the train split's end to
     end rate); in a duet it serves rounds of k units of ``unit_seconds`` each."""
+    import time
     c = _cfg()
     with open(spec_path) as fh:
         spec = json.load(fh)
@@ -321,7 +322,7 @@ def pipeline(spec_path, result_path):
     rate = samples / sum(rounds)
     # as the real worker measures a training cell's parts after the rounds: when, and for how long
     finished = monotonic()
-    __import__("time").sleep(float(c.get("after_rounds_s", 0.0)))
+    time.sleep(float(c.get("after_rounds_s", 0.0)))
     train = {}
     if spec.get("train_model"):  # a training cell's parts and split, as the real worker names them
         train = {"synthetic_samples_per_s": rate, "load_seconds_per_batch": unit / 4,

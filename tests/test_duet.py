@@ -335,7 +335,7 @@ def test_a_real_input_pipeline_duet_side_measures_and_idles_while_it_waits(tmp_p
                  "data_dir": str(tmp_path)}, **spec)
     w = Workload(model="pipeline", mode="io", batch_size=16)
     train = "train_model" in spec
-    suite = stand_ins.perf_test_module("test_input_pipeline")  # the suite's own figures of each kind
+    suite = stand_ins.repository_module("perf_tests/test_input_pipeline.py")  # the suite's own figures of each kind
     figures = suite.training_figures if train else suite.loader_figures
     c, r = duet.run_pair(w, candidate=spinning(unit_seconds=1.0), reference=None, seed=0, time_budget=0.5,
                          module="pytest_mxperf.workers.pipeline", spec=spec, figures=figures, extra_env=ONE_THREAD)

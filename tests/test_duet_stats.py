@@ -2,14 +2,14 @@
 session-level false-alarm rate on the recorded speed regimes (a smaller run of
 benchmarks/duet_false_alarms.py: same model, fewer sessions)."""
 
-import importlib.util
 import math
 import random
-from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
+import stand_ins
 
 from pytest_mxperf.judge import thresholds
 from pytest_mxperf.judge import verdict as V
@@ -252,11 +252,7 @@ def test_session_spread_is_pooled_within_cells():
 # ----------------------------------------------------------------------------- sessions on the recorded regimes
 
 def _bench():
-    path = Path(__file__).resolve().parent.parent / "benchmarks" / "duet_false_alarms.py"
-    spec = importlib.util.spec_from_file_location("duet_false_alarms", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return stand_ins.repository_module("benchmarks/duet_false_alarms.py")
 
 
 @pytest.fixture(scope="module")

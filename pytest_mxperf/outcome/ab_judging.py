@@ -166,8 +166,7 @@ def second_stage_pairs(cells: Dict[str, CellRecord], min_effect: float,
     resolution or unresolved. None for a cell of process pairs (the plan's ``ab_pairs``
     again)."""
     pairings, _, duets = _ab_inputs(cells, set())
-    after = {mk: len(p.candidate) for mk, p in pairings.items()
-             if p.metric.name in AFTER_ROUNDS and is_duet(cells[cell_of(mk)].cell)}
+    after = {mk: len(p.candidate) for mk, p in pairings.items() if p.metric.name in AFTER_ROUNDS}
     _, q_duets = family_q(pairings, duets)
     first = {mk: list(d.pair_log_ratios) for mk, d in duets.items()}
     family = {mk: spread_family(d.metric) for mk, d in duets.items()}
