@@ -599,7 +599,8 @@ def plan(pytest_session, session, deselected_slow: int):
     made = planning.plan_for([planning.planned(it) for it in runnable], ctx.options, ab,
                              explicit_pairs=bool(pytest_session.config.getoption("--perf-processes")),
                              deselected_slow=deselected_slow,
-                             known=known_costs(ctx.options, ctx.machine, ctx.kind),
+                             known=known_costs(ctx.options, ctx.machine, ctx.kind,
+                                               planning.session_setup(session.scheduler.probe)),
                              reference=planning.reference_known(reference, ctx.kind, ctx.options),
                              speed=planning.speed_from(session.scheduler.probe, reference))
     try:
@@ -624,12 +625,14 @@ def plan(pytest_session, session, deselected_slow: int):
 KNOWN_SESSIONS = 3
 
 
-def known_costs(options, machine, kind: str) -> Optional["planning.Known"]:
+def known_costs(options, machine, kind: str, setup: Optional[dict] = None) -> Optional["planning.Known"]:
     """This machine's own costs: what its last sessions of ``kind`` (``SessionContext.kind``: a
     recording, a session against the baseline, one with nothing to compare) took, from the
-    history store the session writes to. None (the
-    constants) when the store does not exist yet, holds none, or cannot be read: the estimate
-    is a courtesy, never a reason to stop."""
+    history store the session writes to; of those, the ones that ran ``setup``
+    (``planning.session_setup``: a candidate with fusion off, one thread or another release
+    takes other minutes), else, when none did, the others (``Known.of_setup`` says which).
+    None (the constants) when the store does not exist yet, holds none, or cannot be read:
+    the estimate is a courtesy, never a reason to stop."""
     from pytest_mxperf.history import location
     from pytest_mxperf.history.store import open_store, sqlite_path
     from pytest_mxperf.measure import planning
@@ -638,12 +641,16 @@ def known_costs(options, machine, kind: str) -> Optional["planning.Known"]:
         return None
     if not location.is_postgres(where) and not sqlite_path(where).is_file():
         return None
+    machine_id = str((machine or {}).get("id"))
     try:
         with open_store(where) as store:
-            rows = store.durations(str((machine or {}).get("id")), kind, KNOWN_SESSIONS)
+            rows = (store.durations(machine_id, kind, KNOWN_SESSIONS, same=lambda s: planning.same_setup(s, setup))
+                    if setup else [])
+            of_setup = bool(rows) if setup else None
+            rows = rows or store.durations(machine_id, kind, KNOWN_SESSIONS)
     except Exception:  # noqa: BLE001 - any store error: the constants instead
         return None
-    return planning.known_from(rows) if rows else None
+    return dataclasses.replace(planning.known_from(rows), of_setup=of_setup) if rows else None
 
 
 def pyproject_thresholds(path: Path) -> Tuple["Threshold", ...]:

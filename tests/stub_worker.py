@@ -86,9 +86,11 @@ def probe(out):
         print("Traceback (most recent call last):\n  File \"<string>\", line 1, in <module>\n"
               + c["probe_error"], file=sys.stderr)
         return 1
+    from pytest_mxperf.workers import protocol
     found = {"status": "ok", "mxnet_version": c.get("version", "1.9.1"),
              "features": c.get("features", ["MKLDNN", "OPENMP"]), "num_gpus": c.get("gpus", 0),
-             "python": sys.version.split()[0], "threads": {"openmp": 2}}
+             "python": sys.version.split()[0], "threads": {"openmp": 2},
+             "worker_env": dict(protocol.STARTED_ENV)}  # as protocol.runtime_info reports it
     if c.get("conv_gflops") is not None:  # the MXNet speed figure, as protocol.mxnet_speed reports it
         found["mxnet_speed"] = {"conv_gflops": c["conv_gflops"], "seconds": 0.25}
     _write(out, found)

@@ -369,6 +369,44 @@ def test_a_session_keeps_what_its_tests_took_and_the_next_one_on_the_machine_sta
         assert [len(s.durations("box", k)) for k in ("recording", "baseline", "suite")] == [2, 2, 1]
 
 
+def test_the_estimate_starts_from_this_machine_s_sessions_of_the_same_setup(pytester, make_stub_python, tmp_path):
+    """#37: a session whose setup was changed (here a wrapper interpreter that turns oneDNN's
+    fusion off, and whose cells take longer) takes other minutes: the next unchanged session's
+    estimate starts from the sessions of its own setup, not from the changed ones; a setup
+    with no session yet starts from the others, and its first line says so."""
+    import re
+    pytester.makepyfile(test_cells=CELLS)
+    where = str(tmp_path / "h.sqlite")
+    plain = make_stub_python("plain", rate=100.0)
+    slow = make_stub_python("slow", rate=100.0, warmup_seconds=1.0)
+    fusion_off = tmp_path / "python-fusion-off"
+    fusion_off.write_text(f'#!/bin/sh\nMXNET_SUBGRAPH_BACKEND=NONE exec {slow} "$@"\n')
+    fusion_off.chmod(0o755)
+    common = ["-p", "no:cacheprovider", "-m", "cpu", "--perf-machine", "box", "--perf-ctx", "cpu",
+              "--perf-no-probe", "--perf-store", where, "--perf-baselines-dir", str(tmp_path / "none")]
+
+    def first_line(python):
+        r = stand_ins.session(pytester, *common, "--perf-python", python)
+        assert r.ret == 0, r.stdout.str()
+        return next(x for x in r.stdout.str().splitlines() if x.startswith("mxperf: 2 measuring test(s)"))
+
+    first_line(plain)
+    line = first_line(str(fusion_off))
+    assert ("at what they took in this machine's last 1 session(s) of the kind (none yet of this setup: MXNet, "
+            "Python, recorded variables)") in line, line
+    line = first_line(str(fusion_off))
+    assert "at what they took in this machine's last 1 session(s) of the kind and setup" in line, line
+    with open_store(where) as s:
+        rows = s.durations("box", "suite", 10)
+    assert len(rows) == 3
+    assert [r["setup"]["environment"].get("MXNET_SUBGRAPH_BACKEND") for r in rows] == ["NONE", "NONE", None]
+    plain_wall = rows[2]["wall_seconds"]
+    line = first_line(plain)  # two of the last three sessions were fusion off: they are not its minutes
+    assert "at what they took in this machine's last 1 session(s) of the kind and setup" in line, line
+    said = float(re.search(r"expected about (\d+) s", line).group(1))
+    assert abs(said - plain_wall) <= 0.5 + 1e-6, (line, rows)
+
+
 def test_without_history_the_estimate_follows_this_machine_s_mxnet_speed(pytester, make_stub_python, tmp_path):
     """#37 part 1: on a machine without history the costs are the reference machine's times
     this machine's factor, from the MXNet probe's speed figure: half the reference's slowest

@@ -73,6 +73,31 @@ def test_known_tests_take_what_they_took_and_the_rest_the_constants():
     assert estimate(tests, processes=2).known_tests == 0
 
 
+def test_a_session_s_setup_is_its_mxnet_python_and_the_variables_its_workers_start_with():
+    """What decides whether another session's minutes are this one's (#37): the MXNet version,
+    the Python and the recorded variables the interpreter starts with, as its probe read them;
+    the thread count the suite fills counts only when the user set it."""
+    from pytest_mxperf.measure.planning import same_setup, session_setup
+    probe = {"status": "ok", "mxnet_version": "1.9.1", "python": "3.11.7", "worker_env": {}}
+    mine = session_setup(probe)
+    assert mine == {"mxnet_version": "1.9.1", "python": "3.11.7", "environment": {}}
+    stored = {"mxnet_version": "1.9.1", "python": "3.11.7", "environment": {"OMP_NUM_THREADS": "2"}}
+    assert same_setup(stored, mine)  # the suite's own thread count
+    assert not same_setup({**stored, "mxnet_version": "1.6.0"}, mine)
+    assert not same_setup({**stored, "python": "3.10.12"}, mine)
+    fusion_off = {**stored, "environment": {"OMP_NUM_THREADS": "2", "MXNET_SUBGRAPH_BACKEND": "NONE"}}
+    assert not same_setup(fusion_off, mine)
+    assert same_setup(fusion_off, session_setup({**probe, "worker_env": {"MXNET_SUBGRAPH_BACKEND": "NONE"}}))
+    one_thread = session_setup({**probe, "worker_env": {"OMP_NUM_THREADS": "1"}})
+    assert not same_setup(stored, one_thread)
+    assert same_setup({**stored, "environment": {"OMP_NUM_THREADS": "1"}}, one_thread)
+    # a probe that read no MXNet: no setup, nothing to compare
+    assert session_setup({"status": "error", "message": "cannot import mxnet"}) is None
+    assert session_setup(None) is None
+    # an older worker that did not say its variables: version and Python only
+    assert same_setup(fusion_off, session_setup({"status": "ok", "mxnet_version": "1.9.1", "python": "3.11.7"}))
+
+
 def test_a_pair_against_the_recorded_setup_costs_what_the_cells_processes_took_here():
     """A duet pair's start is as long as one of the cell's processes took on this machine now
     (a neighbour slows both), never less than the constant; the deadline then keeps fewer."""

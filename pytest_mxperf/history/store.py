@@ -18,12 +18,14 @@ import json
 import os
 import sqlite3
 from pathlib import Path
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence
 
 from pytest_mxperf.history import ingest, location
 from pytest_mxperf.history.schema import MIGRATIONS, SCHEMA_VERSION
 
 ENV = "MXPERF_HISTORY"
+#: how many of a machine's newest sessions of a kind ``durations`` looks through for a setup
+SETUP_SCAN = 200
 
 
 class HistoryError(RuntimeError):
@@ -234,17 +236,27 @@ class HistoryStore:
             out.append(d)
         return out
 
-    def durations(self, machine_id: str, kind: str, last: int = 3) -> List[Dict[str, Any]]:
+    def durations(self, machine_id: str, kind: str, last: int = 3,
+                  same: Optional[Callable[[Dict[str, Any]], bool]] = None) -> List[Dict[str, Any]]:
         """What the last ``last`` complete sessions of ``kind`` on ``machine_id`` took, newest
-        first: {"session", "wall_seconds", "tests": {nodeid: seconds}} (sessions stored before
-        version 3, which kept no durations, are left out)."""
-        rows = self._rows("SELECT id, wall_seconds FROM sessions WHERE machine_id = ? AND kind = ? AND complete = 1 "
-                          "AND wall_seconds IS NOT NULL ORDER BY started DESC, id LIMIT ?", (machine_id, kind, last))
+        first: {"session", "wall_seconds", "tests": {nodeid: seconds}, "setup": {"mxnet_version",
+        "python", "environment"}} (sessions stored before version 3, which kept no durations, are
+        left out). ``same``: a test of a session's "setup"; the last ``last`` of the newest
+        ``SETUP_SCAN`` sessions that pass it."""
+        rows = self._rows("SELECT id, wall_seconds, mxnet_version, python, environment FROM sessions "
+                          "WHERE machine_id = ? AND kind = ? AND complete = 1 AND wall_seconds IS NOT NULL "
+                          "ORDER BY started DESC, id LIMIT ?", (machine_id, kind, last if same is None else SETUP_SCAN))
         out = []
-        for sid, wall in rows:
+        for sid, wall, version, python, environment in rows:
+            setup = {"mxnet_version": version, "python": python,
+                     "environment": json.loads(environment) if environment else {}}
+            if same is not None and not same(setup):
+                continue
             tests = {n: float(t) for n, t in self._rows("SELECT nodeid, seconds FROM test_durations "
                                                          "WHERE session_id = ?", (sid,))}
-            out.append({"session": sid, "wall_seconds": float(wall), "tests": tests})
+            out.append({"session": sid, "wall_seconds": float(wall), "tests": tests, "setup": setup})
+            if len(out) == last:
+                break
         return out
 
     def fleet_session(self, fleet_id: str) -> Dict[str, Any]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import statistics
-from typing import Any, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from pytest_mxperf.judge import thresholds
 from pytest_mxperf.model import stats
@@ -128,6 +128,10 @@ class Known:
     #: suspects it settled at the end (this machine's own sessions are of the session's kind,
     #: and the first line says so of them whatever this is)
     settles: bool = False
+    #: whether those sessions ran this session's setup (``same_setup``): True, they all did;
+    #: False, none of this machine's sessions of the kind did, and these are of other setups;
+    #: None, this session's setup is not known (its MXNet probe failed), so none was asked
+    of_setup: Optional[bool] = None
 
     @property
     def by_test(self) -> dict:
@@ -148,6 +152,45 @@ def known_from(sessions: Sequence[Any]) -> Known:
                  statistics.median(over) if over else None, len(sessions))
 
 
+#: the variable the suite fills from the machine's cores when the user sets none
+#: (``topology.worker_env``): a session's probe does not see it, its workers do
+SUITE_FILLED = ("OMP_NUM_THREADS",)
+
+
+def session_setup(probe: Optional[Mapping[str, Any]]) -> Optional[Dict[str, Any]]:
+    """What decides a session's costs besides the machine and its selection, from its MXNet
+    probe (``protocol.runtime_info``): the MXNet version, the Python, and the recorded
+    variables the worker interpreter starts with (a wrapper's own included). None when the
+    probe read none of it. Pure."""
+    if not isinstance(probe, Mapping) or probe.get("status") != "ok" or not probe.get("mxnet_version"):
+        return None
+    env = probe.get("worker_env")
+    return {"mxnet_version": str(probe["mxnet_version"]), "python": probe.get("python"),
+            "environment": {str(k): str(v) for k, v in env.items()} if isinstance(env, Mapping) else None}
+
+
+def same_setup(stored: Mapping[str, Any], setup: Mapping[str, Any]) -> bool:
+    """Whether a stored session (the history store's ``durations`` "setup": its workers'
+    recorded variables) ran ``setup`` (``session_setup``): the same MXNet version and Python,
+    and the same value of every recorded variable either has, except one the suite fills
+    (``SUITE_FILLED``) when this session's interpreter does not set it. A session that fails
+    faster or slower (fusion off, one thread, another release) takes other minutes; its
+    minutes are not this setup's. Pure."""
+    if stored.get("mxnet_version") != setup.get("mxnet_version"):
+        return False
+    if setup.get("python") and stored.get("python") and stored["python"] != setup["python"]:
+        return False
+    mine, theirs = setup.get("environment"), dict(stored.get("environment") or {})
+    if mine is None:
+        return True
+    for name in set(mine) | set(theirs):
+        if name not in mine and name in SUITE_FILLED:
+            continue
+        if mine.get(name) != (None if theirs.get(name) is None else str(theirs[name])):
+            return False
+    return True
+
+
 @dataclasses.dataclass(frozen=True)
 class Estimate:
     """What the session will take, said before it starts (baseline mode; an A/B session from
@@ -164,6 +207,8 @@ class Estimate:
     #: tests whose time is this machine's own (its last sessions), and how many sessions
     known_tests: int = 0
     known_sessions: int = 0
+    #: whether those sessions ran this session's setup (``Known.of_setup``)
+    known_of_setup: Optional[bool] = None
     #: tests at what they took on the reference machine, times this machine's ``Speed.factor``
     scaled_tests: int = 0
     #: the reference's session was against a baseline: its time outside the tests (the start,
@@ -257,7 +302,7 @@ def estimate(tests: Sequence[Planned], processes: int, can_share: bool = True,
         start_end = SESSION_S * factor
     return Estimate(start_end + own + shared_s + fresh_s, shared_n, shared_s, len(fresh), fresh_s,
                     tuple(dict.fromkeys(kinds)), tuple(per.items()), mine, known.sessions if known and mine else 0,
-                    scaled_tests=scaled, reference_settles=settles)
+                    known.of_setup if known and mine else None, scaled_tests=scaled, reference_settles=settles)
 
 
 def ab_estimate(tests: Sequence[Planned], options, pairs: int, known: Optional[Known],
@@ -295,7 +340,8 @@ def ab_estimate(tests: Sequence[Planned], options, pairs: int, known: Optional[K
     else:
         start_end = SESSION_S * factor
     return Estimate(start_end + sum(per.values()), 0, 0.0, 0, 0.0, (), tuple(per.items()), mine,
-                    known.sessions if mine and known is not None else 0, scaled_tests=scaled,
+                    known.sessions if mine and known is not None else 0,
+                    known.of_setup if mine and known is not None else None, scaled_tests=scaled,
                     reference_settles=settles)
 
 

@@ -147,6 +147,16 @@ def costs_source(speed) -> str:
             f"({speed.conv_gflops:.0f} GFLOP/s against {speed.reference_gflops:.0f})")
 
 
+def setup_words(plan) -> str:
+    """Whether the sessions an estimate starts from ran this session's setup (MXNet, Python,
+    the recorded variables: ``planning.same_setup``)."""
+    if plan.known_of_setup is True:
+        return " and setup"
+    if plan.known_of_setup is False:
+        return " (none yet of this setup: MXNet, Python, recorded variables)"
+    return ""
+
+
 def plan_line(tests: int, options, ab_pairs: int, duet_pairs: int = 3, duet_tests: Optional[int] = None,
               plan=None, deselected_slow: int = 0, ab: bool = False, speed=None) -> str:
     """The expected duration, said before anything is measured. ``ab``: an A/B session;
@@ -176,7 +186,8 @@ def plan_line(tests: int, options, ab_pairs: int, duet_pairs: int = 3, duet_test
             parts = []
             if plan.known_tests:
                 parts.append(f"{plan.known_tests} test(s) at what they took in this machine's last "
-                             f"{plan.known_sessions} A/B session(s), their second stage and end included")
+                             f"{plan.known_sessions} A/B session(s){setup_words(plan)}, their second stage and end "
+                             f"included")
             if plan.scaled_tests:
                 parts.append(f"{plan.scaled_tests} test(s) at what they took in the reference machine's A/B session"
                              + (", its second stage and end included" if plan.reference_settles else "")
@@ -203,7 +214,7 @@ def plan_line(tests: int, options, ab_pairs: int, duet_pairs: int = 3, duet_test
                          f"({', '.join(plan.fresh_kinds)}: about {_minutes(plan.fresh_seconds)})")
         if plan.known_tests:
             parts.append(f"{plan.known_tests} test(s) at what they took in this machine's last "
-                         f"{plan.known_sessions} session(s) of the kind")
+                         f"{plan.known_sessions} session(s) of the kind{setup_words(plan)}")
         if plan.scaled_tests:
             parts.append(f"{plan.scaled_tests} test(s) at what they took on the reference machine")
         source = ("" if plan.known_tests else
