@@ -2,7 +2,7 @@
 
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import example, given, settings, strategies as st
 
 from pytest_mxperf.model import options as opts
 from pytest_mxperf.machine import topology
@@ -162,6 +162,7 @@ PARSERS = [opts.parse_models, opts.parse_batch_sizes, opts.parse_memory, opts.pa
 
 @settings(deadline=None, max_examples=300)
 @given(st.sampled_from(range(len(PARSERS))), st.text(max_size=40))
+@example(5, "0\x1f")  # a separator that \s matches and int() refuses: found by this test
 def test_option_parsers_accept_or_refuse_cleanly(which, text):
     try:
         PARSERS[which](text)

@@ -126,10 +126,11 @@ def parse_duration(name: str, text: Optional[str]) -> Optional[float]:
 
 
 def parse_positive_int(name: str, text) -> int:
+    digits = re.fullmatch(r"\s*\+?(\d+)\s*", text) if isinstance(text, str) else None
     if isinstance(text, int) and not isinstance(text, bool):
         value = text
-    elif isinstance(text, str) and re.fullmatch(r"\s*\+?\d+\s*", text):
-        value = int(text)
+    elif digits:  # the digits alone: int() refuses some of what \s matches (U+001C-U+001F)
+        value = int(digits.group(1))
     else:
         raise OptionError(f"{name}: {text!r} is not a positive integer")
     if value < 1:
