@@ -378,7 +378,7 @@ def test_the_estimate_starts_from_this_machine_s_sessions_of_the_same_setup(pyte
     pytester.makepyfile(test_cells=CELLS)
     where = str(tmp_path / "h.sqlite")
     plain = make_stub_python("plain", rate=100.0)
-    slow = make_stub_python("slow", rate=100.0, warmup_seconds=1.0)
+    slow = make_stub_python("slow", rate=100.0, warmup_seconds=0.4)
     fusion_off = tmp_path / "python-fusion-off"
     fusion_off.write_text(f'#!/bin/sh\nMXNET_SUBGRAPH_BACKEND=NONE exec {slow} "$@"\n')
     fusion_off.chmod(0o755)
