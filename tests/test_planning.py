@@ -1,6 +1,8 @@
 """The plan without pytest (measure/planning.py): the order a deadline cuts tests in and
 which tests run as duets in A/B mode."""
 
+import pytest
+
 from pytest_mxperf.measure.planning import DEFAULT_PRIORITY, Planned, ab_pairs, by_priority, duet_tests
 
 
@@ -45,10 +47,11 @@ def test_the_estimate_counts_shared_processes_once_and_names_fresh_ones():
     shared = 2 * (SHARED_PROCESS_S + 4 * SHARED_CELL_S)
     fresh = 2 * dict(FRESH_PROCESS_S)["distributed"] + 2 * FRESH_OTHER_S  # a grid of one cell has processes of its own
     assert (e.shared_cells, e.fresh_tests) == (4, 2)
-    assert e.shared_seconds == shared and e.fresh_seconds == fresh and e.seconds == SESSION_S + shared + fresh
+    assert e.shared_seconds == pytest.approx(shared) and e.fresh_seconds == pytest.approx(fresh)
+    assert e.seconds == pytest.approx(SESSION_S + shared + fresh)
     assert e.fresh_kinds == ("distributed launches", "other")
     # recording (5 processes) costs 5/2 of the measuring; in A/B mode nothing is shared
-    assert estimate(grid + [dist, lone], processes=5).seconds - SESSION_S == (shared + fresh) * 5 / 2
+    assert estimate(grid + [dist, lone], processes=5).seconds - SESSION_S == pytest.approx((shared + fresh) * 5 / 2)
     assert estimate(grid, processes=2, can_share=False).shared_cells == 0
 
 

@@ -93,24 +93,31 @@ def ab_pairs(measuring_tests: int) -> int:
     return stats.pairs_needed(measuring_tests, thresholds.FDR_Q)
 
 
+#: The constants below were measured on a 2-vCPU AMD EPYC family 25 model 1 (Zen 3), which was
+#: the reference machine then; the reference is now a Zen 4 (``data/reference-costs.json``), and
+#: the estimate scales every reference second by this machine's speed against the Zen 4's. A
+#: Zen 3 second is this many Zen 4 seconds: the default session of one code (62261f8) took
+#: 248.5 s on the Zen 4 (2026-11-28) and 347.8 s on the Zen 3 (the reference file of then).
+ZEN3_SECOND = 248.5 / 347.8
 #: What the estimate says before a session takes, in seconds, for tests the reference session
-#: (``load_reference``) did not run: measured on the reference machine (2-vCPU AMD EPYC family
-#: 25 model 1, Zen 3; mxnet 1.9.1, default options, 2026-11-27, the session in
-#: ``data/reference-costs.json``) and, like its seconds, times this machine's ``Speed.factor``.
+#: (``load_reference``) did not run: measured on the Zen 3 (mxnet 1.9.1, default options,
+#: 2026-11-27), in the reference's seconds (``ZEN3_SECOND``) and, like its seconds, times this
+#: machine's ``Speed.factor``.
 #: A worker process of several cells: its start, ``import mxnet`` and the probe around it, then
 #: each cell's bind, first batch, warm-up (1 s) and timed part (1.5 s): the scoring grid's 5
 #: cells in 2 processes took 45.0 s, the latency grid's 2 cells 21.6 s.
-SHARED_PROCESS_S = 3.0
-SHARED_CELL_S = 3.9
+SHARED_PROCESS_S = 3.0 * ZEN3_SECOND
+SHARED_CELL_S = 3.9 * ZEN3_SECOND
 #: a fresh worker process of a test that has processes of its own, by its marker (the first
 #: that applies), there: a ps-lite cluster launch 13.7 s, a time-to-accuracy run (``training``
 #: without a grid) 14.6 s, the input pipeline 5.9 s (4.6-7.0), a multi-device test 5.6 s (weak
 #: scaling 9-13 s, a data-parallel check 1.1-1.4 s); other 12.0 s (reduced precision 2-28 s,
 #: training throughput 15.6 s, kvstore 6.5-7.9 s)
-FRESH_PROCESS_S = (("distributed", 13.7), ("io", 5.9), ("multi_device", 5.6), ("training", 14.6))
-FRESH_OTHER_S = 12.0
+FRESH_PROCESS_S = tuple((m, s * ZEN3_SECOND) for m, s in
+                        (("distributed", 13.7), ("io", 5.9), ("multi_device", 5.6), ("training", 14.6)))
+FRESH_OTHER_S = 12.0 * ZEN3_SECOND
 #: the session's own start and end (the MXNet probe, judging, reports)
-SESSION_S = 5.0
+SESSION_S = 5.0 * ZEN3_SECOND
 #: markers of tests whose processes are their own, as the estimate names them
 FRESH_NAMES = {"distributed": "distributed launches", "io": "input pipeline", "multi_device": "multi-device",
                "training": "time to accuracy", "": "other"}
@@ -375,7 +382,7 @@ def speed_from(mxnet_probe: Optional[dict], reference: Optional[dict]) -> Speed:
     """``Speed`` from the MXNet probe's answer and the reference (``load_reference``): a
     second of the reference's is ``1 - CPU_SHARE + CPU_SHARE * ratio`` here, ``ratio`` how much
     slower this machine's convolution figure is, held to ``SPEED_RATIO_RANGE``. A shared VM
-    slows a whole probe process now and then (on the Zen 3 reference 9 probes read 53-80
+    slows a whole probe process now and then (on a Zen 3 reference 9 probes read 53-80
     GFLOP/s, median 79; sessions' probes read 56 and 57): a figure within what the reference
     itself read (``conv_gflops_seen``) says nothing of another CPU, and is ratio 1; one above the
     reference's median is that much faster (a slow spell never speeds a probe up); one below
