@@ -187,15 +187,12 @@ def same_setup(stored: Mapping[str, Any], setup: Mapping[str, Any]) -> bool:
         return False
     if setup.get("python") and stored.get("python") and stored["python"] != setup["python"]:
         return False
-    mine, theirs = setup.get("environment"), dict(stored.get("environment") or {})
+    mine = setup.get("environment")
     if mine is None:
         return True
-    for name in set(mine) | set(theirs):
-        if name not in mine and name in SUITE_FILLED:
-            continue
-        if mine.get(name) != (None if theirs.get(name) is None else str(theirs[name])):
-            return False
-    return True
+    theirs = {k: str(v) for k, v in (stored.get("environment") or {}).items() if v is not None}
+    return all(mine.get(name) == theirs.get(name) for name in set(mine) | set(theirs)
+               if name in mine or name not in SUITE_FILLED)
 
 
 @dataclasses.dataclass(frozen=True)
