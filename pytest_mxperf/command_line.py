@@ -596,13 +596,16 @@ def plan(pytest_session, session, deselected_slow: int):
     ctx = session.context
     ab = ctx.comparison.ab
     reference = planning.load_reference()
+    # collecting only: nothing will run, so no MXNet process is started to read the setup and
+    # the speed (1.4 of a 2.7-s --collect-only here); the estimate is then the machine's last
+    # sessions of the kind whatever their setup, else the reference's at its own speed
+    probe = None if pytest_session.config.option.collectonly else session.scheduler.probe
     made = planning.plan_for([planning.planned(it) for it in runnable], ctx.options, ab,
                              explicit_pairs=bool(pytest_session.config.getoption("--perf-processes")),
                              deselected_slow=deselected_slow,
-                             known=known_costs(ctx.options, ctx.machine, ctx.kind,
-                                               planning.session_setup(session.scheduler.probe)),
+                             known=known_costs(ctx.options, ctx.machine, ctx.kind, planning.session_setup(probe)),
                              reference=planning.reference_known(reference, ctx.kind, ctx.options),
-                             speed=planning.speed_from(session.scheduler.probe, reference))
+                             speed=planning.speed_from(probe, reference))
     try:
         thresholds = marker_thresholds(runnable) + session_thresholds(pytest_session.config)
     except opts.OptionError as exc:

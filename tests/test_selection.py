@@ -130,6 +130,45 @@ def test_slow_cells_named_by_model_and_batch_size_are_selected(pytester):
     assert r.ret == 0
 
 
+def _counting_python(tmp_path):
+    """(a worker interpreter that notes every start in a file, that file): this interpreter
+    behind a wrapper script."""
+    calls = tmp_path / "starts.txt"
+    wrapper = tmp_path / "python"
+    wrapper.write_text(f'#!/bin/sh\necho "$@" >> {calls}\nexec {sys.executable} "$@"\n')
+    wrapper.chmod(0o755)
+    return wrapper, calls
+
+
+def test_collecting_only_says_the_plan_and_starts_no_worker_interpreter(pytester, tmp_path):
+    """``--collect-only`` measures nothing, so it starts no MXNet probe of the worker
+    interpreter (which would read the setup and speed the estimate uses: 1.4 of a 2.7-s
+    collection here) and says so; asked to measure, the same session probes it first."""
+    pytester.makepyfile(test_sel=TESTS)
+    python, calls = _counting_python(tmp_path)
+    r, ids = _collect(pytester, "-m", "cpu", "--perf-python", str(python))
+    assert ids == ["test_grid[cpu0-lenet-b1]", "test_grid[cpu0-lenet-b64]", "test_grid[cpu0-mlp-b1]"], ids
+    plan = _said(r)
+    assert len(plan) == 1 and "expected about" in plan[0], plan
+    assert "not scaled: this machine's MXNet speed was not read" in plan[0] or "last" in plan[0], plan
+    # the interpreter's distributions are listed (two MXNet installs are a usage error, said
+    # at once), without MXNet; no MXNet probe
+    started = calls.read_text().splitlines() if calls.exists() else []
+    assert not any("--probe" in line for line in started), started
+    # the other side: a session that measures starts the interpreter for its probe first (it
+    # stops at the first cell: an unknown model)
+    pytester.makepyfile(test_one="""
+import pytest
+
+@pytest.mark.cpu
+def test_one(mxperf):
+    mxperf.measure("no-such-model", 1)
+""")
+    stand_ins.session(pytester, "-p", "no:cacheprovider", "--perf-python", str(python), "--perf-no-probe",
+                      "test_one.py")
+    assert "--probe" in calls.read_text(), calls.read_text()
+
+
 def test_slow_tests_named_by_node_id_are_selected(pytester):
     pytester.makepyfile(test_sel=TESTS)
     r, ids = _collect(pytester, "test_sel.py::test_grid[cpu0-mlp-b64]", "test_sel.py::test_fixed")
