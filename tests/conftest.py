@@ -161,8 +161,8 @@ def make_stub_python(tmp_path):
     a stand-in MXNet (tests/stub_worker.py) configured by ``config``."""
     import stand_ins
 
-    def make(name="stub", **config):
-        return stand_ins.stub_python(tmp_path / f"python-{name}", **config)
+    def make(name="stub", site=False, **config):
+        return stand_ins.stub_python(tmp_path / f"python-{name}", site=site, **config)
     return make
 
 

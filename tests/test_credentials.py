@@ -191,7 +191,7 @@ def test_a_session_against_a_password_protected_store_leaks_the_password_nowhere
     rep = pytester.path / "rep"
     r = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-m", "cpu", "--perf-ctx", "cpu", "--perf-machine", "box",
                                       "--perf-baselines-dir", str(pytester.path / "bl"), "--perf-update-baselines",
-                                      "--perf-python", make_stub_python("now"), "--perf-report", str(rep))
+                                      "--perf-python", make_stub_python("now", site=True), "--perf-report", str(rep))
     printed = r.stdout.str() + r.stderr.str()
     assert r.ret == 0, printed
     # the session was stored in the password-protected store
