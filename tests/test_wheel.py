@@ -120,12 +120,15 @@ def installed(built, tmp_path_factory):
     wheel, _ = built
     venv = tmp_path_factory.mktemp("venv") / "v"
     # the venv without a pip of its own (ensurepip took 3.5 of its 3.5 s here): this pip installs
-    # into it (--python), as the venv's own would; --no-compile: the venv is used once, Python
-    # compiles what it imports as it goes
-    _run([sys.executable, "-m", "venv", "--without-pip", str(venv)])
+    # into it (--python, pip 22.3 and later), as the venv's own would; --no-compile: the venv is
+    # used once, Python compiles what it imports as it goes
+    import pip
+    own_pip = tuple(int(x) for x in pip.__version__.split(".")[:2] if x.isdigit()) < (22, 3)
+    _run([sys.executable, "-m", "venv", *(() if own_pip else ("--without-pip",)), str(venv)])
     py = venv / "bin" / "python"
-    _run_from_an_index([sys.executable, "-m", "pip", "--python", str(py), "install", "-q", "--disable-pip-version-check",
-                        "--no-compile", str(wheel), "mxnet==1.9.1", "numpy<1.24"])
+    installer = [str(py), "-m", "pip"] if own_pip else [sys.executable, "-m", "pip", "--python", str(py)]
+    _run_from_an_index([*installer, "install", "-q", "--disable-pip-version-check", "--no-compile",
+                        str(wheel), "mxnet==1.9.1", "numpy<1.24"])
     return py
 
 
