@@ -67,8 +67,11 @@ def session(out: Path, name: str, extra=(), env_extra=None, update=False) -> dic
 
 
 _FIRST = re.compile(r"expected about (\d+(?:\.\d+)?) (min|s)\b")
-#: the session's progress lines (not a confirmation round's, whose time gone is the round's own)
-_PROGRESS = re.compile(r"cell\(s\) measured, (\d+(?:\.\d+)?) min gone, about (\d+(?:\.\d+)?) min left")
+#: the session's progress lines: while measuring ("N of M cell(s) measured, ...") and while the
+#: end of the session settles suspects ("re-measured i of n suspect cell(s) (KEY), ..."), both
+#: with the session's time gone and left (output/messages.said)
+_PROGRESS = re.compile(r"(?:cell\(s\) measured|suspect cell\(s\) \([^)]*\)), (\d+(?:\.\d+)?) min gone, "
+                       r"about (\d+(?:\.\d+)?) min left")
 _WALL = re.compile(r"\bin (\d+(?:\.\d+)?)s(?: \(\d+:\d\d:\d\d\))? =+\s*$")
 
 
@@ -126,9 +129,9 @@ def _ratio(v) -> str:
 
 def summarize(log: Path) -> int:
     rows = [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
-    for r in rows:  # rows written before the harness kept its estimates: from the session's output
-        out = log.parent / f"{r['name']}.log"
-        if "estimate_seconds" not in r and out.exists():
+    for r in rows:  # from the session's output where it is kept (rows written before the harness
+        out = log.parent / f"{r['name']}.log"  # read the settling lines lack them)
+        if out.exists():
             r.update(estimates(out.read_text()))
     print("| session | started | change | exit | minutes | verdicts | figures settled against the recorded setup "
           "(duet or process pairs) |")
@@ -145,14 +148,17 @@ def summarize(log: Path) -> int:
         print(f"| {r['name']} | {r['started']} | {r['label']} | {r['exit']} | {r['seconds'] / 60:.1f} | {kinds} | "
               f"{text or '-'} |")
     print()
-    print("| session | pytest wall | first line said | off | progress lines: gone + left | off, from - to |")
-    print("|---|---|---|---|---|---|")
+    print("| session | pytest wall | first line said | off | progress lines: gone + left | off, from - to | "
+          "lines within 20% | the last line |")
+    print("|---|---|---|---|---|---|---|---|")
     for r in rows:
         wall, first, prog = r.get("pytest_seconds"), r.get("estimate_seconds"), r.get("progress_seconds") or []
         span = f"{min(prog) / 60:.1f} to {max(prog) / 60:.1f} min ({len(prog)} lines)" if prog else "-"
         offs = f"{_off(min(prog), wall)} to {_off(max(prog), wall)}" if prog else "-"
+        near = f"{sum(abs(p / wall - 1) <= 0.2 for p in prog)} of {len(prog)}" if prog and wall else "-"
         print(f"| {r['name']} | {'-' if wall is None else f'{wall / 60:.1f} min'} | "
-              f"{'-' if first is None else f'{first / 60:.1f} min'} | {_off(first, wall)} | {span} | {offs} |")
+              f"{'-' if first is None else f'{first / 60:.1f} min'} | {_off(first, wall)} | {span} | {offs} | "
+              f"{near} | {_off(prog[-1], wall) if prog else '-'} |")
     return 0
 
 
