@@ -401,6 +401,33 @@ def test_a_setup_the_suite_sees_changed_sends_every_cell_to_the_duet_not_only_su
             "(MXNET_SUBGRAPH_BACKEND: unset -> NONE)) measured again against the recorded setup") in line, line
 
 
+def test_a_round_of_second_stages_only_is_the_last_one_planned():
+    """The first round against the recorded setup (first stages: a second may follow) is not
+    the last planned; a round whose every cell already has pairs (second stages, after which a
+    cell is final) is, and so is none with a cell still without pairs in it
+    (``Confirmation.last``: finish then says the round's own time left)."""
+    from pytest_mxperf.model.measurement import CellMeasurement
+
+    def paired(rec):
+        return dataclasses.replace(rec, cell=CellMeasurement(rec.cell.workload, rec.cell.runs, list(rec.cell.runs)))
+
+    comparator, cells = _two_cells({"MXNET_SUBGRAPH_BACKEND": "NONE"})
+    verdicts, judged = comparator.judge(cells, frozenset())
+    asked, _ = comparator.more(verdicts, judged, frozenset(cells), 0.0)
+    assert len(asked.wanted) == 2 and not asked.last
+    comparator, cells = _two_cells({"MXNET_SUBGRAPH_BACKEND": "NONE"})
+    verdicts, judged = comparator.judge(cells, frozenset())
+    both = {k: paired(rec) for k, rec in judged.items()}
+    asked, _ = comparator.more(verdicts, both, frozenset(both), 0.0)
+    assert len(asked.wanted) == 2 and asked.last
+    comparator, cells = _two_cells({"MXNET_SUBGRAPH_BACKEND": "NONE"})
+    verdicts, judged = comparator.judge(cells, frozenset())
+    first = sorted(judged)[0]
+    one = dict(judged, **{first: paired(judged[first])})
+    asked, _ = comparator.more(verdicts, one, frozenset(one), 0.0)
+    assert len(asked.wanted) == 2 and not asked.last
+
+
 def test_after_a_regression_against_the_recorded_setup_every_cell_goes_to_the_duet():
     """The fusion-off session (daily-gate-2026-11-26d): three cells were regressions against
     the recorded setup, and ResNet-50 v2 b8, as slowed, was missed because its fresh processes

@@ -48,7 +48,9 @@ class Confirmation:
     ``budget`` seconds, ``cut`` when they had to be cut to it), "recorded-setup" (baseline mode:
     pairs against the recorded ``setup``, the requirement it rebuilt) or "second-stage" (A/B:
     more pairs); ``deadline_cut``: (pairs kept, pairs wanted, seconds left) when --perf-deadline
-    cut them."""
+    cut them; ``last``: no round is planned after this one (every cell in it gets its second
+    stage, after which it is final), so what its cells take is what is left of the session's
+    settling."""
 
     kind: str
     wanted: Tuple[MoreToMeasure, ...]
@@ -57,6 +59,7 @@ class Confirmation:
     deadline_cut: Optional[Tuple[int, int, float]] = None
     setup: Optional[str] = None
     whole: str = ""   # "recorded-setup": why every cell is measured against it, not only suspects
+    last: bool = False
 
 
 def min_effect(context: SessionContext, key: str) -> float:
@@ -224,8 +227,11 @@ class BaselineComparator:
                                    each[k], min_effect(self.context, k))
                      for k, n in kept.items())
         settled = frozenset(k for k in suspects if k in paired) | frozenset(k for k in wanted if k not in kept)
+        # a round of second stages only is the last one planned (a regression it finds can still
+        # send every cell there: that round is said with its own cost)
+        last = bool(kept) and all(k in paired for k in kept)
         return Confirmation("recorded-setup", more, deadline_cut=deadline_cut,
-                            setup=self.setup.requirement, whole=self._whole), settled
+                            setup=self.setup.requirement, whole=self._whole, last=last), settled
 
     def conclude(self, verdicts: Dict[str, vd.Verdict], cells: Dict[str, CellRecord]) -> Dict[str, vd.Verdict]:
         if self.baseline is None:
@@ -285,7 +291,7 @@ class ABComparator:
         more = tuple(MoreToMeasure(k, n, "duet" if ab_judging.is_duet(cells[k].cell) else "process-pairs",
                                    Side(o.python), Side(ctx.comparison.reference), each[k], min_effect(ctx, k))
                      for k, n in wanted.items())
-        return Confirmation("second-stage", more, deadline_cut=deadline_cut), suspects
+        return Confirmation("second-stage", more, deadline_cut=deadline_cut, last=True), suspects
 
     def suspects(self, verdicts: Dict[str, vd.Verdict], cells: Dict[str, CellRecord]) -> FrozenSet[str]:
         return _suspects(verdicts)

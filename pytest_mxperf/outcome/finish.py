@@ -44,14 +44,21 @@ def _with_session_left(say: Callable[[object], None], session: PerfSession) -> C
     """``say`` with each settling line's time left the session's, as on the progress lines
     before it: what the round's cells after this one take, or what the plan expects of the rest
     of the session (``planning.time_left``: its time outside the tests, where the suspects of
-    this machine's last sessions of the kind were settled) when that is more."""
+    this machine's last sessions of the kind were settled) when that is more; in the last round
+    planned (``Confirmation.last``: second stages only), the round's alone. The plan's share
+    outlived the settling it stood for: unchanged sessions whose last sessions had settled more
+    said 13.5 min left after their last suspect, then ended (+110% at their last line, AMD EPYC
+    Zen 4, benchmarks/results/zen4-sessions-2026-11-28.txt)."""
     from pytest_mxperf.measure import planning
+    last = [False]
 
     def said(what: object) -> None:
         if isinstance(what, tuple):
             i, n, more, gone, left = what
-            planned = planning.time_left(session.context.plan, session.clock.tests_done, gone)
+            planned = None if last[0] else planning.time_left(session.context.plan, session.clock.tests_done, gone)
             what = (i, n, more, gone, max(left, planned or 0.0))
+        else:
+            last[0] = bool(getattr(what, "last", False))
         say(what)
     return said
 
