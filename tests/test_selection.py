@@ -130,22 +130,24 @@ def test_slow_cells_named_by_model_and_batch_size_are_selected(pytester):
     assert r.ret == 0
 
 
-def _counting_python(tmp_path):
-    """(a worker interpreter that notes every start in a file, that file): this interpreter
-    behind a wrapper script."""
+def _counting_python(tmp_path, python):
+    """(a worker interpreter that notes every start in a file, that file): ``python`` behind a
+    wrapper script."""
     calls = tmp_path / "starts.txt"
     wrapper = tmp_path / "python"
-    wrapper.write_text(f'#!/bin/sh\necho "$@" >> {calls}\nexec {sys.executable} "$@"\n')
+    wrapper.write_text(f'#!/bin/sh\necho "$@" >> {calls}\nexec {python} "$@"\n')
     wrapper.chmod(0o755)
     return wrapper, calls
 
 
-def test_collecting_only_says_the_plan_and_starts_no_worker_interpreter(pytester, tmp_path):
+def test_collecting_only_says_the_plan_and_starts_no_worker_interpreter(pytester, tmp_path, make_stub_python):
     """``--collect-only`` measures nothing, so it starts no MXNet probe of the worker
     interpreter (which would read the setup and speed the estimate uses: 1.4 of a 2.7-s
-    collection here) and says so; asked to measure, the same session probes it first."""
+    collection here) and says so; asked to measure, the same session probes it first. The
+    interpreter is a stand-in: this module starts no real MXNet (tests/conftest.py runs those
+    one at a time)."""
     pytester.makepyfile(test_sel=TESTS)
-    python, calls = _counting_python(tmp_path)
+    python, calls = _counting_python(tmp_path, make_stub_python())
     r, ids = _collect(pytester, "-m", "cpu", "--perf-python", str(python))
     assert ids == ["test_grid[cpu0-lenet-b1]", "test_grid[cpu0-lenet-b64]", "test_grid[cpu0-mlp-b1]"], ids
     plan = _said(r)
