@@ -87,10 +87,11 @@ def count_macs(sym, data_shape=None, input_shapes=None):
 def forward_output_shape(sym, data_shape, mx=None):
     """Bind ``sym`` for inference at batch 1 (``simple_bind``, no gradients), run one forward
     pass on random data and return the output shape. The weights are what the bind allocated:
-    the pass is there for its output shape, which no weight changes. A Module with
-    Xavier-Gaussian weights took 14 of the 16 CPU seconds of counting the eight zoo networks
-    (drawing VGG-11's 133M weights 5.5 s, copying them into the executor 4.9 s more), this
-    3.5 (AMD EPYC Zen 4, 2026-11-28); the measuring workers keep their own random weights."""
+    the pass is there for its output shape, which no weight changes. Counting the eight zoo
+    networks with a Module and Xavier-Gaussian weights took 16.2 CPU seconds, this 3.5 (AMD
+    EPYC Zen 4, 2026-11-28): drawing the weights took 11.6 s of it (VGG-11's 133M 5.5 s), and
+    even a constant initialiser left VGG-11's init_params at 4.9 s. The measuring workers keep
+    their own random weights."""
     mx = mx or import_mxnet()
     shape = (1,) + tuple(data_shape)
     exe = sym.simple_bind(mx.cpu(), grad_req="null", data=shape)
