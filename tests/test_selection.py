@@ -1,8 +1,12 @@
 """What a session selects (issue #35 part 4, "nothing asked for is dropped"): a slow cell the
 user names is measured; a selection that leaves no measuring test says why in one line and
-exits 5; the upgrade-gate workflow measures every cell it names. Sessions in subprocesses
-(pytester), collect-only or with stand-in workers: no MXNet worker starts."""
+exits 5; the upgrade-gate workflow measures every cell it names; the reference costs the
+first line starts from hold every measuring test of the selections they stand for (#37).
+Sessions in subprocesses (pytester), collect-only or with stand-in workers: no MXNet worker
+starts."""
 
+import json
+import os
 import re
 import shlex
 import subprocess
@@ -321,3 +325,69 @@ def test_the_upgrade_gate_measures_every_cell_it_names():
     # and the session says so, in its plan line
     plan = [ln for ln in r.stdout.splitlines() if ln.startswith("mxperf: ")]
     assert len(plan) == 1 and [int(n) for n in SLOW_NOTE.findall(plan[0])] == [4], plan
+
+
+# ----------------------------------------------------------------------------- the reference costs are current
+
+#: a plugin for a collecting subprocess: the node ids of the measuring tests the plan holds
+#: (``planning.planned``; a test marked to skip, such as your own network's without
+#: ``--perf-user-model``, has none), written to the file MEASURING_IDS names
+_MEASURING_PLUGIN = """
+import json, os
+from pytest_mxperf.measure import planning
+
+def pytest_collection_finish(session):
+    ids = [it.nodeid for it in session.items if planning.planned(it).measuring
+           and not it.get_closest_marker("skip")]
+    with open(os.environ["MEASURING_IDS"], "w") as fh:
+        json.dump(ids, fh)
+"""
+
+
+def _measuring_ids(tmp_path, name, args):
+    (tmp_path / "measuring_ids_plugin.py").write_text(_MEASURING_PLUGIN)
+    out = tmp_path / f"{name}.json"
+    env = dict(os.environ, MEASURING_IDS=str(out),
+               PYTHONPATH=str(tmp_path) + ":" + os.environ.get("PYTHONPATH", ""))
+    r = subprocess.run([sys.executable, "-m", "pytest", *args, "--collect-only", "-q", "-p", "no:cacheprovider",
+                        "-p", "measuring_ids_plugin", "--perf-store", "none"], cwd=ROOT, capture_output=True,
+                       text=True, env=env)
+    assert r.returncode == 0, r.stdout + r.stderr
+    return set(json.loads(out.read_text()))
+
+
+def test_the_reference_costs_hold_every_measuring_test_of_the_selections_they_stand_for(tmp_path):
+    """``data/reference-costs.json`` is current: each kind of session it holds has a figure for
+    every measuring test the selection of that kind collects, and none for a test that is
+    gone, measured with the options those sessions run by default. A test added, renamed or
+    re-parametrized without measuring the reference again fails here: the first line of a
+    machine without history would otherwise start that test from the constants."""
+    from pytest_mxperf.measure import planning
+    from pytest_mxperf.model import options as opts
+    ref = planning.load_reference()
+    assert ref is not None
+    sessions = ref["sessions"]
+    default = _measuring_ids(tmp_path, "default", ["perf_tests", "-m", "cpu"])
+    assert len(default) >= 20, sorted(default)
+    # the default command, a recording of a baseline, an unchanged session against one: one selection
+    for kind, processes in (("suite", opts.PROCESSES), ("baseline", opts.PROCESSES),
+                            ("recording", opts.RECORDING_PROCESSES)):
+        s = sessions[kind]
+        assert set(s["tests"]) == default, (kind, sorted(set(s["tests"]) ^ default))
+        assert (s["processes"], s["time_budget"]) == (processes, opts.TIME_BUDGET_S), kind
+        assert planning.reference_known(ref, kind, SimpleNamespace(processes=processes,
+                                                                   time_budget=opts.TIME_BUDGET_S)) is not None
+    # the A/B session: the upgrade gate's selection, with its deadline
+    args = _gate_command()
+    gate = _measuring_ids(tmp_path, "gate", _without(args, "--perf-reference", "--perf-report", "--perf-thresholds"))
+    ab = sessions["ab"]
+    assert gate <= set(ab["tests"]), sorted(gate - set(ab["tests"]))
+    # the reference's A/B session measured one test more (time to accuracy, which the gate's -k
+    # leaves out): a test function that is still there, never one that is gone
+    functions = {i.split("[")[0] for i in _measuring_ids(tmp_path, "all", ["perf_tests", "--perf-slow"])}
+    assert {i.split("[")[0] for i in ab["tests"]} <= functions, sorted(set(ab["tests"]) - gate)
+    assert ab["deadline"] == opts.parse_duration("--perf-deadline", args[args.index("--perf-deadline") + 1])
+    assert (ab["duet_pairs"], ab["time_budget"]) == (opts.DUET_PAIRS, opts.TIME_BUDGET_S)
+    # the MXNet the cpu extra installs
+    pyproject = (ROOT / "pyproject.toml").read_text()
+    assert f'"mxnet=={ref["mxnet_version"]}"' in pyproject, ref["mxnet_version"]
