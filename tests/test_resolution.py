@@ -30,6 +30,7 @@ The measured rates are printed (run with -s) and quoted in README.md.
 import json
 import math
 import random
+import re
 
 import pytest
 from stand_ins import no_profile_worker
@@ -262,6 +263,23 @@ def test_the_resolution_from_pooled_sessions_and_provisional_from_one():
                                                                  "processes": 5, "basis": "guess"}):
         assert resolution.Resolution.from_dict(bad) is None
     assert resolution.resolution_of([[]]) is None and resolution.resolution_of([[5.0]]) is None
+
+
+def test_a_resolution_no_change_could_reach_is_said_as_more_than_1000_percent():
+    """A one-session time to accuracy whose processes spread 0.3-2.2 s (1 to 4 epochs by seed)
+    has a provisional resolution of a growth many times over: said as "more than 1000%", not
+    as digits (1237237522.5% in a real session's note), wherever it is said. A resolution
+    within that keeps its digits."""
+    res = resolution.resolution_of([[0.3, 2.2, 0.35, 2.0, 0.4]])
+    assert res.provisional and res.fraction(False) > resolution.RESOLUTION_SHOWN_UP_TO
+    assert res.describe(False).startswith("more than 1000%, provisional")
+    assert resolution.percent_text(0.305) == "30.5%" and resolution.percent_text(10.0) == "1000.0%"
+    assert resolution.percent_text(12372375.225) == "more than 1000%"
+    from pytest_mxperf.model.measurement import METRICS
+    seconds = next(m for m in METRICS.values() if not m.higher_is_better)
+    said = V._below_txt(res, seconds)
+    assert "resolution of more than 1000% for this figure (more than 1000%, provisional" in said, said
+    assert not re.search(r"\d{5,}", said), said
 
 
 def test_below_the_resolution_unclear_and_regression():

@@ -21,6 +21,19 @@ def _log_sd(values: Sequence[float]) -> Optional[float]:
     return math.sqrt(math.fsum((x - mean) ** 2 for x in values) / (len(values) - 1))
 
 
+#: a resolution beyond this fraction (a figure that would have to grow more than elevenfold)
+#: is said as "more than" it: the baseline's spread resolves no change of the figure, and
+#: digits beyond that (1237237522.5% for a one-session time to accuracy) say nothing more
+RESOLUTION_SHOWN_UP_TO = 10.0
+
+
+def percent_text(fraction: float) -> str:
+    """A resolution (a fraction) as the screen says it: "30.5%", or "more than 1000%"."""
+    if fraction > RESOLUTION_SHOWN_UP_TO:
+        return f"more than {100 * RESOLUTION_SHOWN_UP_TO:.0f}%"
+    return f"{100 * fraction:.1f}%"
+
+
 @dataclasses.dataclass(frozen=True)
 class Resolution:
     """The smallest change of one figure this machine can resolve against its baseline.
@@ -79,7 +92,7 @@ class Resolution:
         return float(stdtr(self.df, log_change_worse / s))
 
     def describe(self, higher_is_better: bool = True) -> str:
-        pct = f"{100 * self.fraction(higher_is_better):.1f}%"
+        pct = percent_text(self.fraction(higher_is_better))
         if self.provisional:
             return (f"{pct}, provisional: from the spread of {self.processes} processes of one recorded session; "
                     "the drift between sessions is unknown")

@@ -86,7 +86,7 @@ import statistics
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 from pytest_mxperf.judge.growth import judge_growth
-from pytest_mxperf.judge.resolution import Resolution, resolution_for
+from pytest_mxperf.judge.resolution import Resolution, percent_text, resolution_for
 from pytest_mxperf.judge.thresholds import (
     CONFIRM_PROCESSES,
     DRIFT_SHARE,
@@ -265,7 +265,7 @@ def _both(rank: Sequence[Optional[float]], drift: Sequence[Optional[float]]) -> 
 def _below_txt(res: Optional[Resolution], m: Metric) -> str:
     if res is None:
         return "below this machine's resolution"
-    return (f"below this machine's resolution of {100 * res.fraction(m.higher_is_better):.1f}% for this figure "
+    return (f"below this machine's resolution of {percent_text(res.fraction(m.higher_is_better))} for this figure "
             f"({res.describe(m.higher_is_better)}): the baseline cannot tell a change this small from the "
             "machine's drift between sessions; use A/B (--perf-reference baseline)")
 
@@ -279,7 +279,7 @@ def _decide(pr: _Prepared, q_worse: Optional[float], q_better: Optional[float], 
                   drift_allowance=pr.drift, excluded=pr.excluded,
                   resolution=pr.res.to_dict(m.higher_is_better) if pr.res is not None else None)
     w = m.oriented(pr.change)
-    thr = f"{100 * pr.threshold:.1f}%"
+    thr = percent_text(pr.threshold)
     if pr.res is not None and pr.threshold > c.min_effect:
         thr += " (the resolution)"
     size = f"{describe_change(pr.change, m)}"

@@ -10,6 +10,7 @@ from typing import Any, Dict, List, Sequence
 
 from pytest_mxperf.judge import answers as answers_rule
 from pytest_mxperf.judge import thresholds
+from pytest_mxperf.judge.resolution import percent_text
 from pytest_mxperf.measure import profiling
 from pytest_mxperf.measure.ledger import DUET_FALLBACK, NOT_REACHED, unmeasured
 from pytest_mxperf.model.options import duration_text
@@ -66,14 +67,14 @@ def headline(outcome: SessionOutcome, prefix: str = PREFIX) -> List[str]:
     def item(k: str, v) -> str:
         res = v.resolution or {}
         where = ("provisional" if res.get("provisional") else f"{res.get('sessions')} sessions") if res else "?"
-        r = f"{100 * res['value']:.1f}%" if isinstance(res.get("value"), (int, float)) else "?"
+        r = percent_text(res["value"]) if isinstance(res.get("value"), (int, float)) else "?"
         ch = f"{100 * v.change:+.1f}%" if v.change is not None else "?"
         return f"{prefix}  {k}: {ch} ({v.unit}), resolution {r} ({where})"
 
     if below:
         widest = max((v.resolution or {}).get("value") or 0.0 for v in below.values())
         lines.append(f"{prefix}BELOW RESOLUTION: {len(below)} slowdown(s) below this machine's resolution of up to "
-                     f"{100 * widest:.1f}% (for one of this session's {tested} tested figure(s)): the baseline cannot "
+                     f"{percent_text(widest)} (for one of this session's {tested} tested figure(s)): the baseline cannot "
                      f"tell them from the machine's drift between sessions; {_reference_hint(ctx.baseline, undecided)}"
                      + ("" if "below-resolution" in o.fail_on
                         else " (not failing; --perf-fail-on +below-resolution fails on them)"))
@@ -225,7 +226,7 @@ def recorded_lines(outcome: SessionOutcome) -> List[str]:
                      + (" ..." if len(rec.few) > 5 else ""))
     summ = rec.resolution or {}
     if summ.get("cells"):
-        spread = (f"median {100 * summ['median']:.1f}%, largest {100 * summ['largest']:.1f}% "
+        spread = (f"median {percent_text(summ['median'])}, largest {percent_text(summ['largest'])} "
                   f"({summ['largest_key']})")
         if summ["provisional"] == summ["cells"]:
             lines.append(f"{PREFIX}resolution provisional: {spread}, from the spread of each cell's processes in this "
