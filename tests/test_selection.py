@@ -348,7 +348,7 @@ def _measuring_ids(tmp_path, name, args):
     (tmp_path / "measuring_ids_plugin.py").write_text(_MEASURING_PLUGIN)
     out = tmp_path / f"{name}.json"
     env = dict(os.environ, MEASURING_IDS=str(out),
-               PYTHONPATH=str(tmp_path) + ":" + os.environ.get("PYTHONPATH", ""))
+               PYTHONPATH=os.pathsep.join(p for p in (str(tmp_path), os.environ.get("PYTHONPATH")) if p))
     r = subprocess.run([sys.executable, "-m", "pytest", *args, "--collect-only", "-q", "-p", "no:cacheprovider",
                         "-p", "measuring_ids_plugin", "--perf-store", "none"], cwd=ROOT, capture_output=True,
                        text=True, env=env)
