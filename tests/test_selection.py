@@ -292,11 +292,20 @@ def _without(args, *options):
     return out
 
 
+def _gate_selection():
+    """The gate's arguments that select (the reference install, the report and the base
+    branch's thresholds file are the job's, not the selection's)."""
+    return _without(_gate_command(), "--perf-reference", "--perf-report", "--perf-thresholds")
+
+
+def _collect_in_subprocess(*args, env=None):
+    """``pytest ARGS --collect-only`` of this checkout in a subprocess, with no history store."""
+    return subprocess.run([sys.executable, "-m", "pytest", *args, "--collect-only", "-q", "-p", "no:cacheprovider",
+                           "--perf-store", "none"], cwd=ROOT, capture_output=True, text=True, env=env)
+
+
 def _gate_collect(*extra):
-    # the selection needs none of these (the base branch's thresholds file is the job's)
-    args = _without(_gate_command(), "--perf-reference", "--perf-report", "--perf-thresholds")
-    r = subprocess.run([sys.executable, "-m", "pytest", *args, "--collect-only", "-q", "-p", "no:cacheprovider",
-                        "--perf-store", "none", *extra], cwd=ROOT, capture_output=True, text=True)
+    r = _collect_in_subprocess(*_gate_selection(), *extra)
     return r, [ln for ln in r.stdout.splitlines() if ln.startswith("perf_tests/")]
 
 
@@ -329,18 +338,19 @@ def test_the_upgrade_gate_measures_every_cell_it_names():
 
 # ----------------------------------------------------------------------------- the reference costs are current
 
-#: a plugin for a collecting subprocess: the node ids of the measuring tests the plan holds
-#: (``planning.planned``; a test marked to skip, such as your own network's without
-#: ``--perf-user-model``, has none), written to the file MEASURING_IDS names
+#: a plugin for a collecting subprocess: the measuring tests the session's plan holds (its
+#: count and their node ids, ``Plan.test_estimates``), read after the plugin under test has
+#: planned, written to the file MEASURING_IDS names
 _MEASURING_PLUGIN = """
 import json, os
-from pytest_mxperf.measure import planning
+import pytest
+from pytest_mxperf import plugin
 
+@pytest.hookimpl(trylast=True)
 def pytest_collection_finish(session):
-    ids = [it.nodeid for it in session.items if planning.planned(it).measuring
-           and not it.get_closest_marker("skip")]
+    plan = session.config.stash[plugin.SESSION].context.plan
     with open(os.environ["MEASURING_IDS"], "w") as fh:
-        json.dump(ids, fh)
+        json.dump({"tests": plan.tests, "ids": [n for n, _ in plan.test_estimates]}, fh)
 """
 
 
@@ -349,11 +359,11 @@ def _measuring_ids(tmp_path, name, args):
     out = tmp_path / f"{name}.json"
     env = dict(os.environ, MEASURING_IDS=str(out),
                PYTHONPATH=os.pathsep.join(p for p in (str(tmp_path), os.environ.get("PYTHONPATH")) if p))
-    r = subprocess.run([sys.executable, "-m", "pytest", *args, "--collect-only", "-q", "-p", "no:cacheprovider",
-                        "-p", "measuring_ids_plugin", "--perf-store", "none"], cwd=ROOT, capture_output=True,
-                       text=True, env=env)
+    r = _collect_in_subprocess(*args, "-p", "measuring_ids_plugin", env=env)
     assert r.returncode == 0, r.stdout + r.stderr
-    return set(json.loads(out.read_text()))
+    planned = json.loads(out.read_text())
+    assert len(planned["ids"]) == planned["tests"], planned  # every measuring test the plan counts, once
+    return set(planned["ids"])
 
 
 def test_the_reference_costs_hold_every_measuring_test_of_the_selections_they_stand_for(tmp_path):
@@ -379,7 +389,7 @@ def test_the_reference_costs_hold_every_measuring_test_of_the_selections_they_st
                                                                    time_budget=opts.TIME_BUDGET_S)) is not None
     # the A/B session: the upgrade gate's selection, with its deadline
     args = _gate_command()
-    gate = _measuring_ids(tmp_path, "gate", _without(args, "--perf-reference", "--perf-report", "--perf-thresholds"))
+    gate = _measuring_ids(tmp_path, "gate", _gate_selection())
     ab = sessions["ab"]
     assert gate <= set(ab["tests"]), sorted(gate - set(ab["tests"]))
     # the reference's A/B session measured one test more (time to accuracy, which the gate's -k
