@@ -4,8 +4,9 @@
 It reads, from a history store, the last complete session of each kind ("suite": the default
 session; "recording": ``--perf-update-baselines``; "baseline": an unchanged session against a
 baseline; "ab": an A/B session, the upgrade gate's) on this machine, with each test's seconds,
-and measures this machine's MXNet speed figure (the MXNet probe's ``mxnet_speed``, the median
-of ``--probes`` probe processes, run one at a time on a quiet machine). A machine without
+and measures this machine's MXNet speed figures (the MXNet probe's ``mxnet_speed``: the import's
+CPU seconds and the convolution's GFLOP/s, the medians of ``--probes`` probe processes, run one
+at a time on a quiet machine). A machine without
 history then scales these seconds by its own figure against this one
 (``measure/planning.speed_from``).
 
@@ -108,20 +109,25 @@ def main(argv=None) -> int:
         Path(a.out).write_text(json.dumps(old, indent=1) + "\n")
         print(f"merged {', '.join(sessions)} into {a.out}")
         return 0
-    figures = []
+    figures, imports = [], []
     for _ in range(a.probes):
         p = worker.probe()
         g = (p.get("mxnet_speed") or {}).get("conv_gflops")
-        if not isinstance(g, (int, float)):
+        i = (p.get("mxnet_speed") or {}).get("import_cpu_s")
+        if not isinstance(g, (int, float)) or not isinstance(i, (int, float)):
             print(f"the MXNet probe gave no speed figure: {p.get('message') or p.get('mxnet_speed')}", file=sys.stderr)
             return 1
         figures.append(g)
+        imports.append(i)
     doc = {"cpu": cpu_name(), "commit": a.commit, "mxnet_version": p.get("mxnet_version"),
            "conv_gflops": round(statistics.median(figures), 1),
-           "conv_gflops_seen": [round(g, 1) for g in figures], "sessions": sessions}
+           "conv_gflops_seen": [round(g, 1) for g in figures],
+           "import_cpu_s": round(statistics.median(imports), 3),
+           "import_cpu_s_from": f"the median of {len(imports)} MXNet probes' import_cpu_s, with the sessions",
+           "sessions": sessions}
     Path(a.out).write_text(json.dumps(doc, indent=1) + "\n")
     said = ", ".join(f"{k} {v['wall_seconds']} s" for k, v in sessions.items())
-    print(f"wrote {a.out}: {doc['cpu']}, {doc['conv_gflops']} GFLOP/s (of {doc['conv_gflops_seen']}), sessions: {said}")
+    print(f"wrote {a.out}: {doc['cpu']}, {doc['conv_gflops']} GFLOP/s (of {doc['conv_gflops_seen']}), import {doc['import_cpu_s']} CPU-s, sessions: {said}")
     return 0
 
 

@@ -436,3 +436,35 @@ def test_without_history_the_estimate_follows_this_machine_s_mxnet_speed(pyteste
     half = speed_from({"mxnet_speed": {"conv_gflops": slowest / 2}}, ref).factor
     assert half > 1.5
     assert abs(said["half"] / said["same"] - half) < 0.1, said  # the minutes are said to 0.1
+
+
+def test_without_history_the_import_figure_places_the_machine(pytester, make_stub_python, tmp_path):
+    """#37 part 1: when the probe reads MXNet's import, its CPU seconds against the
+    reference's scale the estimate whatever the convolution reads (here the reference's own
+    convolution figure, which alone would say x1.00): an import twice the reference's, the
+    estimate the unclocked share longer; the first line and results.json name the figure."""
+    import re
+
+    from pytest_mxperf.measure.planning import load_reference, speed_from
+    pytester.makepyfile(test_cells=CELLS)
+    ref = load_reference()
+    said = {}
+    for name, imp in (("same", ref["import_cpu_s"]), ("double", 2 * ref["import_cpu_s"])):
+        r = stand_ins.session(pytester,
+            "-p", "no:cacheprovider", "-m", "cpu", "--perf-machine", "box", "--perf-ctx", "cpu", "--perf-no-probe",
+            "--perf-store", str(tmp_path / f"{name}.sqlite"), "--perf-baselines-dir", str(tmp_path / name),
+            "--perf-python", make_stub_python(name, rate=100.0, conv_gflops=ref["conv_gflops"], import_cpu_s=imp),
+            "--perf-update-baselines", "--perf-report", str(tmp_path / f"rep-{name}"))
+        assert r.ret == 0, r.stdout.str()
+        kept = json.loads((tmp_path / f"rep-{name}" / "results.json").read_text())["session"]["estimate"]
+        assert kept["figure"] == "import" and kept["import_cpu_s"] == round(imp, 3), kept
+        assert kept["reference_import_cpu_s"] == ref["import_cpu_s"], kept
+        factor = speed_from({"mxnet_speed": {"conv_gflops": ref["conv_gflops"], "import_cpu_s": imp}}, ref).factor
+        line = next(x for x in r.stdout.str().splitlines() if x.startswith("mxperf: 2 measuring test(s)"))
+        assert (f"costs measured on {ref['cpu']}, x{factor:.2f} for this machine's speed (MXNet's import "
+                f"{imp:.2f} CPU-s against {ref['import_cpu_s']:.2f})") in line, line
+        amount, unit = re.search(r"expected about ([\d.]+) (s|min)\b", line).groups()
+        said[name] = float(amount) * (60 if unit == "min" else 1)
+    double = speed_from({"mxnet_speed": {"import_cpu_s": 2 * ref["import_cpu_s"]}}, ref).factor
+    assert double > 1.4
+    assert abs(said["double"] / said["same"] - double) < 0.1, said  # the minutes are said to 0.1

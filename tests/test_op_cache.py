@@ -39,6 +39,7 @@ def test_a_wrapper_from_the_cache_calls_this_process_s_handle(tmp_path):
     again = op_cache._Exec(op_cache._Table(path), record=False)
     fn2 = _run(again, "Activation", 94131200962304)   # another process: another address
     assert (again.compiled, again.hits) == (0, 1)
+    assert first.compile_cpu_s > 0 and again.compile_cpu_s == 0.0  # only compiling is counted
     assert fn2(1) == 94131200962304
     assert fn2.__doc__ == fn.__doc__ and fn2.__code__.co_code == fn.__code__.co_code
     # another operator is not answered by Activation's entry
@@ -119,6 +120,11 @@ def test_real_mxnet_from_the_cache_has_every_operator_with_its_own_handle(tmp_pa
     assert len(list((tmp_path / "mxnet-ops").glob("*.marshal"))) == 1  # the probe writes it
     after = json.loads(_python(["-c", _CHECK], tmp_path).strip().splitlines()[-1])
     assert after["compiled"] == 0 and after["hits"] == before["compiled"]
+    assert before["compile_cpu_s"] > 0 and after["compile_cpu_s"] == 0.0
+    assert before["imported_cpu"] > before["compile_cpu_s"] and after["imported_cpu"] > 0
+    # the probe's import figure: what an import from the cache costs (its compiling left out)
+    probed = json.loads((tmp_path / "probe.json").read_text())["mxnet_speed"]
+    assert probed["compiled"] == before["compiled"] and 0 < probed["import_cpu_s"] < before["imported_cpu"]
     for got in (before, after):
         assert got["wrong"] == [] and got["checked"] > 1000
         assert got["relu"] == [[0.0, 2.0]] and got["fc"] == [[5.0]]

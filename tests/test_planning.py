@@ -124,6 +124,48 @@ def test_a_pair_against_the_recorded_setup_costs_what_the_cells_processes_took_h
     assert kept == {} and cut == (0, 3, 21.0)
 
 
+
+
+def test_the_import_figure_places_a_cpu_when_both_sides_have_it():
+    """#37 part 1: MXNet's import (its CPU seconds, what a worker's import from the cache
+    costs) scales the share of the reference's seconds the options do not clock; it is used
+    whenever the probe and the reference both hold it, whatever the convolution says (an
+    Intel Xeon runs the convolution 1.4x faster than the Zen 4 reference and a session 1.08x
+    slower); without it on either side the convolution decides as before."""
+    from pytest_mxperf.measure.planning import CLOCKED_SHARE, CPU_SHARE, SPEED_RATIO_RANGE, speed_from
+    reference = {"cpu": "ref CPU", "conv_gflops": 100.0, "import_cpu_s": 0.5}
+    fast_conv_slow_import = speed_from({"mxnet_speed": {"conv_gflops": 140.0, "import_cpu_s": 0.6}}, reference)
+    assert fast_conv_slow_import.figure == "import"
+    assert fast_conv_slow_import.factor == pytest.approx(CLOCKED_SHARE + (1 - CLOCKED_SHARE) * 1.2)
+    assert fast_conv_slow_import.factor > 1.0  # the convolution alone would have said faster
+    assert speed_from({"mxnet_speed": {"conv_gflops": 140.0}}, reference).factor < 1.0
+    same = speed_from({"mxnet_speed": {"conv_gflops": 30.0, "import_cpu_s": 0.5}}, reference)
+    assert same.factor == pytest.approx(1.0) and (same.import_cpu_s, same.reference_import_cpu_s) == (0.5, 0.5)
+    # held to the range like the convolution's ratio
+    lo, hi = SPEED_RATIO_RANGE
+    assert speed_from({"mxnet_speed": {"import_cpu_s": 50.0}}, reference).factor == pytest.approx(
+        CLOCKED_SHARE + (1 - CLOCKED_SHARE) * hi)
+    assert speed_from({"mxnet_speed": {"import_cpu_s": 1e-6}}, reference).factor == pytest.approx(
+        CLOCKED_SHARE + (1 - CLOCKED_SHARE) * lo)
+    # missing or broken on either side: the convolution's figure, or none
+    no_import_ref = {"cpu": "ref CPU", "conv_gflops": 100.0}
+    conv = speed_from({"mxnet_speed": {"conv_gflops": 50.0, "import_cpu_s": 0.6}}, no_import_ref)
+    assert conv.figure == "convolution" and conv.factor == pytest.approx(1 - CPU_SHARE + CPU_SHARE * 2)
+    for broken in (None, -1, 0, float("nan"), float("inf"), "x", "0.6", True):
+        got = speed_from({"mxnet_speed": {"conv_gflops": 50.0, "import_cpu_s": broken}}, reference)
+        assert got.figure == "convolution" and got.import_cpu_s is None, broken
+    nothing = speed_from({"mxnet_speed": {"import_cpu_s": None}}, {"cpu": "ref CPU"})
+    assert (nothing.figure, nothing.factor) == ("", 1.0)
+
+
+def test_the_shipped_reference_holds_both_speed_figures():
+    """The reference file the estimate scales from carries the import figure (a Zen 4's 0.67
+    CPU-s) beside the convolution's, and says where it came from."""
+    from pytest_mxperf.measure.planning import load_reference
+    ref = load_reference()
+    assert 0.2 < ref["import_cpu_s"] < 5.0 and "Zen 4" in ref["import_cpu_s_from"]
+    assert "family 25 model 17" in ref["cpu"]
+
 def test_a_machine_without_history_scales_the_reference_s_seconds_by_its_mxnet_speed():
     """#37 part 1: with no session of its own, a test the reference machine ran takes what it
     took there times this machine's factor; the constants take the same factor; a grid whose

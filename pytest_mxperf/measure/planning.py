@@ -351,54 +351,85 @@ def ab_estimate(tests: Sequence[Planned], options, pairs: int, known: Optional[K
 
 # ----------------------------------------------------------------------------- this machine's speed
 
-#: the share of a session's time that follows the CPU's speed: MXNet's import, binds, first
-#: batches, warm-ups beyond their 1-s floor, the runs of a fixed number of steps (kvstore, time
-#: to accuracy, cluster launches). The rest is clocked by the options: the timed rounds, the
-#: warm-ups' 1-s floor, the probes' timing. Measured: the default session on a 2-vCPU AMD EPYC
-#: family 25 model 1 (Zen 3), 2026-11-27 (``benchmarks/results/where-seconds-go-2026-11-27.txt``):
-#: of 358 s in its tests, 62 s timed, 42 s of warm-up floors (42 processes' cells), 18 s of
-#: probe timing (45 probes x 0.4 s): 122 s clocked, 236 s (0.66) following the CPU.
+#: the share of a session's time that follows the CPU's speed, when the convolution figure is
+#: all there is to go by (a reference or a probe without the import figure): MXNet's import,
+#: binds, first batches, warm-ups beyond their 1-s floor, the runs of a fixed number of steps.
+#: The rest is clocked by the options (the timed rounds, the warm-ups' floor, the probes'
+#: timing). Measured: the default session on a 2-vCPU AMD EPYC family 25 model 1 (Zen 3),
+#: 2026-11-27: of 358 s in its tests, 62 s timed, 42 s of warm-up floors, 18 s of probe timing:
+#: 122 s clocked, 236 s (0.66) following the CPU.
 CPU_SHARE = 0.66
+#: the share of the reference's seconds that the options clock, when the speed is read from
+#: MXNet's import: the timed rounds and the warm-ups, 94.5 of the 179.7 s of the reference's
+#: default session on its Zen 4 (``benchmarks/results/zen4-sessions-2026-11-28.txt``: a06be9c,
+#: timed 50.7, warm-up 43.8). The rest (the imports, binds, the processes' starts and ends,
+#: the kinds of worker that run a fixed number of steps, the parent's work around them)
+#: follows the import's CPU seconds. Why the import and not the convolution: against the Zen 4,
+#: the Intel Xeon of family 6 model 207 runs the convolution 1.4x faster and the session 1.08x
+#: slower (its binds 1.27x, imports 1.30x, the parent's work 1.19x, timed and warm-up 0.98 and
+#: 1.09: benchmarks/results/speed-figures-2026-11-29.txt), and a Zen 3 the session 1.40-1.51x
+#: slower with its import 2.0x: 0.53 + 0.47 x the import's ratio says 1.06 and 1.49.
+CLOCKED_SHARE = 0.53
 #: the range a speed ratio is held to: a figure beyond it is a broken probe, not a CPU
 SPEED_RATIO_RANGE = (0.25, 4.0)
 
 
 @dataclasses.dataclass(frozen=True)
 class Speed:
-    """This machine's MXNet speed against the reference machine's (``load_reference``): the MXNet
-    probe's ``mxnet_speed`` figure (``workers/protocol.mxnet_speed``) and what it makes of the
-    reference's seconds. ``factor`` 1.0 when either figure is missing."""
+    """This machine's speed against the reference machine's (``load_reference``): the MXNet
+    probe's figures (``workers/protocol.mxnet_speed``: the import's CPU seconds, the
+    convolution's GFLOP/s) and what they make of the reference's seconds (``factor``; 1.0
+    when no figure could be compared). ``figure``: which one the factor came from ("import",
+    "convolution", or "" for none)."""
 
     factor: float = 1.0
     conv_gflops: Optional[float] = None
     reference_gflops: Optional[float] = None
     reference_cpu: str = ""
+    import_cpu_s: Optional[float] = None
+    reference_import_cpu_s: Optional[float] = None
+    figure: str = ""
+
+
+def _positive(v) -> Optional[float]:
+    """A figure as a JSON answer holds it: a finite positive number, else None."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return None
+    return float(v) if 0 < v < float("inf") else None
 
 
 def speed_from(mxnet_probe: Optional[dict], reference: Optional[dict]) -> Speed:
-    """``Speed`` from the MXNet probe's answer and the reference (``load_reference``): a
-    second of the reference's is ``1 - CPU_SHARE + CPU_SHARE * ratio`` here, ``ratio`` how much
-    slower this machine's convolution figure is, held to ``SPEED_RATIO_RANGE``. A shared VM
-    slows a whole probe process now and then (on a Zen 3 reference 9 probes read 53-80
-    GFLOP/s, median 79; sessions' probes read 56 and 57): a figure within what the reference
-    itself read (``conv_gflops_seen``) says nothing of another CPU, and is ratio 1; one above the
-    reference's median is that much faster (a slow spell never speeds a probe up); one below
-    the slowest reference reading is slower by at least its distance from it. Pure."""
-    ref = (reference or {}).get("conv_gflops")
+    """``Speed`` from the MXNet probe's answer and the reference (``load_reference``). When
+    both hold the import figure (``import_cpu_s``: what a worker's ``import mxnet`` from the
+    cache costs in CPU seconds), a second of the reference's is ``CLOCKED_SHARE + (1 -
+    CLOCKED_SHARE) * ratio`` here, ``ratio`` this machine's import against the reference's.
+    Else the convolution figure: ``1 - CPU_SHARE + CPU_SHARE * ratio``, ``ratio`` how much
+    slower this machine's convolution is. A shared VM slows a whole probe process now and then
+    (on a Zen 3 reference 9 probes read 53-80 GFLOP/s, median 79; sessions' probes read 56 and
+    57): a convolution figure within what the reference itself read (``conv_gflops_seen``) says
+    nothing of another CPU, and is ratio 1; one above the reference's median is that much
+    faster (a slow spell never speeds a probe up); one below the slowest reference reading is
+    slower by at least its distance from it. Ratios are held to ``SPEED_RATIO_RANGE``. Pure."""
     cpu = str((reference or {}).get("cpu") or "")
-    this = ((mxnet_probe or {}).get("mxnet_speed") or {}).get("conv_gflops")
-    try:
-        this, ref = float(this), float(ref)
-        seen = [float(v) for v in (reference or {}).get("conv_gflops_seen") or () if float(v) > 0]
-    except (TypeError, ValueError):
-        return Speed(reference_cpu=cpu)
-    if not (this > 0 and ref > 0 and this < float("inf") and ref < float("inf")):
-        return Speed(reference_cpu=cpu)
-    slowest = min(seen + [ref])
-    ratio = ref / this if this > ref else slowest / this if this < slowest else 1.0
+    figures = (mxnet_probe or {}).get("mxnet_speed") or {}
+    figures = figures if isinstance(figures, dict) else {}
     lo, hi = SPEED_RATIO_RANGE
+    this_gf, ref_gf = _positive(figures.get("conv_gflops")), _positive((reference or {}).get("conv_gflops"))
+    this_imp, ref_imp = _positive(figures.get("import_cpu_s")), _positive((reference or {}).get("import_cpu_s"))
+    seen = {"conv_gflops": this_gf, "reference_gflops": ref_gf, "import_cpu_s": this_imp,
+            "reference_import_cpu_s": ref_imp, "reference_cpu": cpu}
+    if this_imp is not None and ref_imp is not None:
+        ratio = min(hi, max(lo, this_imp / ref_imp))
+        return Speed(CLOCKED_SHARE + (1.0 - CLOCKED_SHARE) * ratio, figure="import", **seen)
+    if this_gf is None or ref_gf is None:
+        return Speed(**seen)
+    try:
+        slowest = min([float(v) for v in (reference or {}).get("conv_gflops_seen") or () if float(v) > 0] + [ref_gf])
+    except (TypeError, ValueError):
+        return Speed(**seen)
+    ratio = ref_gf / this_gf if this_gf > ref_gf else slowest / this_gf if this_gf < slowest else 1.0
     ratio = min(hi, max(lo, ratio))
-    return Speed(1.0 - CPU_SHARE + CPU_SHARE * ratio, this, ref, cpu)
+    return Speed(1.0 - CPU_SHARE + CPU_SHARE * ratio, figure="convolution", **seen)
 
 
 #: the reference machine's sessions (``data/reference-costs.json``): what each test of the

@@ -169,7 +169,10 @@ def _estimate_dict(plan) -> Optional[Dict[str, Any]]:
     return {"seconds": round(plan.estimate_seconds, 1) if plan.estimate_seconds is not None else None,
             "factor": round(speed.factor, 4) if speed else None,
             "conv_gflops": round(speed.conv_gflops, 2) if speed and speed.conv_gflops is not None else None,
-            "reference_gflops": speed.reference_gflops if speed else None}
+            "reference_gflops": speed.reference_gflops if speed else None,
+            "import_cpu_s": round(speed.import_cpu_s, 3) if speed and speed.import_cpu_s is not None else None,
+            "reference_import_cpu_s": speed.reference_import_cpu_s if speed else None,
+            "figure": speed.figure if speed else None}
 
 
 def _options_dict(options) -> Dict[str, Any]:

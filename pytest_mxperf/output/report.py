@@ -139,10 +139,14 @@ COSTS_MEASURED_ON = "a 2-vCPU AMD EPYC"
 
 def costs_source(speed) -> str:
     """Where an estimate without this machine's history took its costs from: the reference
-    machine's, scaled by this machine's MXNet speed (``planning.Speed``) when it was read."""
+    machine's, scaled by this machine's speed (``planning.Speed``: MXNet's import, else its
+    convolution) when it was read."""
     where = f"costs measured on {(speed.reference_cpu if speed else '') or COSTS_MEASURED_ON}"
-    if speed is None or speed.conv_gflops is None:
+    if speed is None or not speed.figure:
         return f"{where}, not scaled: this machine's MXNet speed was not read"
+    if speed.figure == "import":
+        return (f"{where}, x{speed.factor:.2f} for this machine's speed (MXNet's import "
+                f"{speed.import_cpu_s:.2f} CPU-s against {speed.reference_import_cpu_s:.2f})")
     return (f"{where}, x{speed.factor:.2f} for this machine's MXNet speed "
             f"({speed.conv_gflops:.0f} GFLOP/s against {speed.reference_gflops:.0f})")
 
@@ -202,7 +206,7 @@ def plan_line(tests: int, options, ab_pairs: int, duet_pairs: int = 3, duet_test
         return (f"{what}expected about "
                 f"{duration_text(seconds)} when no cell needs a second stage, about {duration_text(most)} when "
                 f"every cell does (a real slowdown always does"
-                f"{'; ' + costs_source(speed) if speed and speed.conv_gflops is not None else ''}; this machine's "
+                f"{'; ' + costs_source(speed) if speed and speed.figure else ''}; this machine's "
                 f"own once an A/B session is in its history){cut}{slow}")
     if plan is not None:
         parts = []

@@ -23,6 +23,7 @@ import sys
 import time
 import traceback
 import warnings
+from typing import Optional
 
 from pytest_mxperf.model.jsonio import write_json
 
@@ -122,14 +123,23 @@ def loaded_companions():
     return out
 
 
-def import_mxnet(keep_compiled: bool = False):
+def import_mxnet(keep_compiled: bool = False, facts: Optional[dict] = None):
     """``import mxnet``, its operator wrappers from this install's cache (``op_cache``);
     ``keep_compiled``: write what had to be compiled to the cache (the probe, not a worker
-    that measures)."""
+    that measures). ``facts``, when given, gets ``import_cpu_s``: the CPU seconds the import
+    took (``time.process_time``, from before ``op_cache`` is imported, as
+    ``benchmarks/worker_start.py`` clocks a worker's), less what it spent compiling wrappers the
+    cache did not hold: what a worker's import from the cache costs on this CPU (None when
+    MXNet was imported already); and ``compiled``, how many it compiled."""
+    t0 = time.process_time()
     from pytest_mxperf.workers.op_cache import import_mxnet as cached_import
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # import-time DeprecationWarnings are MXNet's, not ours
-        mx, _ = cached_import(write=keep_compiled)
+        mx, counts = cached_import(write=keep_compiled)
+    if facts is not None:
+        done = counts.get("imported_cpu")
+        facts["import_cpu_s"] = None if done is None else max(0.0, done - t0 - counts.get("compile_cpu_s", 0.0))
+        facts["compiled"] = counts.get("compiled", 0)
     # Scoring declares the label without binding it, exactly as benchmark_score.py does.
     warnings.filterwarnings("ignore", message="Data provided by label_shapes")
     return mx
@@ -459,11 +469,12 @@ def mxnet_speed(mx, seconds: float = SPEED_SECONDS) -> dict:
 
 
 def probe(result_path: str) -> int:
-    mx = import_mxnet(keep_compiled=True)
+    imported: dict = {}
+    mx = import_mxnet(keep_compiled=True, facts=imported)
     out = runtime_info(mx)
     out["threads"] = thread_pools()
     try:
-        out["mxnet_speed"] = mxnet_speed(mx)
+        out["mxnet_speed"] = {**mxnet_speed(mx), **imported}
     except Exception as exc:  # noqa: BLE001 - a build without the kernel: no figure, the probe stands
         out["mxnet_speed"] = {"error": error_line(str(exc), type(exc).__name__)}
     out["status"] = "ok"
