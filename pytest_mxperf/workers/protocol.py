@@ -439,7 +439,8 @@ SPEED_SECONDS = 0.4
 
 def mxnet_speed(mx, seconds: float = SPEED_SECONDS) -> dict:
     """How fast this MXNet computes here, for the session's duration estimate only
-    (``measure/planning.speed_from``): {"conv_gflops", "rounds", "seconds"}. Never used to
+    (``measure/planning.speed_from``): {"conv_gflops", "rounds", "seconds"} (the probe adds
+    its import's figure: ``import_mxnet``'s ``facts``). Never used to
     judge or correct a figure. Untimed calls for a tenth of ``seconds`` (at least two: oneDNN
     makes its primitive at the first), then rounds of 2 calls, each ending in
     ``mx.nd.waitall()``, for ``seconds``; the figure is the fastest round's (a neighbour or a
