@@ -122,6 +122,7 @@ def mxperf(request, record_property, mxperf_session):
         s.ledger.event(Event(NOT_REACHED, late, node.nodeid))
         pytest.skip(late)
     started = time.monotonic()
+    s.clock.test_started(node.nodeid, started)
     measurer = Measurer(s.scheduler, s.ledger, node.nodeid, record_property=record_property,
                         on_cell=_on_cell(request, s), skip=pytest.skip, fail=lambda msg: pytest.fail(msg, pytrace=False),
                         grid=grid, params=params)

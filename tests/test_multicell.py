@@ -7,6 +7,7 @@ costs. The session's side (which cells run together, in which order, each once) 
 """
 
 import dataclasses
+import time
 
 from pytest_mxperf.measure import planning
 import sys
@@ -186,6 +187,34 @@ def test_progress_line_counts_cells_and_time_left():
     for nodeid, _ in tests[:5]:
         on_plan.clock.test_took(10.0, nodeid)
     assert planning.time_left(on_plan.context.plan, on_plan.clock.tests_done, 52.0) == 56.0
+
+
+def test_a_progress_line_in_the_middle_of_a_test_counts_its_time_so_far():
+    """A line printed while a test of several cells is under way (a precision test's two
+    cells, a grid's) counts what is left of that test's estimate, not all of it, and does not
+    take its time so far for the session's own: time gone plus time left stays the plan's."""
+    tests = (("t.py::test[0]", 40.0), ("t.py::test[1]", 60.0))
+    plan = Plan(tests=2, cells=3, estimate_seconds=108.0, test_estimates=tests)
+    # 30 s into the first test (and 2 s of the session's start before it): 10 s of it left
+    mid = planning.time_left(plan, (), 32.0, ("t.py::test[0]", 30.0))
+    assert mid == pytest.approx(10.0 + 60.0 + 6.0)          # the rest of the start and end: 8 - 2
+    assert 32.0 + mid == pytest.approx(108.0)
+    # without it, the whole first test still to come and its 30 s taken as the session's own
+    assert planning.time_left(plan, (), 32.0) == pytest.approx(100.0)
+    # past its estimate: nothing of it is left, the rest as planned
+    assert planning.time_left(plan, (), 52.0, ("t.py::test[0]", 50.0)) == pytest.approx(60.0 + 6.0)
+    # a test already done is not counted again; one the plan does not know adds nothing
+    done = (("t.py::test[0]", 40.0),)
+    assert planning.time_left(plan, done, 42.0, ("t.py::test[0]", 5.0)) == planning.time_left(plan, done, 42.0)
+    assert planning.time_left(plan, done, 52.0, ("t.py::other", 10.0)) == pytest.approx(60.0 + 6.0)
+    # through the clock: the plugin's start of a test, then its end
+    s = whole_session(processes=2)
+    s.planned(plan)
+    s.clock.test_started("t.py::test[0]", time.monotonic() - 30.0)
+    s.context = dataclasses.replace(s.context, started=s.context.started - 32.0)
+    assert "about 1.3 min left" in s.clock.progress_line()   # 76 s, where 100 s was said before
+    s.clock.test_took(40.0, "t.py::test[0]")
+    assert s.clock._running is None
 
 
 def test_what_the_end_of_the_session_measures_again_is_not_counted_as_the_plans_cells():

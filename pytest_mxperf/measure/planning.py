@@ -645,11 +645,16 @@ def plan_for(tests: Sequence[Planned], options, ab: bool, explicit_pairs: bool =
 PROGRESS_PRIOR_S = 60.0
 
 
-def time_left(plan: Plan, done: Sequence[Tuple[str, float]], gone: float) -> Optional[float]:
+def time_left(plan: Plan, done: Sequence[Tuple[str, float]], gone: float,
+              running: Optional[Tuple[str, float]] = None) -> Optional[float]:
     """What is left of the session: the plan's estimate of the tests not done yet and of its
     end, scaled by how the tests done so far (node id, seconds they took) went against their
     estimate (``PROGRESS_PRIOR_S`` of the plan's own weigh in, so the first test does not
-    decide it alone). None without an estimate. Pure."""
+    decide it alone). ``running``: the test under way (node id, seconds since it started),
+    whose estimate counts less what it has spent (never below nothing): a line in the middle
+    of a test of several cells (a precision test's two, a grid's) would otherwise count the
+    whole test still to come and its time so far as the session's own. None without an
+    estimate. Pure."""
     if not plan.estimate_seconds:
         return None
     est = dict(plan.test_estimates)
@@ -657,9 +662,12 @@ def time_left(plan: Plan, done: Sequence[Tuple[str, float]], gone: float) -> Opt
     planned_done = sum(est.get(n, 0.0) for n in done_ids)
     took = sum(t for n, t in done if n in est)
     ratio = (took + PROGRESS_PRIOR_S) / (planned_done + PROGRESS_PRIOR_S)
+    run_id, run_spent = running if running and running[0] not in done_ids else ("", 0.0)
     # the plan's time outside the tests (the start and the end of the session) is what is
-    # left of it once the tests done so far are counted
+    # left of it once the tests done so far, and the one under way, are counted
     outside = max(0.0, plan.estimate_seconds - sum(est.values()))
-    started_part = max(0.0, gone - took)  # the session's time outside its tests so far
-    left_tests = sum(v for n, v in est.items() if n not in done_ids) * ratio
+    started_part = max(0.0, gone - took - run_spent)  # the session's time outside its tests so far
+    left_tests = sum(v for n, v in est.items() if n not in done_ids and n != run_id) * ratio
+    if run_id in est:
+        left_tests += max(0.0, est[run_id] * ratio - run_spent)
     return max(0.0, left_tests + max(0.0, outside - started_part))

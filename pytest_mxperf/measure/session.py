@@ -141,6 +141,7 @@ class Clock:
         self.now = now  # the wall clock (a replayed session's: the recorded processes' time)
         self._test_seconds: List[Tuple[str, float]] = []  # (node id, seconds) of each test that measured
         self.tests_done: List[Tuple[str, float]] = []  # (node id, seconds) of each measuring test
+        self._running: Optional[Tuple[str, float]] = None  # the measuring test under way, since when
         self.runs_done = 0  # processes measured (a duet pair's two sides: one)
         self._runs_by_cell: Dict[str, int] = {}  # the same, by cell
         self._last_progress = time.monotonic()
@@ -194,8 +195,14 @@ class Clock:
         return (f"not reached before --perf-deadline: {elapsed:.0f} s gone, a test takes about {expected:.0f} s, "
                 f"{budget:.0f} s of {ctx.options.deadline:g} s are for measuring")
 
+    def test_started(self, nodeid: str, at: float) -> None:
+        """A measuring test started at ``at`` (``time.monotonic``): the progress line counts
+        its time so far against its estimate until ``test_took``."""
+        self._running = (nodeid, at)
+
     def test_took(self, seconds: float, nodeid: str = "", measured: bool = True) -> None:
         """A measuring test ended after ``seconds`` (``measured``: it measured a cell)."""
+        self._running = None
         if measured:
             self._test_seconds.append((nodeid, seconds))
         if nodeid:
@@ -214,7 +221,8 @@ class Clock:
         expected = ctx.plan.cells
         parts = [f"mxperf: {done:.0f} of {expected} cell(s) measured" if expected
                  else f"mxperf: {done:.0f} cell(s) measured", f"{gone / 60:.1f} min gone"]
-        left = planning.time_left(ctx.plan, self.tests_done, gone) if expected else None
+        running = (self._running[0], time.monotonic() - self._running[1]) if self._running else None
+        left = planning.time_left(ctx.plan, self.tests_done, gone, running) if expected else None
         if left is not None:
             parts.append(f"about {left / 60:.1f} min left")
         return ", ".join(parts)
