@@ -29,11 +29,11 @@ import os
 import statistics
 import subprocess
 import sys
-import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from pytest_mxperf.proc import spawn  # noqa: E402
+from pytest_mxperf.proc.worker import run_process  # noqa: E402
 
 SPEC = {"model": "lenet", "contexts": ["cpu:0"], "batch_size": 64, "target_accuracy": 0.95, "max_epochs": 30}
 
@@ -51,15 +51,12 @@ print(json.dumps(out))
 
 
 def fresh_run(python: str, spec: dict) -> dict:
-    with tempfile.TemporaryDirectory() as d:
-        sp, rp = os.path.join(d, "spec.json"), os.path.join(d, "result.json")
-        with open(sp, "w") as fh:
-            json.dump(spec, fh)
-        env = spawn.with_package_path(dict(os.environ))
-        subprocess.run([python, "-m", "pytest_mxperf.workers.convergence", sp, rp], env=env,
-                       capture_output=True, text=True, timeout=300, check=False)
-        with open(rp) as fh:
-            r = json.load(fh)
+    """One fresh convergence worker, as a session starts it (``proc.worker.run_process``)."""
+    out = run_process(spawn.python_command(python, "pytest_mxperf.workers.convergence"), spec, timeout=300,
+                      env=spawn.with_package_path(dict(os.environ)))
+    if out.status != "ok":
+        raise SystemExit(f"the convergence worker failed: {out.status}: {out.message}")
+    r = out.payload
     return {"seconds": r.get("seconds_to_accuracy"), "epochs": r.get("epochs"), "reached": r.get("reached")}
 
 
