@@ -356,8 +356,9 @@ def ab_estimate(tests: Sequence[Planned], options, pairs: int, known: Optional[K
 #: binds, first batches, warm-ups beyond their 1-s floor, the runs of a fixed number of steps.
 #: The rest is clocked by the options (the timed rounds, the warm-ups' floor, the probes'
 #: timing). Measured: the default session on a 2-vCPU AMD EPYC family 25 model 1 (Zen 3),
-#: 2026-11-27 (``benchmarks/results/zen3-sessions-2026-11-27.txt``, f41e4fb): of 358 s in its tests, 62 s timed, 42 s of warm-up floors, 18 s of probe timing:
-#: 122 s clocked, 236 s (0.66) following the CPU.
+#: 2026-11-27 (``benchmarks/results/zen3-sessions-2026-11-27.txt``, f41e4fb): of 358 s in its
+#: tests, 62 s timed, 42 s of warm-up floors, 18 s of probe timing: 122 s clocked, 236 s
+#: (0.66) following the CPU.
 CPU_SHARE = 0.66
 #: the share of the reference's seconds that the options clock, when the speed is read from
 #: MXNet's import: the timed rounds and the warm-ups, 94.5 of the 179.7 s of the reference's
