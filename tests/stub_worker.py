@@ -59,6 +59,8 @@ sets ``MXPERF_STUB`` to a JSON configuration:
      "unit_seconds": 0.05,        the input-pipeline worker's seconds per unit (epoch or fed step)
      "after_rounds_s": 0.0,       seconds it works after a duet's rounds (as a training cell's
                                   parts); its result says when: ``after_rounds_started``, ``_ended``
+     "epochs": 2, "rounds_per_epoch": 4, "round_seconds": 0.01,   the time-to-accuracy worker's
+                                  run: its epochs to the target, each of that many rounds
      "env_factors": {"OMP_NUM_THREADS=1": 0.5}}   images/s multiplied by the factor of each
                                   variable set to that value in its environment
 
@@ -396,6 +398,41 @@ def profile(spec_path, result_path):
                          "meta": {"mxnet_version": c.get("version", "1.9.1"), "bulk_exec": {"inference": "0"}}})
 
 
+def convergence(spec_path, result_path):
+    """The time-to-accuracy worker's result shape: ``epochs`` epochs (config) of
+    ``rounds_per_epoch`` rounds of ``round_seconds`` each (returned, not slept). In a duet
+    (``control`` in the spec) it serves the parent's rounds through the real protocol code
+    (``protocol.serve_duet``), saying in each reply whether its run is finished, as the real
+    worker does; ``duet_hang_after`` (rounds) makes it hang in the timed part."""
+    import time
+    c = _cfg()
+    with open(spec_path) as fh:
+        spec = json.load(fh)
+    epochs, per = int(c.get("epochs", 2)), int(c.get("rounds_per_epoch", 4))
+    unit = float(c.get("round_seconds", 0.01))
+    rounds = []
+
+    class Run:
+        finished = False
+
+        def timed(self, k):
+            if c.get("duet_hang_after") is not None and len(rounds) >= c["duet_hang_after"]:
+                time.sleep(3600)
+            rounds.append(unit)
+            self.finished = len(rounds) >= epochs * per
+            return unit
+
+    if spec.get("control"):
+        from pytest_mxperf.workers import protocol
+        protocol.serve_duet(Run(), spec["control"], {"units": "rounds of training"})
+    else:
+        rounds = [unit] * (epochs * per)
+    duet = {"round_seconds": rounds, "batches_per_round": 1} if spec.get("control") else {}
+    _write(result_path, dict({"status": "ok", "message": "", "reached": True, "epochs": len(rounds) // per,
+                              "seconds_to_accuracy": sum(rounds), "rounds": len(rounds), "seed": spec.get("seed"),
+                              "meta": {"mxnet_version": c.get("version", "1.9.1")}}, **duet))
+
+
 def list_distributions():
     c = _cfg()
     version = c.get("version", "1.9.1")
@@ -424,6 +461,8 @@ def main(argv):
             return commbench(*rest)
         if module == "pytest_mxperf.workers.pipeline":
             return pipeline(*rest)
+        if module == "pytest_mxperf.workers.convergence":
+            return convergence(*rest)
         if module == "pytest_mxperf.workers.peak":
             return peak(*rest)
         if module == "pytest_mxperf.workers.profile":

@@ -96,14 +96,85 @@ def test_a_real_duet_side_measures_and_idles_while_it_waits(spinning):
 
 # ----------------------------------------------------------------------------- other worker kinds
 
-def test_resident_worker_kinds_are_declared_and_cluster_and_convergence_kinds_are_not():
+def test_resident_worker_kinds_are_declared_and_cluster_kinds_are_not():
     for module in ("pytest_mxperf.workers.throughput", "pytest_mxperf.workers.commbench",
-                   "pytest_mxperf.workers.pipeline"):
+                   "pytest_mxperf.workers.pipeline", "pytest_mxperf.workers.convergence"):
         assert duet.resident(module), module
-    # one process of these is a whole cluster launch / a whole training run to the target
-    for module in ("pytest_mxperf.measure.cluster", "pytest_mxperf.workers.convergence", "pytest_mxperf.workers.peak",
-                   "some.users.worker"):
+    # one process of these is a whole cluster launch / a peak probe / a kind the suite does not know
+    for module in ("pytest_mxperf.measure.cluster", "pytest_mxperf.workers.peak", "some.users.worker"):
         assert not duet.resident(module), module
+    # a training run to the target runs its rounds to the end, never untimed or sized
+    assert duet.TO_THE_END == {"pytest_mxperf.workers.convergence"}
+
+
+# ----------------------------------------------------------------------------- time to accuracy
+
+TTA = Workload(model="lenet", mode="convergence", batch_size=64, contexts=("cpu:0",), threads="auto")
+TTA_MODULE = "pytest_mxperf.workers.convergence"
+
+
+def _tta_figures(payload):
+    if not payload["reached"]:
+        return {}
+    return {"seconds_to_target": payload["seconds_to_accuracy"], "epochs_to_target": float(payload["epochs"])}
+
+
+def test_a_time_to_accuracy_duet_runs_each_side_to_its_own_end(make_stub_python):
+    """Two training runs of different lengths (stand-ins: 3 and 5 epochs of 4 rounds): the
+    parent alternates their rounds and sends none untimed (no settling, no sizing: every
+    round is part of the run), the side that finishes first waits, the other runs on alone
+    to its end; each side's figure is the sum of its own rounds."""
+    cand = make_stub_python("cand", epochs=3, round_seconds=0.02)
+    ref = make_stub_python("ref", epochs=5, round_seconds=0.01)
+    c, r = duet.run_pair(TTA, candidate=cand, reference=ref, seed=3, module=TTA_MODULE, spec={"max_epochs": 20},
+                         figures=_tta_figures)
+    assert c.ok and r.ok, (c.message, r.message)
+    assert c.meta["result"]["rounds"] == c.meta["duet"]["rounds"] == 12
+    assert r.meta["result"]["rounds"] == r.meta["duet"]["rounds"] == 20
+    assert c.meta["result"]["seed"] == r.meta["result"]["seed"] == 3  # one seed: one run on each setup
+    assert c.value("seconds_to_target") == pytest.approx(12 * 0.02)
+    assert r.value("seconds_to_target") == pytest.approx(20 * 0.01)
+    assert (c.value("epochs_to_target"), r.value("epochs_to_target")) == (3.0, 5.0)
+    assert not _children()
+
+
+def test_a_time_to_accuracy_side_that_hangs_ends_the_pair_and_leaves_no_process(make_stub_python):
+    cand, ref = make_stub_python("cand", epochs=3), make_stub_python("ref", epochs=3, duet_hang_after=5)
+    c, r = duet.run_pair(TTA, candidate=cand, reference=ref, seed=0, module=TTA_MODULE, spec={}, timeout=3,
+                         figures=_tta_figures)
+    assert r.status == "timeout" and c.status == "error" and "the reference" in c.message, (c, r)
+    assert not _children()
+
+
+def test_a_side_that_never_finishes_fails_the_pair_at_the_bound(make_stub_python, monkeypatch):
+    monkeypatch.setattr(duet, "MAX_TO_THE_END_ROUNDS", 6)
+    cand, ref = make_stub_python("cand", epochs=1), make_stub_python("ref", epochs=9)
+    c, r = duet.run_pair(TTA, candidate=cand, reference=ref, seed=0, module=TTA_MODULE, spec={},
+                         figures=_tta_figures)
+    assert not r.ok and "did not finish in 6 rounds" in r.message, (r.status, r.message)
+    assert not c.ok and "its duet partner (the reference) failed" in c.message
+    assert not _children()
+
+
+def test_a_real_time_to_accuracy_duet_pair_trains_one_seed_on_both_sides():
+    """Real MXNet on both sides (this interpreter), the default selection's cell with the seed
+    that reaches the target in the fewest epochs: each side trains the same epochs, in
+    DUET_EPOCH_ROUNDS rounds an epoch (a quarter of its steps each, the last round of an
+    epoch evaluating it), and its seconds to accuracy are the sum of its rounds."""
+    from pytest_mxperf.workers import convergence
+    spec = {"model": "lenet", "contexts": ["cpu:0"], "batch_size": 64, "target_accuracy": 0.95, "max_epochs": 20}
+    c, r = duet.run_pair(TTA, candidate=None, reference=None, seed=2, module=TTA_MODULE, spec=spec,
+                         figures=_tta_figures, extra_env=ONE_THREAD)
+    assert c.ok and r.ok, (c.message, r.message, r.stderr_tail[-3:])
+    for side in (c, r):
+        res = side.meta["result"]
+        assert res["reached"] and res["epochs"] == c.meta["result"]["epochs"]
+        assert res["steps_per_round"] == -(-res["steps_per_epoch"] // convergence.DUET_EPOCH_ROUNDS)
+        assert res["rounds"] == res["epochs"] * convergence.DUET_EPOCH_ROUNDS == side.meta["duet"]["rounds"]
+        assert res["seconds_to_accuracy"] == res["elapsed_seconds"] > res["train_seconds"] > 0
+        # each side waited on its pipe while the other trained: far under a CPU a second
+        assert side.meta["duet"]["waiting_cpu_share"] < 0.5, side.meta["duet"]
+    assert not _children()
 
 
 def test_the_plan_says_which_cells_run_process_pairs():
@@ -111,8 +182,8 @@ def test_the_plan_says_which_cells_run_process_pairs():
     from pytest_mxperf.model.options import PerfOptions
     from pytest_mxperf.output import report
     line = report.plan_line(4, PerfOptions(reference="/x/python"), 8, 3, duet_tests=3, ab=True)
-    assert "score, train, latency, io, kvstore, your own network" in line
-    assert "distributed and time-to-accuracy cells run 8 process pairs" in line
+    assert "score, train, latency, io, kvstore, time to accuracy, your own network" in line
+    assert "distributed cells run 8 process pairs" in line
     options = PerfOptions(reference="/x/python")
     pair = planning.duet_pair_seconds(options)
     first = 3 * 3 * pair + planning.planned_test_seconds(options, True, 3, 8, duet=False)  # 3 duet cells, 1 of 8 process pairs

@@ -18,10 +18,14 @@ up untimed and serves rounds through ``protocol.serve_duet`` when its spec has
 ``control``) run as duets in A/B mode: the throughput worker (score, train, latency, your
 own network; a latency cell's round synchronises each of its batches, so that its p50 / p99
 are single batches' latencies, as in a process, not round totals), ``commbench`` (kvstore:
-a unit of a round is one synchronised push+pull of every key) and ``pipeline`` (io: a unit
-is one epoch of the loader alone, or one fed training step). A kind that cannot be
-resident keeps fresh process pairs: a distributed cell (one process is a whole ps-lite
-cluster launch) and time to accuracy (one process is one whole training run to the target).
+a unit of a round is one synchronised push+pull of every key), ``pipeline`` (io: a unit
+is one epoch of the loader alone, or one fed training step) and ``convergence`` (time to
+accuracy: both sides train one seed to the target, a round a quarter epoch, the parent
+alternating them until each has reached it; nothing untimed, no sizing: ``TO_THE_END``.
+Run one after the other, two such runs of 2.5-3.5 s land in different spells of a shared
+VM: their process pairs spread about 20%, ``benchmarks/results/tta-spread-2026-11-29.txt``).
+A kind that cannot be resident keeps fresh process pairs: a distributed cell (one process
+is a whole ps-lite cluster launch).
 
 The process pair is the unit of replication: the gate turns each pair into one estimate
 (``stats.duet_pair_log_ratio``) and judges the pairs (``verdict_duet``).
@@ -89,7 +93,16 @@ RESIDENT_MODULES = frozenset({
     runner.WORKER_MODULE,                 # score, train, latency, your own network
     "pytest_mxperf.workers.commbench",    # kvstore push+pull
     "pytest_mxperf.workers.pipeline",     # io: loader alone, or fed training steps
+    "pytest_mxperf.workers.convergence",  # time to accuracy: a training run in rounds (TO_THE_END)
 })
+#: the resident kinds whose rounds are the measured work itself, not repetitions of it: a
+#: training run to a target accuracy, whose seconds to accuracy are the sum of its rounds.
+#: No untimed round (it would train untimed) and no sizing (the worker cuts its epochs into
+#: rounds, ``convergence.DUET_EPOCH_ROUNDS``): rounds of one unit alternate, A,B,B,A,..., until
+#: each side says it is finished; a side that finishes first waits, its partner runs on alone
+TO_THE_END = frozenset({"pytest_mxperf.workers.convergence"})
+#: bound on the rounds of a run to the end (the worker stops at its own max_epochs first)
+MAX_TO_THE_END_ROUNDS = 10_000
 
 
 #: a second pool is started beside the first only if the device's free memory after the
@@ -273,6 +286,34 @@ def _timed_round(runs: Sequence[_Side], k: int, timeout: float, timed: bool = Tr
             other.waiting_cpu += max(0.0, other.cpu_seconds() - cpu0)
 
 
+def run_to_the_end(order: Sequence[_Side], timeout: float, max_rounds: Optional[int] = None) -> int:
+    """Rounds of one unit in turn, A,B,B,A,..., each side's until it says it is finished
+    (``TO_THE_END``); returns the rounds the longer side ran. A side still running after
+    ``max_rounds`` (default ``MAX_TO_THE_END_ROUNDS``) fails the pair."""
+    max_rounds = MAX_TO_THE_END_ROUNDS if max_rounds is None else max_rounds
+    finished = {side.name: False for side in order}
+    j = 0
+    while not all(finished.values()):
+        if j >= max_rounds:
+            late = next(side for side in order if not finished[side.name])
+            raise DuetError(late.name, "rounds", f"the {late.name} worker did not finish in {max_rounds} rounds")
+        turn = order if j % 2 == 0 else order[::-1]
+        for i, side in enumerate(turn):
+            if finished[side.name]:
+                continue
+            other = turn[1 - i]
+            cpu0 = other.cpu_seconds() if not finished[other.name] else None
+            t0 = time.perf_counter()
+            side.send(op="round", batches=1, timed=True)
+            reply = side.receive(timeout)
+            if cpu0 is not None:
+                other.partner_seconds += time.perf_counter() - t0
+                other.waiting_cpu += max(0.0, other.cpu_seconds() - cpu0)
+            finished[side.name] = bool(reply.get("finished"))
+        j += 1
+    return j
+
+
 def _untimed_round(order: Sequence[_Side], k: int, timeout: float) -> Dict[str, float]:
     """Each side runs k batches, untimed, in turn; returns each side's seconds."""
     took = {}
@@ -411,12 +452,15 @@ def run_pair(workload: Workload, *, candidate: Optional[str], reference: Optiona
             else:
                 for side in sides:
                     side.ready = side.receive(warmup_timeout or timeout, "warmup-timeout")
-            if not no_room:
+            if not no_room and module in TO_THE_END:
+                rounds = run_to_the_end(order, timeout)
+            elif not no_room:
                 if not smoke:
                     k, slower = _round_size(order, timeout)
                     rounds = rounds_for(time_budget, slower)
                 for j in range(rounds):
                     _timed_round(order if j % 2 == 0 else order[::-1], k, timeout)
+            if not no_room:
                 if gpu is not None:
                     for side in sides:
                         side.gpu_mib["after_rounds"] = gpu.own_mib(side.proc.pid)
@@ -446,10 +490,11 @@ def run_pair(workload: Workload, *, candidate: Optional[str], reference: Optiona
                 payload = {"status": "error", "meta": (payload or {}).get("meta", {}),
                            "message": f"its duet partner (the {failure.side}) failed: {failure}"}
             wall = time.perf_counter() - side.started
-            out = worker.classify(failure.stopped if mine else stopped, payload,
+            out = worker.classify((failure.stopped if failure.stopped != "rounds" else None) if mine else stopped,
+                                  payload,
                                   spawn.tail(side.workdir / "worker.log"), side.proc.returncode if side.proc else None,
                                   wall, usage, timeout=timeout, warmup_timeout=warmup_timeout, rss_limit=rss_cap)
-            if mine and failure.stopped is None and out.status == "ok":
+            if mine and ((failure.stopped is None and out.status == "ok") or failure.stopped == "rounds"):
                 out = dataclasses.replace(out, status="error", message=str(failure))
             own = [v for v in side.gpu_mib.values() if v is not None] if gpu is not None else []
             r = runner.run_result(out, workload, side.env, side.defaults, figures or runner.worker_figures,
@@ -458,7 +503,7 @@ def run_pair(workload: Workload, *, candidate: Optional[str], reference: Optiona
                                   gpu_memory_mib=max(own) if own and module == runner.WORKER_MODULE else None)
             duet_fact = {
                 "pair": seed, "side": side.name, "ran_first": (side.name == "candidate") == candidate_first,
-                "batches_per_round": k, "rounds": len(r.round_seconds),
+"batches_per_round": k, "rounds": len(r.round_seconds),
                 "sizing_round_seconds": slower,  # the slower side's untimed round of k: rounds_for's round
                 "waiting_cpu_share": (side.waiting_cpu / side.partner_seconds) if side.partner_seconds else None,
                 # warmed up alone, 1st or 2nd (the other blocked on its pipe), or together (None)

@@ -294,9 +294,9 @@ class Measurer:
         samples.METRICS for names and units). One process of a distributed cell is one
         whole cluster launch.
 
-        In A/B mode a resident kind (``duet.RESIDENT_MODULES``: kvstore, io) runs as duet
-        pairs: both workers get the spec with ``control`` and serve timed rounds in turn
-        (``duet.run_pair``); any other kind (a distributed cluster, time to accuracy) runs
+        In A/B mode a resident kind (``duet.RESIDENT_MODULES``: kvstore, io, time to
+        accuracy) runs as duet pairs: both workers get the spec with ``control`` and serve
+        timed rounds in turn (``duet.run_pair``); any other kind (a distributed cluster) runs
         fresh process pairs back to back."""
         self.require(workload.contexts)
         o = self.options

@@ -17,10 +17,9 @@ from pytest_mxperf.model import stats
 #: ``mxperf_priority(n)``: tests of lower n run first under --perf-deadline (unmarked: this)
 DEFAULT_PRIORITY = 100
 #: markers of cells that resident workers measure (duets in A/B mode: the throughput worker,
-#: kvstore push+pull under multi_device, the input pipeline), and of those whose worker kind
-#: cannot be resident (process pairs: a process is a whole ps-lite cluster launch), for the
-#: plan's estimate. Time to accuracy (also process pairs) has no marker of its own: its tests
-#: (``training``) are estimated as duets.
+#: kvstore push+pull under multi_device, the input pipeline, time to accuracy under
+#: ``training``), and of those whose worker kind cannot be resident (process pairs: a process
+#: is a whole ps-lite cluster launch), for the plan's estimate.
 DUET_MARKERS = ("scoring", "training", "latency", "multi_device", "io")
 PROCESS_PAIR_MARKERS = ("distributed",)
 

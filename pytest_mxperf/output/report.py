@@ -183,8 +183,8 @@ def plan_line(tests: int, options, ab_pairs: int, duet_pairs: int = 3, duet_test
         cut = f"; --perf-deadline {duration_text(options.deadline)} will leave some not reached"
     if ab:
         what = (f"mxperf: A/B mode: {tests} cell(s) x {duet_pairs} duet pairs (resident candidate and reference "
-                f"workers taking turns at timed rounds: score, train, latency, io, kvstore, your own network; "
-                f"distributed and time-to-accuracy cells run {ab_pairs} process pairs); ")
+                f"workers taking turns at timed rounds: score, train, latency, io, kvstore, time to accuracy, your own "
+                f"network; distributed cells run {ab_pairs} process pairs); ")
         if own_ab:
             others = tests - plan.known_tests - plan.scaled_tests
             parts = []

@@ -297,7 +297,9 @@ def serve_duet(cell, control, ready, *, each_batch=False):
     ``{"op": "finish"}``. With ``each_batch`` (a latency cell) a round is
     ``cell.timed_each(k)`` instead: k steps each between two ``mx.nd.waitall()``, the
     round's seconds their sum, and each timed step's seconds are kept. Between rounds it
-    blocks on the pipe and computes nothing, so its partner runs alone. Returns a
+    blocks on the pipe and computes nothing, so its partner runs alone. A cell with a
+    ``finished`` attribute (a training run to a target) says in each reply whether it is
+    over (``"finished"``), which is when the parent stops sending it rounds. Returns a
     ``DuetRounds`` of the timed rounds; every timed round has the same number of batches."""
     rd = os.fdopen(int(control[0]), "r", buffering=1)
     wr = os.fdopen(int(control[1]), "w", buffering=1)
@@ -332,7 +334,10 @@ def serve_duet(cell, control, ready, *, each_batch=False):
             out.seconds.append(t)
             if each is not None:
                 out.batch_seconds.extend(each)
-        send({"op": "done", "seconds": t})
+        reply = {"op": "done", "seconds": t}
+        if hasattr(cell, "finished"):  # a run to an end of its own (time to accuracy): whether it is over
+            reply["finished"] = bool(cell.finished)
+        send(reply)
     raise RuntimeError("the duet's parent closed the control channel")
 
 
