@@ -59,6 +59,68 @@ def test_pair_estimate_drops_invalid_rounds_and_refuses_unequal_sides():
 
 # ----------------------------------------------------------------------------- t-test and interval
 
+# a run to its own end (time to accuracy): 3 epochs of 4 rounds, the last of each evaluating
+RUN = [0.2, 0.1, 0.1, 0.14] + [0.1, 0.1, 0.1, 0.14] * 2
+
+
+def test_a_runs_pair_estimate_is_the_ratio_of_its_totals():
+    assert S.duet_run_log_ratio(RUN, RUN) == 0.0
+    assert S.duet_run_log_ratio([t * 1.1 for t in RUN], RUN) == pytest.approx(math.log(1.1))
+    # a change of the evaluation alone (every 4th round x1.4) counts in full, as in the totals
+    slower_eval = [t * 1.4 if i % 4 == 3 else t for i, t in enumerate(RUN)]
+    assert S.duet_run_log_ratio(slower_eval, RUN) == pytest.approx(math.log(sum(slower_eval) / sum(RUN)))
+    # one more epoch to the target: its rounds count as they are
+    assert S.duet_run_log_ratio(RUN + RUN[4:8], RUN) == pytest.approx(math.log((sum(RUN) + sum(RUN[4:8])) / sum(RUN)))
+    assert S.duet_run_log_ratio(RUN, RUN + RUN[4:8]) == pytest.approx(-math.log((sum(RUN) + sum(RUN[4:8])) / sum(RUN)))
+
+
+def test_a_burst_on_one_side_counts_at_the_bound_not_in_full():
+    """A process beside the pair stretches the one round it falls in (0.15 s to 2.6 s seen):
+    that round counts as its partner's x1.5, so the pair reads x1.04, not x1.9; on either side."""
+    burst = list(RUN)
+    burst[5] = 2.6
+    bound = math.log((sum(RUN) - RUN[5] + 1.5 * RUN[5]) / sum(RUN))
+    assert S.duet_run_log_ratio(burst, RUN) == pytest.approx(bound)
+    assert S.duet_run_log_ratio(RUN, burst) == pytest.approx(-bound)
+    assert math.log(sum(burst) / sum(RUN)) > 10 * bound  # what the plain totals would say
+    # the bound stands around the pair's median: a uniform x2 with a burst on top reads x2 and a bit
+    doubled = [2 * t for t in RUN]
+    doubled_burst = list(doubled)
+    doubled_burst[5] = 2.6
+    assert S.duet_run_log_ratio(doubled_burst, RUN) == pytest.approx(
+        math.log((sum(doubled) - doubled[5] + 3.0 * RUN[5]) / sum(RUN)))
+
+
+def test_a_runs_pair_estimate_drops_invalid_rounds_and_refuses_none():
+    # a round pair with a side that is not a time is dropped whole
+    assert S.duet_run_log_ratio(RUN + [float("nan")], RUN + [0.1]) == 0.0
+    assert S.duet_run_log_ratio(RUN + [float("inf"), 0.1], RUN) == pytest.approx(math.log((sum(RUN) + 0.1) / sum(RUN)))
+    with pytest.raises(ValueError):
+        S.duet_run_log_ratio([float("nan"), 0.0], [0.1, 0.1])
+    with pytest.raises(ValueError):
+        S.duet_run_log_ratio([], RUN)
+
+
+def test_a_time_to_accuracy_duet_pair_is_judged_from_its_rounds():
+    """``ab_judging.duet_log_ratio`` takes a duet pair's seconds to the target from its rounds
+    (the burst bounded), a process pair's (no rounds) from the two figures."""
+    from pytest_mxperf.model.measurement import RunResult
+    from pytest_mxperf.model.workload import Workload
+    from pytest_mxperf.outcome import ab_judging
+    w = Workload(model="lenet", mode="convergence", batch_size=64)
+    burst = list(RUN)
+    burst[5] = 2.6
+
+    def run(rounds):
+        return RunResult(workload=w, status="ok", round_seconds=rounds or (), batches_per_round=1 if rounds else 0,
+                         figures={"seconds_to_target": sum(rounds or RUN) + (1.0 if not rounds else 0.0),
+                                  "epochs_to_target": 3.0})
+    m = METRICS["seconds_to_target"]
+    assert ab_judging.duet_log_ratio(run(burst), run(RUN), m) == pytest.approx(S.duet_run_log_ratio(burst, RUN))
+    assert ab_judging.duet_log_ratio(run(None), run(None), m) == 0.0
+    assert ab_judging.duet_log_ratio(run(burst), run(RUN), METRICS["epochs_to_target"]) == 0.0
+
+
 def test_t_test_exact_values():
     # mean 2, s 1, n 3: t = 2 sqrt(3) with 2 df
     assert S.mean_t_p([1.0, 2.0, 3.0], "greater") == pytest.approx(_t2_sf(2 * math.sqrt(3)), rel=1e-9)

@@ -376,6 +376,47 @@ def duet_pair_log_ratio(candidate_seconds: Sequence[float], reference_seconds: S
     return statistics.median(logs)
 
 
+#: how far (log units) a round pair's ratio of a run to the end may stand from the pair's
+#: median round ratio before it counts as a burst on one side (``duet_run_log_ratio``): log 1.5.
+#: A process computing beside a LeNet training duet on 2 vCPUs stretched the one round it fell
+#: in from 0.15 s to 2.6-2.7 s (x17; its partner's rounds 0.10-0.16 s); round pairs of an
+#: undisturbed A/A pair stand within about x1.3 of each other
+RUN_ROUND_CLIP = math.log(1.5)
+
+
+def duet_run_log_ratio(candidate_seconds: Sequence[float], reference_seconds: Sequence[float]) -> float:
+    """One duet pair's log(candidate total / reference total) for a run to its own end (time to
+    accuracy: each side's rounds, round j of each side back to back, the same work while both
+    run). The totals are the sums of the rounds, except that a round pair whose log ratio
+    stands more than ``RUN_ROUND_CLIP`` from the median of the pairs' log ratios counts at that
+    bound (the longer side's round as its partner's times the bound): a burst of another process stretches the one round it falls in (a slow spell longer
+    than a round slows both sides alike, and cancels as in ``duet_pair_log_ratio``), while a
+    change of the setup that slows some rounds only (the evaluation at an epoch's end, the
+    first round) still counts, up to x1.5 a round. Rounds one side ran beyond the other's end
+    (more epochs to the target) count as they are. Rounds whose time is not a finite positive
+    number are dropped; ValueError when no round pair is left."""
+    def ok(x):
+        return _finite_positive_number(x)
+    n = min(len(candidate_seconds), len(reference_seconds))
+    common = [(float(c), float(r)) for c, r in zip(candidate_seconds[:n], reference_seconds[:n]) if ok(c) and ok(r)]
+    if not common:
+        raise ValueError("no round with finite positive times on both sides")
+    logs = [math.log(c / r) for c, r in common]
+    mid = statistics.median(logs)
+    lo, hi = mid - RUN_ROUND_CLIP, mid + RUN_ROUND_CLIP
+    cand = ref = 0.0
+    for (c, r), x in zip(common, logs):
+        if x > hi:    # the candidate's round stretched: it counts as its partner's x the bound
+            c = r * math.exp(hi)
+        elif x < lo:  # the reference's
+            r = c * math.exp(-lo)
+        cand += c
+        ref += r
+    cand += sum(float(c) for c in candidate_seconds[n:] if ok(c))
+    ref += sum(float(r) for r in reference_seconds[n:] if ok(r))
+    return math.log(cand / ref)
+
+
 def sample_sd(values: Sequence[float]) -> float:
     """The sample standard deviation (n - 1 in the denominator) of the finite values, in
     floats (statistics.stdev is exact and slow); nan with fewer than 2."""

@@ -35,16 +35,25 @@ _ROUND_FIGURES = ("throughput", "samples_per_s", "comm_seconds")
 AFTER_ROUNDS = ("loader_samples_per_s", "trainer_samples_per_s")
 
 
+#: figures that are the sum of a duet's rounds, each side run to its own end (time to
+#: accuracy: ``duet.TO_THE_END``)
+_RUN_FIGURES = ("seconds_to_target",)
+
+
 def duet_log_ratio(c, r, metric) -> float:
     """One duet pair's log(candidate figure / reference figure): for a figure the rounds
     time (``_ROUND_FIGURES``), from the rounds the two sides ran back to back
     (``stats.duet_pair_log_ratio``: the median round log speed ratio, negated for a time,
-    which is lower when faster); for another figure of the pair (latency percentiles: a
-    tail is not a median of round ratios), from the two sides' figures."""
+    which is lower when faster); for a run's total time (``_RUN_FIGURES``), from the sums of
+    its rounds with a burst on one side bounded (``stats.duet_run_log_ratio``); for another
+    figure of the pair (latency percentiles: a tail is not a median of round ratios), from the
+    two sides' figures."""
     if (metric.name in _ROUND_FIGURES and c.round_seconds and r.round_seconds
             and len(c.round_seconds) == len(r.round_seconds)):
         speed = stats.duet_pair_log_ratio(c.seconds_per_batch, r.seconds_per_batch)
         return speed if metric.higher_is_better else -speed
+    if metric.name in _RUN_FIGURES and c.round_seconds and r.round_seconds:
+        return stats.duet_run_log_ratio(c.round_seconds, r.round_seconds)
     return math.log(c.value(metric.name) / r.value(metric.name))
 
 
