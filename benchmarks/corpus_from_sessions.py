@@ -25,6 +25,12 @@ reads it and every replay mode picks it up (``benchmarks/data/aa-corpus-*.json``
 
     .venv/bin/python benchmarks/corpus_from_sessions.py --tag default \\
         --session /tmp/daily2/s00-unchanged /tmp/daily2/s02-unchanged ... --pairs-from /tmp/aa-default
+
+A cell whose way of pairing changed gets new pairs in an existing corpus (its fresh processes
+and the other cells kept; the corpus's ``sources.pairs_replaced`` says which, from where):
+
+    .venv/bin/python benchmarks/corpus_from_sessions.py --replace-pairs benchmarks/data/aa-corpus-X.json \\
+        --pairs-from /tmp/aa-tta/r1 /tmp/aa-tta/r2 ...
 """
 
 from __future__ import annotations
@@ -121,7 +127,49 @@ def gather(sessions: List[Path], pairs_from: List[Path]) -> Dict[str, Any]:
     return {"machine": machine, "cells": cells}
 
 
+def replace_pairs(corpus: Path, pairs_from: List[Path], command: str) -> Dict[str, Any]:
+    """The corpus ``corpus`` with the A/A pairs of every cell the reports ``pairs_from`` hold
+    in place of its own (its fresh processes and its other cells kept): how a cell whose way of
+    pairing changed (time to accuracy, from process pairs to duet pairs) gets pairs measured
+    the new way. The reports must be of the corpus's machine."""
+    data = json.loads(corpus.read_text())
+    got = gather([], pairs_from)
+    if got["machine"].get("id") != data["machine"]["id"]:
+        raise Refused(f"the reports are of machine {got['machine'].get('id')}, the corpus of {data['machine']['id']}")
+    replaced = {}
+    for key, cell in got["cells"].items():
+        if not cell["pairs"]:
+            continue
+        if key not in data["cells"]:
+            raise Refused(f"{key}: not a cell of {corpus.name}")
+        data["cells"][key]["pairs"] = cell["pairs"]
+        replaced[key] = len(cell["pairs"])
+    if not replaced:
+        raise Refused("the reports hold no A/A pair")
+    data.setdefault("sources", {}).setdefault("pairs_replaced", []).append(
+        {"cells": replaced, "pairs_from": [str(x) for x in pairs_from],
+         "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"), "command": command})
+    return data
+
+
 def main(argv=None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["--replace-pairs"]:
+        ap = argparse.ArgumentParser(description="replace the A/A pairs of the cells the reports hold")
+        ap.add_argument("--replace-pairs", type=Path, required=True, metavar="CORPUS")
+        ap.add_argument("--pairs-from", nargs="+", type=Path, required=True)
+        args = ap.parse_args(argv)
+        try:
+            data = replace_pairs(args.replace_pairs, args.pairs_from,
+                                 "python benchmarks/corpus_from_sessions.py " + " ".join(argv))
+        except (Refused, OSError, KeyError, json.JSONDecodeError) as e:
+            print(f"corpus_from_sessions: {e}", file=sys.stderr)
+            return 2
+        atomic_write_text(args.replace_pairs, json.dumps(data, separators=(",", ":"), sort_keys=True) + "\n")
+        for key, n in data["sources"]["pairs_replaced"][-1]["cells"].items():
+            print(f"{key}: its pairs replaced by {n} from the reports")
+        print(f"wrote {args.replace_pairs}")
+        return 0
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--session", nargs="+", type=Path, required=True,
                     help="report directories of unchanged baseline-mode sessions, in the order they ran")

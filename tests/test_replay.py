@@ -177,3 +177,49 @@ def test_small_slowdowns(pools, scale):
     if scale == 0.90:
         for key, r in rates.items():
             assert r.get("unchanged", 0) + r.get("improvement", 0) <= 0.10, (key, r)
+
+
+def _report(path, machine, key, pairs, duet=True):
+    """A report directory (results.json) of one A/A cell: ``pairs`` (candidate, reference) figures."""
+    runs, refs = [], []
+    for i, (c, r) in enumerate(pairs):
+        meta = {"mxnet_version": "1.9.1", "features": ["MKLDNN"]}
+        if duet:
+            meta["duet"] = {"ran_first": i % 2 == 0}
+        runs.append({"process": i, "status": "ok", "figures": {"seconds_to_target": c}, "meta": dict(meta)})
+        refs.append({"process": i, "status": "ok", "figures": {"seconds_to_target": r},
+                     "meta": dict(meta, pair_of=i)})
+    path.mkdir()
+    (path / "results.json").write_text(json.dumps({"machine": {"id": machine}, "records": [
+        {"key": key, "workload": {"mode": "convergence"}, "runs": runs, "reference_runs": refs}]}))
+    return path
+
+
+def test_a_corpus_cell_gets_pairs_measured_the_new_way_and_keeps_the_rest(tmp_path):
+    """``corpus_from_sessions.py --replace-pairs``: the named reports' A/A pairs replace the
+    cell's own (its fresh processes and every other cell untouched, the corpus saying from
+    where); a report of another machine or of no corpus cell is refused and writes nothing."""
+    import corpus_from_sessions as C
+    tta, other = "convergence/lenet/b64", "score/alexnet/b1"
+    corpus = tmp_path / "aa-corpus-m1-default.json"
+    before = {"schema": 1, "machine": {"id": "m1"}, "sources": {"sessions": ["s"]}, "cells": {
+        tta: {"fresh": [{"t": 1.0}], "pairs": [{"old": True}], "workload": {}, "meta_common": {}},
+        other: {"fresh": [{"t": 2.0}], "pairs": [{"old": True}], "workload": {}, "meta_common": {}}}}
+    corpus.write_text(json.dumps(before))
+    rep = _report(tmp_path / "r1", "m1", tta, [(2.0, 2.1), (3.0, 2.9), (1.0, 1.0)])
+    assert C.main(["--replace-pairs", str(corpus), "--pairs-from", str(rep)]) == 0
+    after = json.loads(corpus.read_text())
+    pairs = after["cells"][tta]["pairs"]
+    assert [(p["candidate"]["figures"]["seconds_to_target"], p["reference"]["figures"]["seconds_to_target"])
+            for p in pairs] == [(2.0, 2.1), (3.0, 2.9), (1.0, 1.0)]
+    assert all("duet" in p["candidate"]["meta"] for p in pairs)  # the replay reads them as duet pairs
+    assert after["cells"][tta]["fresh"] == [{"t": 1.0}] and after["cells"][other] == before["cells"][other]
+    assert after["sources"]["pairs_replaced"][0]["cells"] == {tta: 3}
+    assert after["sources"]["sessions"] == ["s"]
+    # refused: another machine's report, a cell the corpus does not have; the file is left as it was
+    kept = corpus.read_text()
+    assert C.main(["--replace-pairs", str(corpus), "--pairs-from",
+                   str(_report(tmp_path / "r2", "m2", tta, [(1.0, 1.0)]))]) == 2
+    assert C.main(["--replace-pairs", str(corpus), "--pairs-from",
+                   str(_report(tmp_path / "r3", "m1", "score/vgg/b1", [(1.0, 1.0)]))]) == 2
+    assert corpus.read_text() == kept

@@ -79,7 +79,9 @@ def _ab_inputs(cells: Dict[str, CellRecord], final: set, complete: frozenset = f
             if m.rule == "processes" and is_duet(cell) and m.name not in AFTER_ROUNDS:
                 duets[mk] = verdict_duet.DuetPairing(m, [duet_log_ratio(c, r, m) for c, r in pairs],
                                                      final=key in final, complete=key in complete,
-                                                     rounds=len(pairs[0][0].round_seconds) if pairs else None)
+                                                     # a run's rounds vary with its seed's epochs
+                                                     rounds=len(pairs[0][0].round_seconds)
+                                                     if pairs and m.name not in _RUN_FIGURES else None)
             elif m.rule == "processes":
                 states = ["slowed" if "slowed" in (a, b) else (a or b) for a, b in
                           zip(machine_states.states(c for c, _ in pairs), machine_states.states(r for _, r in pairs))]
