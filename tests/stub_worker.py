@@ -424,7 +424,9 @@ def convergence(spec_path, result_path):
 
     if spec.get("control"):
         from pytest_mxperf.workers import protocol
-        protocol.serve_duet(Run(), spec["control"], {"units": "rounds of training"})
+        window = protocol.await_warmup_turn(spec)  # a GPU duet's side: its turn to bind alone
+        window["ended"] = time.monotonic()
+        protocol.serve_duet(Run(), spec["control"], {"units": "rounds of training", "warmup_window": window})
     else:
         rounds = [unit] * (epochs * per)
     duet = {"round_seconds": rounds, "batches_per_round": 1} if spec.get("control") else {}

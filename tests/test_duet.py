@@ -160,12 +160,14 @@ def test_a_real_time_to_accuracy_duet_pair_trains_one_seed_on_both_sides():
     """Real MXNet on both sides (this interpreter), the default selection's cell with the seed
     that reaches the target in the fewest epochs: each side trains the same epochs, in
     DUET_EPOCH_ROUNDS rounds an epoch (a quarter of its steps each, the last round of an
-    epoch evaluating it), and its seconds to accuracy are the sum of its rounds."""
+    epoch evaluating it), and its seconds to accuracy are the sum of its rounds. With the sides
+    binding one at a time, as a GPU duet's do (``solo_warmup``; the turn path, run here on a CPU)."""
     from pytest_mxperf.workers import convergence
     spec = {"model": "lenet", "contexts": ["cpu:0"], "batch_size": 64, "target_accuracy": 0.95, "max_epochs": 20}
     c, r = duet.run_pair(TTA, candidate=None, reference=None, seed=2, module=TTA_MODULE, spec=spec,
-                         figures=_tta_figures, extra_env=ONE_THREAD)
+                         figures=_tta_figures, extra_env=ONE_THREAD, solo_warmup=True)
     assert c.ok and r.ok, (c.message, r.message, r.stderr_tail[-3:])
+    assert sorted((c.meta["duet"]["warmup_turn"], r.meta["duet"]["warmup_turn"])) == [1, 2]
     for side in (c, r):
         res = side.meta["result"]
         assert res["reached"] and res["epochs"] == c.meta["result"]["epochs"]

@@ -278,3 +278,23 @@ def test_the_real_throughput_worker_takes_its_warm_up_turn():
     assert c.meta["duet"]["warmup_window"] == first and (c.meta["duet"]["warmup_turn"], r.meta["duet"]["warmup_turn"]) == (1, 2)
     assert "cudnn_choice" not in c.meta  # a CPU cell
     assert not _children()
+
+
+def test_a_gpu_time_to_accuracy_duet_binds_one_side_at_a_time(make_stub_python, box):
+    """A GPU time-to-accuracy duet (stand-ins of the convergence worker): the parent gives each
+    side its turn to bind alone, as for any GPU duet, and then runs both to their end."""
+    pools = box()
+    tta = Workload(model="lenet", mode="convergence", batch_size=64, contexts=("gpu:0",))
+    cand = _side(make_stub_python, "cand", pools, 900, epochs=2)
+    ref = _side(make_stub_python, "ref", pools, 900, epochs=3)
+
+    def figures(payload):
+        return {"seconds_to_target": payload["seconds_to_accuracy"], "epochs_to_target": float(payload["epochs"])}
+    c, r = duet.run_pair(tta, candidate=cand, reference=ref, seed=0, module="pytest_mxperf.workers.convergence",
+                         spec={}, figures=figures, memory_limit=None)
+    assert c.ok and r.ok, (c.message, r.message)
+    assert sorted((c.meta["duet"]["warmup_turn"], r.meta["duet"]["warmup_turn"])) == [1, 2]
+    first, second = sorted((c, r), key=lambda x: x.meta["duet"]["warmup_turn"])
+    assert first.meta["duet"]["warmup_window"]["ended"] <= second.meta["duet"]["warmup_window"]["started"]
+    assert (c.meta["duet"]["rounds"], r.meta["duet"]["rounds"]) == (8, 12)
+    assert not _children()

@@ -28,7 +28,8 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from pytest_mxperf.workers.protocol import import_mxnet, missing_gpus, mx_contexts, serve, serve_duet
+from pytest_mxperf.workers.protocol import (await_warmup_turn, import_mxnet, missing_gpus, mx_contexts, serve,
+                                            serve_duet)
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "digits28.npz"
 DEFAULT_TARGET = 0.95
@@ -207,11 +208,15 @@ def run(spec):
     ctxs = mx_contexts(mx, names)
     if spec.get("control"):
         # a duet: the parent alternates this run's rounds with its partner's, the same seed
-        # on both sides, until each side says it is finished (``duet.run_to_the_end``)
+        # on both sides, until each side says it is finished (``duet.run_to_the_end``). A GPU
+        # duet's side binds alone, its turn given by the parent; its first rounds (cuDNN's
+        # autotune among them) are timed, as in a process, and run while its partner waits
+        window = await_warmup_turn(spec)
         steps = len(data[0]) // total
         run_ = Training(mx, spec, ctxs, data, steps_per_round=-(-steps // DUET_EPOCH_ROUNDS))
-        served = serve_duet(run_, spec["control"], {"units": "rounds of training", "steps_per_round":
-                                                    run_.steps_per_round})
+        window["ended"] = time.monotonic()
+        served = serve_duet(run_, spec["control"], {"units": "rounds of training", "warmup_window": window,
+                                                    "steps_per_round": run_.steps_per_round})
         out = run_.result(names, b)
         # its rounds in the order they ran, round j of each side back to back: the pair's
         # ratio is judged from them (``stats.duet_run_log_ratio``)
