@@ -490,11 +490,13 @@ def run_pair(workload: Workload, *, candidate: Optional[str], reference: Optiona
                 payload = {"status": "error", "meta": (payload or {}).get("meta", {}),
                            "message": f"its duet partner (the {failure.side}) failed: {failure}"}
             wall = time.perf_counter() - side.started
-            out = worker.classify((failure.stopped if failure.stopped != "rounds" else None) if mine else stopped,
-                                  payload,
+            how = failure.stopped if mine else stopped
+            # a side the parent stopped for its rounds ("rounds") was killed by the parent: its
+            # failure is that, not the signal
+            out = worker.classify(None if how == "rounds" else how, payload,
                                   spawn.tail(side.workdir / "worker.log"), side.proc.returncode if side.proc else None,
                                   wall, usage, timeout=timeout, warmup_timeout=warmup_timeout, rss_limit=rss_cap)
-            if mine and ((failure.stopped is None and out.status == "ok") or failure.stopped == "rounds"):
+            if mine and ((how is None and out.status == "ok") or how == "rounds"):
                 out = dataclasses.replace(out, status="error", message=str(failure))
             own = [v for v in side.gpu_mib.values() if v is not None] if gpu is not None else []
             r = runner.run_result(out, workload, side.env, side.defaults, figures or runner.worker_figures,
@@ -503,7 +505,7 @@ def run_pair(workload: Workload, *, candidate: Optional[str], reference: Optiona
                                   gpu_memory_mib=max(own) if own and module == runner.WORKER_MODULE else None)
             duet_fact = {
                 "pair": seed, "side": side.name, "ran_first": (side.name == "candidate") == candidate_first,
-"batches_per_round": k, "rounds": len(r.round_seconds),
+                "batches_per_round": k, "rounds": len(r.round_seconds),
                 "sizing_round_seconds": slower,  # the slower side's untimed round of k: rounds_for's round
                 "waiting_cpu_share": (side.waiting_cpu / side.partner_seconds) if side.partner_seconds else None,
                 # warmed up alone, 1st or 2nd (the other blocked on its pipe), or together (None)
