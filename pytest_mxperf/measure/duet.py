@@ -273,17 +273,24 @@ def _start(side: _Side, workload: Workload, spec: Dict, module: str = runner.WOR
     # while waiting is measured round by round instead (waiting_cpu_share)
 
 
-def _timed_round(runs: Sequence[_Side], k: int, timeout: float, timed: bool = True) -> None:
-    """One round pair: each side in ``runs`` order runs k batches while the other waits."""
+def _timed_round(runs: Sequence[_Side], k: int, timeout: float, finished: Optional[Dict[str, bool]] = None) -> None:
+    """One round pair: each side in ``runs`` order runs k units while the other waits. With
+    ``finished`` (a run to the end: side name -> whether it said it is finished, updated from
+    each reply) a finished side sits out and its partner runs alone, nobody waiting on it."""
     for i, side in enumerate(runs):
+        if finished is not None and finished[side.name]:
+            continue
         other = runs[1 - i]
-        cpu0 = other.cpu_seconds()
+        waits = finished is None or not finished[other.name]
+        cpu0 = other.cpu_seconds() if waits else 0.0
         t0 = time.perf_counter()
-        side.send(op="round", batches=k, timed=timed)
-        side.receive(timeout)
-        if timed:
+        side.send(op="round", batches=k, timed=True)
+        reply = side.receive(timeout)
+        if waits:
             other.partner_seconds += time.perf_counter() - t0
             other.waiting_cpu += max(0.0, other.cpu_seconds() - cpu0)
+        if finished is not None:
+            finished[side.name] = bool(reply.get("finished"))
 
 
 def run_to_the_end(order: Sequence[_Side], timeout: float, max_rounds: Optional[int] = None) -> int:
@@ -297,19 +304,7 @@ def run_to_the_end(order: Sequence[_Side], timeout: float, max_rounds: Optional[
         if j >= max_rounds:
             late = next(side for side in order if not finished[side.name])
             raise DuetError(late.name, "rounds", f"the {late.name} worker did not finish in {max_rounds} rounds")
-        turn = order if j % 2 == 0 else order[::-1]
-        for i, side in enumerate(turn):
-            if finished[side.name]:
-                continue
-            other = turn[1 - i]
-            cpu0 = other.cpu_seconds() if not finished[other.name] else None
-            t0 = time.perf_counter()
-            side.send(op="round", batches=1, timed=True)
-            reply = side.receive(timeout)
-            if cpu0 is not None:
-                other.partner_seconds += time.perf_counter() - t0
-                other.waiting_cpu += max(0.0, other.cpu_seconds() - cpu0)
-            finished[side.name] = bool(reply.get("finished"))
+        _timed_round(order if j % 2 == 0 else order[::-1], 1, timeout, finished)
         j += 1
     return j
 
@@ -452,15 +447,15 @@ def run_pair(workload: Workload, *, candidate: Optional[str], reference: Optiona
             else:
                 for side in sides:
                     side.ready = side.receive(warmup_timeout or timeout, "warmup-timeout")
-            if not no_room and module in TO_THE_END:
-                rounds = run_to_the_end(order, timeout)
-            elif not no_room:
-                if not smoke:
-                    k, slower = _round_size(order, timeout)
-                    rounds = rounds_for(time_budget, slower)
-                for j in range(rounds):
-                    _timed_round(order if j % 2 == 0 else order[::-1], k, timeout)
             if not no_room:
+                if module in TO_THE_END:
+                    rounds = run_to_the_end(order, timeout)
+                else:
+                    if not smoke:
+                        k, slower = _round_size(order, timeout)
+                        rounds = rounds_for(time_budget, slower)
+                    for j in range(rounds):
+                        _timed_round(order if j % 2 == 0 else order[::-1], k, timeout)
                 if gpu is not None:
                     for side in sides:
                         side.gpu_mib["after_rounds"] = gpu.own_mib(side.proc.pid)

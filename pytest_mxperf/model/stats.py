@@ -389,14 +389,14 @@ def duet_run_log_ratio(candidate_seconds: Sequence[float], reference_seconds: Se
     accuracy: each side's rounds, round j of each side back to back, the same work while both
     run). The totals are the sums of the rounds, except that a round pair whose log ratio
     stands more than ``RUN_ROUND_CLIP`` from the median of the pairs' log ratios counts at that
-    bound (the longer side's round as its partner's times the bound): a burst of another process stretches the one round it falls in (a slow spell longer
-    than a round slows both sides alike, and cancels as in ``duet_pair_log_ratio``), while a
+    bound (the longer side's round as its partner's times the bound): a burst of another
+    process stretches the one round it falls in (a slow spell longer than a round slows both
+    sides alike, and cancels as in ``duet_pair_log_ratio``), while a
     change of the setup that slows some rounds only (the evaluation at an epoch's end, the
     first round) still counts, up to x1.5 a round. Rounds one side ran beyond the other's end
     (more epochs to the target) count as they are. Rounds whose time is not a finite positive
     number are dropped; ValueError when no round pair is left."""
-    def ok(x):
-        return _finite_positive_number(x)
+    ok = _finite_positive_number
     n = min(len(candidate_seconds), len(reference_seconds))
     common = [(float(c), float(r)) for c, r in zip(candidate_seconds[:n], reference_seconds[:n]) if ok(c) and ok(r)]
     if not common:
