@@ -40,17 +40,11 @@ from pytest_mxperf.outcome import ab_judging  # noqa: E402
 from pytest_mxperf.model.workload import Workload  # noqa: E402
 from pytest_mxperf.proc import spawn  # noqa: E402
 from pytest_mxperf.proc.worker import run_process  # noqa: E402
+from pytest_mxperf.workers import convergence  # noqa: E402
 
 MODULE = "pytest_mxperf.workers.convergence"
 SPEC = {"model": "lenet", "contexts": ["cpu:0"], "batch_size": 64, "target_accuracy": 0.95, "max_epochs": 20}
 SEEDS = (0, 1, 2, 3, 4)
-
-
-def figures(payload):
-    """The cell's figures, as ``perf_tests/test_lenet_study.convergence_figures`` makes them."""
-    if not payload["reached"]:
-        return {}
-    return {"seconds_to_target": payload["seconds_to_accuracy"], "epochs_to_target": float(payload["epochs"])}
 
 
 def process_pair(seed: int, first: int):
@@ -80,7 +74,7 @@ def duet_pair(seed: int, first: int, hog=None):
     burst = subprocess.Popen([sys.executable, "-c", HOG.format(delay=hog[0], busy=hog[1])]) if hog else None
     try:
         c, r = duet.run_pair(w, candidate=None, reference=None, seed=seed, candidate_first=first == 0,
-                             module=MODULE, spec=dict(SPEC), figures=figures)
+                             module=MODULE, spec=dict(SPEC), figures=convergence.figures)
     finally:
         if burst is not None:
             burst.wait()

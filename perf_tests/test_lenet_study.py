@@ -18,6 +18,7 @@ Asserted here: every seed reaches the target within ``MAX_EPOCHS`` epochs.
 
 import pytest
 
+from pytest_mxperf.workers import convergence
 from pytest_mxperf.workers.convergence import DEFAULT_TARGET
 from pytest_mxperf.model.workload import Workload
 
@@ -79,13 +80,6 @@ def test_gpu_samples_per_second_over_devices(mxperf, net, batch):
     _throughput_study(mxperf, net, batch, _gpu_lists(mxperf), "gpu")
 
 
-def convergence_figures(payload):
-    """A convergence run as figures; a seed that never reached the target has none."""
-    if not payload["reached"]:
-        return {}
-    return {"seconds_to_target": payload["seconds_to_accuracy"], "epochs_to_target": float(payload["epochs"])}
-
-
 def _time_to_accuracy(mxperf, total_batch, contexts):
     if total_batch % len(contexts):
         pytest.skip(f"total batch {total_batch} does not split over {len(contexts)} devices")
@@ -95,7 +89,7 @@ def _time_to_accuracy(mxperf, total_batch, contexts):
     w = Workload(model="lenet", mode="convergence", batch_size=per_device, contexts=tuple(contexts),
                  threads=_threads(contexts))
     # the seed of process i is i: the same seeds every session, so baselines compare like with like
-    cell = mxperf.measure_module("pytest_mxperf.workers.convergence", spec, w, convergence_figures,
+    cell = mxperf.measure_module("pytest_mxperf.workers.convergence", spec, w, convergence.figures,
                                  processes=len(SEEDS))
     if cell.status == "unavailable":
         pytest.skip(cell.message)

@@ -11,6 +11,7 @@ from stand_ins import new_children
 
 from pytest_mxperf.measure import duet
 from pytest_mxperf.model.workload import Workload
+from pytest_mxperf.workers import convergence
 
 W = Workload(model="lenet", mode="score", batch_size=4)
 
@@ -113,12 +114,6 @@ TTA = Workload(model="lenet", mode="convergence", batch_size=64, contexts=("cpu:
 TTA_MODULE = "pytest_mxperf.workers.convergence"
 
 
-def _tta_figures(payload):
-    if not payload["reached"]:
-        return {}
-    return {"seconds_to_target": payload["seconds_to_accuracy"], "epochs_to_target": float(payload["epochs"])}
-
-
 def test_a_time_to_accuracy_duet_runs_each_side_to_its_own_end(make_stub_python):
     """Two training runs of different lengths (stand-ins: 3 and 5 epochs of 4 rounds): the
     parent alternates their rounds and sends none untimed (no settling, no sizing: every
@@ -127,7 +122,7 @@ def test_a_time_to_accuracy_duet_runs_each_side_to_its_own_end(make_stub_python)
     cand = make_stub_python("cand", epochs=3, round_seconds=0.02)
     ref = make_stub_python("ref", epochs=5, round_seconds=0.01)
     c, r = duet.run_pair(TTA, candidate=cand, reference=ref, seed=3, module=TTA_MODULE, spec={"max_epochs": 20},
-                         figures=_tta_figures)
+                         figures=convergence.figures)
     assert c.ok and r.ok, (c.message, r.message)
     assert c.meta["result"]["rounds"] == c.meta["duet"]["rounds"] == 12
     assert r.meta["result"]["rounds"] == r.meta["duet"]["rounds"] == 20
@@ -141,7 +136,7 @@ def test_a_time_to_accuracy_duet_runs_each_side_to_its_own_end(make_stub_python)
 def test_a_time_to_accuracy_side_that_hangs_ends_the_pair_and_leaves_no_process(make_stub_python):
     cand, ref = make_stub_python("cand", epochs=3), make_stub_python("ref", epochs=3, duet_hang_after=5)
     c, r = duet.run_pair(TTA, candidate=cand, reference=ref, seed=0, module=TTA_MODULE, spec={}, timeout=3,
-                         figures=_tta_figures)
+                         figures=convergence.figures)
     assert r.status == "timeout" and c.status == "error" and "the reference" in c.message, (c, r)
     assert not _children()
 
@@ -150,7 +145,7 @@ def test_a_side_that_never_finishes_fails_the_pair_at_the_bound(make_stub_python
     monkeypatch.setattr(duet, "MAX_TO_THE_END_ROUNDS", 6)
     cand, ref = make_stub_python("cand", epochs=1), make_stub_python("ref", epochs=9)
     c, r = duet.run_pair(TTA, candidate=cand, reference=ref, seed=0, module=TTA_MODULE, spec={},
-                         figures=_tta_figures)
+                         figures=convergence.figures)
     assert not r.ok and "did not finish in 6 rounds" in r.message, (r.status, r.message)
     assert not c.ok and "its duet partner (the reference) failed" in c.message
     assert not _children()
@@ -162,10 +157,9 @@ def test_a_real_time_to_accuracy_duet_pair_trains_one_seed_on_both_sides():
     DUET_EPOCH_ROUNDS rounds an epoch (a quarter of its steps each, the last round of an
     epoch evaluating it), and its seconds to accuracy are the sum of its rounds. With the sides
     binding one at a time, as a GPU duet's do (``solo_warmup``; the turn path, run here on a CPU)."""
-    from pytest_mxperf.workers import convergence
     spec = {"model": "lenet", "contexts": ["cpu:0"], "batch_size": 64, "target_accuracy": 0.95, "max_epochs": 20}
     c, r = duet.run_pair(TTA, candidate=None, reference=None, seed=2, module=TTA_MODULE, spec=spec,
-                         figures=_tta_figures, extra_env=ONE_THREAD, solo_warmup=True)
+                         figures=convergence.figures, extra_env=ONE_THREAD, solo_warmup=True)
     assert c.ok and r.ok, (c.message, r.message, r.stderr_tail[-3:])
     assert sorted((c.meta["duet"]["warmup_turn"], r.meta["duet"]["warmup_turn"])) == [1, 2]
     for side in (c, r):

@@ -12,6 +12,7 @@ from stand_ins import new_children
 
 import fake_nvml as F
 from pytest_mxperf.measure import duet
+from pytest_mxperf.workers import convergence
 from pytest_mxperf.model.measurement import METRICS
 from pytest_mxperf.model.workload import Workload
 
@@ -287,11 +288,8 @@ def test_a_gpu_time_to_accuracy_duet_binds_one_side_at_a_time(make_stub_python, 
     tta = Workload(model="lenet", mode="convergence", batch_size=64, contexts=("gpu:0",))
     cand = _side(make_stub_python, "cand", pools, 900, epochs=2)
     ref = _side(make_stub_python, "ref", pools, 900, epochs=3)
-
-    def figures(payload):
-        return {"seconds_to_target": payload["seconds_to_accuracy"], "epochs_to_target": float(payload["epochs"])}
     c, r = duet.run_pair(tta, candidate=cand, reference=ref, seed=0, module="pytest_mxperf.workers.convergence",
-                         spec={}, figures=figures, memory_limit=None)
+                         spec={}, figures=convergence.figures, memory_limit=None)
     assert c.ok and r.ok, (c.message, r.message)
     assert sorted((c.meta["duet"]["warmup_turn"], r.meta["duet"]["warmup_turn"])) == [1, 2]
     first, second = sorted((c, r), key=lambda x: x.meta["duet"]["warmup_turn"])

@@ -69,15 +69,16 @@ DUET_EPOCH_ROUNDS = 4
 
 
 class Training:
-    """One training run to the target, stepped in rounds: ``timed(k)`` runs k rounds of
-    ``steps_per_round`` steps each (a round never crosses the end of an epoch; the round that
+    """One training run to the target, stepped in rounds: ``timed(k)`` runs k rounds, an
+    epoch cut into ``epoch_rounds`` of ``steps_per_round`` steps each (a round never crosses
+    the end of an epoch; the round that
     ends an epoch evaluates on the hold-out set, and stops the run when the target is
     reached) and returns their seconds, each round ending in ``mx.nd.waitall()``. Its
     seconds to accuracy are the sum of its rounds: training and evaluation from the first
     batch to the evaluation that reached the target, as MLPerf counts it (bind and init are
     done before). ``finished``: the target reached or ``max_epochs`` run."""
 
-    def __init__(self, mx, spec, ctxs, data, steps_per_round=None):
+    def __init__(self, mx, spec, ctxs, data, epoch_rounds=1):
         import numpy as np
 
         from pytest_mxperf import zoo
@@ -110,7 +111,7 @@ class Training:
         self.val_batches = [(mx.io.DataBatch(data=[mx.nd.array(x)], label=[mx.nd.array(y)]), n)
                             for x, y, n in padded_batches(xva, yva, self.total)]
         self.steps_per_epoch = len(xtr) // self.total
-        self.steps_per_round = max(1, int(steps_per_round or self.steps_per_epoch))
+        self.steps_per_round = max(1, -(-self.steps_per_epoch // int(epoch_rounds)))
         self.epoch, self.step, self.batches = 0, 0, None
         self.history, self.round_seconds = [], []
         self.reached = self.finished = False
@@ -212,8 +213,7 @@ def run(spec):
         # duet's side binds alone, its turn given by the parent; its first rounds (cuDNN's
         # autotune among them) are timed, as in a process, and run while its partner waits
         window = await_warmup_turn(spec)
-        steps = len(data[0]) // total
-        run_ = Training(mx, spec, ctxs, data, steps_per_round=-(-steps // DUET_EPOCH_ROUNDS))
+        run_ = Training(mx, spec, ctxs, data, epoch_rounds=DUET_EPOCH_ROUNDS)
         window["ended"] = time.monotonic()
         served = serve_duet(run_, spec["control"], {"units": "rounds of training", "warmup_window": window,
                                                     "steps_per_round": run_.steps_per_round})
@@ -226,6 +226,14 @@ def run(spec):
     while not run_.finished:
         run_.timed(1)  # one epoch a round: its training, then its evaluation
     return run_.result(names, b)
+
+
+def figures(payload):
+    """A run's result as the cell's figures (``Measurer.measure_module``'s ``figures``): its
+    seconds and epochs to the target; a run that never reached the target has none."""
+    if not payload["reached"]:
+        return {}
+    return {"seconds_to_target": payload["seconds_to_accuracy"], "epochs_to_target": float(payload["epochs"])}
 
 
 def main(argv=None):
