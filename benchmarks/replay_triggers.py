@@ -9,13 +9,16 @@ baseline recorded in another of the VM's speed regimes. This replays baseline-mo
 (``replay_lib.baseline_session``, mode ``setup``: the product's end of a session, the corpus's
 A/A duet pairs as the pairs against the recorded setup) under triggers that send more cells:
 
-* ``trigger T``: the product's rule with ``judging.SETUP_TRIGGER`` = T (an unchanged figure
-  worse than the session's common shift minus T x the minimum effect is a suspect; 0.5 is
-  the product's);
-* ``resolution K`` (a rule tried here, not in the product): also every unchanged figure whose
-  reading, less the session's shift, does not clear -min_effect by K x the scale of the
-  resolution its baseline states (the drift between sessions the baseline knows of): the
-  baseline settles a cell alone only when it can exclude a slowdown of the minimum effect;
+* ``trigger T``: the rule before ``judging.SETUP_CLEARANCE`` (turned off), with
+  ``judging.SETUP_TRIGGER`` = T (an unchanged figure worse than the session's common shift
+  minus T x the minimum effect is a suspect; 0.5 is the product's);
+* ``clearance K``: the product's rule with ``judging.SETUP_CLEARANCE`` = K (1.645 is the
+  product's): also every unchanged figure whose reading, less the session's common gain,
+  does not clear -min_effect by K x the scale of the resolution its baseline states (the
+  drift between sessions the baseline knows of): the baseline settles a cell alone only when
+  it can exclude a slowdown of the minimum effect. (``resolution K`` in the results files of
+  2026-11-27 to 2026-11-29: the same rule tried here before the product had it, the common
+  gain taken off the log reading unlogged);
 * ``every cell``: mode ``setup-visible`` (the setup visibly changed: every cell to the duet),
   the most any trigger can send;
 * ``without improvements`` / ``without busy baselines`` / ``shift only``: the product's rule
@@ -36,7 +39,6 @@ from __future__ import annotations
 
 import argparse
 import collections
-import math
 import random
 import sys
 import time
@@ -47,29 +49,11 @@ sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
 import replay_lib as L  # noqa: E402
-from pytest_mxperf.judge.thresholds import effect_for  # noqa: E402
 from pytest_mxperf.outcome import judging  # noqa: E402
 
 SEED = 20261125
 PRODUCT_TRIGGER = judging.SETUP_TRIGGER
-PRODUCT_SUSPECTS = judging.setup_suspects
-
-
-def resolution_suspects(k: float):
-    """setup_suspects, and every unchanged figure the baseline cannot clear of a slowdown of
-    the minimum effect by ``k`` x its resolution's scale."""
-    def suspects(verdicts, min_effect=0.05):
-        chosen = set(PRODUCT_SUSPECTS(verdicts, min_effect))
-        shift = judging.session_shift(verdicts)
-        for key, v in verdicts.items():
-            if not judging._between_processes(v) or v.kind != "unchanged" or v.change is None:
-                continue
-            scale = (v.resolution or {}).get("scale") or 0.0
-            read = math.log1p(judging.METRICS[v.metric].oriented(v.change)) - shift
-            if read < -effect_for(v.metric, min_effect, key) + k * scale:
-                chosen.add(judging.cell_of(key))
-        return frozenset(chosen)
-    return suspects
+PRODUCT_CLEARANCE = judging.SETUP_CLEARANCE
 
 
 def rule(name: str):
@@ -78,9 +62,10 @@ def rule(name: str):
     if kind == "every":
         return "setup-visible", lambda: None
     if kind == "trigger":
-        return "setup", lambda: setattr(judging, "SETUP_TRIGGER", float(value))
-    if kind == "resolution":
-        return "setup", lambda: setattr(judging, "setup_suspects", resolution_suspects(float(value)))
+        return "setup", lambda: (setattr(judging, "SETUP_TRIGGER", float(value)),
+                                 setattr(judging, "SETUP_CLEARANCE", None))
+    if kind == "clearance":
+        return "setup", lambda: setattr(judging, "SETUP_CLEARANCE", float(value))
     parts = {"without improvements": ("SUSPECT_IMPROVEMENTS",), "without busy baselines": ("SUSPECT_BUSY_BASELINES",),
              "shift only": ("SUSPECT_IMPROVEMENTS", "SUSPECT_BUSY_BASELINES")}
     if name in parts:
@@ -94,7 +79,7 @@ PRODUCT_PARTS = {"SUSPECT_IMPROVEMENTS": judging.SUSPECT_IMPROVEMENTS,
 
 def reset() -> None:
     judging.SETUP_TRIGGER = PRODUCT_TRIGGER
-    judging.setup_suspects = PRODUCT_SUSPECTS
+    judging.SETUP_CLEARANCE = PRODUCT_CLEARANCE
     for part, value in PRODUCT_PARTS.items():
         setattr(judging, part, value)
 
@@ -138,8 +123,8 @@ def main(argv=None) -> int:
     ap.add_argument("--sizes", type=int, nargs="+", default=[6, 25])
     ap.add_argument("--sessions", type=int, default=150)
     ap.add_argument("--sessions-25", type=int, default=59, help="sessions at the largest size")
-    ap.add_argument("--rules", nargs="*", default=["trigger 0.5", "trigger 0", "trigger -0.5", "trigger -1",
-                                                   "resolution 1", "resolution 1.645", "every cell"])
+    ap.add_argument("--rules", nargs="*", default=["trigger 0.5", "trigger -1", "clearance 1",
+                                                   "clearance 1.645", "every cell"])
     a = ap.parse_args(argv)
     corpus = [c.with_fresh(L.MIN_FRESH).with_pairs() for c in L.aa_corpora() if "default" in c.name][0]
     print(f"corpus {corpus.name}, seed {SEED}; rows: unchanged failed | -10% caught | an unchanged session "

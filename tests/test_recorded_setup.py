@@ -309,6 +309,41 @@ def test_in_a_session_faster_than_the_baseline_a_cell_that_did_not_gain_is_a_sus
     assert judging.session_shift(few) == 0.0 and judging.setup_suspects(few, 0.05) == set()
 
 
+def test_an_unchanged_figure_its_resolution_cannot_clear_of_a_slowdown_is_a_suspect():
+    """Replays of the default selection's corpus: a hidden -10% cell was caught in 77% (6
+    cells) and 81% (25 cells) of sessions, because a cell's own drift between two sessions
+    hid it under "unchanged". A figure is settled by the baseline alone only when its
+    reading, less the session's common gain, clears -min_effect by SETUP_CLEARANCE x the
+    scale of its stated resolution; on the Intel VM an input-pipeline cell read "better by
+    32.3%" against a resolution of scale 0.233 and was not measured again."""
+    from pytest_mxperf.judge.verdict_record import Verdict
+    from pytest_mxperf.outcome import judging
+
+    def v(change, scale):
+        return Verdict("unchanged", "r", change=change, resolution={"scale": scale})
+
+    wide, narrow = 0.1, 0.01
+    verdicts = {"score/flat-wide": v(-0.01, wide),       # -1%: a -10% change could hide in 0.1
+                "score/flat-narrow": v(-0.01, narrow),   # -1% with a resolution that excludes -5%
+                "score/up-wide": v(0.10, wide),          # +10%: log 0.095 < -0.05 + 1.645 x 0.1
+                "score/far-up-wide": v(0.30, wide),      # +30%: log 0.262 clears it
+                "io/ndarray": v(0.323, 0.233),           # the Intel VM's cell
+                "score/none": Verdict("unchanged", "r", change=0.01)}  # no resolution stated
+    verdicts.update({f"score/q{i}": v(0.0, narrow) for i in range(7)})  # no faster than its baseline
+    assert judging.session_shift(verdicts) == 0.0
+    assert judging.setup_suspects(verdicts, 0.05) == {"score/flat-wide", "score/up-wide", "io/ndarray"}
+    # a session 20% faster than its baseline in common: the same readings against that gain
+    # give the same suspects
+    faster = {k: dataclasses.replace(x, change=(1 + x.change) * 1.2 - 1) for k, x in verdicts.items()}
+    assert abs(judging.session_shift(faster) - 0.2) < 1e-9
+    assert judging.setup_suspects(faster, 0.05) == {"score/flat-wide", "score/up-wide", "io/ndarray"}
+    judging.SETUP_CLEARANCE, before = None, judging.SETUP_CLEARANCE
+    try:  # the earlier rule: only figures worse than half the minimum effect
+        assert judging.setup_suspects(verdicts, 0.05) == set()
+    finally:
+        judging.SETUP_CLEARANCE = before
+
+
 def test_a_cell_of_process_pairs_gets_as_many_pairs_against_the_setup_as_ab_mode_gives_it():
     """A distributed cell (one process a whole cluster launch) is measured again as process
     pairs. Three pairs a stage (the duet's count) gave it 6 in all: a sign-flip or signed-rank
