@@ -3,9 +3,9 @@ process of an A/A pair reads its rounds up to x1.7 faster than the other, the wh
 
 Each run is one fresh process of the cell's worker code (``workers/pipeline``: the loader,
 ``LoaderEpochs``, its ``timed`` rounds of 2 epochs, as a duet side runs them), counting the
-minor page faults of each round (``getrusage``). Runs alternate between the environment as it
-is and one in which glibc keeps freed memory in the heap (``--env``, by default
-``MALLOC_MMAP_THRESHOLD_=33554432 MALLOC_TRIM_THRESHOLD_=1073741824 MALLOC_TOP_PAD_=67108864``).
+minor page faults of each round (``getrusage``). Runs alternate between glibc as it is and
+glibc keeping freed memory in the heap (the worker's ``pipeline.keep_heap``, as the ndarray
+loaders' worker calls it first).
 
     .venv/bin/python benchmarks/io_faults.py --runs 3
 """
@@ -21,14 +21,15 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-HEAP = "MALLOC_MMAP_THRESHOLD_=33554432 MALLOC_TRIM_THRESHOLD_=1073741824 MALLOC_TOP_PAD_=67108864"
 
 
-def one(rounds: int, epochs: int) -> dict:
+def one(rounds: int, epochs: int, keep: bool) -> dict:
     sys.path.insert(0, str(ROOT))
     from pytest_mxperf.workers import pipeline
     from pytest_mxperf.workers.protocol import import_mxnet
 
+    if keep and not pipeline.keep_heap():
+        raise SystemExit("glibc's mallopt is not available here")
     s = pipeline.check_spec({"loader": "ndarray", "batch_size": 32})
     rec, idx = pipeline.make_recordio(s["data_dir"], s["n_images"], s["image_size"], s["data_seed"], channels=3)
     mx = import_mxnet()
@@ -46,17 +47,15 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=3, help="processes of each environment, alternated")
     ap.add_argument("--rounds", type=int, default=5)
-    ap.add_argument("--env", default=HEAP)
-    ap.add_argument("--one", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--one", choices=["as is", "heap kept"], help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
     if a.one:
-        print(json.dumps(one(a.rounds, 2)))
+        print(json.dumps(one(a.rounds, 2, a.one == "heap kept")))
         return 0
-    extra = dict(kv.split("=", 1) for kv in a.env.split())
     print(f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs; rounds of 2 epochs (32 batches of 32 x 3x224x224)")
     for i in range(a.runs):
-        for name, env in (("as is", os.environ), ("heap kept", dict(os.environ, **extra))):
-            p = subprocess.run([sys.executable, __file__, "--one", "--rounds", str(a.rounds)], env=env,
+        for name in ("as is", "heap kept"):
+            p = subprocess.run([sys.executable, __file__, "--one", name, "--rounds", str(a.rounds)],
                                capture_output=True, text=True, check=True)
             r = json.loads(p.stdout.strip().splitlines()[-1])
             print(f"run {i + 1} {name:9s} " + "  ".join(f"{s:.3f} s/{f:6d} faults" for s, f in r["rounds"])

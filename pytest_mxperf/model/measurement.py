@@ -55,8 +55,10 @@ class Metric:
 
 #: how the suite measures a cell's figures: raised whenever a change of pytest-mxperf changes
 #: what a figure measures (the rounds, the warm-up, what a worker times), so that a baseline
-#: recorded another way says so beside a change (baselines record it with the suite's version)
-MEASURING_METHOD = 1
+#: recorded another way says so beside a change (baselines record it with the suite's version).
+#: 2: the input-pipeline ndarray loaders' worker keeps freed memory in glibc's heap
+#: (``workers/pipeline.keep_heap``), so that its batches no longer fault in again at random
+MEASURING_METHOD = 2
 #: how the memory figure is read: 2 = the peak resident set less the resident pages that map
 #: files (``rss_file_bytes``: libraries, whose resident share follows the page cache: the same
 #: install read 279 and 202 MiB in one A/A pair); 1 (or none recorded) = the whole resident set.

@@ -38,6 +38,15 @@ Loaders (``loader``):
 * ``prefetch-imagerecord`` / ``prefetch-ndarray``: the same inside
   ``mx.io.PrefetchingIter`` (a Python thread that reads the next batch ahead).
 
+An ndarray loader's batch is a new output of ``slice_axis`` (3x224x224 b32: 19.3 MB, 4704
+pages), freed when the batch is dropped. glibc gives such a block back to the kernel
+(``mmap``'d, or trimmed off the heap's top) or keeps it, by the order of that process's frees:
+one process faulted its batches in again on 0 of 32, another on 11 of 32, and its rounds took
+0.12 against 0.50 s (``benchmarks/results/io-faults-2026-11-29.txt``), the whole run through,
+so that A/A duet pairs spread 18%. The ndarray loaders' worker keeps freed memory in the heap
+(``keep_heap``: ``mallopt``, glibc only; ``meta["heap_kept"]``): it measures the copy, not
+the allocator's lottery.
+
 Spec (defaults in brackets)::
 
     {"loader": "imagerecord", "batch_size": [32], "data_shape": [3, 224, 224] (the
@@ -154,6 +163,27 @@ def check_spec(spec: dict) -> dict:
 
 
 # -- loaders ---------------------------------------------------------------------------------
+
+#: glibc's mallopt parameters and the values ``keep_heap`` sets: blocks up to 32 MiB from the
+#: heap (the most glibc allows), never trimmed, grown 64 MiB at a time
+_M_TRIM_THRESHOLD, _M_TOP_PAD, _M_MMAP_THRESHOLD = -1, -2, -3
+KEEP_HEAP = ((_M_MMAP_THRESHOLD, 32 << 20), (_M_TRIM_THRESHOLD, 1 << 40), (_M_TOP_PAD, 64 << 20))
+
+
+def keep_heap() -> bool:
+    """Make glibc keep freed memory in this process's heap (``KEEP_HEAP``), so that a batch's
+    buffer is reused without faulting its pages in again. Whether it could (False off glibc)."""
+    import ctypes
+    import ctypes.util
+
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        mallopt = libc.mallopt
+    except (OSError, AttributeError):
+        return False
+    mallopt.argtypes, mallopt.restype = (ctypes.c_int, ctypes.c_int), ctypes.c_int
+    return all(mallopt(param, min(value, 2**31 - 1)) == 1 for param, value in KEEP_HEAP)
+
 
 def _image_record_iter(mx, s, rec, idx, augment):
     try:  # MXDataIter reads its first batch when it is made
@@ -433,10 +463,12 @@ def _serve_duet(mx, s, rec, idx, decoded, control) -> dict:
 
 def run(spec: dict) -> dict:
     s = check_spec(spec)
+    heap_kept = keep_heap() if s["loader"].endswith("ndarray") else None
     c, h, w = s["data_shape"]
     rec, idx = make_recordio(s["data_dir"], s["n_images"], s["image_size"], s["data_seed"], channels=c)
     mx = import_mxnet()
     meta = runtime_info(mx)
+    meta["heap_kept"] = heap_kept
     decoded = None if s["loader"].endswith("imagerecord") else _decode_all(mx, s, rec, idx)
     out = {"status": "ok", "message": "", "loader": s["loader"], "batch_size": s["batch_size"],
            "data_shape": s["data_shape"], "image_size": s["image_size"], "threads": s["threads"],
