@@ -40,7 +40,8 @@ def one(rounds: int, epochs: int, keep: bool) -> dict:
         f0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
         seconds = side.timed(epochs)
         out.append((round(seconds, 4), resource.getrusage(resource.RUSAGE_SELF).ru_minflt - f0))
-    return {"rounds": out, "batch_pages": 32 * 3 * 224 * 224 * 4 // 4096}
+    return {"rounds": out, "batch_pages": 32 * 3 * 224 * 224 * 4 // 4096,
+            "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
 
 
 def main(argv=None) -> int:
@@ -52,14 +53,15 @@ def main(argv=None) -> int:
     if a.one:
         print(json.dumps(one(a.rounds, 2, a.one == "heap kept")))
         return 0
-    print(f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs; rounds of 2 epochs (32 batches of 32 x 3x224x224)")
+    print(f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs; rounds of 2 epochs (32 batches of 32 x 3x224x224, "
+          f"one batch's output {32 * 3 * 224 * 224 * 4 // 4096} pages)")
     for i in range(a.runs):
         for name in ("as is", "heap kept"):
             p = subprocess.run([sys.executable, __file__, "--one", name, "--rounds", str(a.rounds)],
                                capture_output=True, text=True, check=True)
             r = json.loads(p.stdout.strip().splitlines()[-1])
             print(f"run {i + 1} {name:9s} " + "  ".join(f"{s:.3f} s/{f:6d} faults" for s, f in r["rounds"])
-                  + f"   (one batch's output: {r['batch_pages']} pages)", flush=True)
+                  + f"   peak RSS {r['peak_rss_mib']:.0f} MiB", flush=True)
     return 0
 
 

@@ -12,7 +12,7 @@ from typing import Any, Dict, Iterable, Mapping, Optional, Sequence
 
 from pytest_mxperf.model.jsonio import atomic_write_text, sweep_temporaries
 from pytest_mxperf import __version__
-from pytest_mxperf.model.measurement import MEASURING_METHOD, MEMORY_METHOD, CellMeasurement
+from pytest_mxperf.model.measurement import MEASURING_METHOD, CellMeasurement, memory_method
 from pytest_mxperf.model.stats import quantile
 from pytest_mxperf.judge import answers as answers_rule
 from pytest_mxperf.judge import resolution
@@ -80,7 +80,7 @@ def summarize_cell(cell: CellMeasurement, software: Optional[Mapping[str, Any]] 
         "software": dict(software) if software else None,
         "env": dict(first.env or {}) if first else {},
         # which suite measured it, and how (a change of method changes the figure, not MXNet)
-        "suite": {"version": __version__, "method": MEASURING_METHOD, "memory": MEMORY_METHOD,
+        "suite": {"version": __version__, "method": MEASURING_METHOD, "memory": memory_method(cell.workload.key()),
                   "processes": cell.sharing},
         "env_defaults_applied": dict(first.env_defaults_applied or {}) if first else {},
         "threads": dict(first.threads) if first and first.threads is not None else None,

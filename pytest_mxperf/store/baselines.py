@@ -65,7 +65,7 @@ from pathlib import Path
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
 from pytest_mxperf.judge import machine_states, resolution
-from pytest_mxperf.model.measurement import MEMORY_METHOD, METRICS
+from pytest_mxperf.model.measurement import METRICS, memory_method
 
 SCHEMA_VERSION = 1
 HISTORY = 5
@@ -300,15 +300,15 @@ def _checked(doc: Any, path: Optional[PathLike]) -> Dict[str, Any]:
     return doc
 
 
-def _rec_values(rec: Mapping[str, Any], metric: Optional[str]) -> List[float]:
-    """One recording's per-process values of ``metric`` (None = the cell's primary figure).
-    Its memory figure only when it was read the way this suite reads it
-    (``measurement.MEMORY_METHOD``): a recording whose memory counted the mapped libraries
-    gives none, and the session's memory goes unjudged for it rather than compared unlike
-    with like."""
+def _rec_values(rec: Mapping[str, Any], metric: Optional[str], key: str) -> List[float]:
+    """One recording of cell ``key``: its per-process values of ``metric`` (None = the cell's
+    primary figure). Its memory figure only when it was read the way this suite reads that
+    cell's (``measurement.memory_method``): a recording whose memory counted the mapped
+    libraries gives none, and the session's memory goes unjudged for it rather than compared
+    unlike with like."""
     if metric is None or metric == rec.get("metric"):
         return list(rec["process_medians"])
-    if metric == "peak_rss_mib" and (rec.get("suite") or {}).get("memory") != MEMORY_METHOD:
+    if metric == "peak_rss_mib" and (rec.get("suite") or {}).get("memory") != memory_method(key):
         return []
     figs = rec.get("figures") or {}
     if metric in figs:
@@ -508,7 +508,7 @@ class Baseline:
 
     def values(self, key: str, metric: Optional[str] = None) -> Optional[List[float]]:
         """Per-process values of ``metric`` (default: the primary figure) over the comparison set."""
-        out = [v for rec in self.comparison_set(key) for v in _rec_values(rec, metric)]
+        out = [v for rec in self.comparison_set(key) for v in _rec_values(rec, metric, key)]
         return out or None
 
     def states(self, key: str, reference: Optional[Mapping[str, Any]] = None) -> Optional[List[Optional[str]]]:
@@ -544,7 +544,7 @@ class Baseline:
 
     def session_medians(self, key: str, metric: Optional[str] = None) -> List[float]:
         """The cell's median in each recorded session (oldest first): its trend."""
-        return [statistics.median(v) for v in (_rec_values(r, metric) for r in self._measured(key)) if v]
+        return [statistics.median(v) for v in (_rec_values(r, metric, key) for r in self._measured(key)) if v]
 
     def answers(self, key: str) -> Tuple[List[Dict[str, Any]], Optional[str]]:
         """The answer records (``workers/answers.py``) of the newest recording in cell ``key``'s
@@ -573,7 +573,7 @@ class Baseline:
         they were recorded."""
         out = []
         for rec in self.comparison_set(key):
-            values = _rec_values(rec, metric)
+            values = _rec_values(rec, metric, key)
             states = rec.get("process_states")
             if isinstance(states, list) and len(states) == len(values):
                 values = [v for v, st in zip(values, states) if st != "slowed"]

@@ -45,7 +45,8 @@ one process faulted its batches in again on 0 of 32, another on 11 of 32, and it
 0.12 against 0.50 s (``benchmarks/results/io-faults-2026-11-29.txt``), the whole run through,
 so that A/A duet pairs spread 18%. The ndarray loaders' worker keeps freed memory in the heap
 (``keep_heap``: ``mallopt``, glibc only; ``meta["heap_kept"]``): it measures the copy, not
-the allocator's lottery.
+the allocator's lottery. The freed buffers it keeps raise its peak memory (849 against 780
+MiB), so its memory figure is read another way (``measurement.memory_method``).
 
 Spec (defaults in brackets)::
 
@@ -165,9 +166,11 @@ def check_spec(spec: dict) -> dict:
 # -- loaders ---------------------------------------------------------------------------------
 
 #: glibc's mallopt parameters and the values ``keep_heap`` sets: blocks up to 32 MiB from the
-#: heap (the most glibc allows), never trimmed, grown 64 MiB at a time
+#: heap (the most glibc allows), never trimmed, grown 32 MiB at a time (without a pad the
+#: batches went on faulting: benchmarks/results/io-faults-2026-11-29.txt; 20, 32 and 64 MiB
+#: gave the same rounds and the same peak)
 _M_TRIM_THRESHOLD, _M_TOP_PAD, _M_MMAP_THRESHOLD = -1, -2, -3
-KEEP_HEAP = ((_M_MMAP_THRESHOLD, 32 << 20), (_M_TRIM_THRESHOLD, 1 << 40), (_M_TOP_PAD, 64 << 20))
+KEEP_HEAP = ((_M_MMAP_THRESHOLD, 32 << 20), (_M_TRIM_THRESHOLD, 1 << 40), (_M_TOP_PAD, 32 << 20))
 
 
 def keep_heap() -> bool:
