@@ -21,6 +21,8 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+#: one batch's output (32 x 3x224x224 float32) in 4 KiB pages
+BATCH_PAGES = 32 * 3 * 224 * 224 * 4 // 4096
 
 
 def one(rounds: int, epochs: int, keep: bool) -> dict:
@@ -40,8 +42,7 @@ def one(rounds: int, epochs: int, keep: bool) -> dict:
         f0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
         seconds = side.timed(epochs)
         out.append((round(seconds, 4), resource.getrusage(resource.RUSAGE_SELF).ru_minflt - f0))
-    return {"rounds": out, "batch_pages": 32 * 3 * 224 * 224 * 4 // 4096,
-            "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+    return {"rounds": out, "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
 
 
 def main(argv=None) -> int:
@@ -54,7 +55,7 @@ def main(argv=None) -> int:
         print(json.dumps(one(a.rounds, 2, a.one == "heap kept")))
         return 0
     print(f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs; rounds of 2 epochs (32 batches of 32 x 3x224x224, "
-          f"one batch's output {32 * 3 * 224 * 224 * 4 // 4096} pages)")
+          f"one batch's output {BATCH_PAGES} pages)")
     for i in range(a.runs):
         for name in ("as is", "heap kept"):
             p = subprocess.run([sys.executable, __file__, "--one", name, "--rounds", str(a.rounds)],

@@ -245,11 +245,13 @@ def test_an_ndarray_loaders_memory_is_read_its_own_way_and_the_other_cells_stay_
     io_rec = Workload("imagerecord-t1-3x224x224", mode="io", batch_size=32)
     assert [memory_method(w.key()) for w in (io_nd, io_fed, io_rec, A)] == [
         MEMORY_METHOD_HEAP_KEPT, MEMORY_METHOD_HEAP_KEPT, MEMORY_METHOD, MEMORY_METHOD]
+    memory = {"peak_rss_bytes": 800 << 20, "rss_file_bytes": 80 << 20}  # 720 MiB
+
     def run(w, rate):
-        meta = {"mxnet_version": "1.9.1", "env": {}, "peak_rss_bytes": 800 << 20, "rss_file_bytes": 80 << 20}
         if w.mode == "io":
-            return RunResult(w, "ok", figures={"samples_per_s": rate, "peak_rss_mib": 720.0}, meta=meta, wall_seconds=3.0)
-        return _run(w, rate, **{k: v for k, v in meta.items() if k.endswith("_bytes")})
+            return RunResult(w, "ok", figures={"samples_per_s": rate, "peak_rss_mib": 720.0},
+                             meta={"mxnet_version": "1.9.1", "env": {}, **memory}, wall_seconds=3.0)
+        return _run(w, rate, **memory)
 
     b = Baseline.new("box-1")
     for w in (io_nd, io_rec, A):

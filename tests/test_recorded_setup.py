@@ -309,7 +309,7 @@ def test_in_a_session_faster_than_the_baseline_a_cell_that_did_not_gain_is_a_sus
     assert judging.session_shift(few) == 0.0 and judging.setup_suspects(few, 0.05) == set()
 
 
-def test_an_unchanged_figure_its_resolution_cannot_clear_of_a_slowdown_is_a_suspect():
+def test_an_unchanged_figure_its_resolution_cannot_clear_of_a_slowdown_is_a_suspect(monkeypatch):
     """Replays of the default selection's corpus: a hidden -10% cell was caught in 77% (6
     cells) and 81% (25 cells) of sessions, because a cell's own drift between two sessions
     hid it under "unchanged". A figure is settled by the baseline alone only when its
@@ -337,11 +337,8 @@ def test_an_unchanged_figure_its_resolution_cannot_clear_of_a_slowdown_is_a_susp
     faster = {k: dataclasses.replace(x, change=(1 + x.change) * 1.2 - 1) for k, x in verdicts.items()}
     assert abs(judging.session_shift(faster) - 0.2) < 1e-9
     assert judging.setup_suspects(faster, 0.05) == {"score/flat-wide", "score/up-wide", "io/ndarray"}
-    judging.SETUP_CLEARANCE, before = None, judging.SETUP_CLEARANCE
-    try:  # the earlier rule: only figures worse than half the minimum effect
-        assert judging.setup_suspects(verdicts, 0.05) == set()
-    finally:
-        judging.SETUP_CLEARANCE = before
+    monkeypatch.setattr(judging, "SETUP_CLEARANCE", None)  # the earlier rule: only figures worse
+    assert judging.setup_suspects(verdicts, 0.05) == set()   # than half the minimum effect
 
 
 def test_a_cell_of_process_pairs_gets_as_many_pairs_against_the_setup_as_ab_mode_gives_it():

@@ -101,6 +101,7 @@ import os
 import resource
 import time
 
+from pytest_mxperf.model.measurement import HEAP_KEPT_LOADERS
 from pytest_mxperf.workers.protocol import (
     file_backed_bytes,
     import_mxnet,
@@ -170,7 +171,7 @@ def check_spec(spec: dict) -> dict:
 #: batches went on faulting: benchmarks/results/io-faults-2026-11-29.txt; 20, 32 and 64 MiB
 #: gave the same rounds and the same peak)
 _M_TRIM_THRESHOLD, _M_TOP_PAD, _M_MMAP_THRESHOLD = -1, -2, -3
-KEEP_HEAP = ((_M_MMAP_THRESHOLD, 32 << 20), (_M_TRIM_THRESHOLD, 1 << 40), (_M_TOP_PAD, 32 << 20))
+KEEP_HEAP = ((_M_MMAP_THRESHOLD, 32 << 20), (_M_TRIM_THRESHOLD, 2**31 - 1), (_M_TOP_PAD, 32 << 20))
 
 
 def keep_heap() -> bool:
@@ -185,7 +186,7 @@ def keep_heap() -> bool:
     except (OSError, AttributeError):
         return False
     mallopt.argtypes, mallopt.restype = (ctypes.c_int, ctypes.c_int), ctypes.c_int
-    return all(mallopt(param, min(value, 2**31 - 1)) == 1 for param, value in KEEP_HEAP)
+    return all(mallopt(param, value) == 1 for param, value in KEEP_HEAP)
 
 
 def _image_record_iter(mx, s, rec, idx, augment):
@@ -466,7 +467,7 @@ def _serve_duet(mx, s, rec, idx, decoded, control) -> dict:
 
 def run(spec: dict) -> dict:
     s = check_spec(spec)
-    heap_kept = keep_heap() if s["loader"].endswith("ndarray") else None
+    heap_kept = keep_heap() if s["loader"] in HEAP_KEPT_LOADERS else None
     c, h, w = s["data_shape"]
     rec, idx = make_recordio(s["data_dir"], s["n_images"], s["image_size"], s["data_seed"], channels=c)
     mx = import_mxnet()
