@@ -28,6 +28,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from pytest_mxperf.model.run_facts import Facts
 from pytest_mxperf.model.stats import iqr_spread
+from pytest_mxperf.workers.pipeline import HEAP_KEPT_LOADERS
 from pytest_mxperf.model.workload import Workload
 
 OK = "ok"
@@ -72,14 +73,13 @@ MEMORY_METHOD = 3
 #: (3x224x224 b32: 849 against 780 MiB). Per cell (``memory_method``): the other cells' memory
 #: stays comparable with the baselines recorded before it
 MEMORY_METHOD_HEAP_KEPT = 4
-#: the input-pipeline loaders whose worker keeps freed memory in the heap
-HEAP_KEPT_LOADERS = ("ndarray", "prefetch-ndarray")
 
 
 def memory_method(key: str) -> int:
     """How the memory figure of the cell ``key`` is read: ``MEMORY_METHOD``, or
-    ``MEMORY_METHOD_HEAP_KEPT`` for an input-pipeline cell of a ``HEAP_KEPT_LOADERS`` loader
-    (alone, ``LOADER-...``, or feeding a trainer: ``MODEL+LOADER-...``)."""
+    ``MEMORY_METHOD_HEAP_KEPT`` for an input-pipeline cell of a loader whose worker keeps the
+    heap (``workers/pipeline.HEAP_KEPT_LOADERS``), alone (``LOADER-...``) or feeding a trainer
+    (``MODEL+LOADER-...``)."""
     kind, _, rest = key.partition("/")
     cell = rest.split("/", 1)[0].split("+")[-1]
     if kind == "io" and cell.startswith(tuple(f"{loader}-" for loader in HEAP_KEPT_LOADERS)):

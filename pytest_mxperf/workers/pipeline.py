@@ -101,7 +101,6 @@ import os
 import resource
 import time
 
-from pytest_mxperf.model.measurement import HEAP_KEPT_LOADERS
 from pytest_mxperf.workers.protocol import (
     file_backed_bytes,
     import_mxnet,
@@ -113,6 +112,8 @@ from pytest_mxperf.workers.protocol import (
 from pytest_mxperf.workers.synthetic_images import default_data_dir, make_recordio
 
 LOADERS = ("imagerecord", "ndarray", "prefetch-imagerecord", "prefetch-ndarray")
+#: the loaders whose worker keeps freed memory in the heap (``keep_heap``)
+HEAP_KEPT_LOADERS = ("ndarray", "prefetch-ndarray")
 UNITS = {"samples_per_s": "samples/s", "seconds": "s", "per_batch_seconds": "s",
          "read_mb_per_s": "MB/s (JPEG bytes)", "end_to_end_samples_per_s": "samples/s",
          "synthetic_samples_per_s": "samples/s", "load_seconds_per_batch": "s",
