@@ -19,6 +19,9 @@ A/A duet pairs as the pairs against the recorded setup) under triggers that send
   it can exclude a slowdown of the minimum effect. (``resolution K`` in the results files of
   2026-11-27 to 2026-11-29: the same rule tried here before the product had it, the common
   gain taken off the log reading unlogged);
+* ``provisional-clears K``: ``clearance K`` with a one-session baseline's provisional
+  resolution clearing cells too (``judging.PROVISIONAL_CLEARS`` on: the product's rule from
+  dbe65db until it was turned off);
 * ``every cell``: mode ``setup-visible`` (the setup visibly changed: every cell to the duet),
   the most any trigger can send;
 * ``without improvements`` / ``without busy baselines`` / ``shift only``: the product's rule
@@ -54,6 +57,7 @@ from pytest_mxperf.outcome import judging  # noqa: E402
 SEED = 20261125
 PRODUCT_TRIGGER = judging.SETUP_TRIGGER
 PRODUCT_CLEARANCE = judging.SETUP_CLEARANCE
+PRODUCT_PROVISIONAL = judging.PROVISIONAL_CLEARS
 
 
 def rule(name: str):
@@ -66,6 +70,9 @@ def rule(name: str):
                                  setattr(judging, "SETUP_CLEARANCE", None))
     if kind == "clearance":
         return "setup", lambda: setattr(judging, "SETUP_CLEARANCE", float(value))
+    if kind == "provisional-clears":  # the rule of 2026-11-29 before judging.PROVISIONAL_CLEARS
+        return "setup", lambda: (setattr(judging, "SETUP_CLEARANCE", float(value)),
+                                 setattr(judging, "PROVISIONAL_CLEARS", True))
     parts = {"without improvements": ("SUSPECT_IMPROVEMENTS",), "without busy baselines": ("SUSPECT_BUSY_BASELINES",),
              "shift only": ("SUSPECT_IMPROVEMENTS", "SUSPECT_BUSY_BASELINES")}
     if name in parts:
@@ -80,6 +87,7 @@ PRODUCT_PARTS = {"SUSPECT_IMPROVEMENTS": judging.SUSPECT_IMPROVEMENTS,
 def reset() -> None:
     judging.SETUP_TRIGGER = PRODUCT_TRIGGER
     judging.SETUP_CLEARANCE = PRODUCT_CLEARANCE
+    judging.PROVISIONAL_CLEARS = PRODUCT_PROVISIONAL
     for part, value in PRODUCT_PARTS.items():
         setattr(judging, part, value)
 

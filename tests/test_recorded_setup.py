@@ -5,6 +5,7 @@ leaves), its recorded variables on the reference side, and the verdict the pairs
 
 import dataclasses
 import json
+import math
 
 import pytest
 
@@ -341,6 +342,38 @@ def test_an_unchanged_figure_its_resolution_cannot_clear_of_a_slowdown_is_a_susp
     assert judging.setup_suspects(verdicts, 0.05) == set()   # than half the minimum effect
 
 
+def test_a_one_session_baseline_clears_no_cell_and_few_sessions_clear_at_students_t():
+    """A provisional resolution (one recorded session: its processes' spread standing in for
+    the drift between sessions) does not know the drift, so it clears no cell however narrow
+    it is: the replays missed hidden -10% cells that one session's agreeing processes cleared.
+    A resolution from recorded sessions clears at Student's t with its degrees of freedom: a
+    reading 3.5 scales above -min_effect clears with 5 sessions (t(4) 2.13) and not with 2
+    (t(1) 6.31); one 2 scales above clears with many sessions (SETUP_CLEARANCE's 1.645), not
+    with 5. (Every reading here is above SETUP_TRIGGER's -2.5%: only the clearance decides.)"""
+    from pytest_mxperf.judge.verdict_record import Verdict
+    from pytest_mxperf.outcome import judging
+
+    def v(change, scale, **res):
+        return Verdict("unchanged", "r", change=change, resolution={"scale": scale, **res})
+
+    scale = 0.02
+    at_3 = math.expm1(-0.05 + 3.5 * scale)    # log reading = -min_effect + 3.5 scales
+    at_2 = math.expm1(-0.05 + 2 * scale)      # ... + 2 scales: clears at 1.645, not at t(4)
+    verdicts = {"score/one-session": v(0.0, scale, provisional=True, basis="processes", df=4),
+                "score/two-sessions": v(at_3, scale, provisional=False, basis="sessions", df=1),
+                "score/five-sessions": v(at_3, scale, provisional=False, basis="sessions", df=4),
+                "score/five-sessions-2": v(at_2, scale, provisional=False, basis="sessions", df=4),
+                "score/many-sessions-2": v(at_2, scale, provisional=False, basis="sessions", df=400)}
+    verdicts.update({f"score/q{i}": v(0.0, scale, provisional=False, basis="sessions", df=400) for i in range(5)})
+    assert judging.session_shift(verdicts) == 0.0
+    assert judging.setup_suspects(verdicts, 0.05) == {"score/one-session", "score/two-sessions",
+                                                      "score/five-sessions-2"}
+    # the provisional resolution clears again only where the rule is turned off (the replays' earlier rule)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(judging, "PROVISIONAL_CLEARS", True)
+        assert "score/one-session" not in judging.setup_suspects(verdicts, 0.05)
+
+
 def test_a_cell_of_process_pairs_gets_as_many_pairs_against_the_setup_as_ab_mode_gives_it():
     """A distributed cell (one process a whole cluster launch) is measured again as process
     pairs. Three pairs a stage (the duet's count) gave it 6 in all: a sign-flip or signed-rank
@@ -376,8 +409,9 @@ def test_a_cell_of_process_pairs_gets_as_many_pairs_against_the_setup_as_ab_mode
 
 
 def _two_cells(changed_env=None, version="1.9.1"):
-    """A baseline of two lenet cells (b8, b16) recorded with OMP_NUM_THREADS=2 by MXNet 1.9.1,
-    and a session that measured both again, reading as the baseline (neither a suspect by its
+    """A baseline of two lenet cells (b8, b16) recorded with OMP_NUM_THREADS=2 by MXNet 1.9.1
+    in three pooled sessions (one session's provisional resolution clears no cell), and a
+    session that measured both again, reading as the baseline (neither a suspect by its
     figure); ``changed_env``: recorded variables the session's processes ran with besides;
     ``version``: the MXNet version they report (None: they report none)."""
     from pytest_mxperf.measure.ledger import CellRecord
@@ -398,9 +432,10 @@ def _two_cells(changed_env=None, version="1.9.1"):
             return [RunResult(w, "ok", batches_per_round=1, round_seconds=[8.0 / r] * 5, wall_seconds=5.0,
                               meta={"env": dict({"OMP_NUM_THREADS": "2"}, **(env or {})), "mxnet_version": version})
                     for r in rates]
-        rec = baseline_store.summarize_cell(CellMeasurement(w, runs(98, 99, 100, 101, 102)),
-                                            requirement="mxnet==1.9.1", install=BUILD)
-        baseline.add_recordings({w.key(): rec}, {w.key(): w.to_dict()})
+        for pool in ("replace", "add", "add"):  # three pooled sessions: a resolution that can clear a cell
+            rec = baseline_store.summarize_cell(CellMeasurement(w, runs(98, 99, 100, 101, 102)), pool=pool,
+                                                requirement="mxnet==1.9.1", install=BUILD)
+            baseline.add_recordings({w.key(): rec}, {w.key(): w.to_dict()})
         measured[w.key()] = CellRecord("t", CellMeasurement(w, runs(100, 100.5, env=changed_env, version=version)),
                                        remeasure=lambda more: None, duets=True)
     ctx = SessionContext(PerfOptions(machine_probe=False), {}, baseline=baseline,
