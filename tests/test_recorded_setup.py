@@ -342,7 +342,7 @@ def test_an_unchanged_figure_its_resolution_cannot_clear_of_a_slowdown_is_a_susp
     assert judging.setup_suspects(verdicts, 0.05) == set()   # than half the minimum effect
 
 
-def test_a_one_session_baseline_clears_no_cell_and_few_sessions_clear_at_students_t():
+def test_a_one_session_baseline_clears_no_cell_and_few_sessions_clear_at_students_t(monkeypatch):
     """A provisional resolution (one recorded session: its processes' spread standing in for
     the drift between sessions) does not know the drift, so it clears no cell however narrow
     it is: the replays missed hidden -10% cells that one session's agreeing processes cleared.
@@ -369,9 +369,8 @@ def test_a_one_session_baseline_clears_no_cell_and_few_sessions_clear_at_student
     assert judging.setup_suspects(verdicts, 0.05) == {"score/one-session", "score/two-sessions",
                                                       "score/five-sessions-2"}
     # the provisional resolution clears again only where the rule is turned off (the replays' earlier rule)
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(judging, "PROVISIONAL_CLEARS", True)
-        assert "score/one-session" not in judging.setup_suspects(verdicts, 0.05)
+    monkeypatch.setattr(judging, "PROVISIONAL_CLEARS", True)
+    assert "score/one-session" not in judging.setup_suspects(verdicts, 0.05)
 
 
 def test_a_cell_of_process_pairs_gets_as_many_pairs_against_the_setup_as_ab_mode_gives_it():
