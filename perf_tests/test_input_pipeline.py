@@ -30,6 +30,7 @@ rate and the load/compute split are reported; only that they were measured is as
 
 import pytest
 
+from pytest_mxperf.model.measurement import memory_mib
 from pytest_mxperf.model.workload import Workload
 
 WORKER = "pytest_mxperf.workers.pipeline"
@@ -51,8 +52,10 @@ def loader_figures(payload):
     pages of libmxnet.so (the same install read 261 and 339 MiB whole in two sessions)."""
     meta = payload["meta"]
     figures = {"samples_per_s": payload["samples_per_s"]}
-    if meta.get("peak_rss_bytes") is not None and meta.get("rss_file_bytes") is not None:
-        figures["peak_rss_mib"] = (meta["peak_rss_bytes"] - meta["rss_file_bytes"]) / 2 ** 20
+    files = meta.get("rss_file_bytes")   # not read: no memory figure, rather than the whole set
+    mib = memory_mib(meta.get("peak_rss_bytes"), files) if files is not None else None
+    if mib is not None:
+        figures["peak_rss_mib"] = mib
     return figures
 
 

@@ -82,6 +82,19 @@ MEMORY_METHOD_HEAP_KEPT = 4
 MEMORY_METHOD_IO_LOADER = 5
 
 
+def memory_mib(peak_rss_bytes: Optional[int], rss_file_bytes: Optional[int]) -> Optional[float]:
+    """A process's memory figure (MiB, ``MEMORY_METHOD``): its peak resident set less the
+    pages that map files where those were read; None without a positive peak."""
+    rss = peak_rss_bytes
+    if rss is not None and rss_file_bytes is not None:
+        rss -= rss_file_bytes
+    return rss / 2 ** 20 if rss is not None and rss > 0 else None
+
+
+#: how an input-pipeline cell's name starts when its loader's worker keeps the heap
+_HEAP_KEPT_PREFIXES = tuple(f"{loader}-" for loader in HEAP_KEPT_LOADERS)
+
+
 def memory_method(key: str) -> int:
     """How the memory figure of the cell ``key`` is read: ``MEMORY_METHOD``;
     ``MEMORY_METHOD_IO_LOADER`` for an input-pipeline loader alone (``io/LOADER-...``);
@@ -91,7 +104,7 @@ def memory_method(key: str) -> int:
     parts = rest.split("/", 1)[0].split("+")
     if kind == "io" and len(parts) == 1:
         return MEMORY_METHOD_IO_LOADER
-    if kind == "io" and parts[-1].startswith(tuple(f"{loader}-" for loader in HEAP_KEPT_LOADERS)):
+    if kind == "io" and parts[-1].startswith(_HEAP_KEPT_PREFIXES):
         return MEMORY_METHOD_HEAP_KEPT
     return MEMORY_METHOD
 
@@ -278,10 +291,7 @@ class RunResult:
     @_once
     def _memory_mib(self) -> Optional[float]:
         # computed once, like _throughput: a process's facts never change after its worker
-        rss = self.meta.peak_rss_bytes
-        if rss is not None and self.meta.rss_file_bytes is not None:
-            rss -= self.meta.rss_file_bytes
-        return rss / 2 ** 20 if rss is not None and rss > 0 else None
+        return memory_mib(self.meta.peak_rss_bytes, self.meta.rss_file_bytes)
 
     def value(self, metric: str) -> Optional[float]:
         """This process's figure for ``metric`` (None when it has none)."""

@@ -277,8 +277,9 @@ SETUP_CLEARANCE: Optional[float] = 1.645
 #: sessions, and the default selection's replays missed a hidden -10% cell so (train mlp b256,
 #: train lenet b256 on two devices: benchmarks/results/replay-clearance-2026-11-29.txt); with
 #: every such cell to the duet, 99, 99 and 100% were caught at N = 6, 24 and 25 against 96,
-#: 97 and 98%, for 5-7% more of the duet's minutes (error-rates-default-2026-11-29.txt). A baseline of two or more sessions knows its
-#: drift and clears at the one-sided 95% quantile of Student's t with its degrees of freedom
+#: 97 and 98%, for 5-7% more of the duet's minutes (error-rates-default-2026-11-29.txt). A
+#: baseline of two or more sessions knows its drift and clears at the one-sided 95% quantile
+#: of Student's t with its degrees of freedom
 PROVISIONAL_CLEARS = False
 #: the parts of the trigger beside it, each a rule of its own that the replays can turn off
 #: (``benchmarks/replay_triggers.py``): an improvement is a suspect; an unchanged figure the
