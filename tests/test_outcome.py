@@ -275,3 +275,49 @@ def test_an_input_pipeline_loaders_memory_is_read_its_own_way_and_the_other_cell
     assert b.values(io_rec.key(), "peak_rss_mib") is None
     assert b.values(A.key(), "peak_rss_mib") == [720.0] * 3
     assert b.values(io_nd.key()) == [100.0, 101.0, 102.0] == b.values(io_rec.key())  # throughput as before
+
+
+def test_a_shared_cells_memory_is_compared_only_with_one_read_after_the_freed_memory_was_given_back():
+    """A cell measured among other cells in a worker process had a memory figure that held
+    what the cells before it had freed (LeNet latency b1: 73 MiB first in its process, 210-214
+    second; an allowance of 421 MiB). Its worker now gives that back before each cell
+    (MEMORY_METHOD_SHARED): a shared recording from before is not compared on memory, one
+    read the new way is (a growth beyond the allowance found), and a cell measured in
+    processes of its own keeps its memory comparable with the recordings before it."""
+    from pytest_mxperf.model.measurement import MEMORY_METHOD, MEMORY_METHOD_SHARED, memory_method
+    from pytest_mxperf.outcome import judging
+    from pytest_mxperf.store import baseline_store
+    from pytest_mxperf.store.baselines import Baseline
+    shared = {"index": 0, "of": 2}
+    mem = {"peak_rss_bytes": 200 << 20, "rss_file_bytes": 50 << 20}   # 150 MiB less the files
+    grown = {"peak_rss_bytes": 300 << 20, "rss_file_bytes": 50 << 20}  # 250 MiB
+    assert memory_method(A.key(), "shared") == MEMORY_METHOD_SHARED
+    # less what the cells before it left resident (carried_rss_bytes), read by the worker
+    carried = _run(A, 100.0, process_cells={"index": 1, "of": 2}, carried_rss_bytes=40 << 20, **mem)
+    assert carried.value("peak_rss_mib") == 110.0 and _run(A, 100.0, **mem).value("peak_rss_mib") == 150.0
+    assert memory_method(A.key(), "own") == memory_method(A.key()) == MEMORY_METHOD
+
+    def recorded(process_cells, method=None):
+        runs = [_run(A, 100.0 + i, process_cells=process_cells, **mem) for i in range(5)]
+        rec = baseline_store.summarize_cell(CellMeasurement(A, runs), requirement="mxnet==1.9.1")
+        if method is not None:
+            rec["suite"]["memory"] = method
+        b = Baseline.new("box-1")
+        b.add_recordings({A.key(): rec}, {A.key(): A.to_dict()})
+        return b
+
+    def memory_verdict(b, process_cells):
+        runs = [_run(A, 100.0 + i, process_cells=process_cells, **grown) for i in range(5)]
+        cells = {A.key(): CellRecord("t::a", CellMeasurement(A, runs))}
+        return judging.judge_baseline_once(cells, b, None, set(), 0.05)[f"{A.key()}#peak_rss_mib"]
+
+    new_shared = recorded(shared)
+    assert new_shared.latest(A.key())["suite"]["memory"] == MEMORY_METHOD_SHARED
+    assert new_shared.values(A.key(), "peak_rss_mib", "shared") == [150.0] * 5
+    assert memory_verdict(new_shared, shared).kind == "regression"           # +100 MiB > max(24, 7.5)
+    old_shared = recorded(shared, method=MEMORY_METHOD)
+    assert old_shared.values(A.key(), "peak_rss_mib", "shared") is None
+    assert memory_verdict(old_shared, shared).kind == "no-baseline"
+    own = recorded(None, method=MEMORY_METHOD)                                # processes of its own, as before
+    assert own.values(A.key(), "peak_rss_mib", "own") == [150.0] * 5
+    assert memory_verdict(own, None).kind == "regression"

@@ -80,14 +80,25 @@ MEMORY_METHOD_HEAP_KEPT = 4
 #: next; 182 less the files in both), and failed an unchanged daily session; the ndarray
 #: loaders' worker keeps the heap as in 4
 MEMORY_METHOD_IO_LOADER = 5
+#: 6 = as 3, for a cell measured among other cells in worker processes (``CellMeasurement.
+#: sharing`` "shared"): glibc gives back what it holds freed before each cell
+#: (``workers/throughput._give_back_freed``). Read as 3, a cell's figure held what the cells
+#: before it in its process had freed: AlexNet b1 670 MiB first in its process, 848-863 last;
+#: LeNet latency b1 73 first, 210-214 second, so its allowance (3 x the spread) was 421 MiB
+MEMORY_METHOD_SHARED = 6
 
 
-def memory_mib(peak_rss_bytes: Optional[int], rss_file_bytes: Optional[int]) -> Optional[float]:
+def memory_mib(peak_rss_bytes: Optional[int], rss_file_bytes: Optional[int],
+               carried_rss_bytes: Optional[int] = None) -> Optional[float]:
     """A process's memory figure (MiB, ``MEMORY_METHOD``): its peak resident set less the
-    pages that map files where those were read; None without a positive peak."""
+    pages that map files where those were read, and in a process that measured several cells
+    less what the cells before this one left resident (``MEMORY_METHOD_SHARED``); None
+    without a positive peak."""
     rss = peak_rss_bytes
     if rss is not None and rss_file_bytes is not None:
         rss -= rss_file_bytes
+    if rss is not None and carried_rss_bytes:
+        rss -= carried_rss_bytes
     return rss / 2 ** 20 if rss is not None and rss > 0 else None
 
 
@@ -95,18 +106,20 @@ def memory_mib(peak_rss_bytes: Optional[int], rss_file_bytes: Optional[int]) -> 
 _HEAP_KEPT_PREFIXES = tuple(f"{loader}-" for loader in HEAP_KEPT_LOADERS)
 
 
-def memory_method(key: str) -> int:
-    """How the memory figure of the cell ``key`` is read: ``MEMORY_METHOD``;
-    ``MEMORY_METHOD_IO_LOADER`` for an input-pipeline loader alone (``io/LOADER-...``);
-    ``MEMORY_METHOD_HEAP_KEPT`` for one feeding a trainer (``io/MODEL+LOADER-...``) whose
-    worker keeps the heap (``workers/pipeline.HEAP_KEPT_LOADERS``)."""
+def memory_method(key: str, processes: Optional[str] = None) -> int:
+    """How the memory figure of the cell ``key`` is read when its processes were had as
+    ``processes`` (``CellMeasurement.sharing``; None: unknown, read as "own"):
+    ``MEMORY_METHOD``; ``MEMORY_METHOD_SHARED`` among other cells; ``MEMORY_METHOD_IO_LOADER``
+    for an input-pipeline loader alone (``io/LOADER-...``); ``MEMORY_METHOD_HEAP_KEPT`` for
+    one feeding a trainer (``io/MODEL+LOADER-...``) whose worker keeps the heap
+    (``workers/pipeline.HEAP_KEPT_LOADERS``)."""
     kind, _, rest = key.partition("/")
     parts = rest.split("/", 1)[0].split("+")
     if kind == "io" and len(parts) == 1:
         return MEMORY_METHOD_IO_LOADER
     if kind == "io" and parts[-1].startswith(_HEAP_KEPT_PREFIXES):
         return MEMORY_METHOD_HEAP_KEPT
-    return MEMORY_METHOD
+    return MEMORY_METHOD_SHARED if processes == "shared" else MEMORY_METHOD
 
 METRICS: Dict[str, Metric] = {m.name: m for m in (
     Metric("throughput", "img/s", True, "processes", "throughput"),
@@ -291,7 +304,7 @@ class RunResult:
     @_once
     def _memory_mib(self) -> Optional[float]:
         # computed once, like _throughput: a process's facts never change after its worker
-        return memory_mib(self.meta.peak_rss_bytes, self.meta.rss_file_bytes)
+        return memory_mib(self.meta.peak_rss_bytes, self.meta.rss_file_bytes, self.meta.carried_rss_bytes)
 
     def value(self, metric: str) -> Optional[float]:
         """This process's figure for ``metric`` (None when it has none)."""

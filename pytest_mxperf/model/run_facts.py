@@ -67,6 +67,10 @@ FACTS: Tuple[Fact, ...] = (
     Fact("answers", dict, "", WORKER, "what the cell computed on its batch, as sketches (workers/answers.py): "
                                       "its outputs, a training step's loss and weights, with seed 0 each "
                                       "operator's output; computed after the timed rounds"),
+    Fact("carried_rss_bytes", int, "B", WORKER, "a process that measured several cells: the resident memory "
+                                                "(less files) the cells before this one left when it started, "
+                                                "beyond what the first cell started with; the memory figure "
+                                                "leaves it out"),
     Fact("process_cells", dict, "", WORKER, "a process that measured several cells: this cell's place "
                                             "(index, of); import_seconds is then the process's, once"),
     Fact("timed_windows", list, "s", WORKER, "[start, end] of the timed rounds in time.monotonic() "

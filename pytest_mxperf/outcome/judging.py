@@ -118,7 +118,8 @@ def comparisons(cells: Dict[str, CellRecord], baseline: Baseline, reference, con
             # or provisional); not the whole history, whose sessions may straddle a change
             out[metric_key(key, m.name, mode)] = vd.Comparison(
                 metric=m, current=[r.value(m.name) for r in ok],
-                baseline=[] if key in unlike else baseline.values(key, None if primary else m.name) or [],
+                baseline=[] if key in unlike else baseline.values(key, None if primary else m.name,
+                                                                  cell.sharing) or [],
                 current_states=machine_states.states(ok),
                 # the baseline's labels, relabelled against this session's reference when its
                 # probes were recorded, else as recorded

@@ -300,15 +300,18 @@ def _checked(doc: Any, path: Optional[PathLike]) -> Dict[str, Any]:
     return doc
 
 
-def _rec_values(rec: Mapping[str, Any], metric: Optional[str], key: str) -> List[float]:
+def _rec_values(rec: Mapping[str, Any], metric: Optional[str], key: str,
+                processes: Optional[str] = None) -> List[float]:
     """One recording of cell ``key``: its per-process values of ``metric`` (None = the cell's
     primary figure). Its memory figure only when it was read the way this suite reads that
-    cell's (``measurement.memory_method``): a recording whose memory counted the mapped
-    libraries gives none, and the session's memory goes unjudged for it rather than compared
-    unlike with like."""
+    cell's when its processes are had as ``processes`` (None: as the recording's were;
+    ``measurement.memory_method``): a recording whose memory counted the mapped libraries,
+    or what earlier cells in its process had freed, gives none, and the session's memory goes
+    unjudged for it rather than compared unlike with like."""
     if metric is None or metric == rec.get("metric"):
         return list(rec["process_medians"])
-    if metric == "peak_rss_mib" and (rec.get("suite") or {}).get("memory") != memory_method(key):
+    suite = rec.get("suite") or {}
+    if metric == "peak_rss_mib" and suite.get("memory") != memory_method(key, processes or suite.get("processes")):
         return []
     figs = rec.get("figures") or {}
     if metric in figs:
@@ -506,9 +509,12 @@ class Baseline:
         suite = rec.get("suite") if rec else None
         return dict(suite) if isinstance(suite, dict) else None
 
-    def values(self, key: str, metric: Optional[str] = None) -> Optional[List[float]]:
-        """Per-process values of ``metric`` (default: the primary figure) over the comparison set."""
-        out = [v for rec in self.comparison_set(key) for v in _rec_values(rec, metric, key)]
+    def values(self, key: str, metric: Optional[str] = None,
+               processes: Optional[str] = None) -> Optional[List[float]]:
+        """Per-process values of ``metric`` (default: the primary figure) over the comparison
+        set; a memory figure only from recordings that read it as this suite reads it for
+        processes had as ``processes`` (``CellMeasurement.sharing``; None: as recorded)."""
+        out = [v for rec in self.comparison_set(key) for v in _rec_values(rec, metric, key, processes)]
         return out or None
 
     def states(self, key: str, reference: Optional[Mapping[str, Any]] = None) -> Optional[List[Optional[str]]]:

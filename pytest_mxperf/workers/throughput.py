@@ -198,7 +198,9 @@ def measure_cells(spec: dict) -> dict:
     A cell's ``peak_rss_bytes`` is the peak of the resident set while it ran: the kernel's
     high-water mark (VmHWM) is reset before each cell (``/proc/self/clear_refs``) and read
     after its timed rounds (``measure_cell``, before its answer record, as a process's own
-    peak is); the memory the earlier cells left to the allocator is in it."""
+    peak is). Before that reset the allocator gives back what it holds freed
+    (``_give_back_freed``), so a cell's peak does not hold what the cells before it left
+    in glibc's heap (AlexNet b1 scored last in its process read 848-863 MiB, first 670)."""
     cells = list(spec["cells"])
     progress = spec["progress_path"]
     for c in cells:  # unknown zoo names fail here, before the import
@@ -207,10 +209,14 @@ def measure_cells(spec: dict) -> dict:
             zoo.get_model(c["workload"]["model"])
     mx, process_meta = _import_mxnet()
     results = []
+    first_start = None
     for i, cell_spec in enumerate(cells):
         _progress(progress, {"cell": i, "phase": "start"})
         cell_spec = dict(cell_spec, phase_path=None, progress=(progress, i))
+        trimmed = _give_back_freed()
         hwm = _reset_peak_rss()
+        start = _anonymous_bytes()
+        first_start = start if i == 0 else first_start
         try:
             r = measure_cell(mx, cell_spec, process_meta)
         except BaseException as exc:  # noqa: BLE001 - the cell's line, then the process ends
@@ -222,7 +228,12 @@ def measure_cells(spec: dict) -> dict:
             status = "oom" if isinstance(exc, MemoryError) or looks_like_oom(text) else "error"
             r = {"status": status, "message": error_line(text, type(exc).__name__), "meta": {}}
         meta = r.setdefault("meta", {})
-        meta["process_cells"] = {"index": i, "of": len(cells)}  # import_seconds: the process's, once
+        meta["process_cells"] = {"index": i, "of": len(cells),  # import_seconds: the process's, once
+                                 "freed_given_back": trimmed}
+        if start is not None and first_start is not None:
+            # what the cells before this one left resident (caches of MXNet and oneDNN, the
+            # heap's pieces still in use): this cell's memory figure leaves it out
+            meta["carried_rss_bytes"] = max(0, start - first_start)
         if r.get("status") == "ok" and not (hwm and meta.get("peak_rss_bytes") is not None):
             # no per-cell high-water mark here: a process-wide one would not be this cell's
             meta.pop("peak_rss_bytes", None)
@@ -241,6 +252,27 @@ def _progress(path, obj):
     with open(path, "a") as fh:
         fh.write(json.dumps(dict(obj, t=time.monotonic())) + "\n")
         fh.flush()
+
+
+def _give_back_freed():
+    """Give the memory glibc's allocator holds freed back to the kernel (``malloc_trim(0)``:
+    the top of the heap and the free pages inside it), before a shared process's next cell;
+    False where there is no glibc (nothing given back: that cell's peak may hold what the
+    cells before it freed)."""
+    try:
+        import ctypes
+        libc = ctypes.CDLL(None)
+        libc.malloc_trim.argtypes = [ctypes.c_size_t]
+        libc.malloc_trim(0)
+        return True
+    except (OSError, AttributeError):
+        return False
+
+
+def _anonymous_bytes():
+    """This process's resident set less the pages that map files, now (None where unread)."""
+    rss, files = resident_bytes(), file_backed_bytes()
+    return rss - files if rss is not None and files is not None else None
 
 
 def _reset_peak_rss():
