@@ -80,8 +80,8 @@ def summarize_cell(cell: CellMeasurement, software: Optional[Mapping[str, Any]] 
         "software": dict(software) if software else None,
         "env": dict(first.env or {}) if first else {},
         # which suite measured it, and how (a change of method changes the figure, not MXNet)
-        "suite": {"version": __version__, "method": MEASURING_METHOD, "memory": memory_method(cell.workload.key(), cell.sharing),
-                  "processes": cell.sharing},
+        "suite": {"version": __version__, "method": MEASURING_METHOD,
+                  "memory": memory_method(cell.workload.key(), cell.sharing), "processes": cell.sharing},
         "env_defaults_applied": dict(first.env_defaults_applied or {}) if first else {},
         "threads": dict(first.threads) if first and first.threads is not None else None,
         "peak_rss_bytes": max((r.meta.peak_rss_bytes for r in ok if r.meta.peak_rss_bytes is not None), default=None),
