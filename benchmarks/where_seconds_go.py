@@ -41,7 +41,9 @@ def process_phases(run: Dict[str, Any]) -> Dict[str, Optional[float]]:
     warm = meta.get("warmup_window") or {}
     warmup = None
     if _num(warm.get("started")) is not None and _num(warm.get("ended")) is not None:
-        warmup = warm["ended"] - warm["started"]
+        # the window opens before the bind (a duet side's turn to bind and warm up alone): the
+        # warm-up column is the first batch and the untimed batches, the bind its own column
+        warmup = warm["ended"] - warm["started"] - (_num(meta.get("bind_seconds")) or 0.0)
     elif _num(meta.get("first_batch_seconds")) is not None:
         warmup = meta["first_batch_seconds"]
     imported = _num(meta.get("import_seconds"))

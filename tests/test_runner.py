@@ -88,6 +88,25 @@ def test_a_rounds_length_follows_a_small_budget():
     assert round_seconds_for({"time_budget": 0.3, "round_seconds": 0.5}) == 0.5
 
 
+@pytest.mark.parametrize("per_batch, batches", [(0.3, 2), (0.1, 5), (0.04, 13), (0.001, 20)])
+def test_the_warm_up_is_half_a_second_of_at_least_two_and_at_most_twenty_batches(per_batch, batches):
+    """The worker's untimed warm-up (``throughput.warm_up``, its own clock replaced by one
+    that each batch moves on by ``per_batch``): two batches however long they take, then until
+    half a second has passed, never more than twenty."""
+    from pytest_mxperf.workers import throughput
+    assert (throughput.WARMUP_BATCHES, throughput.WARMUP_SECONDS, throughput.WARMUP_MAX_BATCHES) == (2, 0.5, 20)
+    now = [0.0]
+
+    class Cell:
+        def timed(self, k):
+            now[0] += per_batch * k
+            return per_batch * k
+
+    warm = throughput.warm_up(Cell(), clock=lambda: now[0])
+    assert len(warm) == batches, warm
+    assert sum(warm) == pytest.approx(now[0])
+
+
 def test_python_warnings_as_errors_do_not_break_the_worker():
     r = runner.run_workload(LENET, smoke=True, env=_env(PYTHONWARNINGS="error"), timeout=120)
     assert r.status == "ok", r.message

@@ -18,7 +18,8 @@ DOC = {
                                                        "t.py::test_grid[b]": 0.5}},
     "records": [
         {"nodeid": "t.py::test_fresh", "runs": [
-            _run("p1", 4.0, import_seconds=2.0, bind_seconds=0.5, warmup_window={"started": 10.0, "ended": 10.5},
+            # the worker's warm-up window opens before its bind: 1.0 s of it, 0.5 s the bind's
+            _run("p1", 4.0, import_seconds=2.0, bind_seconds=0.5, warmup_window={"started": 10.0, "ended": 11.0},
                  timed_seconds=0.75),
             _run("p2", 5.0)]},  # a worker kind that reports no phase
         {"nodeid": "t.py::test_grid[a]", "runs": [

@@ -58,8 +58,11 @@ class Metric:
 #: what a figure measures (the rounds, the warm-up, what a worker times), so that a baseline
 #: recorded another way says so beside a change (baselines record it with the suite's version).
 #: 2: the input-pipeline ndarray loaders' worker keeps freed memory in glibc's heap
-#: (``workers/pipeline.keep_heap``), so that its batches no longer fault in again at random
-MEASURING_METHOD = 2
+#: (``workers/pipeline.keep_heap``), so that its batches no longer fault in again at random.
+#: 3: the throughput worker's untimed warm-up is half a second, not a second
+#: (``workers/throughput.WARMUP_SECONDS``; the same figures within one process:
+#: ``benchmarks/results/warmup-same-figures-*.txt``)
+MEASURING_METHOD = 3
 #: how the memory figure is read: 2 = the peak resident set less the resident pages that map
 #: files (``rss_file_bytes``: libraries, whose resident share follows the page cache: the same
 #: install read 279 and 202 MiB in one A/A pair); 1 (or none recorded) = the whole resident set.

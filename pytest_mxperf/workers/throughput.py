@@ -298,10 +298,28 @@ def _peak_rss():
     return None
 
 
+#: the untimed warm-up after the first batch: at least WARMUP_BATCHES batches, until
+#: WARMUP_SECONDS have passed or WARMUP_MAX_BATCHES have run. Half a second reads the figures
+#: a second did, within one process (``benchmarks/results/warmup-same-figures-*.txt``: the
+#: median ratio 0.995-1.007 over 16 processes of each of the default selection's cells it shortens)
+WARMUP_BATCHES = 2
+WARMUP_SECONDS = 0.5
+WARMUP_MAX_BATCHES = 20
 #: a timed round's target length, and the shortest a small budget makes (a round of one batch
 #: is as long as the batch, whatever the target)
 ROUND_SECONDS = 0.2
 MIN_ROUND_SECONDS = 0.02
+
+
+def warm_up(cell, minimum: int = WARMUP_BATCHES, seconds: float = WARMUP_SECONDS,
+            maximum: int = WARMUP_MAX_BATCHES, clock=time.perf_counter) -> list:
+    """The untimed warm-up's single batches (their seconds): at least ``minimum``, then until
+    ``seconds`` have passed since it began or ``maximum`` batches have run."""
+    warm: list = []
+    start = clock()
+    while len(warm) < minimum or (clock() - start < seconds and len(warm) < maximum):
+        warm.append(cell.timed(1))
+    return warm
 
 
 def round_seconds_for(spec: dict) -> float:
@@ -321,8 +339,8 @@ def measure_cell(mx, spec: dict, process_meta: dict) -> dict:
     min_rounds = int(spec.get("min_rounds", 5))
     max_rounds = int(spec.get("max_rounds", 60))
     round_target = round_seconds_for(spec)
-    warmup_min = int(spec.get("warmup_batches", 2))
-    warmup_seconds = float(spec.get("warmup_seconds", 1.0))
+    warmup_min = int(spec.get("warmup_batches", WARMUP_BATCHES))
+    warmup_seconds = float(spec.get("warmup_seconds", WARMUP_SECONDS))
     smoke = bool(spec.get("smoke", False))
 
     meta = dict(process_meta)
@@ -362,13 +380,7 @@ def measure_cell(mx, spec: dict, process_meta: dict) -> dict:
     meta["first_batch_seconds"] = first
 
     # Untimed warm-up: at least warmup_min batches, and until warmup_seconds have passed.
-    warm = []
-    if not smoke:
-        t_w = time.perf_counter()
-        while len(warm) < warmup_min or (time.perf_counter() - t_w < warmup_seconds and len(warm) < 20):
-            warm.append(cell.timed(1))
-    else:
-        warm.append(cell.timed(1))
+    warm = warm_up(cell, warmup_min, warmup_seconds) if not smoke else [cell.timed(1)]
     meta["warmup_batches"] = len(warm) + 1
     warmup_window["ended"] = time.monotonic()
     meta["warmup_window"] = warmup_window
