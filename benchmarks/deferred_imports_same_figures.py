@@ -24,7 +24,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from pytest_mxperf.measure import runner  # noqa: E402
 from pytest_mxperf.model.workload import Workload  # noqa: E402
-from worker_start import cpu_model  # noqa: E402  (this directory: the script's own)
+from worker_start import cpu_model, write_out  # noqa: E402  (this directory: the script's own)
 
 _CHILD = """
 import sys, time
@@ -84,9 +84,7 @@ def main(argv=None) -> int:
     lines += ["", *summary]
     text = "\n".join(lines) + "\n"
     print("\n".join(summary))
-    if args.out:
-        with open(args.out, "w") as fh:
-            fh.write(text)
+    write_out(text, args.out)
     return 0
 
 

@@ -27,7 +27,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from pytest_mxperf.machine import state as machine_state  # noqa: E402
-from worker_start import cpu_model  # noqa: E402  (this directory: the script's own)
+from worker_start import cpu_model, report  # noqa: E402  (this directory: the script's own)
 
 
 def probe(seconds: float):
@@ -87,12 +87,7 @@ def main(argv=None) -> int:
                      f"[{min(ratios):.3f}, {max(ratios):.3f}] over {len(ratios)}")
     lines += ["", "every probe, in order: budget gemm stream wall"]
     lines += [f"{b:<4} {p['gemm_gflops']:7.1f} {p['stream_gbps']:6.2f} {p['process_seconds']:.3f}" for b, p in seq]
-    text = "\n".join(lines) + "\n"
-    print(text)
-    if args.out:
-        with open(args.out, "w") as fh:
-            fh.write(text)
-    return 0
+    return report(lines, args.out)
 
 
 if __name__ == "__main__":

@@ -42,7 +42,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from pytest_mxperf.measure import runner  # noqa: E402
 from pytest_mxperf.model.options import TIME_BUDGET_S  # noqa: E402
 from pytest_mxperf.model.workload import Workload  # noqa: E402
-from worker_start import cpu_model  # noqa: E402  (this directory: the script's own)
+from worker_start import cpu_model, report  # noqa: E402  (this directory: the script's own)
 
 #: the default selection's throughput cells whose twenty warm-up batches take more than half a
 #: second on the 2-vCPU VMs (the others stop at twenty batches, whatever the seconds)
@@ -167,12 +167,7 @@ def main(argv=None) -> int:
                      f"            {statistics.median(p50s) if p50s else float('nan'):.3f}")
     end = datetime.datetime.now(datetime.timezone.utc)
     lines.append(f"# ended {end:%Y-%m-%d %H:%M} UTC")
-    text = "\n".join(lines) + "\n"
-    print(text)
-    if args.out:
-        with open(args.out, "w") as fh:
-            fh.write(text)
-    return 0
+    return report(lines, args.out)
 
 
 if __name__ == "__main__":

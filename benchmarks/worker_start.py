@@ -54,6 +54,22 @@ def cpu_model() -> str:
     return f"{cpu['model_name']}, family {cpu.get('family', '?')} model {cpu.get('model', '?')}"
 
 
+def write_out(text: str, out) -> None:
+    """A benchmark's report written to ``out`` (a path; nothing when None): how these
+    benchmarks keep what they printed for ``benchmarks/results/``."""
+    if out:
+        with open(out, "w") as fh:
+            fh.write(text)
+
+
+def report(lines, out) -> int:
+    """A benchmark's report lines printed and written to ``out`` (``write_out``); 0, its exit status."""
+    text = "\n".join(lines) + "\n"
+    print(text, end="")
+    write_out(text, out)
+    return 0
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=8)
@@ -86,9 +102,7 @@ def main(argv=None) -> int:
                  f"{med['cached'] - med['deferred']:.2f} CPU-s more, {med['plain'] - med['deferred']:.2f} in all (medians)")
     text = "\n".join(lines) + "\n"
     print(text, end="")
-    if args.out:
-        with open(args.out, "w") as fh:
-            fh.write(text)
+    write_out(text, args.out)
     return 0
 
 
