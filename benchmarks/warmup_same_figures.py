@@ -58,34 +58,25 @@ CELLS = (
              kvstore="device"),
 )
 
-# One process: the worker's cell, its first batch and warm-up loop (the shorter warm-up), its
-# round sizing; then the rounds of the longer warm-up's extra time and of the time budget, back
+# One process: the worker's cell, its first batch and warm-up (``throughput.warm_up``, the
+# shorter), its round sizing; then the rounds of the longer warm-up's extra time and of the time budget, back
 # to back. Prints one JSON line.
 _CHILD = r"""
-import json, sys, time
+import json, sys
 from pytest_mxperf.workers import throughput
 from pytest_mxperf.workers.op_cache import import_mxnet
 w, short, long_, budget = json.loads(sys.argv[1]), float(sys.argv[2]), float(sys.argv[3]), float(sys.argv[4])
 mx = import_mxnet()[0]
 cell = throughput._Cell(mx, w, 0)
 cell.timed(1)
-warm, t_w = [], time.perf_counter()
-while len(warm) < throughput.WARMUP_BATCHES or (time.perf_counter() - t_w < short
-                                               and len(warm) < throughput.WARMUP_MAX_BATCHES):
-    warm.append(cell.timed(1))
+warm = throughput.warm_up(cell, seconds=short)
 per_batch = min(warm[-2:])
 latency = w["mode"] == "latency"
-spec = {"time_budget": budget}
-if latency:
-    k = 1
-    n = max(50, min(2000, int(budget // max(per_batch, 1e-6))))
-    # the rounds the longer warm-up would still have run untimed: its batches to 20 or its seconds
-    extra = max(0, min(throughput.WARMUP_MAX_BATCHES - len(warm), int((long_ - short) // max(per_batch, 1e-6))))
-else:
-    k = max(1, int(round(throughput.round_seconds_for(spec) / max(per_batch, 1e-6))))
-    n = max(5, min(60, int(budget // max(k * per_batch, 1e-6))))
-    extra_batches = max(0, min(throughput.WARMUP_MAX_BATCHES - len(warm), int((long_ - short) // max(per_batch, 1e-6))))
-    extra = -(-extra_batches // k)
+k, n = throughput.timed_rounds({"time_budget": budget}, per_batch, latency)
+# the batches the longer warm-up would still have run untimed (to its seconds, or to its cap),
+# in rounds of this cell's k
+extra_batches = max(0, min(throughput.WARMUP_MAX_BATCHES - len(warm), int((long_ - short) // max(per_batch, 1e-6))))
+extra = -(-extra_batches // k)
 rounds = [cell.timed(k) for _ in range(extra + n)]
 print(json.dumps({"k": k, "n": n, "extra": extra, "warm": len(warm), "rounds": rounds,
                   "total_batch": cell.total_batch}))

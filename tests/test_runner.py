@@ -107,6 +107,19 @@ def test_the_warm_up_is_half_a_second_of_at_least_two_and_at_most_twenty_batches
     assert sum(warm) == pytest.approx(now[0])
 
 
+@pytest.mark.parametrize("per_batch, latency, expected", [
+    (0.05, False, (4, 7)),     # rounds of about 0.2 s: 4 batches, 7 of them in 1.5 s
+    (0.35, False, (1, 5)),     # a batch longer than a round: rounds of one, never fewer than 5
+    (0.001, False, (200, 7)),
+    (0.055, True, (1, 50)),    # latency: batch by batch, at least 50
+    (2 ** -10, True, (1, 1536)),  # as many as 1.5 s holds (2 ** -10 s a batch: exact in binary)
+    (0.0001, True, (1, 2000)),  # and at most 2000
+])
+def test_the_timed_part_is_sized_from_the_warm_ups_seconds_a_batch(per_batch, latency, expected):
+    from pytest_mxperf.workers.throughput import timed_rounds
+    assert timed_rounds({"time_budget": 1.5}, per_batch, latency) == expected
+
+
 def test_python_warnings_as_errors_do_not_break_the_worker():
     r = runner.run_workload(LENET, smoke=True, env=_env(PYTHONWARNINGS="error"), timeout=120)
     assert r.status == "ok", r.message

@@ -332,13 +332,23 @@ def round_seconds_for(spec: dict) -> float:
     return max(MIN_ROUND_SECONDS, min(ROUND_SECONDS, budget / max(1, int(spec.get("min_rounds", 5)))))
 
 
+def timed_rounds(spec: dict, per_batch: float, latency: bool):
+    """(k, rounds): the timed part's rounds of k batches, from the warm-up's seconds a batch.
+    A latency cell times batch by batch, each one synchronised (what a server answering one
+    request sees): at least ``min_latency_batches``, as many as the budget holds, at most 2000.
+    Otherwise k batches make a round of about ``round_seconds_for``, and the budget holds
+    ``min_rounds`` to ``max_rounds`` of them."""
+    budget = float(spec.get("time_budget", 3.0))
+    if latency:
+        return 1, max(int(spec.get("min_latency_batches", 50)), min(2000, int(budget // max(per_batch, 1e-6))))
+    k = max(1, int(round(round_seconds_for(spec) / max(per_batch, 1e-6))))
+    rounds = int(budget // max(k * per_batch, 1e-6))
+    return k, max(int(spec.get("min_rounds", 5)), min(int(spec.get("max_rounds", 60)), rounds))
+
+
 def measure_cell(mx, spec: dict, process_meta: dict) -> dict:
     """One cell in a process that has imported MXNet (``process_meta``: ``_import_mxnet``'s)."""
     w = spec["workload"]
-    budget = float(spec.get("time_budget", 3.0))
-    min_rounds = int(spec.get("min_rounds", 5))
-    max_rounds = int(spec.get("max_rounds", 60))
-    round_target = round_seconds_for(spec)
     warmup_min = int(spec.get("warmup_batches", WARMUP_BATCHES))
     warmup_seconds = float(spec.get("warmup_seconds", WARMUP_SECONDS))
     smoke = bool(spec.get("smoke", False))
@@ -393,16 +403,7 @@ def measure_cell(mx, spec: dict, process_meta: dict) -> dict:
     per_batch = min(warm[-2:]) if len(warm) >= 2 else warm[-1]
 
     latency = w["mode"] == "latency"
-    if smoke:
-        k, rounds = 1, 1
-    elif latency:
-        # Batch by batch, each one synchronised: what a server answering one request sees.
-        k = 1
-        rounds = max(int(spec.get("min_latency_batches", 50)), min(2000, int(budget // max(per_batch, 1e-6))))
-    else:
-        k = max(1, int(round(round_target / max(per_batch, 1e-6))))
-        rounds = int(budget // max(k * per_batch, 1e-6))
-        rounds = max(min_rounds, min(max_rounds, rounds))
+    k, rounds = (1, 1) if smoke else timed_rounds(spec, per_batch, latency)
 
     if spec.get("control"):
         # a duet (A/B): the parent decides the rounds and alternates them with its partner.
