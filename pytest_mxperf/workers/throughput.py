@@ -301,7 +301,7 @@ def _peak_rss():
 #: the untimed warm-up after the first batch: at least WARMUP_BATCHES batches, until
 #: WARMUP_SECONDS have passed or WARMUP_MAX_BATCHES have run. Half a second reads the figures
 #: a second did, within one process (``benchmarks/results/warmup-same-figures-*.txt``: the
-#: median ratio 0.995-1.007 over 16 processes of each of the default selection's cells it shortens)
+#: median ratio 0.998-1.003 over 24 processes of each of the default selection's cells it shortens)
 WARMUP_BATCHES = 2
 WARMUP_SECONDS = 0.5
 WARMUP_MAX_BATCHES = 20
