@@ -6,8 +6,8 @@ batches: at least ``WARMUP_BATCHES``, until ``WARMUP_SECONDS`` have passed or
 ``WARMUP_MAX_BATCHES`` have run. Only cells whose twenty batches take longer than the shorter
 warm-up are touched by a change of it (a LeNet b32 or MLP cell reaches twenty batches first).
 
-Two ways, both through the worker's own cell (``throughput._Cell``) and round sizing
-(``round_seconds_for``, the rounds of the time budget):
+Two ways, both through the worker's own cell (``throughput._Cell``), warm-up
+(``protocol.warm_up``) and round sizing (``throughput.timed_rounds``):
 
 * ``--within`` (the default; the evidence): in each fresh process of the worker's
   environment (``runner.build_env``), the first batch, the shorter warm-up, then timed rounds
@@ -58,18 +58,20 @@ CELLS = (
              kvstore="device"),
 )
 
-# One process: the worker's cell, its first batch and warm-up (``throughput.warm_up``, the
-# shorter), its round sizing; then the rounds of the longer warm-up's extra time and of the time budget, back
-# to back. Prints one JSON line.
+# One process: the worker's cell, its first batch and warm-up (``protocol.warm_up`` with the
+# worker's bounds, the shorter seconds), its round sizing (``throughput.timed_rounds``); then the
+# rounds of the longer warm-up's extra time and of the time budget, back to back. Prints one
+# JSON line.
 _CHILD = r"""
 import json, sys
 from pytest_mxperf.workers import throughput
 from pytest_mxperf.workers.op_cache import import_mxnet
+from pytest_mxperf.workers.protocol import warm_up
 w, short, long_, budget = json.loads(sys.argv[1]), float(sys.argv[2]), float(sys.argv[3]), float(sys.argv[4])
 mx = import_mxnet()[0]
 cell = throughput._Cell(mx, w, 0)
 cell.timed(1)
-warm = throughput.warm_up(cell, seconds=short)
+warm = warm_up(cell, throughput.WARMUP_BATCHES, short, throughput.WARMUP_MAX_BATCHES)
 per_batch = min(warm[-2:])
 latency = w["mode"] == "latency"
 k, n = throughput.timed_rounds({"time_budget": budget}, per_batch, latency)

@@ -90,11 +90,13 @@ def test_a_rounds_length_follows_a_small_budget():
 
 @pytest.mark.parametrize("per_batch, batches", [(0.3, 2), (0.1, 5), (0.04, 13), (0.001, 20)])
 def test_the_warm_up_is_half_a_second_of_at_least_two_and_at_most_twenty_batches(per_batch, batches):
-    """The worker's untimed warm-up (``throughput.warm_up``, its own clock replaced by one
-    that each batch moves on by ``per_batch``): two batches however long they take, then until
-    half a second has passed, never more than twenty."""
+    """The throughput worker's untimed warm-up (``protocol.warm_up`` with its bounds, the clock
+    replaced by one that each batch moves on by ``per_batch``): two batches however long they
+    take, then until half a second has passed, never more than twenty."""
     from pytest_mxperf.workers import throughput
-    assert (throughput.WARMUP_BATCHES, throughput.WARMUP_SECONDS, throughput.WARMUP_MAX_BATCHES) == (2, 0.5, 20)
+    from pytest_mxperf.workers.protocol import warm_up
+    bounds = (throughput.WARMUP_BATCHES, throughput.WARMUP_SECONDS, throughput.WARMUP_MAX_BATCHES)
+    assert bounds == (2, 0.5, 20)
     now = [0.0]
 
     class Cell:
@@ -102,7 +104,7 @@ def test_the_warm_up_is_half_a_second_of_at_least_two_and_at_most_twenty_batches
             now[0] += per_batch * k
             return per_batch * k
 
-    warm = throughput.warm_up(Cell(), clock=lambda: now[0])
+    warm = warm_up(Cell(), *bounds, clock=lambda: now[0])
     assert len(warm) == batches, warm
     assert sum(warm) == pytest.approx(now[0])
 

@@ -59,7 +59,7 @@ import time
 from pytest_mxperf.workers import precision
 from pytest_mxperf.workers.convergence import DATA, DEFAULT_TARGET, load_digits, padded_batches
 from pytest_mxperf.workers.protocol import (TimedSteps, error_line, import_mxnet, runtime_info, serve,
-                                            thread_pools, timed_window)
+                                            thread_pools, timed_window, warm_up)
 
 DTYPES = ("float32", "bfloat16", "int8")
 CALIB_FRACTION = 0.2
@@ -199,19 +199,18 @@ def run(spec):
     if "float32" not in preds:
         return {"status": "error", "message": f"float32 scoring failed: {rows['float32']['reason']}"}
 
-    # untimed warm-up, then the round size of each dtype
+    # untimed warm-up, then the round size of each dtype (as the throughput worker sizes its rounds)
+    from pytest_mxperf.workers.throughput import timed_rounds
     warmup_seconds = float(spec.get("warmup_seconds", 0.5))
     round_target = float(spec.get("round_seconds", 0.1))
     budget = float(spec.get("time_budget", 2.0))
     min_rounds = int(spec.get("min_rounds", 5))
     planned = {}
     for d, cell in cells.items():
-        warm, tw = [], time.perf_counter()
-        while len(warm) < 2 or (time.perf_counter() - tw < warmup_seconds and len(warm) < 50):
-            warm.append(cell.timed(1))
-        per_batch = max(min(warm[-2:]), 1e-6)
-        k = max(1, int(round(round_target / per_batch)))
-        planned[d] = (k, max(min_rounds, min(60, int(budget // (k * per_batch)))))
+        warm = warm_up(cell, 2, warmup_seconds, 50)
+        k, n = timed_rounds({"time_budget": budget, "round_seconds": round_target, "min_rounds": min_rounds},
+                            max(min(warm[-2:]), 1e-6), latency=False)
+        planned[d] = (k, n)
         rows[d]["batches_per_round"] = k
     windows = []
     for r in range(max((n for _, n in planned.values()), default=0)):

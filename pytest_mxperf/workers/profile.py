@@ -59,7 +59,6 @@ from __future__ import annotations
 
 import json
 import os
-import time
 from typing import Dict, List, Optional
 
 from pytest_mxperf.workers.protocol import (
@@ -68,6 +67,7 @@ from pytest_mxperf.workers.protocol import (
     mx_contexts,
     runtime_info,
     serve,
+    warm_up,
 )
 
 BULK_VARS = ("MXNET_EXEC_BULK_EXEC_INFERENCE", "MXNET_EXEC_BULK_EXEC_TRAIN")
@@ -172,10 +172,7 @@ def run(spec: dict) -> dict:
     if missing:
         return {"status": "unavailable", "meta": meta, "message": missing}
     cell = _cell(mx, w, s["seed"])
-    warm, t_w = [], time.perf_counter()
-    while len(warm) < max(1, s["warmup_batches"]) or (time.perf_counter() - t_w < s["warmup_seconds"]
-                                                     and len(warm) < 50):
-        warm.append(cell.timed(1))
+    warm = warm_up(cell, max(1, s["warmup_batches"]), s["warmup_seconds"], 50)
     per_batch = min(warm[-2:])
     batches = s["batches"] or max(s["min_batches"], min(s["max_batches"],
                                                         int(round(s["profile_seconds"] / max(per_batch, 1e-6)))))

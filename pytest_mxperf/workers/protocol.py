@@ -244,6 +244,17 @@ class TimedSteps:
         return t_prev - t0, each
 
 
+def warm_up(cell, minimum: int, seconds: float, maximum: int, clock=time.perf_counter) -> list:
+    """A cell's untimed warm-up (``cell.timed(1)`` a batch): the batches' seconds, at least
+    ``minimum`` of them, then until ``seconds`` have passed since it began or ``maximum``
+    batches have run. Each worker kind sets its own bounds."""
+    warm: list = []
+    start = clock()
+    while len(warm) < minimum or (clock() - start < seconds and len(warm) < maximum):
+        warm.append(cell.timed(1))
+    return warm
+
+
 class ModuleSteps(TimedSteps):
     """A bound ``mx.mod.Module`` (``self.mod``) stepped on one batch (``self.batch``):
     forward, and for training backward and update."""

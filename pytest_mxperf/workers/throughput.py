@@ -58,6 +58,7 @@ from pytest_mxperf.workers.protocol import (  # memory figures
     serve_duet,
     thread_pools,
     timed_window,
+    warm_up,
 )
 
 #: dtypes of CPU cells reached by converting the float32 network (workers/precision.py)
@@ -298,8 +299,8 @@ def _peak_rss():
     return None
 
 
-#: the untimed warm-up after the first batch: at least WARMUP_BATCHES batches, until
-#: WARMUP_SECONDS have passed or WARMUP_MAX_BATCHES have run. Half a second reads the figures
+#: the untimed warm-up after the first batch (``protocol.warm_up``): at least WARMUP_BATCHES
+#: batches, until WARMUP_SECONDS have passed or WARMUP_MAX_BATCHES have run. Half a second reads the figures
 #: a second did, within one process (``benchmarks/results/warmup-same-figures-*.txt``: the
 #: median ratio 0.998-1.003 over 24 processes of each of the default selection's cells it shortens)
 WARMUP_BATCHES = 2
@@ -309,17 +310,6 @@ WARMUP_MAX_BATCHES = 20
 #: is as long as the batch, whatever the target)
 ROUND_SECONDS = 0.2
 MIN_ROUND_SECONDS = 0.02
-
-
-def warm_up(cell, minimum: int = WARMUP_BATCHES, seconds: float = WARMUP_SECONDS,
-            maximum: int = WARMUP_MAX_BATCHES, clock=time.perf_counter) -> list:
-    """The untimed warm-up's single batches (their seconds): at least ``minimum``, then until
-    ``seconds`` have passed since it began or ``maximum`` batches have run."""
-    warm: list = []
-    start = clock()
-    while len(warm) < minimum or (clock() - start < seconds and len(warm) < maximum):
-        warm.append(cell.timed(1))
-    return warm
 
 
 def round_seconds_for(spec: dict) -> float:
@@ -390,7 +380,7 @@ def measure_cell(mx, spec: dict, process_meta: dict) -> dict:
     meta["first_batch_seconds"] = first
 
     # Untimed warm-up: at least warmup_min batches, and until warmup_seconds have passed.
-    warm = warm_up(cell, warmup_min, warmup_seconds) if not smoke else [cell.timed(1)]
+    warm = warm_up(cell, warmup_min, warmup_seconds, WARMUP_MAX_BATCHES) if not smoke else [cell.timed(1)]
     meta["warmup_batches"] = len(warm) + 1
     warmup_window["ended"] = time.monotonic()
     meta["warmup_window"] = warmup_window
