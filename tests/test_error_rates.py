@@ -265,10 +265,11 @@ def test_default_selection_a_10_percent_slower_cell_of_a_setup_change_the_suite_
     _caught(r)
 
 
-@_xfail("caught in 58 of 59 sessions (98.3%; 57 of 59 before a provisional resolution cleared no cell, 55 of 59 "
-        "before the io ndarray cell's worker kept the heap, 49 of 59 before judging.SETUP_CLEARANCE): of 300 "
-        "(benchmarks/replay_misses.py hidden 6 300) 4 missed, all of them the distributed cell (3 below "
-        "resolution, 1 unchanged), whose process pairs spread about 33%")
+# The change the suite cannot see: of this seed's sessions the distributed cell is missed once
+# (session 43 of 237: "unchanged", its process pairs against the recorded setup spread about 33%),
+# so the claim rests on the fewest sessions that support it with one miss (error_claims: 93);
+# benchmarks/replay_misses.py hidden 6 300 (another seed) missed 4 of 300, all the distributed
+# cell: at most 3.0% at 95% confidence (benchmarks/results/error-rates-default-2026-11-29.txt)
 def test_default_selection_a_10_percent_slower_cell_the_suite_cannot_see_is_caught(default_selection):
-    r = _rates("setup", default_selection, 6, CHANGE, CLAIM_SESSIONS)
+    r = _rates("setup", default_selection, 6, CHANGE, E.sessions_needed(1))
     _caught(r)
