@@ -277,6 +277,39 @@ def test_an_input_pipeline_loaders_memory_is_read_its_own_way_and_the_other_cell
     assert b.values(io_nd.key()) == [100.0, 101.0, 102.0] == b.values(io_rec.key())  # throughput as before
 
 
+def test_a_converted_cells_memory_is_compared_only_with_one_read_after_its_conversion():
+    """An int8 or bfloat16 cell's high-water mark starts again after its conversion
+    (MEMORY_METHOD_CONVERTED; _SHARED among other cells): its figure is what the converted
+    network holds running, no longer the float32 network and the calibration before it
+    (ResNet-50 v2 b8 int8: 714 MiB read the old way, 514 the new). A recording from before is
+    not compared on memory, one read the new way is, the throughput of both stays comparable,
+    and float32 cells keep their method."""
+    from pytest_mxperf.model.measurement import (MEMORY_METHOD, MEMORY_METHOD_CONVERTED,
+                                                 MEMORY_METHOD_CONVERTED_SHARED, memory_method)
+    from pytest_mxperf.store import baseline_store
+    from pytest_mxperf.store.baselines import Baseline
+    int8 = Workload("resnet50_v2", "score", 8, dtype="int8")
+    bf16 = Workload("resnet50_v2", "latency", 1, dtype="bfloat16")
+    fp32 = Workload("resnet50_v2", "score", 8)
+    assert [memory_method(w.key()) for w in (int8, bf16, fp32)] == [
+        MEMORY_METHOD_CONVERTED, MEMORY_METHOD_CONVERTED, MEMORY_METHOD]
+    assert memory_method(int8.key(), "shared") == MEMORY_METHOD_CONVERTED_SHARED
+    assert len({MEMORY_METHOD, MEMORY_METHOD_CONVERTED, MEMORY_METHOD_CONVERTED_SHARED}) == 3
+    memory = {"peak_rss_bytes": 600 << 20, "rss_file_bytes": 88 << 20}  # 512 MiB less the files
+    old, new = Baseline.new("box-1"), Baseline.new("box-1")
+    for b, method in ((old, MEMORY_METHOD), (new, None)):
+        for w in (int8, fp32):
+            rec = baseline_store.summarize_cell(CellMeasurement(w, [_run(w, 60.0 + i, **memory) for i in range(3)]))
+            assert rec["suite"]["memory"] == memory_method(w.key())
+            if method is not None:
+                rec["suite"]["memory"] = method  # recorded before the change
+            b.add_recordings({w.key(): rec}, {w.key(): w.to_dict()})
+    assert old.values(int8.key(), "peak_rss_mib") is None
+    assert new.values(int8.key(), "peak_rss_mib") == [512.0] * 3
+    assert old.values(fp32.key(), "peak_rss_mib") == new.values(fp32.key(), "peak_rss_mib") == [512.0] * 3
+    assert old.values(int8.key()) == new.values(int8.key()) == [60.0, 61.0, 62.0]  # throughput as before
+
+
 def test_a_shared_cells_memory_is_compared_only_with_one_read_after_the_freed_memory_was_given_back():
     """A cell measured among other cells in a worker process had a memory figure that held
     what the cells before it had freed (LeNet latency b1: 73 MiB first in its process, 210-214

@@ -13,9 +13,39 @@ from pytest_mxperf.workers import precision
 
 # The worker: the standard library, numpy, MXNet and the zoo; never pytest.
 WORKER = r'''
-import sys
+import contextlib, hashlib, sys
 from pytest_mxperf.workers import precision
 from pytest_mxperf.workers.protocol import import_mxnet, serve
+
+
+def digest(csym, carg, caux):
+    h = hashlib.sha256(csym.tojson().encode())
+    for params in (carg, caux):
+        for name in sorted(params):
+            h.update(name.encode())
+            h.update(params[name].asnumpy().tobytes())
+    return h.hexdigest()
+
+
+def int8_both_ways(mx, sym, arg, aux, shape):
+    """The product's int8 conversion (numpy reads the calibration's min and max), and MXNet's
+    own (its collector left in place): whether the product's swapped its collector in, and
+    whether both made the same bytes."""
+    theirs, swapped = precision._min_max_through_numpy, []
+
+    @contextlib.contextmanager
+    def spy(mx, q):
+        with theirs(mx, q):
+            swapped.append(q._LayerOutputMinMaxCollector.__name__)
+            yield
+    out = {}
+    for how, swap in (("product", spy), ("mxnet", lambda mx, q: contextlib.nullcontext())):
+        precision._min_max_through_numpy = swap
+        try:
+            out[how] = digest(*precision.convert_symbol(mx, sym, arg, aux, "int8", shape, mx.cpu(), seed=3))
+        finally:
+            precision._min_max_through_numpy = theirs
+    return {"swapped": swapped, "same_bytes": out["product"] == out["mxnet"]}
 
 
 def run(spec):
@@ -43,6 +73,8 @@ def run(spec):
         out["converted"][dtype] = {"ops": precision.graph_ops(csym), "finite": bool(np.isfinite(y).all()),
                                    "shape": list(y.shape),
                                    "param_dtypes": sorted({precision.dtype_name(v.dtype) for v in carg.values()})}
+        if dtype == "int8":
+            out["converted"][dtype]["calibration"] = int8_both_ways(mx, sym, arg, aux, shape)
     return out
 
 
@@ -98,6 +130,9 @@ def test_int8_quantizes_the_graph_and_stays_finite(converted):
     assert any(op.startswith("_sg_mkldnn_") for op in c["ops"]), c["ops"]
     assert "int8" in c["param_dtypes"]  # quantized weights
     assert c["finite"] and c["shape"] == [4, 10]
+    # the calibration's min and max read by numpy: MXNet's collector swapped out, the same
+    # graph, thresholds and quantized parameters as MXNet's own reductions give
+    assert c["calibration"] == {"swapped": ["_NumpyMinMax"], "same_bytes": True}, c["calibration"]
 
 
 def test_float16_is_refused_on_cpu_and_float32_is_left_alone(converted):
@@ -182,6 +217,9 @@ def test_the_throughput_worker_runs_int8_and_reports_unsupported_dtypes_with_the
     assert int8.median > 0
     p = int8.meta["precision"]
     assert p["dtype"] == "int8" and p["ops"].get("_contrib_quantize_v2", 0) >= 1, p
+    # its memory figure from after the conversion (MEMORY_METHOD_CONVERTED): the high-water mark
+    # was started again there, and the setup's own is shown beside it
+    assert int8.meta.peak_rss_bytes and p["setup_peak_rss_bytes"] > 0, (int8.meta.peak_rss_bytes, p)
     # float16 on CPU: unsupported with MXNet's reason, never a crash
     fp16 = _cell("float16", mode="latency")
     assert fp16.status == "unsupported" and precision.FP16_REASON in fp16.message

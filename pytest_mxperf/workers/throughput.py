@@ -43,6 +43,7 @@ import resource
 import time
 
 from pytest_mxperf.workers import answers
+from pytest_mxperf.workers.precision import CONVERTED_DTYPES
 from pytest_mxperf.workers.protocol import (  # memory figures
     ModuleSteps,
     await_warmup_turn,
@@ -61,8 +62,6 @@ from pytest_mxperf.workers.protocol import (  # memory figures
     warm_up,
 )
 
-#: dtypes of CPU cells reached by converting the float32 network (workers/precision.py)
-CONVERTED_DTYPES = ("bfloat16", "int8")
 
 
 class _Cell(ModuleSteps):
@@ -75,6 +74,9 @@ class _Cell(ModuleSteps):
 
         spec = zoo.get_model(w["model"])
         self.mx = mx
+        #: a converted cell's: whether its high-water mark was started again after the
+        #: conversion (``_setup_left_behind``); None for any other cell
+        self.peak_reset = None
         ctxs = mx_contexts(mx, w["contexts"])
         total = w["batch_size"] * len(ctxs)
         self.total_batch = total
@@ -114,8 +116,15 @@ class _Cell(ModuleSteps):
             mod = mx.mod.Module(csym, data_names=["data"], label_names=["softmax_label"], context=ctxs)
             mod.bind(data_shapes=data_desc, for_training=False)
             mod.set_params(carg, caux)
+            # the float32 network, its calibration and the conversion are the cell's setup: its
+            # memory figure is what the converted network holds running (measurement.
+            # MEMORY_METHOD_CONVERTED), its high-water mark started again from here
+            del arg, aux, carg, caux, calib
+            setup_peak = _peak_rss()  # over the import, the float32 network and its conversion: shown
+            self.peak_reset = _setup_left_behind(mx)
             self.precision = {"dtype": w["dtype"], "convert_seconds": convert_seconds,
-                              "ops": precision.marker_ops(precision.graph_ops(csym))}
+                              "ops": precision.marker_ops(precision.graph_ops(csym)),
+                              "setup_peak_rss_bytes": setup_peak}
         if train:
             params = {"learning_rate": 0.01, "wd": 1e-4, "rescale_grad": 1.0 / total}
             if w.get("optimizer", "sgd") == "sgd":
@@ -270,6 +279,16 @@ def _give_back_freed():
         return False
 
 
+def _setup_left_behind(mx):
+    """What a cell's setup freed given back (collected, synchronised, ``_give_back_freed``), then
+    the high-water mark started again (``_reset_peak_rss``): whether it was."""
+    import gc
+    gc.collect()
+    mx.nd.waitall()
+    _give_back_freed()
+    return _reset_peak_rss()
+
+
 def _anonymous_bytes():
     """This process's resident set less the pages that map files, now (None where unread)."""
     rss, files = resident_bytes(), file_backed_bytes()
@@ -420,7 +439,9 @@ def measure_cell(mx, spec: dict, process_meta: dict) -> dict:
     # the peak resident set, judged by the rule "growth", read before the answer record: the
     # whole process's (Linux: KiB), or for a cell of several its high-water mark since
     # ``measure_cells`` reset it (None where it could not be read)
-    meta["peak_rss_bytes"] = (_peak_rss() if spec.get("progress")
+    # (a converted cell's since its conversion: None where the mark could not be started again)
+    reset = getattr(cell, "peak_reset", None)
+    meta["peak_rss_bytes"] = (None if reset is False else _peak_rss() if reset or spec.get("progress")
                               else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)
     meta["rss_file_bytes"] = file_backed_bytes()
     meta["loaded_companions"] = loaded_companions()
