@@ -25,8 +25,8 @@ What MXNet 1.9.1 does on CPU (PyPI wheel, oneDNN 2.x, GNU libgomp):
   ``ndarray.min`` / ``ndarray.max`` (MXNet's reductions, one layer at a time: 4.2-4.4 of a
   ResNet-50 v2 b8 int8 process's 4.9-5.0 s of bind on the Intel Xeon of family 6 model 207);
   :func:`_to_int8` has numpy read the same two numbers of the same array (``_NumpyMinMax``):
-  the thresholds, quantized parameters and graph are the same bytes, in 2.4 s instead of 5.5
-  (``benchmarks/int8_calibration.py``).
+  the thresholds, quantized parameters and graph are the same bytes, in 2.2-2.4 s instead of
+  5.0-5.4 (``benchmarks/int8_calibration.py``).
 
 ``DNNL_MAX_CPU_ISA`` (oneDNN's cap on the instruction set it dispatches to) is honoured:
 a cap below AVX-512 makes bfloat16 unsupported, as it does for oneDNN itself.
@@ -271,35 +271,20 @@ def _min_max_through_numpy(mx, q) -> Iterator[None]:
         return
     import ctypes
 
-    import numpy as np
-    from mxnet.base import _LIB, NDArrayHandle, check_call, py_str
+    from mxnet.base import NDArrayHandle, py_str
 
     class _NumpyMinMax(base):
         def collect(self, name, arr):
             name = py_str(name)
             if name not in self.include_layer:
                 return  # as MXNet's collector: the copy of a layer it does not calibrate is not read
-            values = self._read(mx.nd.NDArray(ctypes.cast(arr, NDArrayHandle), writable=False))
+            values = mx.nd.NDArray(ctypes.cast(arr, NDArrayHandle), writable=False).asnumpy()
             lo, hi = values.min(), values.max()
             if name in self.min_max_dict:
                 old = self.min_max_dict[name]
                 self.min_max_dict[name] = (min(old[0], lo), max(old[1], hi))
             else:
                 self.min_max_dict[name] = (lo, hi)
-
-        def _read(self, arr):
-            """The array's values, as ``asnumpy`` copies them, into one buffer of this collector
-            (grown to the largest layer), not a new array a layer: the heap does not keep the
-            freed copies (a new one each took the conversion's high-water mark up 65 MiB)."""
-            n, dtype = int(np.prod(arr.shape)), np.dtype(arr.dtype)
-            buf = getattr(self, "_buffer", None)
-            if buf is None or buf.dtype != dtype or buf.size < n:
-                self._buffer = buf = None  # the old one freed before the new one is made
-                self._buffer = buf = np.empty(n, dtype)
-            view = buf[:n]
-            check_call(_LIB.MXNDArraySyncCopyToCPU(arr.handle, view.ctypes.data_as(ctypes.c_void_p),
-                                                   ctypes.c_size_t(n)))
-            return view
 
     q._LayerOutputMinMaxCollector = _NumpyMinMax
     try:

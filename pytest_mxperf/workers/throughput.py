@@ -63,7 +63,6 @@ from pytest_mxperf.workers.protocol import (  # memory figures
 )
 
 
-
 class _Cell(ModuleSteps):
     """A bound Module plus one synthetic batch and the step that a round repeats."""
 
