@@ -94,7 +94,7 @@ MEMORY_METHOD_SHARED = 6
 #: ``workers/precision.CONVERTED_DTYPES``): its high-water mark starts again after the
 #: conversion, so its figure is what the converted network holds running. Read as 3 it held
 #: the float32 network and the int8 calibration's transient (ResNet-50 v2 b8: 815-923 MiB over
-#: the conversion with MXNet's reductions, 878-949 with numpy's, which give the same
+#: the conversion with MXNet's reductions, 878-974 with numpy's, which give the same
 #: thresholds in half the time: ``benchmarks/results/int8-calibration-2026-11-29.txt``);
 #: 8 = as 7, for such a cell among other cells in worker processes (as 6)
 MEMORY_METHOD_CONVERTED = 7
