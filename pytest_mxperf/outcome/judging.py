@@ -186,7 +186,7 @@ def confirmation_plan(suspects: Dict[str, CellRecord], budget_s: float, options
 def _changes(summary: Dict[str, Any], base: Dict[str, Any], software: Dict[str, Any],
              facts: Optional[Tuple[str, ...]] = None) -> List[str]:
     """What differs between the setup a cell's processes ran with (``summary``:
-    ``baseline_store.summarize_cell`` of them) and the one its baseline recording did: its
+    ``baseline_store.startup_of`` them) and the one its baseline recording did: its
     recorded variables (``NAME: baseline -> current``), then the software facts both sides know
     (``facts``: only these)."""
     lines = context_diff.env_diff(summary.get("env"), base.get("env"))
@@ -211,7 +211,7 @@ def with_context(verdicts: Dict[str, vd.Verdict], cells: Dict[str, CellRecord], 
         base = baseline.latest(key)
         if v is None or base is None:
             continue
-        summary = baseline_store.summarize_cell(rec.cell)
+        summary = baseline_store.startup_of(rec.cell)
         env_diff = _changes(summary, base, software)
         notes = list(v.notes)
         note = context_diff.startup_note(summary, base)
@@ -242,7 +242,7 @@ def setup_changes(cells: Dict[str, CellRecord], baseline: Optional[Baseline]) ->
     for key, rec in cells.items():
         base = baseline.latest(key)
         if base is not None and rec.cell.ok_runs:
-            lines.update(_changes(baseline_store.summarize_cell(rec.cell), base, software, SETUP_FACTS))
+            lines.update(_changes(baseline_store.startup_of(rec.cell), base, software, SETUP_FACTS))
     return sorted(lines)
 
 

@@ -47,6 +47,18 @@ def _probe_record(ms: Optional[Mapping[str, Any]]) -> Optional[Dict[str, Any]]:
     return {k: ms.get(k) for k in ("probe_before", "probe_after", "load")}
 
 
+def startup_of(cell: CellMeasurement) -> Dict[str, Any]:
+    """What a recording of ``cell`` says of the setup its processes ran with and how they
+    started: the recorded variables (``env``, as its first successful process had them) and
+    the medians of ``bind_seconds`` and ``first_batch_seconds``; ``summarize_cell`` records
+    these, and the judgement compares them with the baseline's without making the rest."""
+    ok = cell.ok_runs
+    first = ok[0].meta if ok else None
+    return {"env": dict(first.env or {}) if first else {},
+            "bind_seconds": _median(r.meta.bind_seconds for r in ok),
+            "first_batch_seconds": _median(r.meta.first_batch_seconds for r in ok)}
+
+
 def summarize_cell(cell: CellMeasurement, software: Optional[Mapping[str, Any]] = None,
                    date: Optional[str] = None, source: str = "measured", pool: str = "replace",
                    requirement: Optional[str] = None, install: Optional[Mapping[str, Any]] = None) -> Dict[str, Any]:
@@ -57,6 +69,7 @@ def summarize_cell(cell: CellMeasurement, software: Optional[Mapping[str, Any]] 
     rounds = sorted(s for r in ok for s in r.samples)  # sorted once: the quantiles below sort it again in O(n)
     first = ok[0].meta if ok else None
     primary = cell.primary
+    started = startup_of(cell)
     rec: Dict[str, Any] = {
         "date": date or now_iso(),
         "source": source,
@@ -78,15 +91,15 @@ def summarize_cell(cell: CellMeasurement, software: Optional[Mapping[str, Any]] 
         "mxnet_requirement": requirement,
         "install": dict(install) if install else None,
         "software": dict(software) if software else None,
-        "env": dict(first.env or {}) if first else {},
+        "env": started["env"],
         # which suite measured it, and how (a change of method changes the figure, not MXNet)
         "suite": {"version": __version__, "method": MEASURING_METHOD,
                   "memory": memory_method(cell.workload.key(), cell.sharing), "processes": cell.sharing},
         "env_defaults_applied": dict(first.env_defaults_applied or {}) if first else {},
         "threads": dict(first.threads) if first and first.threads is not None else None,
         "peak_rss_bytes": max((r.meta.peak_rss_bytes for r in ok if r.meta.peak_rss_bytes is not None), default=None),
-        "bind_seconds": _median(r.meta.bind_seconds for r in ok),
-        "first_batch_seconds": _median(r.meta.first_batch_seconds for r in ok),
+        "bind_seconds": started["bind_seconds"],
+        "first_batch_seconds": started["first_batch_seconds"],
         "cpu_utilization": _median(r.meta.cpu_utilization for r in ok),
         # what the cell computed (one record a seed: the judge pairs them by seed)
         "answers": list(answers_rule.by_seed(r.answers for r in ok if r.answers).values()) or None,
