@@ -47,6 +47,63 @@ def test_a_wrapper_from_the_cache_calls_this_process_s_handle(tmp_path):
     assert again.compiled == 1 and other.__name__ == "FullyConnected"
 
 
+_MODULE = textwrap.dedent('''
+    def _generate_ndarray_function_code(handle, op_name, func_name, signature_only=False):
+        calls.append(op_name)
+        return SOURCE.format(name=func_name, handle=handle.value), op_name + "'s documentation"
+
+    def make(handle, op_name, func_name):
+        code, doc = _generate_ndarray_function_code(handle, op_name, func_name)
+        local = {}
+        exec(code, None, local)
+        local[func_name].__doc__ = doc
+        return local[func_name]
+''')
+
+
+def _generator_module(calls):
+    """A namespace like MXNet's register modules: a generator writing a wrapper's (source,
+    documentation) from its operator (counting its ``calls``), and the make-function that
+    looks it up and execs what it wrote."""
+    namespace = {"_imperative_invoke": lambda handle, *rest: handle, "calls": calls, "SOURCE": _SOURCE}
+    exec(_MODULE, namespace)
+    return namespace
+
+
+def test_the_sources_are_kept_by_the_probe_and_read_back_with_this_process_s_handle(tmp_path, monkeypatch):
+    import ctypes
+    path = str(tmp_path / "ops.marshal")
+    calls = []
+    ns = _generator_module(calls)
+    own = ns["_generate_ndarray_function_code"]
+
+    def import_with(hook, handles):
+        # MXNet's exec(code, None, local) reaches the hook as the builtin exec does
+        monkeypatch.setitem(ns, "exec", hook)
+        try:
+            return [ns["make"](ctypes.c_void_p(h), op, op.lower()) for op, h in zip(("Relu", "Dense", "Conv"), handles)]
+        finally:
+            hook.put_back()
+
+    probe = op_cache._Exec(op_cache._Table(path), record=True)   # the probe: generates all, keeps them
+    made = import_with(probe, (94738401906432, 94738401906496, 94738401906560))
+    assert calls == ["Relu", "Dense", "Conv"] and probe.sources_read == 0
+    assert ns["_generate_ndarray_function_code"] is own           # MXNet's own generator put back
+    assert [fn(1) for fn in made] == [94738401906432, 94738401906496, 94738401906560]
+    op_cache._write(path, probe.new)
+
+    calls.clear()
+    worker = op_cache._Exec(op_cache._Table(path), record=False, sources=True)
+    again = import_with(worker, (94131200962304, 94131200962368, 94131200962432))   # another process
+    # the first source is generated (the cache takes the generator over at the first exec), the rest read
+    assert calls == ["Relu"] and worker.sources_read == 2 and worker.compiled == 0
+    assert [fn(1) for fn in again] == [94131200962304, 94131200962368, 94131200962432]
+    assert [fn.__doc__ for fn in again] == [fn.__doc__ for fn in made] == [
+        "Relu's documentation", "Dense's documentation", "Conv's documentation"]
+    assert [fn.__code__.co_code for fn in again] == [fn.__code__.co_code for fn in made]
+    assert ns["_generate_ndarray_function_code"] is own and not worker.new
+
+
 def test_exec_without_namespaces_uses_its_caller_s_as_the_builtin_does(tmp_path):
     hook = op_cache._Exec(op_cache._Table(None), record=False)
     local = {}
@@ -80,22 +137,29 @@ def test_a_source_with_no_or_two_handles_is_left_to_the_builtin():
 
 
 _CHECK = textwrap.dedent('''
-    import ctypes, json, sys
+    import ctypes, hashlib, json, sys
     from pytest_mxperf.workers import op_cache
     mx, counts = op_cache.import_mxnet()
     from mxnet.base import _LIB, c_str
-    wrong, checked = [], 0
-    for module in (mx.nd.op, mx.sym.op, mx.nd._internal, mx.sym._internal):
-        for name, fn in vars(module).items():
+    wrong, checked, digest = [], 0, hashlib.sha256()
+    for module in (mx.nd.op, mx.sym.op, mx.nd._internal, mx.sym._internal, mx.nd.numpy._op, mx.sym.numpy._op,
+                   mx.nd.contrib, mx.sym.contrib, mx.numpy_extension):
+        for name, fn in sorted(vars(module).items()):
             code = getattr(fn, "__code__", None)
             if code is None or not ({"_imperative_invoke", "_symbol_creator"} & set(code.co_names)):
                 continue
             handles = [c for c in code.co_consts if type(c) is int and c > 2 ** 32]
-            hdl = ctypes.c_void_p()
-            _LIB.NNGetOpHandle(c_str(fn.__name__), ctypes.byref(hdl))
-            checked += 1
-            if handles != [hdl.value]:
-                wrong.append(name)
+            if module in (mx.nd.op, mx.sym.op, mx.nd._internal, mx.sym._internal):  # named as the operator
+                hdl = ctypes.c_void_p()
+                _LIB.NNGetOpHandle(c_str(fn.__name__), ctypes.byref(hdl))
+                checked += 1
+                if handles != [hdl.value]:
+                    wrong.append(name)
+            # the function as made, but for its handle: code, constants, names, documentation
+            consts = [repr(c) for c in code.co_consts if not (type(c) is int and c > 2 ** 32)]
+            digest.update(repr((module.__name__, name, fn.__module__, fn.__doc__, code.co_code, consts,
+                                code.co_names, code.co_varnames, fn.__defaults__)).encode())
+    counts["digest"] = digest.hexdigest()
     a = mx.nd.array([[-1.0, 2.0]])
     relu = mx.nd.Activation(a, act_type="relu").asnumpy().tolist()
     s = mx.sym.FullyConnected(mx.sym.Variable("x"), num_hidden=1, no_bias=True, name="fc")
@@ -120,6 +184,10 @@ def test_real_mxnet_from_the_cache_has_every_operator_with_its_own_handle(tmp_pa
     assert len(list((tmp_path / "mxnet-ops").glob("*.marshal"))) == 1  # the probe writes it
     after = json.loads(_python(["-c", _CHECK], tmp_path).strip().splitlines()[-1])
     assert after["compiled"] == 0 and after["hits"] == before["compiled"]
+    # the sources too (the probe generates them all and keeps them; a worker reads them, but
+    # for the first of each of MXNet's two generators, met before the cache takes it over)
+    assert before["sources_read"] == 0 and after["sources_read"] >= before["compiled"] - 2
+    assert after["digest"] == before["digest"]  # the functions MXNet's own import makes
     assert before["compile_cpu_s"] > 0 and after["compile_cpu_s"] == 0.0
     assert before["imported_cpu"] > before["compile_cpu_s"] and after["imported_cpu"] > 0
     # the probe's import figure (its arithmetic: test_the_probe_s_import_figure_leaves_compiling_out)

@@ -18,6 +18,16 @@ would. Only a process started to ask what MXNet is (``worker.probe``, once per i
 session) writes the file, so a measuring worker never holds what a write needs; a missing,
 stale or unreadable file only means MXNet compiles its sources itself. Nothing here is timed:
 the import precedes every measured round.
+
+**The sources too.** Before it compiles a wrapper, MXNet writes its source and documentation
+from the operator's registry entry (``_generate_ndarray_function_code``,
+``_generate_symbol_function_code``: a ctypes call and string work per operator, about a fifth of
+the import's CPU time). The same file keeps each one, by the generator, operator and function
+name, with the handle's literal as the placeholder; a worker's import reads it back with its own
+handle put in and hands MXNet what its generator would have written, which the wrapper cache
+then answers. The probe writes these entries and never reads them: its import does all the work
+an import did before (``protocol.import_mxnet``'s ``import_cpu_s``, the figure the estimate
+holds against the reference machine's, stays the same work).
 """
 
 from __future__ import annotations
@@ -40,6 +50,12 @@ _CALLS = ("_imperative_invoke(", "_symbol_creator(")
 _DIGITS = re.compile(r"\d+,")
 #: the placeholder compiled in the handle's place (no operator's address: those are even)
 _PLACEHOLDER = 0x5EEDC0DE5EEDC0DF
+#: MXNet's functions that write a wrapper's (source, documentation) from its operator's
+#: registry entry: (handle, op_name, func_name, signature_only=False); looked up by MXNet's
+#: make-function in its module's namespace at every call
+_GENERATORS = ("_generate_ndarray_function_code", "_generate_symbol_function_code")
+#: the table's keys of generated sources begin with this (a wrapper's key is a bare SHA-1)
+_SOURCE_KEY = b"source:"
 _FORMAT = 1
 _MAGIC = b"mxperf-mxnet-ops-1\n"
 
@@ -162,16 +178,21 @@ def _handle_span(source: str):
 
 class _Exec:
     """``exec`` for the duration of the import: operator wrappers from the table (or
-    compiled and added to ``new``), everything else as the builtin does it."""
+    compiled and added to ``new``), everything else as the builtin does it. ``sources``:
+    also answer MXNet's source generators from the table (a worker); ``record``: add what
+    was compiled, and the sources generated, to ``new`` (the probe)."""
 
-    def __init__(self, table: Optional["_Table"], record: bool):
+    def __init__(self, table: Optional["_Table"], record: bool, sources: bool = False):
         # None: opened at the first wrapper, when the MXNet being imported is known
-        self.table, self.record = table, record
+        self.table, self.record, self.sources = table, record, sources
         self.path: Optional[str] = None
         self.new: Dict[bytes, bytes] = {}
         self.hits = self.compiled = 0
+        self.sources_read = 0  # wrapper sources answered from the table, not generated
         self.compile_cpu_s = 0.0  # CPU seconds spent compiling what the cache did not hold
         self.builtin = builtins.exec
+        #: (namespace, name, MXNet's generator) for each generator answered for: put back after
+        self.replaced: list = []
 
     def __call__(self, source, globals=None, locals=None, *args, **kwargs):
         if globals is None:  # the builtin's defaults are its caller's namespaces: ours is not
@@ -180,7 +201,59 @@ class _Exec:
             if locals is None:
                 locals = frame.f_locals
         code = self._wrapper(source) if isinstance(source, str) else None
+        if code is not None and (self.sources or self.record):
+            # the caller is MXNet's make-function: its module's generator writes the next ones
+            self._take_generators(globals)
         return self.builtin(source if code is None else code, globals, locals, *args, **kwargs)
+
+    def _open(self) -> "_Table":
+        if self.table is None:
+            self.path = cache_path()
+            self.table = _Table(self.path)
+        return self.table
+
+    def _take_generators(self, namespace) -> None:
+        for name in _GENERATORS:
+            generator = namespace.get(name)
+            if callable(generator) and not getattr(generator, "_mxperf_source_cache", False):
+                namespace[name] = self._generator(name, generator)
+                self.replaced.append((namespace, name, generator))
+
+    def put_back(self) -> None:
+        """MXNet's own generators in their modules again (the import is over)."""
+        for namespace, name, generator in reversed(self.replaced):
+            namespace[name] = generator
+        self.replaced = []
+
+    def _generator(self, name: str, generate):
+        """``generate`` (MXNet's) answered from the table where it holds the source; what it
+        writes kept in ``new`` (recording) when it does not."""
+        placeholder = str(_PLACEHOLDER)
+
+        def generated(handle, op_name, func_name, signature_only=False):
+            key = _SOURCE_KEY + hashlib.sha1(
+                f"{name}\0{op_name}\0{func_name}\0{bool(signature_only)}".encode()).digest()
+            table = self._open()
+            value = getattr(handle, "value", handle)
+            if self.sources and type(value) is int:
+                blob = table.get(key)
+                try:
+                    kept = marshal.loads(blob) if blob is not None else None
+                except (EOFError, ValueError, TypeError):
+                    kept = None
+                if (type(kept) is tuple and len(kept) == 2 and type(kept[0]) is str and type(kept[1]) is str
+                        and kept[0].count(placeholder) == 1):
+                    self.sources_read += 1
+                    return kept[0].replace(placeholder, str(value)), kept[1]
+            source, doc = generate(handle, op_name, func_name, signature_only)
+            if self.record and key not in table.index and type(value) is int:
+                span = _handle_span(source) if type(source) is str and type(doc) is str else None
+                if span is not None and source[span[0]:span[1]] == str(value) and placeholder not in source:
+                    self.new[key] = marshal.dumps((source[:span[0]] + placeholder + source[span[1]:], doc))
+            return source, doc
+
+        generated._mxperf_source_cache = True
+        return generated
 
     def _wrapper(self, source: str) -> Optional[types.CodeType]:
         found = _handle_span(source)
@@ -190,9 +263,7 @@ class _Exec:
         handle = int(source[start:end])
         general = source[:start] + str(_PLACEHOLDER) + source[end:]
         key = hashlib.sha1(general.encode()).digest()
-        if self.table is None:
-            self.path = cache_path()
-            self.table = _Table(self.path)
+        self._open()
         blob = self.table.get(key)
         if blob is not None:
             try:
@@ -216,13 +287,16 @@ def import_mxnet(write: bool = False, defer: bool = True):
     what had to be compiled in the cache file (the probe process only); ``defer``: the
     modules MXNet imports but a worker does not use loaded on first use
     (``deferred_imports``). Returns the module and ``{"hits", "compiled", "deferred",
-    "imported_cpu", "compile_cpu_s"}``: the process's CPU clock (``time.process_time``) when
-    the import had ended (before a cache file is written) and the CPU seconds of it spent
-    compiling what the cache did not hold (what an import from the cache would not spend)."""
+    "imported_cpu", "compile_cpu_s", "sources_read"}``: the process's CPU clock
+    (``time.process_time``) when the import had ended (before a cache file is written), the CPU
+    seconds of it spent compiling what the cache did not hold (what an import from the cache
+    would not spend) and how many wrapper sources were read from the cache, not generated
+    (none with ``write``: the probe generates them all, and keeps those the file lacks)."""
     if "mxnet" in sys.modules:
         return sys.modules["mxnet"], {"hits": 0, "compiled": 0, "deferred": [], "imported_cpu": None,
-                                      "compile_cpu_s": 0.0}
-    hook = _Exec(None, record=write)
+                                      "compile_cpu_s": 0.0, "sources_read": 0}
+    # the probe (write) generates every source, as an import did before this cache kept them
+    hook = _Exec(None, record=write, sources=not write)
     builtins.exec = hook
     lazily = deferred_imports.deferred() if defer else deferred_imports.deferred((), stdlib_distutils=False)
     imported_cpu = None
@@ -232,12 +306,14 @@ def import_mxnet(write: bool = False, defer: bool = True):
         imported_cpu = time.process_time()
     finally:
         builtins.exec = hook.builtin
+        hook.put_back()
         if hook.table is not None:
             if hook.new and hook.path:
                 _write(hook.path, {**hook.table.blobs(), **hook.new})
             hook.table.close()
     return mxnet, {"hits": hook.hits, "compiled": hook.compiled, "deferred": list(finder.given),
-                   "imported_cpu": imported_cpu, "compile_cpu_s": hook.compile_cpu_s}
+                   "imported_cpu": imported_cpu, "compile_cpu_s": hook.compile_cpu_s,
+                   "sources_read": hook.sources_read}
 
 
 def _write(path: str, blobs: Dict[bytes, bytes]) -> None:
