@@ -102,6 +102,10 @@ def test_the_sources_are_kept_by_the_probe_and_read_back_with_this_process_s_han
         "Relu's documentation", "Dense's documentation", "Conv's documentation"]
     assert [fn.__code__.co_code for fn in again] == [fn.__code__.co_code for fn in made]
     assert ns["_generate_ndarray_function_code"] is own and not worker.new
+    # a generator called otherwise than MXNet 1.x calls it gets its arguments unchanged, nothing from the cache
+    odd = worker._generator("_generate_ndarray_function_code", lambda *a, **k: (a, k))
+    assert odd("only", "two") == (("only", "two"), {}) and odd(1, 2, 3, other=4) == ((1, 2, 3), {"other": 4})
+    assert worker.sources_read == 2
 
 
 def test_exec_without_namespaces_uses_its_caller_s_as_the_builtin_does(tmp_path):

@@ -230,7 +230,14 @@ class _Exec:
         writes kept in ``new`` (recording) when it does not."""
         placeholder = str(_PLACEHOLDER)
 
-        def generated(handle, op_name, func_name, signature_only=False):
+        def generated(*args, **kwargs):
+            # called as MXNet calls its own: (handle, op_name, func_name[, signature_only]),
+            # and passed on as it was called (a release whose generator takes other
+            # arguments gets them unchanged, and nothing from the cache)
+            if len(args) < 3 or set(kwargs) - {"signature_only"}:
+                return generate(*args, **kwargs)
+            handle, op_name, func_name = args[:3]
+            signature_only = args[3] if len(args) > 3 else kwargs.get("signature_only", False)
             key = _SOURCE_KEY + hashlib.sha1(
                 f"{name}\0{op_name}\0{func_name}\0{bool(signature_only)}".encode()).digest()
             table = self._open()
@@ -245,7 +252,7 @@ class _Exec:
                         and kept[0].count(placeholder) == 1):
                     self.sources_read += 1
                     return kept[0].replace(placeholder, str(value)), kept[1]
-            source, doc = generate(handle, op_name, func_name, signature_only)
+            source, doc = generate(*args, **kwargs)
             if self.record and key not in table.index and type(value) is int:
                 span = _handle_span(source) if type(source) is str and type(doc) is str else None
                 if span is not None and source[span[0]:span[1]] == str(value) and placeholder not in source:
