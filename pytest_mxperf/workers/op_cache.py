@@ -40,7 +40,7 @@ import re
 import sys
 import time
 import types
-from typing import Dict, Optional
+from typing import Dict, Optional, Tuple
 
 from pytest_mxperf.workers import deferred_imports
 
@@ -50,6 +50,7 @@ _CALLS = ("_imperative_invoke(", "_symbol_creator(")
 _DIGITS = re.compile(r"\d+,")
 #: the placeholder compiled in the handle's place (no operator's address: those are even)
 _PLACEHOLDER = 0x5EEDC0DE5EEDC0DF
+_PLACEHOLDER_TEXT = str(_PLACEHOLDER)
 #: MXNet's functions that write a wrapper's (source, documentation) from its operator's
 #: registry entry: (handle, op_name, func_name, signature_only=False); looked up by MXNet's
 #: make-function in its module's namespace at every call
@@ -176,6 +177,16 @@ def _handle_span(source: str):
     return spans[0] if len(spans) == 1 else None
 
 
+def _generalized(source: str) -> Optional[Tuple[str, str]]:
+    """(a generated wrapper's source with its one handle literal replaced by the placeholder,
+    that literal), else None (no handle literal, or more than one)."""
+    found = _handle_span(source)
+    if found is None:
+        return None
+    start, end = found
+    return source[:start] + _PLACEHOLDER_TEXT + source[end:], source[start:end]
+
+
 class _Exec:
     """``exec`` for the duration of the import: operator wrappers from the table (or
     compiled and added to ``new``), everything else as the builtin does it. ``sources``:
@@ -228,7 +239,7 @@ class _Exec:
     def _generator(self, name: str, generate):
         """``generate`` (MXNet's) answered from the table where it holds the source; what it
         writes kept in ``new`` (recording) when it does not."""
-        placeholder = str(_PLACEHOLDER)
+        placeholder = _PLACEHOLDER_TEXT
 
         def generated(*args, **kwargs):
             # called as MXNet calls its own: (handle, op_name, func_name[, signature_only]),
@@ -254,21 +265,21 @@ class _Exec:
                     return kept[0].replace(placeholder, str(value)), kept[1]
             source, doc = generate(*args, **kwargs)
             if self.record and key not in table.index and type(value) is int:
-                span = _handle_span(source) if type(source) is str and type(doc) is str else None
-                if span is not None and source[span[0]:span[1]] == str(value) and placeholder not in source:
-                    self.new[key] = marshal.dumps((source[:span[0]] + placeholder + source[span[1]:], doc))
+                found = (_generalized(source) if type(source) is str and type(doc) is str
+                         and placeholder not in source else None)
+                if found is not None and found[1] == str(value):
+                    self.new[key] = marshal.dumps((found[0], doc))
             return source, doc
 
         generated._mxperf_source_cache = True
         return generated
 
     def _wrapper(self, source: str) -> Optional[types.CodeType]:
-        found = _handle_span(source)
+        found = _generalized(source)
         if found is None:
             return None
-        start, end = found
-        handle = int(source[start:end])
-        general = source[:start] + str(_PLACEHOLDER) + source[end:]
+        general, literal = found
+        handle = int(literal)
         key = hashlib.sha1(general.encode()).digest()
         self._open()
         blob = self.table.get(key)
