@@ -14,6 +14,7 @@ from pytest_mxperf.measure import profiling as profiles
 from pytest_mxperf.measure import runner
 from pytest_mxperf.model.measurement import CellMeasurement, RunResult
 from pytest_mxperf.model.workload import Workload
+from pytest_mxperf.outcome import finish
 from pytest_mxperf.proc import spawn
 from pytest_mxperf.store import baseline_store, baselines, kept_profiles
 
@@ -382,3 +383,34 @@ def test_an_ab_regression_is_profiled_under_both_interpreters(pytester, stub_wit
     prof = pytester.path / "rep" / "profiles"
     assert sorted(p.name for p in prof.iterdir()) == ["score_lenet_b8_cpu_0_float32_threads=auto.reference.trace.json",
                                                       "score_lenet_b8_cpu_0_float32_threads=auto.trace.json"]
+
+
+def test_a_recording_keeps_profiles_only_of_an_install_a_later_session_cannot_rebuild():
+    """A release from a package index (NAME==VERSION, no path or URL) is rebuilt as the
+    recorded setup when a later cell fails and profiled then: its recording keeps none. A
+    custom build (installed from a path or URL), an install whose build could not be read or
+    one with no pinned distribution keeps a profile of every recorded cell."""
+    release = {"name": "mxnet", "version": "1.9.1", "direct_url": None, "libmxnet_sha256": "a" * 64}
+    assert finish.keeps_profiles("mxnet==1.9.1", release) is False
+    custom = dict(release, direct_url={"url": "file:///src/incubator-mxnet/python", "dir_info": {}})
+    assert finish.keeps_profiles("mxnet==1.9.1", custom) is True
+    assert finish.keeps_profiles("mxnet==1.9.1", None) is True
+    assert finish.keeps_profiles(None, release) is True
+
+
+def test_a_custom_builds_recording_keeps_every_cells_profile_and_a_releases_none(pytester, make_stub_python):
+    pytester.makepyfile(test_cell=CELL)
+    bdir = pytester.path / "bl"
+    common = ["-p", "no:cacheprovider", "-m", "cpu", "--perf-machine", "box", "--perf-baselines-dir", str(bdir),
+              "--perf-no-probe", "--perf-update-baselines"]
+    key = "score/lenet/b8/cpu:0/float32/threads=auto"
+    release = {"name": "mxnet", "version": "1.9.1", "direct_url": None, "libmxnet_sha256": "a" * 64}
+    custom = dict(release, direct_url={"url": "file:///src/incubator-mxnet/python", "dir_info": {}})
+    for install, kept in ((custom, True), (release, False)):
+        r = stand_ins.session(pytester, *common, "--perf-python", make_stub_python("rec", install=install))
+        out = r.stdout.str()
+        assert r.ret == 0, out
+        last = json.loads((bdir / "box.json").read_text())["cells"][key]["history"][-1]
+        assert ("profile" in last) is kept, (install, sorted(last))
+        if kept:
+            assert last["profile"]["operators"][0]["name"] == "_sg_mkldnn_conv"

@@ -547,3 +547,24 @@ def test_a_variable_an_interpreter_wrapper_sets_itself_is_seen_and_every_cell_is
     v = _verdict(pytester)
     assert "MXNET_SUBGRAPH_BACKEND: unset -> NONE" in v["env_diff"], v
     assert v["reason"].startswith("against the recorded setup: x1.0"), v["reason"]
+
+
+def test_a_regression_is_profiled_beside_the_recorded_setup_itself_when_the_baseline_kept_no_profile(
+        box, pytester, recorded_baseline):
+    """The baseline's recordings (a release: BUILD) kept no operator profile. A regression in
+    baseline mode is profiled beside its recorded setup, rebuilt and profiled now with the
+    cell's recorded variables: its chrome trace beside the session's."""
+    doc = json.loads((recorded_baseline / "box.json").read_text())
+    assert not any("profile" in rec for c in doc["cells"].values() for rec in c["history"]), doc["cells"].keys()
+    r = box({"rate": 60.0, "install": BUILD, "operators": {"Convolution": 70.0, "Pooling": 3.0}}, "--perf-report", "rep")
+    out = r.stdout.str()
+    assert r.ret == pytest.ExitCode.TESTS_FAILED, out
+    lines = out.splitlines()
+    head = next(i for i, ln in enumerate(lines) if ln.startswith(f"mxperf: profile of {KEY} (regression)"))
+    assert "top operators by time, now (mxnet 1.9.1" in lines[head] and " beside the recorded setup (mxnet 1.9.1" in \
+        lines[head] and "recorded 20" not in lines[head], lines[head]
+    assert lines[head + 1] == ("  operators only in now: Convolution; only in recorded setup: BatchNorm, _sg_mkldnn_conv, "
+                               "_sg_mkldnn_fully_connected"), lines[head:head + 12]
+    trace = next(ln for ln in lines[head:] if ln.startswith("  chrome trace: "))
+    then = "rep/profiles/score_lenet_b8_cpu_0_float32_threads=auto.recorded-setup.trace.json"
+    assert trace.endswith(f"; recorded setup: {then}") and (pytester.path / then).exists(), trace

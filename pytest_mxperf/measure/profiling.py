@@ -184,8 +184,9 @@ def failure_lines(key: str, why: str, current: Mapping[str, Any], reference: Opt
     """The profile part of a failing cell's message.
 
     ``current``: the profile worker's result for this session (``status``, ``operators``,
-    ``trace_path``, ...); ``reference``: the baseline's kept profile (``side`` "baseline")
-    or the reference interpreter's result (``side`` "reference"), None when there is none
+    ``trace_path``, ...); ``reference``: the baseline's kept profile (``side`` "baseline"),
+    its recorded setup's profiled now (``side`` "recorded setup") or the reference
+    interpreter's result (``side`` "reference"), None when there is none
     (``missing`` says why). Operators present on one side only are named on the first line.
     """
     head = f"mxperf: profile of {key} ({why}): "

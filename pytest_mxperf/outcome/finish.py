@@ -7,8 +7,9 @@
    through the cell's own worker kind (``comparators.settle``, the one loop of both modes),
    then the answers each cell computed are compared (``answer_check``).
 2. judged -> what it means: the environment advisor's advice, the failing cells' operator
-   profiles (``--perf-profile``: every cell's; recording a baseline keeps each cell's), and
-   the failures by the policy (``policy.failures``: every ``--perf-fail-on`` rule).
+   profiles (``--perf-profile``: every cell's; a recording keeps each cell's only where a later
+   session could not profile the recorded setup itself: ``keeps_profiles``), and the failures
+   by the policy (``policy.failures``: every ``--perf-fail-on`` rule).
 3. -> written: the baseline (``--perf-update-baselines``), the history store entry, the
    report files (results.json, summary.md, plots). A writer that fails does not stop the
    others: its failure is a typed failure of the outcome (exit status 6).
@@ -25,6 +26,7 @@ from pytest_mxperf.judge import thresholds
 from pytest_mxperf.judge import verdict as vd
 from pytest_mxperf.measure import profiling as profiles
 from pytest_mxperf.measure.ledger import CellRecord
+from pytest_mxperf.measure.scheduler import Side
 from pytest_mxperf.measure.session import PerfSession
 from pytest_mxperf.model.measurement import cell_of
 from pytest_mxperf.model.outcome import WRITER, Advice, Failure, Profiled, Recorded, SessionOutcome, Written
@@ -85,29 +87,40 @@ def end_session(session: PerfSession, say: Optional[Callable[[object], None]] = 
         advice, notes = advise(judged.cells, verdicts)
         verdicts = {k: (dataclasses.replace(v, notes=list(v.notes) + [ADVICE + n for n in notes[k]])
                         if notes.get(k) else v) for k, v in verdicts.items()}
-        profiled = _profile(session, judged.cells, verdicts)
     cells = {**ledger.cells(), **judged.cells}
+    recorded_as = None
+    if measured:
+        keep = False
+        if ctx.options.update_baselines:
+            try:
+                recorded_as = _recorded_as(ctx.options.python, cells)
+            except Exception:  # noqa: BLE001 - the baseline's writer asks again and says why it could not
+                recorded_as = None
+            keep = recorded_as is None or keeps_profiles(*recorded_as)
+        profiled = _profile(session, judged.cells, verdicts, keep)
     failures = policy.failures(ctx, ledger.events(), ledger.skips, cells, verdicts)
     outcome = SessionOutcome(ctx, cells, verdicts, failures, judged.confirmed, advice, notes, profiled,
                              ledger.events(), ledger.findings, ledger.skips, sides,
                              test_seconds=dict(session.clock.tests_done), wall_seconds=session.clock.gone())
     if not measured:
         return outcome
-    return write(outcome, session.on_results)
+    return write(outcome, session.on_results, recorded_as)
 
 
 # ----------------------------------------------------------------------------- the writers
 
-def write(outcome: SessionOutcome, on_results: Callable[[Dict[str, Any]], None]) -> SessionOutcome:
+def write(outcome: SessionOutcome, on_results: Callable[[Dict[str, Any]], None],
+          recorded_as: Optional[Tuple[Optional[str], Optional[Dict[str, Any]]]] = None) -> SessionOutcome:
     """The writers, each on the outcome, none stopping the others: the baseline (when asked),
     the history store entry, the report files. Returns the outcome with what they wrote and,
-    for each that could not, a WRITER failure naming it and why."""
+    for each that could not, a WRITER failure naming it and why. ``recorded_as``: the
+    install that measured (``_recorded_as``), read once for the session."""
     o = outcome.context.options
     failed: List[Failure] = []
     recorded = None
     if o.update_baselines:
         try:
-            recorded = record_baseline(outcome)
+            recorded = record_baseline(outcome, *(recorded_as or _recorded_as(o.python, outcome.cells)))
         except Exception as exc:  # noqa: BLE001 - a baseline not written must not lose the session
             failed.append(Failure(WRITER, 1, ("baseline",), _why(exc)))
     written = Written(recorded=recorded)
@@ -158,14 +171,35 @@ def _recorded_install(python: Optional[str], software: Mapping[str, Any]) -> Opt
     return dict(identity, features=list(software.get("features") or []) or None)
 
 
-def record_baseline(outcome: SessionOutcome) -> Recorded:
-    """Record the measured cells into this machine's baseline: what was recorded."""
+def _recorded_as(python: Optional[str], cells: Mapping[str, CellRecord]
+                 ) -> Tuple[Optional[str], Optional[Dict[str, Any]]]:
+    """(requirement, install) of the MXNet that measured ``cells`` (``--perf-python``, default
+    this interpreter): what a recording keeps of it (``_recorded_requirement``,
+    ``_recorded_install`` with the features its workers reported)."""
+    software = software_facts(r for rec in cells.values() for r in rec.cell.ok_runs)
+    return _recorded_requirement(python), _recorded_install(python, software)
+
+
+def keeps_profiles(requirement: Optional[str], install: Optional[Mapping[str, Any]]) -> bool:
+    """Whether a recording keeps an operator profile of every cell it records: only for an
+    install a later session cannot rebuild as the recorded setup (no ``NAME==VERSION``, no
+    build read, or one installed from a path or URL: a custom build). For a release from a
+    package index a later failing cell is profiled beside that setup itself, rebuilt and run
+    with the cell's recorded variables on the same machine in the same hour (``_profile``),
+    and the recording spends no process on it (a minute of a 2-vCPU Zen 3's 11-minute
+    recording: ``benchmarks/results/zen3-sessions-2026-11-30.txt``). ``--perf-profile``
+    keeps them anyway. Pure."""
+    return not requirement or not install or bool(install.get("direct_url"))
+
+
+def record_baseline(outcome: SessionOutcome, requirement: Optional[str] = None,
+                    install: Optional[Dict[str, Any]] = None) -> Recorded:
+    """Record the measured cells into this machine's baseline: what was recorded.
+    ``requirement``, ``install``: the MXNet that measured (``_recorded_as``)."""
     ctx = outcome.context
     cells = {k: r for k, r in outcome.cells.items() if r.cell.ok_runs}
     software = software_facts(r for rec in cells.values() for r in rec.cell.ok_runs)
     kept = kept_profiles.kept_summaries({p.key: dict(p.current) for p in outcome.profiles if p.current is not None})
-    requirement = _recorded_requirement(ctx.options.python)
-    install = _recorded_install(ctx.options.python, software)
     store = ctx.store
     path = store.update(ctx.machine["id"], [rec.cell for rec in cells.values()], machine=dict(ctx.machine),
                         software=software, pool=ctx.options.baseline_pool, profiles=kept, requirement=requirement,
@@ -232,26 +266,44 @@ def failing_cells(cells: Mapping[str, CellRecord], verdicts: Mapping[str, vd.Ver
     return failing
 
 
+#: the side a failing cell's profile is set beside when its baseline kept none, and the
+#: suffix of that profile's chrome trace
+RECORDED_SETUP_SIDE = "recorded setup"
+RECORDED_SETUP_TRACE = "recorded-setup"
+
+
+def _setup_unready(setup, env: Optional[Mapping[str, str]]) -> str:
+    """Why a failing cell's recorded setup cannot be profiled now (its baseline kept no profile)."""
+    if setup is None or not setup.ready:
+        return f"the recorded setup is {getattr(setup, 'status', None) or 'not rebuilt'}"
+    return "its recordings ran with different variables"
+
+
 def _recorded_env(runs) -> Optional[Dict[str, str]]:
     return next((r.env for r in runs if r.env is not None), None)
 
 
-def _profile(session: PerfSession, cells: Mapping[str, CellRecord], verdicts: Mapping[str, vd.Verdict]
-             ) -> Tuple[Profiled, ...]:
-    """Profile the failing cells (every cell with --perf-profile, every recorded cell with
-    --perf-update-baselines) in one more, untimed worker each."""
+def _profile(session: PerfSession, cells: Mapping[str, CellRecord], verdicts: Mapping[str, vd.Verdict],
+             keep: bool = False) -> Tuple[Profiled, ...]:
+    """Profile the failing cells (every cell with --perf-profile; every recorded cell when
+    ``keep``: ``keeps_profiles``) in one more, untimed worker each. A failing cell in baseline
+    mode is set beside the profile its baseline kept; without one, beside its recorded setup
+    profiled now when that setup is ready (the duet's interpreter and the cell's recorded
+    variables)."""
     ctx = session.context
     options = ctx.options
     failing = failing_cells(cells, verdicts)
-    wanted = [k for k in cells if k in failing or options.profile or options.update_baselines]
+    wanted = [k for k in cells if k in failing or options.profile or keep]
     if not wanted:
         return ()
     directory = profiles.trace_dir(options.report_dir, ctx.started)
+    environ = dict(ctx.environ)
+    setup = ctx.comparison.setup
     out: List[Profiled] = []
 
-    def run(key: str, python, runs, side=""):
+    def run(key: str, python, recorded_env, side="", base=environ):
         return profiles.run_profile(cells[key].cell.workload, profiles.trace_path(directory, key, side), python=python,
-                                    environ=dict(ctx.environ), recorded_env=_recorded_env(runs),
+                                    environ=base, recorded_env=recorded_env,
                                     timeout=options.timeout, memory_limit=options.memory_limit)
 
     for key in wanted:
@@ -261,17 +313,24 @@ def _profile(session: PerfSession, cells: Mapping[str, CellRecord], verdicts: Ma
             if key in failing:
                 out.append(Profiled(key, failing[key], unprofiled=why))
             continue
-        current = run(key, options.python, rec.cell.ok_runs)
+        current = run(key, options.python, _recorded_env(rec.cell.ok_runs))
         if key not in failing:
             out.append(Profiled(key, "", current))
         elif ctx.comparison.ab:
-            reference = run(key, ctx.comparison.reference, rec.cell.reference or rec.cell.ok_runs, "reference")
+            reference = run(key, ctx.comparison.reference, _recorded_env(rec.cell.reference or rec.cell.ok_runs),
+                            "reference")
             out.append(Profiled(key, failing[key], current, reference, side="reference"))
         else:
             baseline = ctx.baseline
             base = baseline.profile(key) if baseline is not None else None
+            env = baseline.recorded_env(key) if baseline is not None and base is None else None
+            if base is None and env is not None and setup is not None and setup.ready:
+                side = Side(setup.python, tuple(sorted(env.items())))
+                then = run(key, setup.python, None, RECORDED_SETUP_TRACE, base=side.environ(environ))
+                out.append(Profiled(key, failing[key], current, then, side=RECORDED_SETUP_SIDE))
+                continue
             missing = ("this machine has no baseline" if baseline is None else
-                       "the baseline has no operator profile for this cell (recorded before profiles were kept: "
-                       "re-record with --perf-update-baselines)")
+                       "the baseline has no operator profile for this cell, and its recorded setup is not at hand "
+                       f"to profile ({_setup_unready(setup, env)})")
             out.append(Profiled(key, failing[key], current, base, side="baseline", missing=missing))
     return tuple(out)

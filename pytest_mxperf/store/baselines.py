@@ -25,8 +25,10 @@ A recording (one session) holds the per-process values of the cell's primary fig
 (``process_states``, ``process_probes``: see machine/state.py and judge/machine_states.py), their median and
 between-process spread, a summary of all per-round samples, the date, MXNet version and
 software facts, the recorded environment and thread pools, peak memory, and bind +
-first-batch seconds, and the cell's small operator profile (``profile``: the top operators of
-one untimed ``mx.profiler`` run, see store/kept_profiles.py) that a later failure is shown beside. ``pool`` is how it is compared: ``replace`` (the default) starts a new
+first-batch seconds, and, where kept, the cell's small operator profile (``profile``: the top
+operators of one untimed ``mx.profiler`` run, see store/kept_profiles.py) that a later failure is
+shown beside: kept for a custom build, which a later session cannot rebuild
+(``outcome/finish.keeps_profiles``), or with ``--perf-profile``. ``pool`` is how it is compared: ``replace`` (the default) starts a new
 comparison set; ``add`` (``--perf-update-baselines=add``) pools its processes with the
 recordings since the last ``replace``, so a baseline can span sessions (and a VM's speed
 regimes). The medians of all recorded sessions give the cell's trend in the report.
