@@ -93,7 +93,7 @@ def end_session(session: PerfSession, say: Optional[Callable[[object], None]] = 
         keep = False
         if ctx.options.update_baselines:
             try:
-                recorded_as = _recorded_as(ctx.options.python, cells)
+                recorded_as = _recorded_as(ctx.options.python)
             except Exception:  # noqa: BLE001 - the baseline's writer asks again and says why it could not
                 recorded_as = None
             keep = recorded_as is None or keeps_profiles(*recorded_as)
@@ -120,7 +120,7 @@ def write(outcome: SessionOutcome, on_results: Callable[[Dict[str, Any]], None],
     recorded = None
     if o.update_baselines:
         try:
-            recorded = record_baseline(outcome, *(recorded_as or _recorded_as(o.python, outcome.cells)))
+            recorded = record_baseline(outcome, *(recorded_as or _recorded_as(o.python)))
         except Exception as exc:  # noqa: BLE001 - a baseline not written must not lose the session
             failed.append(Failure(WRITER, 1, ("baseline",), _why(exc)))
     written = Written(recorded=recorded)
@@ -157,27 +157,22 @@ def _recorded_requirement(python: Optional[str]) -> Optional[str]:
         return None
 
 
-def _recorded_install(python: Optional[str], software: Mapping[str, Any]) -> Optional[Dict[str, Any]]:
+def _recorded_install(python: Optional[str]) -> Optional[Dict[str, Any]]:
     """Which build of MXNet measured (``distributions.install_identity`` of ``--perf-python``,
-    default this interpreter) with the features its workers reported; None when it cannot be
-    read (the baseline then says nothing of its build)."""
+    default this interpreter); None when it cannot be read (the baseline then says nothing of
+    its build)."""
     from pytest_mxperf.proc import distributions
     try:
         identity = distributions.install_identity(python)
     except distributions.InstallError:
         return None
-    if identity is None:
-        return None
-    return dict(identity, features=list(software.get("features") or []) or None)
+    return identity
 
 
-def _recorded_as(python: Optional[str], cells: Mapping[str, CellRecord]
-                 ) -> Tuple[Optional[str], Optional[Dict[str, Any]]]:
-    """(requirement, install) of the MXNet that measured ``cells`` (``--perf-python``, default
-    this interpreter): what a recording keeps of it (``_recorded_requirement``,
-    ``_recorded_install`` with the features its workers reported)."""
-    software = software_facts(r for rec in cells.values() for r in rec.cell.ok_runs)
-    return _recorded_requirement(python), _recorded_install(python, software)
+def _recorded_as(python: Optional[str]) -> Tuple[Optional[str], Optional[Dict[str, Any]]]:
+    """(requirement, build) of the MXNet that measured (``--perf-python``, default this
+    interpreter): ``_recorded_requirement``, ``_recorded_install``."""
+    return _recorded_requirement(python), _recorded_install(python)
 
 
 def keeps_profiles(requirement: Optional[str], install: Optional[Mapping[str, Any]]) -> bool:
@@ -196,10 +191,13 @@ def keeps_profiles(requirement: Optional[str], install: Optional[Mapping[str, An
 def record_baseline(outcome: SessionOutcome, requirement: Optional[str] = None,
                     install: Optional[Dict[str, Any]] = None) -> Recorded:
     """Record the measured cells into this machine's baseline: what was recorded.
-    ``requirement``, ``install``: the MXNet that measured (``_recorded_as``)."""
+    ``requirement``, ``install``: the MXNet that measured (``_recorded_as``); the install is
+    kept with the features its workers reported."""
     ctx = outcome.context
     cells = {k: r for k, r in outcome.cells.items() if r.cell.ok_runs}
     software = software_facts(r for rec in cells.values() for r in rec.cell.ok_runs)
+    if install is not None:
+        install = dict(install, features=list(software.get("features") or []) or None)
     kept = kept_profiles.kept_summaries({p.key: dict(p.current) for p in outcome.profiles if p.current is not None})
     store = ctx.store
     path = store.update(ctx.machine["id"], [rec.cell for rec in cells.values()], machine=dict(ctx.machine),
@@ -325,7 +323,7 @@ def _profile(session: PerfSession, cells: Mapping[str, CellRecord], verdicts: Ma
             baseline = ctx.baseline
             base = baseline.profile(key) if baseline is not None else None
             env = baseline.recorded_env(key) if baseline is not None and base is None else None
-            if base is None and env is not None and setup is not None and setup.ready:
+            if env is not None and setup is not None and setup.ready:
                 side = Side(setup.python, tuple(sorted(env.items())))
                 then = run(key, setup.python, None, RECORDED_SETUP_TRACE, base=side.environ(environ))
                 out.append(Profiled(key, failing[key], current, then, side=RECORDED_SETUP_SIDE))
