@@ -5,11 +5,13 @@ ps-lite roles of a cluster). Every child
 
 * is started with ``subprocess`` (never a bare fork: MXNet reads its environment at import),
   in its own session, so its whole process group can be killed;
-* dies with the process that started it: ``prctl(PR_SET_PDEATHSIG, SIGKILL)`` is set in the
-  child before it runs anything, and the child then re-checks that its parent is still the
-  one that started it (a parent that died in between would never send the signal). The
-  signal is per spawning *thread* and is not inherited by grandchildren, so every level
-  (pytest -> launcher -> roles) sets it where it starts its own children;
+* dies with the process that started it: ``prctl(PR_SET_PDEATHSIG, SIGKILL)``, then a check
+  that its parent is still the one that started it (a parent that died in between would never
+  send the signal): armed by the child itself, first thing, where it runs one of this
+  package's modules (started by vfork, about 1 ms of the parent's time), else between fork and
+  exec (``parent_death``). The signal is per spawning *thread* and is not inherited by
+  grandchildren, so every level (pytest -> launcher -> roles) sets it where it starts its own
+  children;
 * writes its output to a file, never a pipe that could fill up and block it.
 
 A killed parent can clean nothing up, so work directories carry their owner's pid and
@@ -20,8 +22,6 @@ live elsewhere (``cache_dir``).
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import hashlib
 import os
 import select
@@ -32,21 +32,15 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Callable, List, Mapping, Optional, Sequence
+from typing import List, Mapping, Optional, Sequence
 
 from pytest_mxperf.model.jsonio import pid_alive
+from pytest_mxperf.proc import parent_death
 from pytest_mxperf.workers.op_cache import cache_root
 
 WORKDIR_PREFIX = "mxperf-"
 OWNER_FILE = ".owner-pid"
 TAIL_LINES = 15
-_PR_SET_PDEATHSIG = 1
-
-try:  # Linux only; elsewhere children simply do not get the parent-death signal
-    _LIBC = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-    _PRCTL = _LIBC.prctl
-except (OSError, AttributeError):  # pragma: no cover
-    _PRCTL = None
 
 
 def package_path() -> str:
@@ -76,28 +70,33 @@ def with_package_path(env: Mapping[str, str]) -> dict:
     return env
 
 
-def _die_with_parent(parent_pid: int) -> Callable[[], None]:
-    prctl = _PRCTL
-
-    def preexec() -> None:  # runs in the child between fork and exec: no allocation-heavy work
-        if prctl is not None:
-            prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-        if os.getppid() != parent_pid:  # the parent died before the signal was armed
-            os._exit(1)
-    return preexec
+def arms_itself(command: Sequence[str]) -> bool:
+    """Whether ``command`` runs one of this package's modules (``… -m pytest_mxperf.…``): its
+    process arms its parent-death signal itself (``parent_death.arm_from_environment``, run by
+    the package's ``__init__``)."""
+    args = [str(a) for a in command]
+    return any(a == "-m" and b.startswith("pytest_mxperf.") for a, b in zip(args, args[1:]))
 
 
 def start(command: Sequence[str], *, env: Optional[Mapping[str, str]] = None, log_path: Path,
           cwd: Optional[str] = None, pass_fds: Sequence[int] = ()) -> subprocess.Popen:
     """Start ``command`` in its own session, output to ``log_path``, dying with this process.
     Its environment is ``env`` (default ``os.environ``) as ``child_env`` passes it: never a
-    credential. ``pass_fds``: descriptors the child keeps (a resident worker's control pipes)."""
+    credential. ``pass_fds``: descriptors the child keeps (a resident worker's control pipes).
+    A child that runs one of this package's modules arms its parent-death signal itself
+    (``arms_itself``): no ``preexec_fn``, so ``subprocess`` starts it by vfork."""
     from pytest_mxperf.proc.child_env import child_env
+    env = child_env(env)
+    if arms_itself(command):
+        env[parent_death.PARENT_PID_VAR], preexec = str(os.getpid()), None
+    else:
+        env.pop(parent_death.PARENT_PID_VAR, None)
+        preexec = parent_death.preexec(os.getpid())
     with open(log_path, "wb") as log:
-        return subprocess.Popen(list(command), env=child_env(env), cwd=cwd,
+        return subprocess.Popen(list(command), env=env, cwd=cwd,
                                 stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                                 start_new_session=True, close_fds=True, pass_fds=tuple(pass_fds),
-                                preexec_fn=_die_with_parent(os.getpid()))
+                                preexec_fn=preexec)
 
 
 def wait(proc: subprocess.Popen, timeout: Optional[float] = None) -> int:
