@@ -32,8 +32,12 @@ def _sleeping_children(tmp_path):
     stub = stand_ins.stub_python(tmp_path / "python", sleep_models={"alexnet": 600})
     spec = tmp_path / "spec.json"
     spec.write_text(json.dumps({"workload": {"model": "alexnet", "contexts": ["cpu:0"]}}))
+    wrapper = tmp_path / "wrapper"  # an interpreter wrapper that runs Python without exec
+    wrapper.write_text(f"#!/bin/sh\n{stub} \"$@\"\n")
+    wrapper.chmod(0o755)
+    worker = ["-m", "pytest_mxperf.workers.throughput", str(spec), str(tmp_path / "result.json")]
     return {"preexec": [sys.executable, "-c", "import time; time.sleep(600)"],
-            "itself": [stub, "-m", "pytest_mxperf.workers.throughput", str(spec), str(tmp_path / "result.json")]}
+            "itself": [stub, *worker], "itself-through-a-wrapper": [str(wrapper), *worker]}
 
 
 def _gone(pid, within=10.0):
@@ -48,18 +52,40 @@ def _gone(pid, within=10.0):
     return False
 
 
-@pytest.mark.parametrize("armed", ["preexec", "itself"])
+def _python_under(pid, within=20.0):
+    """The stand-in's Python process at or under ``pid`` (the wrapper runs it as a child)."""
+    end = time.monotonic() + within
+    while time.monotonic() < end:
+        try:
+            procs = [psutil.Process(pid)] + psutil.Process(pid).children(recursive=True)
+            found = [p for p in procs if any("stub_worker.py" in a for a in p.cmdline())]
+        except psutil.Error:
+            found = []
+        if found:
+            return found[0].pid
+        time.sleep(0.05)
+    raise AssertionError("the stand-in worker never started")
+
+
+@pytest.mark.parametrize("armed", ["preexec", "itself", "itself-through-a-wrapper"])
 def test_a_worker_dies_with_its_killed_parent_and_its_workdir_is_swept(tmp_path, armed):
     env = spawn.with_package_path(os.environ)
     (tmp_path / "work").mkdir()
     command = _sleeping_children(tmp_path)[armed]
-    assert spawn.arms_itself(command) == (armed == "itself")
+    assert spawn.arms_itself(command) == armed.startswith("itself")
     parent = subprocess.Popen([sys.executable, "-c", PARENT, str(tmp_path / "work"), json.dumps(command)],
                               stdout=subprocess.PIPE, env=env, text=True)
     try:
         worker_pid, workdir = parent.stdout.readline().split()
         worker_pid = int(worker_pid)
         assert psutil.pid_exists(worker_pid)
+        if armed != "preexec":
+            python = _python_under(worker_pid)
+            time.sleep(0.5)  # its first import (arming) is done long before its cell's sleep ends
+            assert psutil.Process(python).status() != psutil.STATUS_ZOMBIE  # armed and running, not refused
+            if armed == "itself-through-a-wrapper":
+                assert psutil.Process(python).ppid() == worker_pid  # the wrapper is its parent
+            worker_pid = python
         parent.send_signal(signal.SIGKILL)
         parent.wait()
         assert _gone(worker_pid), "the worker outlived its SIGKILLed parent"

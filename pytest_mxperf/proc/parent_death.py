@@ -15,8 +15,14 @@ Two places arm it (``spawn.start`` chooses):
   run starts hundreds;
 * **between fork and exec** (``preexec``) for any other command, as before.
 
-Imports nothing but the standard library's ``os``, ``signal`` and ``ctypes``: every worker
-imports this module."""
+A worker interpreter may be a wrapper that runs Python without ``exec`` (a shell script that
+sets a variable, then calls python): the worker's parent is then the wrapper, not the process
+that started it. Armed from the environment, a worker whose named parent is still one of its
+ancestors arms the signal for its own parent and also watches the named one (a pidfd, in a
+daemon thread that waits in ``select``: no CPU while it waits), killing itself when it ends;
+one whose named parent is no ancestor (it died, and the worker was adopted) exits at once.
+
+Imports nothing but the standard library: every worker imports this module."""
 
 from __future__ import annotations
 
@@ -24,7 +30,7 @@ import ctypes
 import ctypes.util
 import os
 import signal
-from typing import Callable, Optional
+from typing import Callable, List, Optional
 
 #: the variable through which ``spawn.start`` tells a child of this package its parent's pid
 PARENT_PID_VAR = "MXPERF_PARENT_PID"
@@ -36,14 +42,62 @@ except (OSError, AttributeError):  # pragma: no cover
     _PRCTL = None
 
 
-def arm(parent_pid: int, prctl=None) -> None:
+def arm(parent_pid: int, prctl=None, *, through_wrapper: bool = False) -> None:
     """Arm the parent-death signal in this process and exit (status 1) at once if its parent
-    is no longer ``parent_pid``. Safe between fork and exec: no allocation-heavy work."""
+    is no longer ``parent_pid``; with ``through_wrapper``, a ``parent_pid`` that is a further
+    ancestor (a wrapper between them) is watched instead (``_killed_when_gone``). Safe between
+    fork and exec without ``through_wrapper``: no allocation-heavy work."""
     prctl = _PRCTL if prctl is None else prctl
     if prctl is not None:
         prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    if os.getppid() != parent_pid:  # the parent died before the signal was armed
-        os._exit(1)
+    if os.getppid() == parent_pid:
+        return
+    if through_wrapper and parent_pid in ancestors():
+        _killed_when_gone(parent_pid)
+        return
+    os._exit(1)  # the parent died before the signal was armed
+
+
+def ancestors(limit: int = 16) -> List[int]:
+    """This process's parent, its parent's parent, ... up to init (excluded), from ``/proc``;
+    as far as it can be read."""
+    out: List[int] = []
+    pid = os.getppid()
+    while pid > 1 and len(out) < limit:
+        out.append(pid)
+        try:
+            with open(f"/proc/{pid}/stat") as fh:
+                pid = int(fh.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            break
+    return out
+
+
+def _killed_when_gone(pid: int) -> None:
+    """SIGKILL this process when ``pid`` ends: a daemon thread waits on its pidfd (Linux 5.3
+    and later), else looks every half second."""
+    import threading
+    try:
+        fd: Optional[int] = os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        fd = None
+
+    def watch() -> None:
+        if fd is not None:
+            import select
+            select.select([fd], [], [])
+        else:
+            import time
+            while True:
+                time.sleep(0.5)
+                try:
+                    os.kill(pid, 0)
+                except ProcessLookupError:
+                    break
+                except PermissionError:
+                    pass
+        os.kill(os.getpid(), signal.SIGKILL)
+    threading.Thread(target=watch, name="mxperf-parent-watch", daemon=True).start()
 
 
 def preexec(parent_pid: int) -> Callable[[], None]:
@@ -65,5 +119,5 @@ def arm_from_environment() -> Optional[int]:
         parent = int(value)
     except ValueError:
         return None
-    arm(parent)
+    arm(parent, through_wrapper=True)
     return parent

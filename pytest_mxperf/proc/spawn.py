@@ -8,7 +8,7 @@ ps-lite roles of a cluster). Every child
 * dies with the process that started it: ``prctl(PR_SET_PDEATHSIG, SIGKILL)``, then a check
   that its parent is still the one that started it (a parent that died in between would never
   send the signal): armed by the child itself, first thing, where it runs one of this
-  package's modules (started by vfork, about 1 ms of the parent's time), else between fork and
+  package's modules (started by vfork, about 2 ms of the parent's time), else between fork and
   exec (``parent_death``). The signal is per spawning *thread* and is not inherited by
   grandchildren, so every level (pytest -> launcher -> roles) sets it where it starts its own
   children;
