@@ -22,7 +22,8 @@ ancestors arms the signal for its own parent and also watches the named one (a p
 daemon thread that waits in ``select``: no CPU while it waits), killing itself when it ends;
 one whose named parent is no ancestor (it died, and the worker was adopted) exits at once.
 
-Imports nothing but the standard library: every worker imports this module."""
+Imports nothing but the standard library (and, where there is no pidfd, the package's own
+``pid_alive``): every worker imports this module."""
 
 from __future__ import annotations
 
@@ -42,14 +43,13 @@ except (OSError, AttributeError):  # pragma: no cover
     _PRCTL = None
 
 
-def arm(parent_pid: int, prctl=None, *, through_wrapper: bool = False) -> None:
+def arm(parent_pid: int, *, through_wrapper: bool = False) -> None:
     """Arm the parent-death signal in this process and exit (status 1) at once if its parent
     is no longer ``parent_pid``; with ``through_wrapper``, a ``parent_pid`` that is a further
     ancestor (a wrapper between them) is watched instead (``_killed_when_gone``). Safe between
     fork and exec without ``through_wrapper``: no allocation-heavy work."""
-    prctl = _PRCTL if prctl is None else prctl
-    if prctl is not None:
-        prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if _PRCTL is not None:
+        _PRCTL(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     if os.getppid() == parent_pid:
         return
     if through_wrapper and parent_pid in ancestors():
@@ -88,24 +88,18 @@ def _killed_when_gone(pid: int) -> None:
             select.select([fd], [], [])
         else:
             import time
-            while True:
+
+            from pytest_mxperf.model.jsonio import pid_alive
+            while pid_alive(pid):
                 time.sleep(0.5)
-                try:
-                    os.kill(pid, 0)
-                except ProcessLookupError:
-                    break
-                except PermissionError:
-                    pass
         os.kill(os.getpid(), signal.SIGKILL)
     threading.Thread(target=watch, name="mxperf-parent-watch", daemon=True).start()
 
 
 def preexec(parent_pid: int) -> Callable[[], None]:
     """``arm`` as a ``preexec_fn``: for a child that cannot arm itself."""
-    prctl = _PRCTL
-
     def armed() -> None:  # runs in the child between fork and exec
-        arm(parent_pid, prctl)
+        arm(parent_pid)
     return armed
 
 
