@@ -142,6 +142,12 @@ def test_a_pair_against_the_recorded_setup_costs_what_the_cells_processes_took_h
     probed = record(2.0, machine_state={"probe_before": {"process_seconds": 0.7},
                                         "probe_after": {"process_seconds": 0.9}})
     assert setup_pair_seconds(probed, PerfOptions(time_budget=0.3)) == pytest.approx(light + 0.8)
+    # a GPU cell's sides warm up one after the other (cuDNN's autotune alone): its start twice
+    g = Workload("mlp", batch_size=8, contexts=("gpu:0",))
+    gpu_runs = [RunResult(g, "ok", batches_per_round=10, round_seconds=[0.01] * 3, wall_seconds=2.0,
+                          meta={"timed_seconds": 0.03}) for _ in range(5)]
+    gpu = types.SimpleNamespace(duets=True, cell=CellMeasurement(g, gpu_runs))
+    assert setup_pair_seconds(gpu, o) == pytest.approx(light + (2.0 - 0.03 + SPAWN_S))
     # process pairs (a cell that cannot be resident): two of its processes
     assert setup_pair_seconds(record(2.0, duets=False), o) == pytest.approx(2 * 2.0)
     # a neighbour tripled the processes' walls: the pair costs more, and a deadline keeps fewer
