@@ -28,7 +28,7 @@ from typing import Dict, List, Optional, Tuple
 TICK = os.sysconf("SC_CLK_TCK")
 #: a product process that used more CPU than this imported MXNet (a stand-in worker, a
 #: probe of a stand-in or a command-line tool stays far below: benchmarks/results/
-#: test-command-processes-zen3-2026-11-30.txt)
+#: zen3-sessions-2026-11-30c.txt, section 2)
 MXNET_CPU_S = 1.5
 
 

@@ -559,9 +559,9 @@ def _outside_timed(run: Any) -> float:
 
 
 def _batch_seconds(run: Any) -> Optional[float]:
-    """One batch's seconds in a process's timed rounds, or None (a worker kind without them)."""
-    k = run.batches_per_round
-    return sum(run.round_seconds) / (len(run.round_seconds) * k) if run.round_seconds and k > 0 else None
+    """One batch's seconds in a process's timed rounds (the mean of its ``seconds_per_batch``),
+    or None (a worker kind without batches)."""
+    return statistics.fmean(run.seconds_per_batch) if run.round_seconds and run.batches_per_round > 0 else None
 
 
 def _probe_seconds(runs: Sequence[Any], options) -> float:
