@@ -370,6 +370,13 @@ def _close(side: _Side, timeout: float, failed: bool) -> Tuple[Optional[str], Op
     return stopped, worker.read_result(side.result_path), usage
 
 
+def warms_up_alone(workload: Workload) -> bool:
+    """Whether a duet pair of ``workload`` warms its sides up one at a time (``run_pair``'s
+    ``solo_warmup`` by default): a GPU cell, whose warm-up (cuDNN's autotune) would time the
+    other side's."""
+    return workload.device == "gpu"
+
+
 def run_pair(workload: Workload, *, candidate: Optional[str], reference: Optional[str], seed: int = 0,
              candidate_first: bool = True, time_budget: float = TIME_BUDGET_S, smoke: bool = False,
              timeout: float = runner.DEFAULT_TIMEOUT, warmup_timeout: Optional[float] = None,
@@ -408,7 +415,7 @@ def run_pair(workload: Workload, *, candidate: Optional[str], reference: Optiona
         spec.setdefault("seed", seed)
         spec.setdefault("memory_limit", as_cap)
     if solo_warmup is None:
-        solo_warmup = workload.device == "gpu"
+        solo_warmup = warms_up_alone(workload)
     if solo_warmup:
         spec["solo_warmup"] = True
     rounds = 1 if smoke else rounds_for(time_budget)

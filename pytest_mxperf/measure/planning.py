@@ -581,14 +581,14 @@ def duet_pair_from(runs: Sequence[Any], options) -> float:
     timed rounds: import, bind, warm-up, end), then the settling and timed rounds of both
     sides one at a time, each round as long as ``duet.ROUND_SECONDS`` or one of its batches
     where that is longer (``duet.rounds_for``: fewer rounds then), and the probe around it.
-    A GPU cell's sides warm up one at a time (``duet.run_pair``'s ``solo_warmup``): its start
+    A cell whose sides warm up one at a time (``duet.warms_up_alone``: a GPU cell): its start
     counts twice. On the Zen 3 of ``benchmarks/results/zen3-sessions-2026-11-30c.txt`` the
     constant start (``DUET_STARTUP_S``, a floor) and round (``DUET_ROUND_S``) made a first
     round of 24 cells +21% (17.1 s for a pair that took 8-16 s); these figures, worked out on
     the same cells, -7%, and -5% on the session before."""
     from pytest_mxperf.measure import duet
     start = statistics.median(_outside_timed(r) for r in runs)
-    if runs[0].workload.device == "gpu":
+    if duet.warms_up_alone(runs[0].workload):
         start *= 2
     batches = [b for b in map(_batch_seconds, runs) if b]
     round_s = max(duet.ROUND_SECONDS, statistics.median(batches)) if batches else duet.ROUND_SECONDS
