@@ -43,3 +43,25 @@ def test_other_modes_and_missing_medians_are_not_plotted(tmp_path):
                CellMeasurement(Workload("alexnet", batch_size=8), [RunResult(Workload("alexnet", batch_size=8), "oom",
                                                                             message="out of memory")]).to_dict()]
     assert plot_throughput(records, None, tmp_path) == []
+
+
+def test_a_session_with_nothing_to_plot_does_not_import_matplotlib(tmp_path):
+    """matplotlib's import costs about a CPU-second a session: only one that plots pays it."""
+    import subprocess
+    import sys
+    kv = Workload("resnet50_v2", mode="kvstore", batch_size=8)
+    (tmp_path / "records.json").write_text(__import__("json").dumps(
+        [CellMeasurement(kv, [RunResult(kv, "ok", batches_per_round=1, round_seconds=[0.1])]).to_dict()]))
+    code = ("import json, sys\nfrom pytest_mxperf.output.plots import plot_throughput\n"
+            "paths = plot_throughput(json.load(open(sys.argv[1])), None, sys.argv[2])\n"
+            "print(paths, 'matplotlib' in sys.modules)")
+    r = subprocess.run([sys.executable, "-c", code, str(tmp_path / "records.json"), str(tmp_path / "out")],
+                       capture_output=True, text=True)
+    assert r.returncode == 0 and r.stdout.split() == ["[]", "False"], r.stdout + r.stderr
+    code_cell = code.replace("json.load(open(sys.argv[1]))", "[c]").replace(
+        "import json, sys\n", "import json, sys\nfrom pytest_mxperf.model.measurement import CellMeasurement, RunResult\n"
+        "from pytest_mxperf.model.workload import Workload\nw = Workload('alexnet', batch_size=8)\n"
+        "c = CellMeasurement(w, [RunResult(w, 'ok', batches_per_round=1, round_seconds=[0.1])])\n")
+    r = subprocess.run([sys.executable, "-c", code_cell, "-", str(tmp_path / "out")], capture_output=True, text=True)
+    assert r.returncode == 0 and r.stdout.split()[-1] == "True" and "throughput-alexnet-score.png" in r.stdout, \
+        r.stdout + r.stderr

@@ -57,11 +57,6 @@ def plot_throughput(records: Sequence[Union[CellMeasurement, Mapping[str, Any]]]
     ``records``: results records (``CellMeasurement.to_dict()`` dicts) or CellMeasurements.
     ``baseline``: the machine's ``Baseline`` (may be None).
     """
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    from matplotlib.ticker import FixedLocator, NullFormatter
-
     from pytest_mxperf.judge.floors import documented_curves
 
     out_dir = Path(out_dir)
@@ -81,7 +76,14 @@ def plot_throughput(records: Sequence[Union[CellMeasurement, Mapping[str, Any]]]
         if "model" in w and "batch_size" in w and hist:
             base[(w["model"], w.get("mode", "score"))].append((w, hist[-1]["median"], hist[-1].get("spread")))
 
-    paths = []
+    paths: List[Path] = []
+    if not ours:  # nothing this session measured is plotted: matplotlib's import (about a CPU-second) spared
+        return paths
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import FixedLocator, NullFormatter
+
     for (model, mode), items in sorted(ours.items()):
         fig, ax = plt.subplots(figsize=(10, 5.5), dpi=100)
         batches = set()
