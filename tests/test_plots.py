@@ -1,5 +1,8 @@
 """Throughput plots: one PNG per (model, mode), with baseline and documented curves."""
 
+import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -47,10 +50,8 @@ def test_other_modes_and_missing_medians_are_not_plotted(tmp_path):
 
 def test_a_session_with_nothing_to_plot_does_not_import_matplotlib(tmp_path):
     """matplotlib's import costs about a CPU-second a session: only one that plots pays it."""
-    import subprocess
-    import sys
     kv = Workload("resnet50_v2", mode="kvstore", batch_size=8)
-    (tmp_path / "records.json").write_text(__import__("json").dumps(
+    (tmp_path / "records.json").write_text(json.dumps(
         [CellMeasurement(kv, [RunResult(kv, "ok", batches_per_round=1, round_seconds=[0.1])]).to_dict()]))
     code = ("import json, sys\nfrom pytest_mxperf.output.plots import plot_throughput\n"
             "paths = plot_throughput(json.load(open(sys.argv[1])), None, sys.argv[2])\n"
