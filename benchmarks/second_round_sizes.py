@@ -24,7 +24,6 @@ from typing import Dict, List, Optional, Sequence, Tuple
 from pytest_mxperf.judge import verdict_duet as V
 from pytest_mxperf.measure import planning
 from pytest_mxperf.measure.ledger import CellRecord
-from pytest_mxperf.model import stats
 from pytest_mxperf.model.measurement import CellMeasurement
 from pytest_mxperf.outcome import ab_judging
 
@@ -49,19 +48,19 @@ def first_stage(cell: CellMeasurement, block: Sequence[tuple]) -> CellMeasuremen
                            [r for _, r in block])
 
 
+#: the product's sizing, which ``pooled_only`` asks (``sizes`` puts that in its place for a while)
+_PAIRS_NEEDED = V.pairs_needed
+
+
 def pooled_only(n_cells: int, pair_log_ratios: Sequence[float] = (), *, spread: Optional[float] = None,
-                min_effect: float = V.MIN_EFFECT, q: float = V.FDR_Q, max_pairs: int = V.MAX_PAIRS) -> int:
+                **kwargs) -> int:
     """``verdict_duet.pairs_needed`` with the session's pooled spread alone (the cell's own
-    only when there is none): the experiment."""
+    only when there is none): the experiment. The cell's ratios go in as their mean, as many
+    times, so that its own spread is none and its mean and count are what they were."""
     d = V._finite(pair_log_ratios)
-    if not d:
-        return V.STAGE1_PAIRS
-    own = stats.sample_sd(d) if len(d) >= 2 else 0.0
-    sd = max(spread if spread else own, V.MIN_SD)
-    halfwidth = max(V.PRECISION_MARGIN * min_effect, V.EFFECT_SHARE * abs(statistics.fmean(d)))
-    n2 = stats.t_pairs_for_halfwidth(sd, halfwidth, q / max(1, int(n_cells)), V.STAGE1_PAIRS,
-                                     max(V.STAGE1_PAIRS, max_pairs - len(d)))
-    return len(d) + n2
+    if spread and d:
+        d = [statistics.fmean(d)] * len(d)
+    return _PAIRS_NEEDED(n_cells, d, spread=spread, **kwargs)
 
 
 def sizes(doc: dict, min_effect: float) -> Tuple[Dict[str, int], Dict[str, int], Dict[str, int], Optional[float]]:
@@ -80,16 +79,17 @@ def sizes(doc: dict, min_effect: float) -> Tuple[Dict[str, int], Dict[str, int],
     pairs = planning.ab_pairs(len(doc["records"]))
     product = ab_judging.second_stage_pairs(first, min_effect, pairs)
     as_product = {k: product(k) for k in ran}  # asked now: the sizing reads V.pairs_needed when called
-    original = V.pairs_needed
     V.pairs_needed = pooled_only
     try:
         experiment = ab_judging.second_stage_pairs(first, min_effect, pairs)
         pooled = {k: experiment(k) for k in ran}
     finally:
-        V.pairs_needed = original
-    rounds = [[ab_judging.duet_log_ratio(c, r, rec.cell.primary) for c, r in rec.cell.pairs()]
-              for rec in first.values() if ab_judging.spread_family(rec.cell.primary) == "rounds"]
-    return ran, as_product, pooled, V.session_spread(rounds)
+        V.pairs_needed = _PAIRS_NEEDED
+    # the spread the sizing pooled for the rounds' figures, from the same first-stage pairings
+    _, _, duets = ab_judging._ab_inputs(first, set())
+    spread = V.session_spread(d.pair_log_ratios for d in duets.values()
+                              if ab_judging.spread_family(d.metric) == "rounds")
+    return ran, as_product, pooled, spread
 
 
 def main(argv: Optional[List[str]] = None) -> int:
