@@ -70,12 +70,13 @@ def summary(rows: Iterable[Dict], unit_of: Callable[[str], str], top: int = 30) 
         m[1] += r["wall"]
         m[2] += r["own"]
         m[3] += r["children"]
-        u = unit_of(r["test"])
-        said = u if u != module else "its own"
+        shared = unit_of(r["test"]) != module  # in a unit of several modules
+        said = unit_of(r["test"]) if shared else "its own"
         unit_of_module[module] = said if unit_of_module.get(module, said) == said else "mixed"
-        units[u if u != module else "each module its own unit"][0] += 1
-        units[u if u != module else "each module its own unit"][1] += r["wall"]
-        units[u if u != module else "each module its own unit"][2] += r["own"] + r["children"]
+        u = units[said if shared else "each module its own unit"]
+        u[0] += 1
+        u[1] += r["wall"]
+        u[2] += r["own"] + r["children"]
     order = sorted(mods, key=lambda k: -(mods[k][2] + mods[k][3]))
     line = "{:<34} {:>5} {:>10} {:>7} {:>7} {:>7} {:>7}"
     out = [line.format("module", "tests", "unit", "wall-s", "own", "child", "CPU-s")]
