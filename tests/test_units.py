@@ -250,3 +250,22 @@ def test_mannwhitney_p_is_scipys_whether_it_is_asked_again_by_u_or_not():
             assert stats.mannwhitney_p(list(reversed(cur)), base, alt) == want  # asked again, other order
         kept += stats._u_without_ties(tuple(cur), tuple(base)) is not None
     assert 300 < kept < 600  # both paths taken
+
+
+def test_finite_positive_keeps_finite_positive_numbers_of_any_type_as_floats_and_drops_the_rest():
+    """Plain floats take a shorter path (most values are); the answer is float()'s and
+    isfinite's for every kind of value, a float subclass and NumPy's scalars included."""
+    import math
+
+    import numpy as np
+
+    from pytest_mxperf.model.stats import finite_positive
+
+    class Fl(float):
+        pass
+    values = [1.0, -1.0, 0.0, -0.0, math.nan, math.inf, -math.inf, 5e-324, 1e308, True, False, 3, 0, "2.5", "x",
+              None, [1], np.float64(2.0), np.float32("nan"), np.int64(4), Fl(7.0), Fl(math.nan)]
+    got = finite_positive(values)
+    assert got == [1.0, 5e-324, 1e308, 3.0, 2.5, 2.0, 4.0, 7.0]
+    assert all(type(v) is float for v in got)
+    assert finite_positive(None) == [] and finite_positive(()) == []
