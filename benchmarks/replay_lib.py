@@ -264,17 +264,33 @@ def make_run(w: Workload, doc: Dict[str, Any], common: Dict[str, Any], effect: f
     divided by it, figures judged by the processes rule moved by it in their better
     direction (derived figures, shown only, and memory as recorded); ``env``: recorded
     variables the process ran with besides its recorded ones (a setup changed visibly)."""
+    status, message, batches, rounds, figures, wall = _fields(doc, effect)
+    return RunResult(w, status, message=message, batches_per_round=batches, round_seconds=rounds,
+                     figures=figures, meta=_facts(doc, common, env), wall_seconds=wall)
+
+
+#: a recorded run's fields at an effect, worked out once (a study draws the same recorded run
+#: thousands of times); each RunResult made from them is a new process (its own ``process``
+#: id), and copies the figures it is given. Keyed by identity; the entry holds the document
+_FIELDS: Dict[Tuple[int, float], Tuple[Any, tuple]] = {}
+
+
+def _fields(doc: Dict[str, Any], effect: float) -> tuple:
+    key = (id(doc), effect)
+    hit = _FIELDS.get(key)
+    if hit is not None:
+        return hit[1]
     figures = {}
     for k, v in (doc.get("figures") or {}).items():
         m = METRICS.get(k)
         if m is not None and m.rule == "processes" and effect != 1.0:
             v = v * effect if m.higher_is_better else v / effect
         figures[k] = v
-    return RunResult(w, doc["status"], message=doc.get("message", ""),
-                     batches_per_round=int(doc.get("batches_per_round") or 0),
-                     round_seconds=[s / effect for s in doc.get("round_seconds") or []],
-                     figures=figures, meta=_facts(doc, common, env),
-                     wall_seconds=float(doc.get("wall_seconds") or 0.0))
+    fields = (doc["status"], doc.get("message", ""), int(doc.get("batches_per_round") or 0),
+              tuple(s / effect for s in doc.get("round_seconds") or []), figures,
+              float(doc.get("wall_seconds") or 0.0))
+    _FIELDS[key] = (doc, fields)
+    return fields
 
 
 #: a recorded run's facts, made once: Facts is immutable and copies what it is given, and a
