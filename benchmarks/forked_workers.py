@@ -40,8 +40,9 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from pytest_mxperf.machine import hardware, topology  # noqa: E402
+from pytest_mxperf.machine import topology  # noqa: E402
 from pytest_mxperf.proc import spawn  # noqa: E402
+from worker_start import cpu_model, report  # noqa: E402  (this directory: the script's own)
 
 #: the kernel a child runs, and what it reports (one JSON line on stdout)
 KERNEL = r'''
@@ -101,11 +102,6 @@ for line in sys.stdin:
 '''
 
 
-def cpu_model() -> str:
-    cpu = hardware.cpu_info()
-    return f"{cpu['model_name']}, family {cpu.get('family', '?')} model {cpu.get('model', '?')}"
-
-
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rounds", type=int, default=10)
@@ -154,12 +150,7 @@ def main(argv=None) -> int:
             r = rows[kind][i]
             lines.append(f"  {i:>2} {kind:<5} before {r['before_cpu']:.3f} besides {r['untimed_cpu']:.3f} CPU-s  omp {r['omp']}  "
                          f"cpu/wall {r['cpu_per_wall']:.2f}  fastest {1000 * r['best_s']:.2f} ms")
-    text = "\n".join(lines) + "\n"
-    print(text, end="")
-    if args.out:
-        with open(args.out, "w") as fh:
-            fh.write(text)
-    return 0
+    return report(lines, args.out)
 
 
 if __name__ == "__main__":
