@@ -70,10 +70,11 @@ def summary(rows: Iterable[Dict], unit_of: Callable[[str], str], top: int = 30) 
         m[1] += r["wall"]
         m[2] += r["own"]
         m[3] += r["children"]
-        shared = unit_of(r["test"]) != module  # in a unit of several modules
-        said = unit_of(r["test"]) if shared else "its own"
+        unit = unit_of(r["test"])
+        shared = unit != module  # in a unit of several modules
+        said = unit if shared else "its own"
         unit_of_module[module] = said if unit_of_module.get(module, said) == said else "mixed"
-        u = units[said if shared else "each module its own unit"]
+        u = units[unit if shared else "each module its own unit"]
         u[0] += 1
         u[1] += r["wall"]
         u[2] += r["own"] + r["children"]
