@@ -269,48 +269,54 @@ def make_run(w: Workload, doc: Dict[str, Any], common: Dict[str, Any], effect: f
                      figures=figures, meta=_facts(doc, common, env), wall_seconds=wall)
 
 
+def _once(table: Dict[tuple, Tuple[tuple, Any]], key: tuple, held: tuple, make: Callable[[], Any]) -> Any:
+    """``make()``, made once per ``key`` in ``table``. The keys name documents by identity
+    (``id``): each entry holds ``held``, those documents, so that no id is reused while it stands."""
+    hit = table.get(key)
+    if hit is None:
+        hit = table[key] = (held, make())
+    return hit[1]
+
+
 #: a recorded run's fields at an effect, worked out once (a study draws the same recorded run
 #: thousands of times); each RunResult made from them is a new process (its own ``process``
-#: id), and copies the figures it is given. Keyed by identity; the entry holds the document
-_FIELDS: Dict[Tuple[int, float], Tuple[Any, tuple]] = {}
+#: id), and copies the figures it is given
+_FIELDS: Dict[tuple, Tuple[tuple, tuple]] = {}
 
 
 def _fields(doc: Dict[str, Any], effect: float) -> tuple:
-    key = (id(doc), effect)
-    hit = _FIELDS.get(key)
-    if hit is not None:
-        return hit[1]
+    return _once(_FIELDS, (id(doc), effect), (doc,), lambda: _worked_out(doc, effect))
+
+
+def _worked_out(doc: Dict[str, Any], effect: float) -> tuple:
     figures = {}
     for k, v in (doc.get("figures") or {}).items():
         m = METRICS.get(k)
         if m is not None and m.rule == "processes" and effect != 1.0:
             v = v * effect if m.higher_is_better else v / effect
         figures[k] = v
-    fields = (doc["status"], doc.get("message", ""), int(doc.get("batches_per_round") or 0),
-              tuple(s / effect for s in doc.get("round_seconds") or []), figures,
-              float(doc.get("wall_seconds") or 0.0))
-    _FIELDS[key] = (doc, fields)
-    return fields
+    return (doc["status"], doc.get("message", ""), int(doc.get("batches_per_round") or 0),
+            tuple(s / effect for s in doc.get("round_seconds") or []), figures,
+            float(doc.get("wall_seconds") or 0.0))
 
 
 #: a recorded run's facts, made once: Facts is immutable and copies what it is given, and a
 #: study draws the same recorded run thousands of times (copying its facts each time was a
-#: sixth of a study's time). Keyed by identity; the entry holds the documents, so no id is reused
-_FACTS: Dict[Tuple[int, int, tuple], Tuple[Any, Any, Facts]] = {}
+#: sixth of a study's time)
+_FACTS: Dict[tuple, Tuple[tuple, Facts]] = {}
 
 
 def _facts(doc: Dict[str, Any], common: Dict[str, Any], env: Optional[Dict[str, str]]) -> Facts:
-    key = (id(doc), id(common), tuple(sorted((env or {}).items())))
-    hit = _FACTS.get(key)
-    if hit is not None:
-        return hit[2]
+    return _once(_FACTS, (id(doc), id(common), tuple(sorted((env or {}).items()))), (doc, common),
+                 lambda: _made_facts(doc, common, env))
+
+
+def _made_facts(doc: Dict[str, Any], common: Dict[str, Any], env: Optional[Dict[str, str]]) -> Facts:
     meta = dict(common)
     meta.update(doc.get("meta") or {})
     if env:
         meta["env"] = dict(meta.get("env") or {}, **env)
-    facts = Facts(meta)
-    _FACTS[key] = (doc, common, facts)
-    return facts
+    return Facts(meta)
 
 
 class Drawer:
