@@ -3,7 +3,7 @@ its own import? What such a child runs with, and what its start costs, against a
 
 Alternating (exec, fork, exec, fork, ...; ``--rounds`` of each), one child at a time, each
 running the same kernel (a 3x3 convolution of 32 x 64 x 28 x 28 in float32 on cpu(0), the
-probe's, ``workers/protocol.SPEED_SHAPE``) for ``--calls`` timed calls, each ending in
+probe's, ``workers/protocol.speed_kernel``) for ``--calls`` timed calls, each ending in
 ``mx.nd.waitall()``, after three untimed ones:
 
 - exec: ``python -c`` that imports MXNet as a worker does (``protocol.import_mxnet``, from the
@@ -49,12 +49,10 @@ KERNEL = r'''
 def kernel(mx, calls, before_cpu):
     import json, os, time
     from pytest_mxperf.workers import protocol
-    n, c, h, w = protocol.SPEED_SHAPE
-    x = mx.nd.ones((n, c, h, w), ctx=mx.cpu(0)) * 0.5
-    k = mx.nd.ones((c, c, 3, 3), ctx=mx.cpu(0)) * 0.01
+    convolution = protocol.speed_kernel(mx)
 
     def call():
-        mx.nd.Convolution(x, k, no_bias=True, kernel=(3, 3), pad=(1, 1), num_filter=c)
+        convolution()
         mx.nd.waitall()
     for _ in range(3):
         call()

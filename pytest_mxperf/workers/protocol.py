@@ -461,14 +461,7 @@ def mxnet_speed(mx, seconds: float = SPEED_SECONDS) -> dict:
     makes its primitive at the first), then rounds of 2 calls, each ending in
     ``mx.nd.waitall()``, for ``seconds``; the figure is the fastest round's (a neighbour or a
     slow spell only ever slows a round)."""
-    n, c, h, w = SPEED_SHAPE
-    ctx = mx.cpu(0)
-    x = mx.nd.ones((n, c, h, w), ctx=ctx) * 0.5
-    k = mx.nd.ones((c, c, 3, 3), ctx=ctx) * 0.01
-
-    def call():
-        return mx.nd.Convolution(x, k, no_bias=True, kernel=(3, 3), pad=(1, 1), num_filter=c)
-
+    call = speed_kernel(mx)
     t0, warm = time.perf_counter(), 0
     while warm < 2 or time.perf_counter() - t0 < seconds / 10:
         call()
@@ -481,8 +474,22 @@ def mxnet_speed(mx, seconds: float = SPEED_SECONDS) -> dict:
         call()
         mx.nd.waitall()
         rounds.append(time.perf_counter() - r0)
+    n, c, h, w = SPEED_SHAPE
     flops = 2.0 * n * c * c * 9 * h * w * 2
     return {"conv_gflops": flops / min(rounds) / 1e9, "rounds": len(rounds), "seconds": time.perf_counter() - t0}
+
+
+def speed_kernel(mx):
+    """The speed figure's kernel (``SPEED_SHAPE``) as a call of no arguments, its arrays made
+    once; a call queues one convolution and returns its output (the caller waits for it)."""
+    n, c, h, w = SPEED_SHAPE
+    ctx = mx.cpu(0)
+    x = mx.nd.ones((n, c, h, w), ctx=ctx) * 0.5
+    k = mx.nd.ones((c, c, 3, 3), ctx=ctx) * 0.01
+
+    def call():
+        return mx.nd.Convolution(x, k, no_bias=True, kernel=(3, 3), pad=(1, 1), num_filter=c)
+    return call
 
 
 def probe(result_path: str) -> int:
