@@ -4,7 +4,7 @@ A seeded simulation of whole gate sessions (``gate.end_session``, default settin
 confirmation path included) on synthetic lognormal per-process figures. The machine:
 
 * every process of a cell varies by ``SIGMA_P`` (log SD 1.5%, this VM's quiet processes:
-  ``baselines/intel-*.json`` and ``benchmarks/data/replay-*-quiet.json`` hold 0.2-2%);
+  ``tests/data/baseline-old-format-*.json`` and ``benchmarks/data/replay-*-quiet.json`` hold 0.2-2%);
 * every session moves all its figures together by a machine-wide drift (log SD ``SIGMA_M``)
   and each cell by its own drift (log SD 1% to 4% by cell, ``CELL_DRIFT``): what this VM
   did over 45 minutes (``benchmarks/results/gate-sessions-2026-11-23.txt``: ResNet-50 v2 b2
@@ -364,7 +364,7 @@ def test_a_file_recorded_before_resolutions_loads_and_gets_the_same_resolution(t
     assert store.recorded_requirement("m") is None
     # the committed baseline (recorded before all this) loads, provisional
     from pathlib import Path
-    committed = next((Path(__file__).resolve().parent.parent / "baselines").glob("intel-*.json"))
+    committed = Path(__file__).resolve().parent / "data" / "baseline-old-format-intel-xeon-2026-11-22.json"
     old = baselines.Baseline.load(committed)
     summ = old.resolution_summary()
     assert summ["cells"] > 30 and summ["provisional"] == summ["cells"]
