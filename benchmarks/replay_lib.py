@@ -631,6 +631,9 @@ class Rates:
     to_setup: float = 0.0               # mode "setup": cells measured again against the recorded setup, a session
     setup_pairs: float = 0.0            # ... the pairs they took, a session
     setup_seconds: float = 0.0          # ... and what those cost at the cost model's duet pair, a session
+    #: sessions that would fail were "system-differs" (both setups agree, the machine's probes
+    #: did not move with the change) not failing: the other rule of docs/baselines.md
+    failed_unless_system: int = 0
 
     @property
     def failed_rate(self) -> float:
@@ -664,6 +667,7 @@ def rates(mode: str, corpus: Corpus, n_cells: int, effect: float, sessions: int,
         r.setup_seconds += s.setup_seconds / sessions
         for k in s.kinds:
             r.kinds[k] = r.kinds.get(k, 0) + 1
+        r.failed_unless_system += bool(set(s.kinds) - {"system-differs"})
         r.changed_kinds[s.changed_kind] = r.changed_kinds.get(s.changed_kind, 0) + 1
         # a resolution of 100% or more resolves no slowdown at all
         if s.resolution is not None and s.resolution < 1.0 and -math.log(effect) > -math.log1p(-s.resolution):
@@ -678,6 +682,8 @@ def format_row(r: Rates) -> str:
     kinds = ", ".join(f"{k} {v}" for k, v in sorted(r.kinds.items())) or "-"
     txt = (f"{r.mode:<8} N={r.n_cells:<3d} x{r.effect:.2f}  sessions {r.sessions:4d}  "
            f"failed {100 * r.failed_rate:5.1f}% ({kinds})")
+    if r.kinds.get("system-differs"):
+        txt += f"  [{100 * r.failed_unless_system / r.sessions:.1f}% were system-differs to pass]"
     if r.effect != 1.0:
         txt += f"  caught {100 * r.caught_rate:5.1f}%"
         if r.mode in ("baseline", "setup", "setup-visible"):

@@ -299,38 +299,62 @@ def check_recorded_requirement(baseline: Optional[Baseline], where: str) -> None
                                 f"{distributions.one_line(exc)}; re-record it with --perf-update-baselines") from None
 
 
+def _fitted_requirement(baseline: Baseline) -> Tuple[Optional[str], str]:
+    """A baseline that names no install (recorded before installs were): (the requirement of
+    the one published wheel that fits the MXNet release and build features it recorded, or
+    None; why none fits, when None). ``BaselineError`` when it recorded several releases."""
+    from pytest_mxperf.proc import wheel_variants
+    release = baseline.recorded_release()
+    if release is None:
+        return None, "it records no MXNet release"
+    try:
+        return wheel_variants.fitting_requirement(release["mxnet_version"], release["features"],
+                                                  release["cuda_runtime"]), ""
+    except ValueError as exc:
+        return None, str(exc)
+
+
 def recorded_setup(session, environ) -> "RecordedSetup":
     """Baseline mode, before the first measuring test: the setup the baseline recorded, to
     settle suspects against in a duet. Its MXNet requirement is rebuilt (or found) in a cached
     venv with the recorded numpy, and taken only when it is the build the baseline recorded
-    (the sha256 of its libmxnet). What becomes of it is said in one line (``RecordedSetup``)."""
+    (the sha256 of its libmxnet). A baseline that records no build (recorded before builds
+    were) is settled against its requirement as the index has it; one that records no install
+    at all, against the published wheel that fits its recorded release and build features
+    (``wheel_variants.fitting_requirement``): each verdict then says the build was not
+    recorded. What becomes of it is said in one line (``RecordedSetup``)."""
     from pytest_mxperf.measure.session import RecordedSetup
     from pytest_mxperf.proc import distributions, installs
     from pytest_mxperf.store.baselines import BaselineError
     ctx = session.context
     where = str(ctx.store.path(ctx.machine["id"]))
     keep = "the baseline's verdicts stand as they are (a provisional resolution stays provisional)"
+    unsure = "a slowdown beyond the minimum effect fails as unresolved, never passes"
     try:
         requirement = ctx.baseline.recorded_requirement()  # NAME==VERSION: checked as the session started
         recorded = ctx.baseline.recorded_install() or {}
+        release = ctx.baseline.recorded_release()
+        why = ""
+        recorded_pin = bool(requirement)
+        if not requirement:
+            requirement, why = _fitted_requirement(ctx.baseline)
     except BaselineError as exc:
         return RecordedSetup("unrecorded", line=f"mxperf: no recorded setup to settle suspects against: {exc}; {keep}")
     if not requirement:
-        return RecordedSetup("unrecorded", line=f"mxperf: {where} does not record which MXNet install measured it "
-                                                f"(recorded before installs were): no duet against it; {keep}")
-    if not recorded.get("libmxnet_sha256"):
-        return RecordedSetup("unrecorded", requirement, line=(
-            f"mxperf: {where} records {requirement} but not its build (recorded before builds were, or its files "
-            f"could not be read): a rebuild could not be checked, no duet against it; {keep}"))
-    pins = {"numpy": recorded["numpy_version"]} if recorded.get("numpy_version") else {}
+        return RecordedSetup("unfit", line=(
+            f"mxperf: {where} does not record which MXNet install measured it (recorded before installs were) "
+            f"and no install fits what it does record ({why}): no duet against it; {unsure}"))
+    want = recorded.get("libmxnet_sha256")
+    numpy = recorded.get("numpy_version") or (release or {}).get("numpy_version")
+    pins = {"numpy": numpy} if numpy else {}
     try:
         python = installs.reference_python(requirement, like=ctx.options.python, pins=pins)
-        want, got = _builds(ctx.baseline, python)
+        got = (distributions.install_identity(python) or {}).get("libmxnet_sha256") if want else None
     except distributions.InstallError as exc:
         return RecordedSetup("unbuilt", requirement, line=(
             f"mxperf: the recorded setup ({requirement}) could not be rebuilt: {distributions.one_line(exc)}; "
-            "a suspect slowdown beyond the minimum effect fails as unresolved"))
-    if got != want:
+            f"{unsure}"))
+    if want and got != want:
         return RecordedSetup("other-build", requirement, python, line=(
             f"mxperf: {requirement} rebuilt in {python} is not the build {where} recorded (libmxnet sha256 "
             f"{str(got)[:16]}… against {str(want)[:16]}…: a custom build, or another build of that version): "
@@ -338,9 +362,16 @@ def recorded_setup(session, environ) -> "RecordedSetup":
     unrecorded = [k for k in sorted(environ) if k.startswith(UNRECORDED_VARIABLES)]
     outside = (f"; {', '.join(unrecorded)} set here, not recorded: both sides run with them, not compared"
                if unrecorded else "")
-    return RecordedSetup("ready", requirement, python, line=(
-        f"mxperf: suspects are settled in a duet against the recorded setup: {requirement} (the build the baseline "
-        f"recorded, in {python}) with each cell's recorded variables{outside}"))
+    if want:
+        return RecordedSetup("ready", requirement, python, line=(
+            f"mxperf: suspects are settled in a duet against the recorded setup: {requirement} (the build the "
+            f"baseline recorded, in {python}) with each cell's recorded variables{outside}"))
+    how = ("records its install but not its build (recorded before builds were)" if recorded_pin else
+           f"records MXNet {release['mxnet_version']} but not its install (recorded before installs were), "
+           f"and {requirement} is the published wheel that fits its build features")
+    return RecordedSetup("ready", requirement, python, build_recorded=False, line=(
+        f"mxperf: suspects are settled in a duet against the recorded setup: {where} {how}: {requirement} "
+        f"from the package index (in {python}) stands for it, with each cell's recorded variables{outside}"))
 
 
 def reference_python(spec: str, candidate: Optional[str] = None) -> str:
@@ -600,11 +631,19 @@ def plan(pytest_session, session, deselected_slow: int):
     # the speed (1.4 of a 2.7-s --collect-only here); the estimate is then the machine's last
     # sessions of the kind whatever their setup, else the reference's at its own speed
     probe = None if pytest_session.config.option.collectonly else session.scheduler.probe
-    made = planning.plan_for([planning.planned(it) for it in runnable], ctx.options, ab,
+    planned = [planning.planned(it) for it in runnable]
+    # the recorded setup first (built, or found in the cache, before any test measures): a
+    # baseline that cannot be settled against in a duet costs what a session with nothing to
+    # settle costs, and the first line says which of its cells can go to a duet
+    setup = None
+    if any(t.measuring for t in planned) and settles_against_setup(pytest_session.config, session):
+        setup = recorded_setup(session, ctx.environ)
+    kind = "suite" if ctx.kind == "baseline" and not (setup is not None and setup.ready) else ctx.kind
+    made = planning.plan_for(planned, ctx.options, ab,
                              explicit_pairs=bool(pytest_session.config.getoption("--perf-processes")),
                              deselected_slow=deselected_slow,
-                             known=known_costs(ctx.options, ctx.machine, ctx.kind, planning.session_setup(probe)),
-                             reference=planning.reference_known(reference, ctx.kind, ctx.options),
+                             known=known_costs(ctx.options, ctx.machine, kind, planning.session_setup(probe)),
+                             reference=planning.reference_known(reference, kind, ctx.options),
                              speed=planning.speed_from(probe, reference))
     try:
         thresholds = marker_thresholds(runnable) + session_thresholds(pytest_session.config)
@@ -612,16 +651,17 @@ def plan(pytest_session, session, deselected_slow: int):
         raise pytest.UsageError(str(exc)) from None
     made = dataclasses.replace(made, plan=dataclasses.replace(made.plan, thresholds=thresholds))
     if made.plan.tests:
+        settling = (report.settling_words(setup.ready, made.duet_tests, made.plan.tests) if setup is not None
+                    else "")
         say(pytest_session.config, report.plan_line(made.plan.tests, ctx.options, made.plan.ab_pairs,
                                                     made.plan.duet_pairs, made.duet_tests, made.estimate,
-                                                    deselected_slow, ab=ctx.comparison.ab, speed=made.plan.speed))
+                                                    deselected_slow, ab=ctx.comparison.ab, speed=made.plan.speed,
+                                                    settling=settling))
     elif deselected_slow:  # the measuring tests left will skip: the slow ones are said all the same
         say(pytest_session.config, f"mxperf: {report.slow_note(deselected_slow)}")
-    setup = None
-    if made.plan.tests and settles_against_setup(pytest_session.config, session):
-        setup = recorded_setup(session, ctx.environ)
+    if setup is not None and made.plan.tests:
         say(pytest_session.config, setup.line)
-    return made.plan, grids, setup
+    return made.plan, grids, setup if made.plan.tests else None
 
 
 #: sessions of the same kind on this machine whose test durations the estimate starts from

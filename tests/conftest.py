@@ -81,6 +81,22 @@ def pytester(pytester, monkeypatch):
     return pytester
 
 
+@pytest.fixture(autouse=True)
+def _stand_in_sessions_build_nothing_from_an_index(request):
+    """A session a test starts through pytester that would settle against a recorded setup
+    not in its venv cache would build it from the package index: a real MXNet download under
+    a stand-in test. Here pip finds no index, so such a setup is "unbuilt", said in one line;
+    tests put the setup they mean in the cache (``stand_ins.recorded_setup_is``). The reference
+    venvs a module builds on purpose (test_ab_real) are built by module fixtures, before this."""
+    if "pytester" not in request.fixturenames:
+        yield
+        return
+    mp = request.getfixturevalue("monkeypatch")
+    mp.setenv("PIP_NO_INDEX", "1")
+    mp.setenv("PIP_INDEX_URL", "http://127.0.0.1:9/simple")  # nothing listens there
+    yield
+
+
 @pytest.fixture(autouse=True, scope="session")
 def _pytest_process_never_imports_mxnet():
     yield

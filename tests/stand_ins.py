@@ -123,7 +123,7 @@ def cached_setup(cache, python, like=None, spec="mxnet==1.9.1", numpy="1.23.5"):
 
     from pytest_mxperf.proc import distributions, installs
     reqs = installs.requirements_for(spec, installs._pinned(distributions.companion_requirements(like),
-                                                           {"numpy": numpy}))
+                                                           {"numpy": numpy} if numpy else {}))
     root = Path(cache) / "venvs" / installs.venv_slug(spec, reqs)
     exe = installs.venv_python(root / "venv")
     exe.parent.mkdir(parents=True, exist_ok=True)
@@ -132,3 +132,62 @@ def cached_setup(cache, python, like=None, spec="mxnet==1.9.1", numpy="1.23.5"):
     os.chmod(exe, 0o755)
     (root / installs.COMPLETE_MARKER).write_text(json.dumps({"spec": spec, "requirements": reqs}))
     return str(exe)
+
+
+def recorded_setup_is(project, baselines_dir, python, like, machine="box"):
+    """What a first build leaves on a machine whose baseline (``baselines_dir``/``machine``.json)
+    was recorded by ``python``, in the venv cache of a pytester project (``project``/.cache/
+    pytest-mxperf: pytester's HOME), for a session whose candidate is ``like``
+    (``cached_setup_in``). Baseline mode settles what the baseline alone cannot against it,
+    and no test builds anything from a package index."""
+    from pathlib import Path
+    return cached_setup_in(Path(project) / ".cache" / "pytest-mxperf", baselines_dir, machine, python, like)
+
+
+def cached_setup_in(cache, baselines_dir, machine, python, like):
+    """Put ``python`` in the venv cache ``cache`` as the setup the baseline ``machine`` (in
+    ``baselines_dir``) recorded: its recorded requirement, or for a baseline that names none
+    the wheel that fits its recorded release, with its recorded numpy."""
+    from pathlib import Path
+
+    from pytest_mxperf.proc import wheel_variants
+    from pytest_mxperf.store.baselines import Baseline
+    b = Baseline.load(Path(baselines_dir) / f"{machine}.json")
+    spec = b.recorded_requirement()
+    if not spec:
+        release = b.recorded_release()
+        spec = wheel_variants.fitting_requirement(release["mxnet_version"], release["features"],
+                                                  release["cuda_runtime"])
+    numpy = (b.recorded_install() or {}).get("numpy_version") or (b.recorded_release() or {}).get("numpy_version")
+    return cached_setup(cache, python, like=like, spec=spec, numpy=numpy)
+
+
+def faster_baseline(doc, name, factor=1.25, probes_of=(), old=False):
+    """The baseline document ``name`` built from a recorded one (``doc``) as a host ``factor``
+    faster would have recorded it: each cell's processes at its recorded median x ``factor``, a
+    fixed 1% apart (the resolution, worked out again as the file loads, then resolves a
+    change of a few percent on any machine); the cells whose keys are in ``probes_of`` with
+    their machine probe readings x ``factor`` too; ``old``: as recorded before installs,
+    probes and the measuring method were kept (no install, requirement, probes, states or
+    suite)."""
+    import copy
+    doc = copy.deepcopy(doc)
+    doc["machine_id"] = name
+    for key, cell in doc["cells"].items():
+        for rec in cell["history"]:
+            n = len(rec["process_medians"])
+            median = sorted(rec["process_medians"])[n // 2]
+            rec["process_medians"] = [median * factor * (1 + 0.002 * (i - (n - 1) / 2)) for i in range(n)]
+            rec["median"] = median * factor
+            rec.pop("resolution", None)
+            for ms in (rec.get("process_probes") or []) if key in probes_of else []:
+                for part in ("probe_before", "probe_after"):
+                    for fig in ("gemm_gflops", "stream_gbps"):
+                        if isinstance((ms.get(part) or {}).get(fig), (int, float)):
+                            ms[part][fig] *= factor
+            if old:
+                for field in ("install", "mxnet_requirement", "process_probes", "process_states", "suite"):
+                    rec.pop(field, None)
+    if old:
+        doc.pop("mxnet_requirement", None)
+    return doc

@@ -318,10 +318,11 @@ def test_a_regressed_cell_is_profiled_beside_the_baselines_profile(pytester, stu
     bdir, report = pytester.path / "bl", pytester.path / "rep"
     common = ["-p", "no:cacheprovider", "-m", "cpu", "--perf-machine", "box", "--perf-baselines-dir", str(bdir),
               "--perf-no-probe"]
-    r = stand_ins.session(pytester, *common, "--perf-python", stub_with_real_profiler("base", rate=100.0),
-                                      "--perf-update-baselines", "-v")
+    base = stub_with_real_profiler("base", rate=100.0)
+    r = stand_ins.session(pytester, *common, "--perf-python", base, "--perf-update-baselines", "-v")
     out = r.stdout.str()  # -v: the full report, with each recorded cell's profile
     assert r.ret == 0, out
+    stand_ins.recorded_setup_is(pytester.path, bdir, base, base)  # found in the venv cache: the duet settles
     key = "score/lenet/b8/cpu:0/float32/threads=auto"
     # recording profiles every cell; its fused convolution is among the top operators (which
     # of LeNet's three comes first depends on the machine: a loaded one put FullyConnected first)
@@ -351,18 +352,21 @@ def test_a_regressed_cell_is_profiled_beside_the_baselines_profile(pytester, stu
     results = json.loads((report / "results.json").read_text())
     assert results["session"]["profiles"][key]["trace_path"] == trace
 
-    # a baseline without a profile: said, and the current profile shown alone; without
+    # a baseline without a profile: the recorded setup, at hand, is profiled beside it; without
     # --perf-report the trace goes to the cache
     monkeypatch.setenv("MXPERF_CACHE_DIR", str(pytester.path / "cache"))
+    stand_ins.cached_setup_in(pytester.path / "cache", bdir, "box", base, base)
     doc = json.loads((bdir / "box.json").read_text())
     del doc["cells"][key]["history"][-1]["profile"]
     (bdir / "box.json").write_text(json.dumps(doc))
     r = stand_ins.session(pytester, *common, "--perf-python", stub_with_real_profiler("now", rate=60.0))
     out = r.stdout.str()
     assert r.ret == pytest.ExitCode.TESTS_FAILED, out
-    assert f"mxperf: profile of {key} (regression): the baseline has no operator profile for this cell" in out
-    trace = next(ln for ln in out.splitlines() if ln.startswith("  chrome trace: ")).split(": ", 1)[1]
-    assert trace.startswith(str(pytester.path / "cache" / "profiles") + os.sep) and os.path.exists(trace)
+    head = next(ln for ln in out.splitlines() if ln.startswith(f"mxperf: profile of {key} (regression): "))
+    assert "beside the recorded setup (mxnet 1.9.1, MXNET_SUBGRAPH_BACKEND=unset" in head, head
+    traces = next(ln for ln in out.splitlines() if ln.startswith("  chrome trace: ")).split(": ", 1)[1]
+    for trace in traces.split("; recorded setup: "):
+        assert trace.startswith(str(pytester.path / "cache" / "profiles") + os.sep) and os.path.exists(trace)
 
 
 def test_an_ab_regression_is_profiled_under_both_interpreters(pytester, stub_with_real_profiler, monkeypatch):

@@ -137,13 +137,15 @@ def test_option_parsers():
     assert opts.parse_memory("12G") == 12 * 1024 ** 3
     assert opts.parse_memory("none") is None
     # not-reached (--perf-deadline left tests unstarted), no-gpu (GPU tests asked for, no GPU
-    # usable: machine/gpu_readiness.py) and answers (a cell computed something else) fail by default too
+    # usable: machine/gpu_readiness.py), answers (a cell computed something else) and
+    # system-differs (both setups of a duet agree and the machine's probes did not move: issue
+    # 75) fail by default too
     assert opts.parse_fail_on("") == opts.DEFAULT_FAIL_ON == {"regression", "unresolved", "floor", "not-reached",
-                                                              "no-gpu", "answers"}
+                                                              "no-gpu", "answers", "system-differs"}
     assert opts.parse_fail_on("none-measured") == {"regression", "unresolved", "floor", "not-reached", "no-gpu",
-                                                   "answers", "none-measured"}
-    assert opts.parse_fail_on("+no-baseline,-floor,-not-reached,-no-gpu,-answers") == {"regression", "unresolved",
-                                                                                       "no-baseline"}
+                                                   "answers", "system-differs", "none-measured"}
+    assert opts.parse_fail_on("+no-baseline,-floor,-not-reached,-no-gpu,-answers,-system-differs") == {
+        "regression", "unresolved", "no-baseline"}
     assert opts.parse_fail_on("none,regression") == {"regression"}
     assert opts.parse_fail_on("none") == frozenset()
     for fn, bad in [(opts.parse_models, "lenet,resnet9000"), (opts.parse_batch_sizes, "0"),

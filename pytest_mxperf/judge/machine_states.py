@@ -211,3 +211,66 @@ def spell_depth(runs, reference: Optional[Mapping[str, Any]]) -> Optional[float]
 def states(runs) -> list:
     """The machine-state labels of a list of RunResults (None where not labelled)."""
     return [r.state for r in runs]
+
+
+# ----------------------------------------------------------------------------- the machine against the baseline's
+
+#: the machine explains a change that both setups of a duet share when one of its probe
+#: readings moved in the same direction by at least this share of the figure's change (in
+#: logs): a host 20% slower in GEMM explains a cell 20-40% slower, one 2% slower does not.
+#: Half, not all: a workload is a mix of compute and memory, each reading one of them
+MACHINE_SHARE = 0.5
+
+
+@dataclasses.dataclass(frozen=True)
+class ProbeShift:
+    """How this session's machine probes read against the baseline's recorded ones: per probe
+    figure (``FIGURES``), (this session's median, the baseline's median, their ratio), over the
+    probes of one ``Setup`` on both sides (``setup``: None when neither recorded it)."""
+
+    readings: Tuple[Tuple[str, float, float, float], ...]
+    setup: Optional[Setup] = None
+
+    def explains(self, oriented_change: float) -> bool:
+        """Whether a figure's change (oriented: negative is worse) moved with the machine: one
+        reading moved the same way by at least ``MACHINE_SHARE`` of it (in logs)."""
+        import math
+        if oriented_change <= -1 or oriented_change == 0:
+            return False
+        r = math.log1p(oriented_change)
+        return any(math.log(ratio) * r > 0 and abs(math.log(ratio)) >= MACHINE_SHARE * abs(r)
+                   for _, _, _, ratio in self.readings)
+
+    def said(self) -> str:
+        """"GEMM probe 160 GFLOP/s against the baseline's 200 (x0.80), memory probe ..."."""
+        units = {key: (name, unit) for key, name, unit in FIGURES}
+        return ", ".join(f"{units[k][0]} {cur:.3g} {units[k][1]} against the baseline's {base:.3g} (x{ratio:.2f})"
+                         for k, cur, base, ratio in self.readings)
+
+
+def _medians(probes: Sequence[Mapping[str, Any]], setup: Optional[Setup]) -> Dict[str, float]:
+    import statistics
+    out = {}
+    for key, _, _ in FIGURES:
+        vals = [v for v in (_number(p.get(key)) for p in probes if setup_of(p) in (None, setup)) if v and v > 0]
+        if vals:
+            out[key] = statistics.median(vals)
+    return out
+
+
+def probe_shift(current: Sequence[Optional[Mapping[str, Any]]], baseline: Sequence[Optional[Mapping[str, Any]]]
+                ) -> Optional[ProbeShift]:
+    """This session's probes (``current``) against the ones the baseline recorded: the medians
+    of each figure over the probes of the ``Setup`` most of this session's ran on, on both
+    sides (another setup measured another allotment of the machine; a probe recorded before
+    probes recorded their setup is taken on either side, as ``reference_from`` does). None when either side has
+    no probe of that setup with a figure the other has too. Pure."""
+    current = [p for p in current if p]
+    baseline = [p for p in baseline if p]
+    if not current or not baseline:
+        return None
+    counts = collections.Counter(setup_of(p) for p in current)
+    setup = max(counts, key=lambda s: (counts[s], s.cpus if s else 0.0))
+    now, then = _medians(current, setup), _medians(baseline, setup)
+    readings = tuple((k, now[k], then[k], now[k] / then[k]) for k, _, _ in FIGURES if k in now and k in then)
+    return ProbeShift(readings, setup) if readings else None

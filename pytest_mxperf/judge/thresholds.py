@@ -27,7 +27,7 @@ STARTUP_CHANGE_NOTE = 0.50  # bind + first-batch time change that becomes a note
 FAST_END = 0.75             # the quantile of per-process figures that is the "fast end"
 
 KINDS = ("regression", "improvement", "unchanged", "suspect", "unresolved", "not-gated", "no-baseline",
-         "below-resolution", "unclear", "unexplained")
+         "below-resolution", "unclear", "unexplained", "machine-differs", "system-differs")
 FAILING = ("regression", "unresolved")
 #: a tail figure (the latency p99: the slowest 1% of a cell's batches) is called changed
 #: only beyond TAIL_MIN_EFFECT (or the session's minimum effect, when larger). On a shared VM
@@ -139,8 +139,14 @@ NOISE_LIMIT_Z = 2.326
 #: policy (options.fail_on) names them
 UNDECIDED = ("below-resolution", "unclear")
 #: baseline mode: a change beyond the resolution that a duet against the recorded setup does
-#: not show (outcome/judging.against_recorded_setup); fails only when the policy names it
+#: not show, so something both its sides share (outcome/judging.against_recorded_setup): the
+#: machine, where its probes moved with the change against the baseline's recorded probes;
+#: the system (kernel, libraries, preloads), where they did not; unexplained, where nothing
+#: tells (no probes on one side, or another measuring method recorded the baseline). Each
+#: fails as the failure policy names it (model/options.DEFAULT_FAIL_ON)
 UNEXPLAINED = "unexplained"
+MACHINE_DIFFERS = "machine-differs"
+SYSTEM_DIFFERS = "system-differs"
 #: a slowdown is not called a regression when more than SPELL_SHARE of its current processes
 #: ran in a slow spell of the machine, and SPELL_MARGIN more of them than of the baseline's
 #: (when both sides ran mostly in spells, they compare like with like: seen here, Inception-BN

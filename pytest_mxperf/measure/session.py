@@ -56,15 +56,21 @@ class RecordedSetup:
     * ``unbuilt``: it could not be built (no package index, a failed install): suspects
       beyond the minimum effect fail as unresolved, never pass;
     * ``other-build``: the rebuilt install is not the recorded build; ``unrecorded``: the
-      baseline names no install, or no one install, or no build to check against: no duet,
-      the baseline's verdicts stand as they are.
+      baseline names several installs or releases: no duet, the baseline's verdicts stand as
+      they are;
+    * ``unfit``: the baseline names no install and no published wheel fits the release and
+      build features it recorded: suspects beyond the minimum effect fail as unresolved.
 
-    ``line`` is what was said about it when the session started."""
+    ``build_recorded``: False when the baseline recorded no build to check the rebuilt install
+    against (its requirement, or the wheel that fits its recorded release, from the package
+    index stands for it: each verdict says so). ``line`` is what was said about it when the
+    session started."""
 
     status: str
     requirement: Optional[str] = None
     python: Optional[str] = None
     line: str = ""
+    build_recorded: bool = True
 
     @property
     def ready(self) -> bool:

@@ -67,6 +67,8 @@ FACTS: Tuple[Fact, ...] = (
     Fact("answers", dict, "", WORKER, "what the cell computed on its batch, as sketches (workers/answers.py): "
                                       "its outputs, a training step's loss and weights, with seed 0 each "
                                       "operator's output; computed after the timed rounds"),
+    Fact("answers_unavailable", str, "", WORKER, "why this MXNet could not compute the cell's answers (one line): "
+                                                 "its speed is judged all the same"),
     Fact("carried_rss_bytes", int, "B", WORKER, "a process that measured several cells: the resident memory "
                                                 "(less files) the cells before this one left when it started, "
                                                 "beyond what the first cell started with; the memory figure "

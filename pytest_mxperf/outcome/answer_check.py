@@ -28,6 +28,16 @@ def _version(runs) -> Optional[str]:
     return next((r.mxnet_version for r in runs if r.mxnet_version), None)
 
 
+def _unavailable(runs) -> Optional[str]:
+    """Why the MXNet of ``runs`` could not compute the cell's answers (one line), or None."""
+    for r in runs:
+        why = r.meta.answers_unavailable
+        if why:
+            return (f"not compared: mxnet {r.mxnet_version or '(version unknown)'} could not compute this cell's "
+                    f"answers ({why}); its speed is judged all the same")
+    return None
+
+
 def answer_verdicts(cells: Dict[str, CellRecord], baseline: Optional[Baseline], ab: bool) -> Dict[str, vd.Verdict]:
     """The answers verdict of every cell that kept answers and has a reference to compare
     them with (``ab``: the cell's reference processes; else ``baseline``)."""
@@ -36,10 +46,15 @@ def answer_verdicts(cells: Dict[str, CellRecord], baseline: Optional[Baseline], 
         cell = rec.cell
         runs = cell.ok_runs
         current = [r.answers for r in runs if r.answers]
+        ref_runs = [r for r in (cell.reference or []) if r.ok] if ab else []
+        cannot = _unavailable(runs) or _unavailable(ref_runs)
+        if cannot:  # one side's release could not compute them: said, its speed judged all the same
+            out[key + SUFFIX] = vd.Verdict(kind=NOT_COMPARED, reason=cannot, metric="answers",
+                                           unit="relative difference")
+            continue
         if not current:
             continue
         if ab:
-            ref_runs = [r for r in (cell.reference or []) if r.ok]
             reference, ref_version = [r.answers for r in ref_runs if r.answers], _version(ref_runs)
         elif baseline is not None and key in baseline.keys():
             reference, ref_version = baseline.answers(key)

@@ -151,10 +151,15 @@ class BaselineComparator:
             return {}, labelled
         e = effects(self.context, labelled)
         verdicts = judging.judge_baseline_once(labelled, self.baseline, self._reference, set(final), e)
+        verdicts = judging.not_compared(verdicts, judging.other_methods(labelled, self.baseline), e)
         paired = {k: rec for k, rec in labelled.items() if rec.cell.reference is not None}
         if paired:
             duets = ab_judging.judge_ab_once(paired, set(final) & set(paired), e, complete=self._complete & final)
-            verdicts = judging.against_recorded_setup(verdicts, duets, self.baseline, e)
+            unrecorded = (self.setup.requirement if self.setup is not None and not self.setup.build_recorded
+                          else None)
+            verdicts = judging.against_recorded_setup(verdicts, duets, self.baseline, e,
+                                                      judging.machine_shifts(paired, self.baseline),
+                                                      unrecorded_build=unrecorded)
         return verdicts, labelled
 
     def suspects(self, verdicts: Dict[str, vd.Verdict], cells: Dict[str, CellRecord]) -> FrozenSet[str]:
@@ -174,6 +179,11 @@ class BaselineComparator:
         if changes:
             return "the session's setup is not the recorded one (" + "; ".join(changes[:4]) + (
                 f"; {len(changes) - 4} more" if len(changes) > 4 else "") + ")"
+        methods = judging.other_methods(cells, self.baseline)
+        if methods:
+            key = sorted(methods)[0]
+            return (f"{methods[key]}{f' ({len(methods)} cells)' if len(methods) > 1 else ''}: its figures are not "
+                    "compared figure for figure")
         found = sorted(k for k, v in verdicts.items() if v.kind == "regression" and cell_of(k) in paired)
         if found:
             return f"a regression against the recorded setup ({found[0]}{' and more' if len(found) > 1 else ''})"
@@ -238,9 +248,10 @@ class BaselineComparator:
             return verdicts
         setup = self.setup
         e = effects(self.context, cells)
-        if setup is not None and setup.status == "unbuilt":
-            verdicts = judging.unsettled(verdicts, {cell_of(k): "the recorded setup could not be rebuilt to settle it"
-                                                    for k in judging.setup_suspects(verdicts, e)}, e)
+        if setup is not None and setup.status in ("unbuilt", "unfit"):
+            why = ("the recorded setup could not be rebuilt to settle it" if setup.status == "unbuilt" else
+                   "no install fits the setup the baseline recorded, to settle it")
+            verdicts = judging.unsettled(verdicts, {cell_of(k): why for k in judging.setup_suspects(verdicts, e)}, e)
         elif self.against_setup and self._cut:
             verdicts = judging.unsettled(verdicts, self._cut, e)
         return with_effects_said(judging.with_context(verdicts, cells, self.baseline), e)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import statistics
-from typing import Any, Dict, FrozenSet, List, Optional, Tuple
+from typing import Any, Dict, FrozenSet, List, Mapping, Optional, Tuple
 
 from pytest_mxperf import __version__
 
@@ -23,7 +23,7 @@ from pytest_mxperf.judge import (
 from pytest_mxperf.judge import verdict as vd
 from pytest_mxperf.measure import planning
 from pytest_mxperf.measure.ledger import CellRecord
-from pytest_mxperf.judge.thresholds import UNEXPLAINED, effect_for
+from pytest_mxperf.judge.thresholds import MACHINE_DIFFERS, SYSTEM_DIFFERS, UNEXPLAINED, effect_for
 from pytest_mxperf.model.measurement import MEASURING_METHOD, METRICS, cell_of, metric_key
 from pytest_mxperf.store import baseline_store
 from pytest_mxperf.store.baselines import Baseline
@@ -250,8 +250,10 @@ def setup_changes(cells: Dict[str, CellRecord], baseline: Optional[Baseline]) ->
 
 #: the baseline's verdicts that a duet against the recorded setup settles: what the baseline
 #: alone cannot (a suspect, a slowdown within its resolution, one beyond it but not significant,
-#: one the machine's state left unresolved), of figures judged between processes
-SETTLED_BY_SETUP = ("suspect", "below-resolution", "unclear", "unresolved")
+#: one the machine's state left unresolved), and a regression, which the baseline alone cannot
+#: tell from a slower host or another build of the system (issue 75: the same MXNet 1.9.1 read
+#: 25-60% slower on another host of one machine type), of figures judged between processes
+SETTLED_BY_SETUP = ("suspect", "below-resolution", "unclear", "unresolved", "regression")
 
 
 def _between_processes(v: vd.Verdict) -> bool:
@@ -361,30 +363,128 @@ def session_shift(verdicts: Dict[str, vd.Verdict]) -> float:
 
 def _beyond_resolution(v: vd.Verdict) -> bool:
     """Whether the baseline's verdict saw a change beyond its resolution (and the minimum effect)."""
-    if v.kind in ("unclear", "improvement"):
+    if v.kind in ("unclear", "improvement", "regression"):
         return True
     return (v.kind in ("suspect", "unresolved") and v.change is not None and v.threshold is not None
             and abs(v.change) > v.threshold)
 
 
-def _suite_note(recorded: Optional[Dict[str, Any]]) -> str:
-    now = {"version": __version__, "method": MEASURING_METHOD}
+def other_method(baseline: Baseline, key: str) -> Optional[str]:
+    """Why cell ``key``'s baseline figures were measured another way than this suite measures
+    them (its newest recording names another measuring method, ``MEASURING_METHOD``, or none:
+    recorded before the suite said), else None: such figures are never compared figure for
+    figure (``not_compared``), only settled against the recorded setup."""
+    recorded = baseline.recorded_suite(key)
     if recorded is None:
-        return ", or pytest-mxperf (the baseline does not say which version recorded it)"
-    if (recorded.get("version"), recorded.get("method")) != (now["version"], now["method"]):
-        return (f", or pytest-mxperf (recorded by {recorded.get('version')}, measuring method "
-                f"{recorded.get('method')}; now {now['version']}, method {now['method']})")
-    return " (the same pytest-mxperf and measuring method recorded it)"
+        return ("the baseline does not say which measuring method recorded it (recorded by a release of "
+                f"pytest-mxperf before it did; now method {MEASURING_METHOD})")
+    if recorded.get("method") != MEASURING_METHOD:
+        return (f"the baseline was recorded by measuring method {recorded.get('method')} (pytest-mxperf "
+                f"{recorded.get('version')}; now method {MEASURING_METHOD}, {__version__})")
+    return None
+
+
+def other_methods(cells: Dict[str, CellRecord], baseline: Optional[Baseline]) -> Dict[str, str]:
+    """Cell key -> ``other_method``, for the measured cells the baseline holds. Pure."""
+    if baseline is None:
+        return {}
+    out = {}
+    for key, rec in cells.items():
+        if rec.cell.ok_runs and baseline.latest(key) is not None:
+            why = other_method(baseline, key)
+            if why:
+                out[key] = why
+    return out
+
+
+def not_compared(verdicts: Dict[str, vd.Verdict], why: Dict[str, str], min_effect) -> Dict[str, vd.Verdict]:
+    """The verdicts with each figure of a cell in ``why`` (``other_methods``) no longer a
+    comparison with the baseline's: a slowdown beyond its minimum effect is **unresolved**
+    (it fails unless a duet against the recorded setup settles it, ``against_recorded_setup``,
+    which replaces it), any other figure between processes is not gated. Pure."""
+    out = dict(verdicts)
+    for mk, v in verdicts.items():
+        reason = why.get(cell_of(mk))
+        if reason is None or not _between_processes(v) or v.change is None:
+            continue
+        effect = effect_for(v.metric, min_effect, mk)
+        slower = METRICS[v.metric].oriented(v.change) < -effect
+        # the threshold a change must pass to be beyond the resolution, kept for the duet's
+        # judgement of what both setups agree on (``_beyond_resolution``)
+        threshold = v.threshold if v.threshold is not None else max(effect, (v.resolution or {}).get("value") or 0.0)
+        out[mk] = dataclasses.replace(v, kind="unresolved" if slower else "not-gated", threshold=threshold, reason=(
+            f"{reason}: not compared figure for figure (it read {vd.describe_change(v.change, METRICS[v.metric])})"
+            + ("; a slowdown beyond the minimum effect is not passed unless a duet against the recorded setup "
+               "settles it" if slower else "")))
+    return out
+
+
+def _probes_of(records) -> List[Dict[str, Any]]:
+    return [p for ms in records if isinstance(ms, dict) for p in (ms.get("probe_before"), ms.get("probe_after"))
+            if isinstance(p, dict)]
+
+
+def machine_shifts(cells: Dict[str, CellRecord], baseline: Baseline
+                   ) -> Dict[str, Tuple[Optional[machine_states.ProbeShift], str]]:
+    """Cell key -> (the machine's probes around its processes now, both sides of its duet
+    included: they ran on this machine now, against the ones the baseline recorded around the
+    processes of its comparison set, ``machine_states.probe_shift``; why there is none, when
+    None). Per cell: a baseline's cells may come from other sessions (``=add``), even other
+    hosts. Pure."""
+    out = {}
+    for key, rec in cells.items():
+        now = _probes_of(r.machine_state for r in list(rec.cell.runs) + list(rec.cell.reference or []))
+        then = _probes_of(ms for r in baseline.comparison_set(key) for ms in (r.get("process_probes") or []))
+        if not now:
+            out[key] = (None, "this session ran no machine probe (--perf-no-probe)")
+        elif not then:
+            out[key] = (None, "the baseline records no machine probe readings (recorded before probes were kept, "
+                              "or without them)")
+        else:
+            shift = machine_states.probe_shift(now, then)
+            out[key] = (shift, "" if shift is not None else "the session's probes and the baseline's ran on other "
+                                                              "setups")
+    return out
+
+
+def _both_agree(b: vd.Verdict, said: str, key: str, baseline: Baseline,
+                shifts: Mapping[str, Tuple[Optional[machine_states.ProbeShift], str]]) -> Tuple[str, str]:
+    """(kind, reason) of a figure both setups of the duet read alike while the baseline saw
+    a change beyond its resolution: what moved, from the evidence (see ``MACHINE_DIFFERS``)."""
+    metric = METRICS[b.metric]
+    change = (f"the change against the baseline ({vd.describe_change(b.change, metric)}"
+              + (f", beyond its resolution of {100 * b.threshold:.1f}%" if b.threshold is not None else "") + ")")
+    head = (f"{said}: both setups agree, so {change} is neither the MXNet install's nor the recorded "
+            "variables'")
+    method = other_method(baseline, cell_of(key))
+    shift, no_shift = shifts.get(cell_of(key), (None, "no machine probe readings of this cell"))
+    probes = f"; the machine's probes: {shift.said()}" if shift is not None else f"; {no_shift}"
+    if method:
+        return UNEXPLAINED, f"{head}; {method}, so its figures are not compared figure for figure{probes}"
+    if shift is None:
+        return UNEXPLAINED, f"{head}; {no_shift}: nothing tells the machine from the system"
+    if shift.explains(metric.oriented(b.change)):
+        return MACHINE_DIFFERS, f"{head}: the machine differs ({shift.said()}; the figure x{1 + b.change:.2f})"
+    return SYSTEM_DIFFERS, (f"{head}: the system differs (the kernel, libraries, preloads: what both sides "
+                            f"share), not the machine, whose probes did not move with it ({shift.said()}; the "
+                            f"figure x{1 + b.change:.2f})")
 
 
 def against_recorded_setup(verdicts: Dict[str, vd.Verdict], duets: Dict[str, vd.Verdict], baseline: Baseline,
-                           min_effect: float) -> Dict[str, vd.Verdict]:
+                           min_effect: float,
+                           shifts: Optional[Mapping[str, Tuple[Optional[machine_states.ProbeShift], str]]] = None,
+                           unrecorded_build: Optional[str] = None) -> Dict[str, vd.Verdict]:
     """The verdicts with each figure that was measured in pairs against the recorded setup
     (``duets``: its pairs' verdicts, ``ab_judging.judge_ab_once``) judged by those pairs, as
     new values saying so ("against the recorded setup: x0.91 [0.89, 0.93]"). When the pairs
-    show no change but the baseline saw one beyond its resolution, the figure is
-    **unexplained**: not the MXNet install, not the recorded variables; the machine, the
-    system or the suite (fails only when ``--perf-fail-on`` names it). Pure."""
+    show no change but the baseline saw one beyond its resolution, both setups agree: the
+    change is not the MXNet install's nor the recorded variables', and the verdict says what
+    moved, from the evidence (``_both_agree``): **machine-differs** where the machine's probes
+    moved with it against the baseline's recorded probes (``shifts``, by cell:
+    ``machine_shifts``), **system-differs** where they did not, **unexplained** where nothing
+    tells (no probes: the reason ``shifts`` gives; another measuring method). Each
+    fails only as the failure policy names it. ``unrecorded_build``: the requirement that
+    stood for a setup whose build the baseline did not record (each verdict says so). Pure."""
     out = dict(verdicts)
     for mk, d in duets.items():
         b = verdicts.get(mk)
@@ -400,19 +500,17 @@ def against_recorded_setup(verdicts: Dict[str, vd.Verdict], duets: Dict[str, vd.
                                      min_effect))
             continue
         said = "against the recorded setup"
+        if unrecorded_build:
+            said += f" ({unrecorded_build} from the package index: the baseline did not record its build)"
         if d.change is not None and d.interval is not None:
             said += f": x{1 + d.change:.3f} [{d.interval[0]:.3f}, {d.interval[1]:.3f}]"
         baseline_said = f"against the baseline: {b.kind}, {b.reason}"
         common = dict(resolution=b.resolution, notes=list(b.notes) + [baseline_said], busy=d.busy)
-        if d.kind == "unchanged" and _beyond_resolution(b):
+        if d.kind == "unchanged" and b.change is not None and _beyond_resolution(b):
+            kind, reason = _both_agree(b, said, mk, baseline, shifts or {})
             out[mk] = dataclasses.replace(
-                d, kind=UNEXPLAINED, change=b.change, interval=b.interval, threshold=b.threshold, current_median=b.current_median,
-                baseline_median=b.baseline_median,
-                reason=(f"{said}: the session's setup runs as the recorded one does, so the change against the "
-                        f"baseline ({vd.describe_change(b.change, METRICS[b.metric])}"
-                        + (f", beyond its resolution of {100 * b.threshold:.1f}%" if b.threshold is not None else "")
-                        + f") is not explained by the MXNet install or the recorded variables: "
-                        f"the machine, the system{_suite_note(baseline.recorded_suite(cell_of(mk)))}"), **common)
+                d, kind=kind, change=b.change, interval=b.interval, threshold=b.threshold,
+                current_median=b.current_median, baseline_median=b.baseline_median, reason=reason, **common)
         else:
             out[mk] = dataclasses.replace(d, reason=f"{said}: {d.reason}", **common)
     return out

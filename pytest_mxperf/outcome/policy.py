@@ -16,14 +16,26 @@ from typing import Any, Mapping, Sequence, Tuple
 
 from pytest_mxperf.measure.ledger import NO_GPU, NOT_REACHED, unmeasured
 from pytest_mxperf.measure.session import SessionContext
+from pytest_mxperf.model.measurement import METRICS
 from pytest_mxperf.model.outcome import Failure
 from pytest_mxperf.outcome.answer_check import WRONG
 
 #: the verdict kinds that fail by the policy of the same name (baseline mode's undecided
-#: slowdowns fail only when asked: below-resolution, unclear, unexplained)
+#: slowdowns fail only when asked: below-resolution, unclear, unexplained, machine-differs)
 VERDICT_RULES = (("regression", "regression"), ("unresolved", "unresolved"), (WRONG, "answers"),
                  ("below-resolution", "below-resolution"), ("unclear", "unclear"),
-                 ("unexplained", "unexplained"))
+                 ("unexplained", "unexplained"), ("machine-differs", "machine-differs"),
+                 ("system-differs", "system-differs"))
+
+
+#: kinds that fail only where the figure is worse: a system that made every setup faster is
+#: news, not a failure
+SLOWDOWNS_ONLY = ("machine-differs", "system-differs")
+
+
+def _slower(v: Any) -> bool:
+    m = METRICS.get(v.metric)
+    return m is not None and v.change is not None and m.oriented(v.change) < 0
 
 
 def failures(context: SessionContext, events: Sequence[Any], skips: Sequence[str],
@@ -49,7 +61,7 @@ def failures(context: SessionContext, events: Sequence[Any], skips: Sequence[str
     if below and "floor" in fail_on:
         out.append(Failure("floor", len(below), tuple(below)))
     for kind, rule in VERDICT_RULES:
-        keys = [k for k, v in verdicts.items() if v.kind == kind]
+        keys = [k for k, v in verdicts.items() if v.kind == kind and (kind not in SLOWDOWNS_ONLY or _slower(v))]
         if keys and rule in fail_on:
             busy = sum(bool(verdicts[k].busy) for k in keys)
             out.append(Failure(rule, len(keys), tuple(keys), busy=busy))

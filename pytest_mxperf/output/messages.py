@@ -25,6 +25,15 @@ DETAILED = ("not-gated", answers_rule.VERDICT_KINDS[answers_rule.SAME], answers_
 ADVICE = "advice: "
 
 
+#: what the summary says of each kind of change both setups of a duet against the recorded
+#: setup agree on (``outcome/judging.against_recorded_setup``): (kind, its heading, what moved)
+BOTH_AGREE = (("machine-differs", "MACHINE DIFFERS", "the machine's probes moved with them against the baseline's "
+               "recorded probes (another host, or a slower spell of this one)"),
+              ("system-differs", "SYSTEM DIFFERS", "the machine's probes did not move with them, so the system "
+               "both sides share (kernel, libraries, preloads)"),
+              ("unexplained", "UNEXPLAINED", "nothing tells the machine from the system (no probe readings on "
+               "one side, or another measuring method recorded the baseline)"))
+
 def _verdict_line(key: str, v: Any) -> str:
     line = f"{PREFIX}{v.kind.upper()} {key}: {v.reason}"
     return line + ("; changed: " + ", ".join(v.env_diff) if v.env_diff else "")
@@ -85,13 +94,15 @@ def headline(outcome: SessionOutcome, prefix: str = PREFIX) -> List[str]:
                      f"{_reference_hint(ctx.baseline, undecided)}"
                      + ("" if "unclear" in o.fail_on else " (not failing; --perf-fail-on +unclear fails on them)"))
         lines += [item(k, v) for k, v in unclear.items()]
-    unexplained = {k: v for k, v in verdicts.items() if v.kind == "unexplained"}
-    if unexplained:
-        lines.append(f"{prefix}UNEXPLAINED: {len(unexplained)} change(s) beyond the resolution that a duet against "
-                     "the recorded setup does not show: not the MXNet install, not the recorded variables; the "
-                     "machine, the system or pytest-mxperf"
-                     + ("" if "unexplained" in o.fail_on else " (not failing; --perf-fail-on +unexplained fails on them)"))
-        lines += [item(k, v) for k, v in unexplained.items()]
+    for kind, head, what in BOTH_AGREE:
+        agree = {k: v for k, v in verdicts.items() if v.kind == kind}
+        if agree:
+            lines.append(f"{prefix}{head}: {len(agree)} change(s) beyond the resolution that a duet against the "
+                         f"recorded setup does not show (both setups agree: not the MXNet install, not the recorded "
+                         f"variables): {what}"
+                         + (" (failing; --perf-fail-on -" + kind + " lets them pass)" if kind in o.fail_on
+                            else f" (not failing; --perf-fail-on +{kind} fails on them)"))
+            lines += [item(k, v) for k, v in agree.items()]
     judged = [v for v in verdicts.values() if v.resolution]
     provisional = [v for v in judged if v.resolution.get("provisional")]
     if provisional:
@@ -101,7 +112,9 @@ def headline(outcome: SessionOutcome, prefix: str = PREFIX) -> List[str]:
                      "later, at another time of day, with --perf-update-baselines=add")
     for kind, what in (("below-resolution", "below this machine's resolution"),
                        ("unclear", "unclear across the session"),
-                       ("unexplained", "that the recorded setup does not explain")):
+                       ("unexplained", "that the recorded setup does not explain"),
+                       ("machine-differs", "that the machine explains"),
+                       ("system-differs", "of the system both setups share")):
         f = outcome.failure(kind)
         if f is not None:
             lines.append(f"{prefix}failing the session: {f.count} slowdown(s) {what} (--perf-fail-on {kind})")

@@ -161,13 +161,27 @@ def setup_words(plan) -> str:
     return ""
 
 
+def settling_words(ready: bool, duet_tests: int, tests: int) -> str:
+    """What a session against a baseline can settle against the baseline's recorded setup, for
+    the first line: ``ready``, whether that setup can be rebuilt (``RecordedSetup.ready``);
+    ``duet_tests`` of the ``tests`` measuring tests have cells whose workers take turns in a
+    duet (the others: process pairs)."""
+    if not ready:
+        return ("; no duet against the baseline's recorded setup (the next line says why): none is in the "
+                "estimate")
+    pairs = tests - duet_tests
+    return (f"; against the baseline: what it alone cannot settle goes to a duet against its recorded setup "
+            f"({duet_tests} of {tests} test(s) in duet pairs" + (f", {pairs} in process pairs" if pairs else "") + ")")
+
+
 def plan_line(tests: int, options, ab_pairs: int, duet_pairs: int = 3, duet_tests: Optional[int] = None,
-              plan=None, deselected_slow: int = 0, ab: bool = False, speed=None) -> str:
+              plan=None, deselected_slow: int = 0, ab: bool = False, speed=None, settling: str = "") -> str:
     """The expected duration, said before anything is measured. ``ab``: an A/B session;
     ``duet_tests``: how many of the tests are duet cells in A/B mode (default: all); ``plan``:
     baseline mode's ``planning.estimate`` (which cells share worker processes, which tests
     have their own); ``speed``: this machine's MXNet speed against the reference machine's
-    (``planning.Speed``), which scales the costs."""
+    (``planning.Speed``), which scales the costs; ``settling``: baseline mode's
+    ``settling_words``."""
     duet_tests = tests if duet_tests is None else duet_tests
     slow = f"; {slow_note(deselected_slow)}" if deselected_slow else ""
     factor = speed.factor if speed else 1.0
@@ -230,7 +244,7 @@ def plan_line(tests: int, options, ab_pairs: int, duet_pairs: int = 3, duet_test
                      "machine needed it" if plan.reference_settles
                 else ", more if suspects are confirmed")
         return (f"mxperf: {tests} measuring test(s), {options.processes} process(es) a cell: {'; '.join(parts)}; "
-                f"expected about {_minutes(plan.seconds)}{source}{more}{cut}{slow}")
+                f"expected about {_minutes(plan.seconds)}{source}{more}{settling}{cut}{slow}")
     return (f"mxperf: {tests} measuring test(s) x {options.processes} process(es): expected at least "
             f"{duration_text(seconds)} (tests that measure several cells, heavy models and re-measured suspects take "
             f"longer){cut}{slow}")
@@ -362,11 +376,13 @@ def full_lines(outcome: SessionOutcome) -> List[str]:
 #: cell once; the first four are said even when none
 COUNTED = (("regressed", ("regression",)), ("unresolved", ("unresolved",)), ("improved", ("improvement",)),
            ("unclear", ("unclear", "below-resolution", "suspect")), ("unexplained", ("unexplained",)),
+           ("machine differs", ("machine-differs",)), ("system differs", ("system-differs",)),
            ("unchanged", ("unchanged",)),
            ("not in the baseline", ("no-baseline",)), ("not gated", ("not-gated",)))
 ALWAYS_COUNTED = ("regressed", "improved", "unclear", "unchanged")
 #: verdict kinds of a figure that changed, or may have: its row is on the screen
-CHANGED = ("regression", "unresolved", "improvement", "unclear", "below-resolution", "suspect", "unexplained")
+CHANGED = ("regression", "unresolved", "improvement", "unclear", "below-resolution", "suspect", "unexplained",
+           "machine-differs", "system-differs")
 #: cell statuses of what this machine or build cannot run (the test skips): not a failure
 NOT_HERE = ("unavailable", "unsupported")
 #: the screen's table fits this many columns (a failed cell's reason is cut to fit)

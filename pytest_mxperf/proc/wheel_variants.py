@@ -15,7 +15,7 @@ with a warning saying so (crossing_warning)."""
 from __future__ import annotations
 
 import re
-from typing import NamedTuple, Optional, Tuple
+from typing import NamedTuple, Optional, Sequence, Tuple
 
 from pytest_mxperf.proc.distributions import is_mxnet_distribution, normalize_name
 
@@ -95,3 +95,39 @@ def crossing_warning(requirement: str, like: Tuple[str, str],
     return (f"warning: using {requirement} ({why}); "
             f"the comparison with {like[0]} {like[1]} crosses the MKLDNN packaging change "
             f"(plain mxnet wheels have MKLDNN only from {MKLDNN_IN_PLAIN_WHEEL_FROM})")
+
+
+def fitting_requirement(version: str, features: Optional[Sequence[str]], cuda_runtime: Optional[str] = None) -> str:
+    """The ``NAME==VERSION`` of the one published wheel of MXNet ``version`` whose build has
+    the recorded ``features`` (``mx.runtime.Features``' enabled names) on Linux x86_64: a CUDA
+    build is ``mxnet-cuXY`` (XY from the recorded CUDA runtime, "11.2" -> cu112), MKLDNN before
+    1.7.0 is ``mxnet-mkl`` (``mxnet-cuXYmkl``), from 1.7.0 the plain wheel, and a build without
+    it from 1.7.0 is ``mxnet-native`` (``VARIANTS``). What a baseline that records only its
+    MXNet release (no install: recorded before installs were) is settled against. ValueError
+    (a few words: why none fits) when the features are not recorded, a CUDA build's CUDA
+    version is not, or no such wheel was published."""
+    from packaging.version import InvalidVersion
+    try:
+        release = _version(version)
+    except InvalidVersion:
+        raise ValueError(f"{version!r} is not a release version") from None
+    if release.local or release.is_devrelease:
+        raise ValueError(f"mxnet {version} is no release on a package index")
+    if features is None:
+        raise ValueError(f"its build's features are not recorded, so which wheel of mxnet {version} it was is not known")
+    names = {str(f).upper() for f in features}
+    cu = None
+    if "CUDA" in names:
+        m = re.fullmatch(r"(\d+)\.(\d+)", str(cuda_runtime or ""))
+        if not m:
+            raise ValueError(f"a CUDA build of mxnet {version} whose CUDA version is not recorded")
+        cu = f"cu{m.group(1)}{m.group(2)}"
+    newer = release >= _version(MKLDNN_IN_PLAIN_WHEEL_FROM)
+    without, with_ = VARIANTS["mxnet-cu" if cu else "mxnet"][1 if newer else 0]
+    name = with_ if "MKLDNN" in names else without
+    if name is None:
+        raise ValueError(f"no wheel of mxnet {version} was published for a CUDA build without MKLDNN")
+    last = VARIANT_LAST_RELEASE.get(name)
+    if last and release > _version(last):
+        raise ValueError(f"no {name} wheel of {version} was published (its last release is {last})")
+    return f"{name.format(cu=cu)}=={version}"

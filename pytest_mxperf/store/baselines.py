@@ -664,6 +664,34 @@ class Baseline:
                                 f"build of MXNet: {said}; re-record it with --perf-update-baselines")
         return dict(next(iter(seen.values()))) if seen else None
 
+    def recorded_release(self, keys: Optional[Iterable[str]] = None) -> Optional[Dict[str, Any]]:
+        """What the comparison sets of ``keys`` (default: every cell) say of the MXNet that
+        measured them when they name no install (recorded before installs were): {"mxnet_version",
+        "features" (a list, or None when not recorded), "cuda_runtime", "numpy_version"} from
+        their software facts; None when none says a version. Raises BaselineError (one line)
+        when they say different releases or builds."""
+        keys = list(keys) if keys is not None else sorted(self._cells())
+        seen: Dict[tuple, Dict[str, Any]] = {}
+        for key in keys:
+            for rec in self.comparison_set(key):
+                soft = rec.get("software") if isinstance(rec.get("software"), dict) else {}
+                version = soft.get("mxnet_version") or rec.get("mxnet_version")
+                if not isinstance(version, str) or not version:
+                    continue
+                features = soft.get("features")
+                got = {"mxnet_version": version,
+                       "features": sorted(str(f) for f in features) if isinstance(features, list) else None,
+                       "cuda_runtime": soft.get("cuda_runtime") if isinstance(soft.get("cuda_runtime"), str) else None,
+                       "numpy_version": soft.get("numpy_version") if isinstance(soft.get("numpy_version"), str)
+                       else None}
+                seen.setdefault((version, tuple(got["features"] or ()), got["cuda_runtime"]), got)
+        if len(seen) > 1:
+            said = ", ".join(f"mxnet {r['mxnet_version']} ({', '.join(r['features'] or ['features not recorded'])})"
+                             for r in seen.values())
+            raise BaselineError(f"baseline {self.path or self.machine_id or ''} was recorded with more than one "
+                                f"MXNet release or build: {said}; re-record it with --perf-update-baselines")
+        return dict(next(iter(seen.values()))) if seen else None
+
     def recorded_requirement(self, keys: Optional[Iterable[str]] = None) -> Optional[str]:
         """The MXNet requirement the baseline of ``keys`` (default: every cell) was measured
         with, e.g. "mxnet==1.9.1", for an A/B run against exactly that install; None when it

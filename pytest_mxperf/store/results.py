@@ -201,7 +201,8 @@ def markdown_summary(doc: Dict[str, Any], *, final: bool = True) -> List[str]:
 
 #: verdict kinds that fail a session by default, then the ones worth a line, in that order
 _FAILING = ("regression", "unresolved")
-_NOTABLE = ("suspect", "below-resolution", "unclear", "unexplained", "improvement")
+_NOTABLE = ("suspect", "below-resolution", "unclear", "unexplained", "machine-differs", "system-differs",
+            "improvement")
 #: record statuses of a cell this machine or build cannot run (its test skips): not a failure
 _NOT_HERE = ("unsupported", "unavailable")
 

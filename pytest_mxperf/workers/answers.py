@@ -180,6 +180,23 @@ def op_outputs(sym) -> List[str]:
     return [n for n in internals.list_outputs() if n not in args and not n.endswith("_label")]
 
 
+#: the first release whose executor partitions the graph by default (MKLDNN where built with
+#: it) and knows MXNET_SUBGRAPH_BACKEND=NONE to turn that off. Before it no backend is the
+#: default and NONE is refused at bind ("SubgraphProperty NONE is not found in
+#: SubgraphPropertyRegistry", 1.5.1): the variable unset is no fusion there
+FUSION_OFF_NONE_FROM = (1, 6)
+
+
+def fusion_off_value(mx) -> Optional[str]:
+    """The MXNET_SUBGRAPH_BACKEND value that binds ``mx``'s executor without subgraph fusion:
+    "NONE", or None (the variable unset) for a release before ``FUSION_OFF_NONE_FROM``."""
+    import re
+    m = re.match(r"(\d+)\.(\d+)", str(getattr(mx, "__version__", "")))
+    if m and (int(m.group(1)), int(m.group(2))) < FUSION_OFF_NONE_FROM:
+        return None
+    return "NONE"
+
+
 def op_sketches(mx, sym, arg_params, aux_params, inputs: Dict, ctx=None, limit: int = 2000) -> List[List]:
     """``[[name, sketch], ...]`` of every operator output of ``sym`` on ``inputs`` ({input name:
     numpy batch}), in graph order: what the report walks to name the first operator whose
@@ -207,7 +224,11 @@ def op_sketches(mx, sym, arg_params, aux_params, inputs: Dict, ctx=None, limit: 
     # cell's outputs
     import os
     before = os.environ.get("MXNET_SUBGRAPH_BACKEND")
-    os.environ["MXNET_SUBGRAPH_BACKEND"] = "NONE"
+    off = fusion_off_value(mx)
+    if off is None:
+        os.environ.pop("MXNET_SUBGRAPH_BACKEND", None)
+    else:
+        os.environ["MXNET_SUBGRAPH_BACKEND"] = off
     try:
         ex = group.bind(ctx, {n: args[n] for n in needed},
                         aux_states={n: aux[n] for n in group.list_auxiliary_states()}, grad_req="null")
