@@ -560,8 +560,20 @@ SETUP = "/replayed/recorded-setup/bin/python"
 VISIBLE_CHANGE = {"MXNET_SUBGRAPH_BACKEND": "NONE"}
 
 
+def _host_probes(rec: Dict[str, Any], factor: float) -> Dict[str, Any]:
+    """A summarized recording whose machine probe readings are x ``factor`` (a host that much faster)."""
+    for ms in rec.get("process_probes") or []:
+        for part in ("probe_before", "probe_after"):
+            probe = (ms or {}).get(part)
+            for fig in ("gemm_gflops", "stream_gbps"):
+                if isinstance((probe or {}).get(fig), (int, float)):
+                    probe[fig] *= factor
+    return rec
+
+
 def baseline_session(corpus: Corpus, n_cells: int, effect: float, rng: random.Random,
-                     setup: bool = False, visible: bool = False, changed_cells: int = 1) -> SessionResult:
+                     setup: bool = False, visible: bool = False, changed_cells: int = 1,
+                     host: float = 1.0, host_probes: bool = True) -> SessionResult:
     """One baseline-mode session of ``n_cells`` cells (cell 0 x ``effect``) against a
     baseline recorded from the same corpus at other times (``baseline_plan``). ``setup``:
     its suspects settled against the recorded setup (``RecordedSetup`` ready), whose pairs are
@@ -571,7 +583,10 @@ def baseline_session(corpus: Corpus, n_cells: int, effect: float, rng: random.Ra
     (``VISIBLE_CHANGE``): a change of the setup that the suite sees, on every cell, of which
     cell 0 alone is x ``effect``. ``changed_cells``: the first this many cells are x ``effect``
     (a change of the setup that slows many cells: fewer threads slow every one), and the
-    session's result counts the change caught when any of them failed."""
+    session's result counts the change caught when any of them failed. ``host``: the baseline
+    was recorded on a host that much faster (its processes' figures moved by it in their better
+    direction, as ``make_run`` moves a changed cell's), and with ``host_probes`` its recorded
+    machine probe readings x ``host`` too (issue 75: another host of the same machine type)."""
     extra = VISIBLE_CHANGE if visible else None
     pools = [p for p in corpus.pools if len(p.fresh) >= MIN_FRESH and (p.pairs or not setup)]
     baseline = Baseline.new(corpus.machine_id)
@@ -584,9 +599,11 @@ def baseline_session(corpus: Corpus, n_cells: int, effect: float, rng: random.Ra
         w = replica(pool.workload, i // len(pools))
         current, recordings = baseline_plan(len(pool.fresh), u)
         for s, idx in enumerate(recordings):
-            cell = CellMeasurement(w, [make_run(w, pool.fresh[k], pool.meta_common) for k in idx])
+            cell = CellMeasurement(w, [make_run(w, pool.fresh[k], pool.meta_common, host) for k in idx])
             rec = baseline_store.summarize_cell(cell, pool="replace" if s == 0 else "add", requirement=requirement,
                                                 install=REPLAY_BUILD)
+            if host != 1.0 and host_probes:
+                rec = _host_probes(rec, host)
             baseline.add_recordings({w.key(): rec}, {w.key(): w.to_dict()})
         draw = Drawer(current, random.Random(rng.random()))
         pair_draw = Drawer(range(len(pool.pairs)), random.Random(rng.random()))

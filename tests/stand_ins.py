@@ -163,31 +163,7 @@ def cached_setup_in(cache, baselines_dir, machine, python, like):
 
 
 def faster_baseline(doc, name, factor=1.25, probes_of=(), old=False):
-    """The baseline document ``name`` built from a recorded one (``doc``) as a host ``factor``
-    faster would have recorded it: each cell's processes at its recorded median x ``factor``, a
-    fixed 1% apart (the resolution, worked out again as the file loads, then resolves a
-    change of a few percent on any machine); the cells whose keys are in ``probes_of`` with
-    their machine probe readings x ``factor`` too; ``old``: as recorded before installs,
-    probes and the measuring method were kept (no install, requirement, probes, states or
-    suite)."""
-    import copy
-    doc = copy.deepcopy(doc)
-    doc["machine_id"] = name
-    for key, cell in doc["cells"].items():
-        for rec in cell["history"]:
-            n = len(rec["process_medians"])
-            median = sorted(rec["process_medians"])[n // 2]
-            rec["process_medians"] = [median * factor * (1 + 0.002 * (i - (n - 1) / 2)) for i in range(n)]
-            rec["median"] = median * factor
-            rec.pop("resolution", None)
-            for ms in (rec.get("process_probes") or []) if key in probes_of else []:
-                for part in ("probe_before", "probe_after"):
-                    for fig in ("gemm_gflops", "stream_gbps"):
-                        if isinstance((ms.get(part) or {}).get(fig), (int, float)):
-                            ms[part][fig] *= factor
-            if old:
-                for field in ("install", "mxnet_requirement", "process_probes", "process_states", "suite"):
-                    rec.pop(field, None)
-    if old:
-        doc.pop("mxnet_requirement", None)
-    return doc
+    """``benchmarks/slower_host_sessions.faster_baseline``: the baseline ``name`` built from a
+    recorded one as a host ``factor`` faster would have recorded it (the benchmark runs the same
+    sessions with real MXNet)."""
+    return repository_module("benchmarks/slower_host_sessions.py").faster_baseline(doc, name, factor, probes_of, old)
