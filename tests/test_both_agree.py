@@ -21,16 +21,23 @@ def probe(gemm, stream, cpus=2):
     return {"gemm_gflops": gemm, "stream_gbps": stream, "setup": {"cpus": cpus, "env": {}, "quota_cpus": None}}
 
 
-def test_the_machine_explains_a_change_its_probes_moved_with():
+def test_the_machine_explains_a_change_its_probes_moved_with_significantly():
+    M, S = machine_states.MACHINE, machine_states.SYSTEM
     then = [probe(200.0, 40.0)] * 6
     slower_host = machine_states.probe_shift([probe(160.0, 32.5)] * 6, then)
-    assert [round(r, 3) for *_, r in slower_host.readings] == [0.8, 0.812]
-    assert slower_host.explains(-0.20) and slower_host.explains(-0.35)   # at least half of the change, in logs
-    assert not slower_host.explains(-0.60)                              # the host explains less than half
-    assert not slower_host.explains(+0.20)                              # a faster cell on a slower host
+    assert [round(r[3], 3) for r in slower_host.readings] == [0.8, 0.812]
+    assert slower_host.explains(-0.20) == M and slower_host.explains(-0.35) == M   # at least half of it, in logs
+    assert slower_host.explains(-0.60) == S          # the host explains less than half, surely
+    assert slower_host.explains(+0.20) == S          # a faster cell on a slower host
     same_host = machine_states.probe_shift([probe(198.0, 40.5)] * 6, then)
-    assert not same_host.explains(-0.20)
+    assert same_host.explains(-0.20) == S
     assert "GEMM probe 160 GFLOP/s against the baseline's 200 (x0.80)" in slower_host.said()
+    # readings spread as a shared VM's do (25-63 GFLOP/s between processes): a median 20% lower
+    # over a few of them is no evidence either way
+    noisy_then = [probe(g, 13.0) for g in (62.0, 36.0, 44.0, 35.0, 61.0, 33.0)]
+    noisy_now = [probe(g, 13.0) for g in (34.0, 31.0, 58.0, 35.0, 30.0, 37.0)]
+    noisy = machine_states.probe_shift(noisy_now, noisy_then)
+    assert noisy.readings[0][3] < 0.9 and noisy.explains(-0.20) is None
     # probes of another setup (a cgroup quota) measured another allotment: not compared
     assert machine_states.probe_shift([probe(100.0, 20.0, cpus=1)] * 3, then) is None
     assert machine_states.probe_shift([], then) is None and machine_states.probe_shift(then, []) is None
@@ -80,6 +87,14 @@ def test_a_regression_both_setups_agree_on_is_the_machines_or_the_systems(now, k
     assert faster.kind == "system-differs", faster
     assert policy.SLOWDOWNS_ONLY == ("machine-differs", "system-differs")
     assert policy._slower(out) and not policy._slower(faster)
+
+
+def test_probes_too_noisy_to_tell_say_so_and_do_not_fail():
+    b = _baseline()
+    noisy = machine_states.probe_shift([probe(g, 40.0) for g in (240.0, 150.0, 170.0, 260.0)],
+                                       [probe(g, 40.0) for g in (200.0, 260.0, 140.0, 250.0)])
+    out = judging.against_recorded_setup({KEY: BASELINE_SAID}, {KEY: BOTH_EQUAL}, b, 0.05, {KEY: (noisy, "")})[KEY]
+    assert out.kind == "unexplained" and "spread too much to tell the machine from the system" in out.reason
 
 
 def test_where_nothing_tells_the_machine_from_the_system_it_says_so():

@@ -220,57 +220,85 @@ def states(runs) -> list:
 #: logs): a host 20% slower in GEMM explains a cell 20-40% slower, one 2% slower does not.
 #: Half, not all: a workload is a mix of compute and memory, each reading one of them
 MACHINE_SHARE = 0.5
+#: how sure each side of the call must be, one-sided (the normal quantile over the readings'
+#: standard error): "the machine moved" needs the move significant; "the system" needs every
+#: reading's move bounded below ``MACHINE_SHARE`` of the change. Between the two, the probes
+#: cannot tell: on a shared 2-vCPU Xeon a GEMM probe read 25-63 GFLOP/s between the processes
+#: of one cell, and a 20% change of a few readings' median was that noise as often as not
+#: (``benchmarks/results/both-agree-2026-12-02.txt``)
+PROBE_Z = 1.645
+
+MACHINE, SYSTEM = "machine", "system"
 
 
 @dataclasses.dataclass(frozen=True)
 class ProbeShift:
-    """How this session's machine probes read against the baseline's recorded ones: per probe
-    figure (``FIGURES``), (this session's median, the baseline's median, their ratio), over the
-    probes of one ``Setup`` on both sides (``setup``: None when neither recorded it)."""
+    """How this session's machine probes read against the baseline's recorded ones, over the
+    probes of one ``Setup`` on both sides (``setup``: None when neither recorded it): per probe
+    figure (``FIGURES``), (name, this session's median, the baseline's median, their ratio, the
+    mean of the log readings now less then, its standard error)."""
 
-    readings: Tuple[Tuple[str, float, float, float], ...]
+    readings: Tuple[Tuple[str, float, float, float, float, float], ...]
     setup: Optional[Setup] = None
 
-    def explains(self, oriented_change: float) -> bool:
-        """Whether a figure's change (oriented: negative is worse) moved with the machine: one
-        reading moved the same way by at least ``MACHINE_SHARE`` of it (in logs)."""
+    def explains(self, oriented_change: float) -> Optional[str]:
+        """What a figure's change (oriented: negative is worse) is, by the probes: ``MACHINE``
+        when one reading moved the same way by at least ``MACHINE_SHARE`` of it (in logs) and
+        significantly (``PROBE_Z``); ``SYSTEM`` when every reading's move is bounded below that
+        share (its upper bound, ``PROBE_Z``); None when the probes cannot tell (too noisy)."""
         import math
         if oriented_change <= -1 or oriented_change == 0:
-            return False
+            return None
         r = math.log1p(oriented_change)
-        return any(math.log(ratio) * r > 0 and abs(math.log(ratio)) >= MACHINE_SHARE * abs(r)
-                   for _, _, _, ratio in self.readings)
+        sign, need = (1.0 if r > 0 else -1.0), MACHINE_SHARE * abs(r)
+        moved = [(sign * d, se) for *_, d, se in self.readings]
+        if any(m >= need and m - PROBE_Z * se > 0 for m, se in moved):
+            return MACHINE
+        if all(m + PROBE_Z * se < need for m, se in moved):
+            return SYSTEM
+        return None
 
     def said(self) -> str:
         """"GEMM probe 160 GFLOP/s against the baseline's 200 (x0.80), memory probe ..."."""
         units = {key: (name, unit) for key, name, unit in FIGURES}
         return ", ".join(f"{units[k][0]} {cur:.3g} {units[k][1]} against the baseline's {base:.3g} (x{ratio:.2f})"
-                         for k, cur, base, ratio in self.readings)
+                         for k, cur, base, ratio, _, _ in self.readings)
 
 
-def _medians(probes: Sequence[Mapping[str, Any]], setup: Optional[Setup]) -> Dict[str, float]:
-    import statistics
-    out = {}
+def _readings(probes: Sequence[Mapping[str, Any]], setup: Optional[Setup]) -> Dict[str, List[float]]:
+    out: Dict[str, List[float]] = {}
     for key, _, _ in FIGURES:
         vals = [v for v in (_number(p.get(key)) for p in probes if setup_of(p) in (None, setup)) if v and v > 0]
         if vals:
-            out[key] = statistics.median(vals)
+            out[key] = vals
     return out
 
 
 def probe_shift(current: Sequence[Optional[Mapping[str, Any]]], baseline: Sequence[Optional[Mapping[str, Any]]]
                 ) -> Optional[ProbeShift]:
-    """This session's probes (``current``) against the ones the baseline recorded: the medians
-    of each figure over the probes of the ``Setup`` most of this session's ran on, on both
-    sides (another setup measured another allotment of the machine; a probe recorded before
-    probes recorded their setup is taken on either side, as ``reference_from`` does). None when either side has
-    no probe of that setup with a figure the other has too. Pure."""
+    """This session's probes (``current``) against the ones the baseline recorded: each figure's
+    medians and the mean of its log readings now less then with its (Welch) standard error, over
+    the probes of the ``Setup`` most of this session's ran on, on both sides (another setup
+    measured another allotment of the machine; a probe recorded before probes recorded their
+    setup is taken on either side, as ``reference_from`` does). None when either side has no
+    probe of that setup with a figure the other has too. Pure."""
+    import math
+    import statistics
     current = [p for p in current if p]
     baseline = [p for p in baseline if p]
     if not current or not baseline:
         return None
     counts = collections.Counter(setup_of(p) for p in current)
     setup = max(counts, key=lambda s: (counts[s], s.cpus if s else 0.0))
-    now, then = _medians(current, setup), _medians(baseline, setup)
-    readings = tuple((k, now[k], then[k], now[k] / then[k]) for k, _, _ in FIGURES if k in now and k in then)
-    return ProbeShift(readings, setup) if readings else None
+    now, then = _readings(current, setup), _readings(baseline, setup)
+
+    def var(xs):
+        return statistics.variance(xs) if len(xs) > 1 else 0.0
+    out = []
+    for k, _, _ in FIGURES:
+        if k in now and k in then:
+            a, b = [math.log(v) for v in now[k]], [math.log(v) for v in then[k]]
+            m_now, m_then = statistics.median(now[k]), statistics.median(then[k])
+            se = math.sqrt(var(a) / len(a) + var(b) / len(b))
+            out.append((k, m_now, m_then, m_now / m_then, statistics.fmean(a) - statistics.fmean(b), se))
+    return ProbeShift(tuple(out), setup) if out else None

@@ -41,8 +41,11 @@ _MXNET_NAME = re.compile(r"mxnet(-mkl|-native|-cu\d+(mkl)?)?")
 # a venv with scipy 14 / 32 / 187 / 307 / 385, the same venv with scipy hidden 12 / 33 / 136
 # / 244 / 322, a venv built from ``mxnet==1.9.1`` with numpy + threadpoolctl only 10 / 32 /
 # 137 / 244 / 322, that venv with scipy added 10 / 32 / 188 / 308 / 385. scipy alone made
-# the A/A difference (+63 MiB: 51 at import, its thread and allocations 12 more later).
-WORKER_COMPANIONS = ("numpy", "threadpoolctl", "scipy", "opencv-python", "opencv-python-headless",
+# the A/A difference (+63 MiB: 51 at import, its thread and allocations 12 more later). The
+# input-pipeline worker encodes its synthetic JPEGs with Pillow (workers/synthetic_images.py):
+# a reference venv without it could not measure an io cell (seen: mxnet-mkl 1.5.1 in a venv
+# of mxnet and numpy, "building the synthetic RecordIO data set needs Pillow").
+WORKER_COMPANIONS = ("numpy", "threadpoolctl", "scipy", "pillow", "opencv-python", "opencv-python-headless",
                      "opencv-contrib-python", "opencv-contrib-python-headless")
 
 

@@ -45,7 +45,7 @@ CPU_DTYPES = ("float32", "float16", "bfloat16", "int8")
 #: dtypes of CPU cells reached by converting the float32 network (:func:`convert_symbol`)
 CONVERTED_DTYPES = ("bfloat16", "int8")
 
-FP16_REASON = "MXNet 1.9.1 has no FP16 gemm on CPU: 'FP16 gemm on cpu not implemented'"
+FP16_REASON = "MXNet 1.x has no FP16 gemm on CPU: 'FP16 gemm on cpu not implemented'"
 
 # oneDNN's avx512_core: the AVX-512 subset it requires for bfloat16 (emulated or native).
 AVX512_CORE_FLAGS = ("avx512f", "avx512bw", "avx512vl", "avx512dq")
@@ -112,6 +112,22 @@ def has_bfloat16_amp(mx) -> bool:
         return False
 
 
+def has_mkldnn_quantization(mx) -> bool:
+    """Whether this MXNet has oneDNN's post-training quantization flow
+    (``mx.contrib.quantization.quantize_model_mkldnn``, 1.6+: it fuses Convolution + BatchNorm +
+    ReLU before quantizing). 1.5.1's ``quantize_model`` quantizes the unfused graph and refuses
+    a first convolution of 3 channels ("for 8bit cudnn conv, the number of channel must be
+    multiple of 4"). Asks the ``mx`` passed in (an object that is not a module: no)."""
+    name = getattr(mx, "__name__", None)
+    if not isinstance(name, str):
+        return False
+    try:
+        import importlib
+        return hasattr(importlib.import_module(name + ".contrib.quantization"), "quantize_model_mkldnn")
+    except Exception:
+        return False
+
+
 def _vnni_allowed(flag: str, isa_cap: Optional[str]) -> bool:
     """Whether oneDNN may use the VNNI instructions of ``flag`` under ``DNNL_MAX_CPU_ISA``."""
     cap = _cap_index(isa_cap)
@@ -126,9 +142,9 @@ def _vnni_allowed(flag: str, isa_cap: Optional[str]) -> bool:
 
 def support(features: Optional[Iterable[str]], flags: Iterable[str],
             isa_cap: Optional[str] = None, bfloat16_amp: bool = True,
-            version: str = "this MXNet") -> Dict[str, Tuple[bool, str]]:
-    """Pure form of :func:`cpu_support`: from build features, CPU flags, oneDNN's ISA cap and
-    whether MXNet's AMP has bfloat16."""
+            version: str = "this MXNet", mkldnn_quantization: bool = True) -> Dict[str, Tuple[bool, str]]:
+    """Pure form of :func:`cpu_support`: from build features, CPU flags, oneDNN's ISA cap,
+    whether MXNet's AMP has bfloat16 and whether it has oneDNN's quantization flow."""
     flags = set(flags)
     feats = None if features is None else set(features)
     cap = _cap_index(isa_cap)
@@ -163,6 +179,9 @@ def support(features: Optional[Iterable[str]], flags: Iterable[str],
     else:
         how = " without VNNI (no avx512_vnni / avx_vnni): may not beat float32"
     out["int8"] = (True, "oneDNN int8 kernels" + how + unknown)
+    if not mkldnn_quantization:
+        out["int8"] = (False, f"{version} has no oneDNN quantization flow (mx.contrib.quantization."
+                              "quantize_model_mkldnn, MXNet 1.6+)")
     return out
 
 
@@ -171,7 +190,7 @@ def cpu_support(mx, cpuinfo: str = "/proc/cpuinfo",
     """What reduced precision this MXNet and this CPU can run, with the reason:
     ``{"float32": ..., "float16": (False, reason), "bfloat16": (bool, reason), "int8": (bool, reason)}``."""
     return support(build_features(mx), cpu_flags(cpuinfo), onednn_isa_cap(env), has_bfloat16_amp(mx),
-                   "MXNet " + str(getattr(mx, "__version__", "")).strip())
+                   "MXNet " + str(getattr(mx, "__version__", "")).strip(), has_mkldnn_quantization(mx))
 
 
 def dtype_name(dtype) -> str:
@@ -312,12 +331,16 @@ def _to_int8(mx, sym, arg_params, aux_params, data_shape, ctx, calib_mode, calib
         calib_iter = mx.io.NDArrayIter(data={"data": data}, batch_size=int(data_shape[0]))
         num_examples = int(data.shape[0])
     fn = getattr(q, "quantize_model_mkldnn", None) or q.quantize_model
+    # "smart" (the default from 1.6.0) where the release knows quantize_mode: 1.5.1's
+    # quantize_model has none, and quantizes as it does
+    import inspect
+    mode = {"quantize_mode": "smart"} if "quantize_mode" in inspect.signature(fn).parameters else {}
     with _min_max_through_numpy(mx, q) if calib_mode == "naive" else contextlib.nullcontext():
         qsym, qarg, qaux = fn(sym=sym, arg_params=dict(arg_params), aux_params=dict(aux_params), ctx=ctx,
                               data_names=("data",), label_names=("softmax_label",),
                               excluded_sym_names=list(excluded_sym_names or []),
                               calib_mode=calib_mode, calib_data=calib_iter, num_calib_examples=num_examples,
-                              quantized_dtype=quantized_dtype, quantize_mode="smart")
+                              quantized_dtype=quantized_dtype, **mode)
     return qsym, qarg, qaux
 
 
