@@ -561,7 +561,11 @@ VISIBLE_CHANGE = {"MXNET_SUBGRAPH_BACKEND": "NONE"}
 
 
 def _host_probes(rec: Dict[str, Any], factor: float) -> Dict[str, Any]:
-    """A summarized recording whose machine probe readings are x ``factor`` (a host that much faster)."""
+    """A summarized recording whose machine probe readings are x ``factor`` (a host that much
+    faster): a new value (its probe records are the recorded processes' own, which every other
+    replayed session reads too)."""
+    import copy
+    rec = dict(rec, process_probes=copy.deepcopy(rec.get("process_probes")))
     for ms in rec.get("process_probes") or []:
         for part in ("probe_before", "probe_after"):
             probe = (ms or {}).get(part)
