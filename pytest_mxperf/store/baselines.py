@@ -657,11 +657,17 @@ class Baseline:
                 inst = rec.get("install")
                 if isinstance(inst, dict):
                     seen.setdefault(tuple(str(inst.get(f)) for f in INSTALL_IDENTITY), inst)
+        return self._only_one(seen, "build of MXNet", lambda i: f"{i.get('name')} {i.get('version')} (libmxnet "
+                                                              f"{str(i.get('libmxnet_sha256'))[:12]})")
+
+    def _only_one(self, seen: Dict[tuple, Dict[str, Any]], what: str, said: Callable[[Dict[str, Any]], str]
+                  ) -> Optional[Dict[str, Any]]:
+        """The one record ``seen`` holds (a copy), None for none; BaselineError (one line naming
+        each, ``said``) for several: pooled recordings of more than one ``what``."""
         if len(seen) > 1:
-            said = ", ".join(f"{i.get('name')} {i.get('version')} (libmxnet {str(i.get('libmxnet_sha256'))[:12]})"
-                             for i in seen.values())
             raise BaselineError(f"baseline {self.path or self.machine_id or ''} was recorded with more than one "
-                                f"build of MXNet: {said}; re-record it with --perf-update-baselines")
+                                f"{what}: {', '.join(map(said, seen.values()))}; re-record it with "
+                                "--perf-update-baselines")
         return dict(next(iter(seen.values()))) if seen else None
 
     def recorded_release(self, keys: Optional[Iterable[str]] = None) -> Optional[Dict[str, Any]]:
@@ -685,12 +691,8 @@ class Baseline:
                        "numpy_version": soft.get("numpy_version") if isinstance(soft.get("numpy_version"), str)
                        else None}
                 seen.setdefault((version, tuple(got["features"] or ()), got["cuda_runtime"]), got)
-        if len(seen) > 1:
-            said = ", ".join(f"mxnet {r['mxnet_version']} ({', '.join(r['features'] or ['features not recorded'])})"
-                             for r in seen.values())
-            raise BaselineError(f"baseline {self.path or self.machine_id or ''} was recorded with more than one "
-                                f"MXNet release or build: {said}; re-record it with --perf-update-baselines")
-        return dict(next(iter(seen.values()))) if seen else None
+        return self._only_one(seen, "MXNet release or build", lambda r: f"mxnet {r['mxnet_version']} "
+                              f"({', '.join(r['features'] or ['features not recorded'])})")
 
     def recorded_requirement(self, keys: Optional[Iterable[str]] = None) -> Optional[str]:
         """The MXNet requirement the baseline of ``keys`` (default: every cell) was measured
