@@ -244,10 +244,16 @@ def baseline_requirement(machine_id: str, baseline: Optional[Baseline], where: s
     except distributions.InstallError as exc:
         raise pytest.UsageError(f"--perf-reference baseline: {where} names an install that is not rebuilt: "
                                 f"{distributions.one_line(exc)}") from None
-    if not requirement:
-        raise pytest.UsageError(f"--perf-reference baseline: {where} does not say which MXNet install it was "
-                                "recorded with (recorded before requirements were stored): re-record it with "
-                                "--perf-update-baselines, or give --perf-reference REQ")
+    if not requirement:  # recorded before requirements were: the wheel that fits its recorded release, if one does
+        try:
+            requirement, why = _fitted_requirement(baseline)
+        except BaselineError as exc:
+            raise pytest.UsageError(f"--perf-reference baseline: {exc}") from None
+        if not requirement:
+            raise pytest.UsageError(f"--perf-reference baseline: {where} does not say which MXNet install it was "
+                                    f"recorded with (recorded before requirements were stored) and no install fits "
+                                    f"what it does record ({why}): re-record it with --perf-update-baselines, or give "
+                                    "--perf-reference REQ")
     return requirement
 
 

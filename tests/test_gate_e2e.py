@@ -471,7 +471,8 @@ def test_reference_baseline_without_a_usable_baseline_is_a_one_line_usage_error(
     assert r.ret == pytest.ExitCode.USAGE_ERROR
     err = [x for x in r.stderr.lines if "--perf-reference baseline" in x]
     assert err and "machine box has no baseline" in err[0] and "--perf-update-baselines" in err[0], r.stderr.lines
-    # a baseline recorded before requirements were stored
+    # a baseline recorded before requirements were stored, and its build's features not either:
+    # no install fits it (one that records its features is run against the wheel that fits them)
     assert _run(pytester, *common, "--perf-update-baselines").ret == 0
     path = bdir / "box.json"
     doc = json.loads(path.read_text())
@@ -479,11 +480,13 @@ def test_reference_baseline_without_a_usable_baseline_is_a_one_line_usage_error(
     for cell in doc["cells"].values():
         for rec in cell["history"]:
             rec.pop("mxnet_requirement", None)
+            rec["software"]["features"] = None
     path.write_text(json.dumps(doc))
     r = _run(pytester, *common, "--perf-reference", "baseline")
     assert r.ret == pytest.ExitCode.USAGE_ERROR
     err = [x for x in r.stderr.lines if "--perf-reference baseline" in x]
-    assert err and "does not say which MXNet install" in err[0], r.stderr.lines
+    assert err and "does not say which MXNet install" in err[0] and "features are not recorded" in err[0], \
+        r.stderr.lines
     assert json.loads(path.read_text()) == doc  # refused, not rewritten
 
 
