@@ -70,11 +70,13 @@ def main(argv=None):
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--example-dir", type=Path,
                     default=Path("/work/mxnet-example-1.9.1/example/image-classification"))
+    ap.add_argument("--methods", default=",".join(METHODS), help="a subset of " + ",".join(METHODS))
     ap.add_argument("--out")
     a = ap.parse_args(argv)
+    methods = tuple(m for m in METHODS if m in a.methods.split(","))
     from score_window import one_process
     work = Path(tempfile.mkdtemp(prefix="score-methods-"))
-    got = {m: {key(*c): [] for c in CELLS} for m in METHODS}
+    got = {m: {key(*c): [] for c in CELLS} for m in methods}
     lines = [f"# the suite's measuring methods against MXNet 1.9.1's benchmark_score.py, "
              f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}",
              f"# CPU: {cpu_model()}; {a.rounds} rounds, methods in alternating order; python {sys.executable}",
@@ -82,7 +84,7 @@ def main(argv=None):
     models = sorted({m for m, _ in CELLS})
     batches = sorted({b for _, b in CELLS})
     for i in range(a.rounds):
-        order = METHODS if i % 2 == 0 else METHODS[::-1]
+        order = methods if i % 2 == 0 else methods[::-1]
         for method in order:
             t0 = time.time()
             if method == "script":
@@ -103,14 +105,14 @@ def main(argv=None):
                 if got[method][k]))
             print(lines[-1], flush=True)
     lines.append("")
-    lines.append(f"{'cell':<18}" + "".join(f"{m:>12}" for m in METHODS)
-                 + "".join(f"{m + '/script':>18}" for m in METHODS[1:]))
+    lines.append(f"{'cell':<18}" + "".join(f"{m:>12}" for m in methods)
+                 + "".join(f"{m + '/script':>18}" for m in methods[1:]))
     for m, b in CELLS:
         k = key(m, b)
-        med = {x: statistics.median(got[x][k]) for x in METHODS if got[x][k]}
-        lines.append(f"{m + ' b' + str(b):<18}" + "".join(f"{med.get(x, float('nan')):>12.2f}" for x in METHODS)
+        med = {x: statistics.median(got[x][k]) for x in methods if got[x][k]}
+        lines.append(f"{m + ' b' + str(b):<18}" + "".join(f"{med.get(x, float('nan')):>12.2f}" for x in methods)
                      + "".join(f"{med[x] / med['script']:>18.3f}" if x in med and 'script' in med else f"{'-':>18}"
-                               for x in METHODS[1:]))
+                               for x in methods[1:]))
     lines.append("(img/s; each the median over the rounds; a session's figure is its median over its processes)")
     return report(lines, a.out)
 
