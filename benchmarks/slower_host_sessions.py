@@ -56,21 +56,26 @@ BASELINES = (("old", dict(old=True)), ("probes", dict(probes_of=(KEY,))), ("figu
 
 def faster_baseline(doc, name, factor=FACTOR, probes_of=(), old=False):
     """The baseline document ``name`` built from a recorded one (``doc``) as a host ``factor``
-    faster would have recorded it: each cell's processes at its recorded median x ``factor``, a
+    faster would have recorded it: each cell's processes at its recorded median x ``factor``
+    (/ ``factor`` for a figure where less is better: ms, s/batch), a
     fixed 1% apart (the resolution, worked out again as the file loads, then resolves a change
     of a few percent: a one-session baseline's comes from its processes' spread, which one
     outlier process of six made 28% on a shared VM, wider than the change these sessions are
     about); the cells whose keys are in ``probes_of`` with their machine probe readings x
     ``factor`` too; ``old``: as recorded before installs, probes and the measuring method were
     kept (no install, requirement, probes, states or suite)."""
+    from pytest_mxperf.model.measurement import METRICS
     doc = copy.deepcopy(doc)
     doc["machine_id"] = name
     for key, cell in doc["cells"].items():
         for rec in cell["history"]:
+            metric = METRICS.get(rec.get("metric"))
+            # faster: more img/s, fewer ms or s/batch
+            f = factor if metric is None or metric.higher_is_better else 1.0 / factor
             n = len(rec["process_medians"])
             median = sorted(rec["process_medians"])[n // 2]
-            rec["process_medians"] = [median * factor * (1 + 0.002 * (i - (n - 1) / 2)) for i in range(n)]
-            rec["median"] = median * factor
+            rec["process_medians"] = [median * f * (1 + 0.002 * (i - (n - 1) / 2)) for i in range(n)]
+            rec["median"] = median * f
             rec.pop("resolution", None)
             for ms in (rec.get("process_probes") or []) if key in probes_of else []:
                 for part in ("probe_before", "probe_after"):

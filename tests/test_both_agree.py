@@ -155,3 +155,26 @@ def test_what_an_older_baseline_records_of_its_release_is_read_once_or_refused_i
     with pytest.raises(BaselineError) as ei:
         Baseline.from_doc(doc).recorded_release()
     assert "\n" not in str(ei.value) and "more than one MXNet release" in str(ei.value)
+
+
+@pytest.mark.parametrize("failing, said", [
+    (3, "(failing; --perf-fail-on -system-differs lets them pass)"),
+    (0, "(not failing: all faster, and system-differs fails on slowdowns only)"),
+    (1, "(1 slower: failing, 2 faster: not; --perf-fail-on -system-differs lets the slower pass)")])
+def test_the_both_agree_heading_says_which_of_its_figures_fail(failing, said):
+    from pytest_mxperf.model.outcome import Failure
+    from pytest_mxperf.output import messages
+    failure = Failure("system-differs", failing, ()) if failing else None
+    assert messages._agree_policy("system-differs", 3, failure, {"system-differs"}) == " " + said
+    assert messages._agree_policy("machine-differs", 3, None, set()) == \
+        " (not failing; --perf-fail-on +machine-differs fails on them)"
+
+
+def test_a_faster_host_records_more_of_a_rate_and_less_of_a_time():
+    import stand_ins
+    doc = {"machine_id": "here", "cells": {
+        k: {"history": [{"metric": metric, "median": 10.0, "process_medians": [9.0, 10.0, 11.0]}]}
+        for k, metric in (("score/a", "throughput"), ("latency/a", "latency_p99_ms"), ("kvstore/a", "comm_seconds"))}}
+    fast = stand_ins.faster_baseline(doc, "fast")
+    assert [round(fast["cells"][k]["history"][0]["median"], 3) for k in ("score/a", "latency/a", "kvstore/a")] == \
+        [12.5, 8.0, 8.0]

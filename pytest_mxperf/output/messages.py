@@ -34,6 +34,20 @@ BOTH_AGREE = (("machine-differs", "MACHINE DIFFERS", "the machine's probes moved
               ("unexplained", "UNEXPLAINED", "nothing tells the machine from the system (no probe readings on "
                "one side, or another measuring method recorded the baseline)"))
 
+def _agree_policy(kind: str, count: int, failure: Any, fail_on) -> str:
+    """Whether the ``count`` figures of a both-agree ``kind`` fail: where the kind fails on
+    slowdowns only (``policy.SLOWDOWNS_ONLY``), ``failure`` counts the slower ones."""
+    if kind not in fail_on:
+        return f" (not failing; --perf-fail-on +{kind} fails on them)"
+    failing = failure.count if failure is not None else 0
+    if failing == count:
+        return f" (failing; --perf-fail-on -{kind} lets them pass)"
+    if failing == 0:
+        return f" (not failing: all faster, and {kind} fails on slowdowns only)"
+    return (f" ({failing} slower: failing, {count - failing} faster: not; --perf-fail-on -{kind} lets the "
+            "slower pass)")
+
+
 def _verdict_line(key: str, v: Any) -> str:
     line = f"{PREFIX}{v.kind.upper()} {key}: {v.reason}"
     return line + ("; changed: " + ", ".join(v.env_diff) if v.env_diff else "")
@@ -100,8 +114,7 @@ def headline(outcome: SessionOutcome, prefix: str = PREFIX) -> List[str]:
             lines.append(f"{prefix}{head}: {len(agree)} change(s) beyond the resolution that a duet against the "
                          f"recorded setup does not show (both setups agree: not the MXNet install, not the recorded "
                          f"variables): {what}"
-                         + (" (failing; --perf-fail-on -" + kind + " lets them pass)" if kind in o.fail_on
-                            else f" (not failing; --perf-fail-on +{kind} fails on them)"))
+                         + _agree_policy(kind, len(agree), outcome.failure(kind), o.fail_on))
             lines += [item(k, v) for k, v in agree.items()]
     judged = [v for v in verdicts.values() if v.resolution]
     provisional = [v for v in judged if v.resolution.get("provisional")]
