@@ -245,9 +245,9 @@ class ProbeShift:
         """What a figure's change (oriented: negative is worse) is, by the probes: ``MACHINE``
         when one reading moved the same way by at least ``MACHINE_SHARE`` of it (in logs) and
         significantly (``PROBE_Z``); ``SYSTEM`` when every reading's move is bounded below that
-        share, either way (its bounds, ``PROBE_Z``: a probe that moved the other way by as much
-        says the machine changed too, so not the system alone); None when the probes cannot tell
-        (too noisy, or moved against the figure)."""
+        share (its upper bound, ``PROBE_Z``) and none moved against the figure by that share,
+        significantly (the machine changed too, the other way: not the system alone); None when
+        the probes cannot tell (too noisy, or moved against the figure)."""
         import math
         if oriented_change <= -1 or oriented_change == 0:
             return None
@@ -256,7 +256,9 @@ class ProbeShift:
         moved = [(sign * d, se) for *_, d, se in self.readings]
         if any(m >= need and m - PROBE_Z * se > 0 for m, se in moved):
             return MACHINE
-        if all(m + PROBE_Z * se < need and m - PROBE_Z * se > -need for m, se in moved):
+        if any(-m >= need and -m - PROBE_Z * se > 0 for m, se in moved):
+            return None
+        if all(m + PROBE_Z * se < need for m, se in moved):
             return SYSTEM
         return None
 
