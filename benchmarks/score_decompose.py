@@ -18,8 +18,9 @@ Both workers time rounds of about 0.2 s of batches, each round ending in ``mx.nd
 over a 1.5-s budget, and report the median round. Per cell: each variant's median over its
 processes, and against ``then``.
 
-    .venv/bin/python benchmarks/score_decompose.py --old /tmp/d91301c --processes 8 \\
-        --out benchmarks/results/score-decompose-2026-12-02.txt
+    .venv/bin/python benchmarks/score_decompose.py --old /tmp/d91301c --processes 6 --cells resnet50_v2:8
+
+(its table of 2026-12-02 is the "Decomposition" section of benchmarks/results/score-methods-2026-12-02.txt)
 """
 
 from __future__ import annotations
