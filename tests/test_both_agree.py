@@ -29,12 +29,12 @@ def test_the_machine_explains_a_change_its_probes_moved_with_significantly():
     assert slower_host.explains(-0.20) == M and slower_host.explains(-0.35) == M   # at least half of it, in logs
     assert slower_host.explains(-0.60) == S          # the host explains less than half, surely
     # a faster cell on a slower host: the machine changed, against the figure: neither explains it
-    assert slower_host.explains(+0.20) is None
+    assert slower_host.explains(+0.20) == machine_states.AGAINST
     # seen on a shared Xeon (int8 ResNet-50 v2 b8 x0.78 while the GEMM probe read x1.21 of the
     # baseline's): the probes moved the other way by more than half the change, so the machine
     # changed too, and the system is not named
     faster_spell = machine_states.probe_shift([probe(242.0, 41.6)] * 6, then)
-    assert faster_spell.explains(-0.22) is None
+    assert faster_spell.explains(-0.22) == machine_states.AGAINST
     assert machine_states.probe_shift([probe(206.0, 41.0)] * 6, then).explains(-0.22) == S
     same_host = machine_states.probe_shift([probe(198.0, 40.5)] * 6, then)
     assert same_host.explains(-0.20) == S
@@ -93,6 +93,8 @@ def test_a_regression_both_setups_agree_on_is_the_machines_or_the_systems(now, k
     # system's, which a faster system makes news, not a failure; whose probes read slower:
     # the machine changed against the figure, and nothing tells
     assert faster.kind == ("system-differs" if kind == "system-differs" else "unexplained"), faster
+    if kind == "machine-differs":
+        assert "the machine's probes moved against the figure, so the machine changed too" in faster.reason
     assert policy.SLOWDOWNS_ONLY == ("machine-differs", "system-differs")
     assert policy._slower(out) and not policy._slower(faster)
 

@@ -228,7 +228,8 @@ MACHINE_SHARE = 0.5
 #: (``benchmarks/results/both-agree-2026-12-02.txt``)
 PROBE_Z = 1.645
 
-MACHINE, SYSTEM = "machine", "system"
+#: what ``ProbeShift.explains`` finds: the machine, the system, or the machine moved against the figure
+MACHINE, SYSTEM, AGAINST = "machine", "system", "against"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -246,8 +247,8 @@ class ProbeShift:
         when one reading moved the same way by at least ``MACHINE_SHARE`` of it (in logs) and
         significantly (``PROBE_Z``); ``SYSTEM`` when every reading's move is bounded below that
         share (its upper bound, ``PROBE_Z``) and none moved against the figure by that share,
-        significantly (the machine changed too, the other way: not the system alone); None when
-        the probes cannot tell (too noisy, or moved against the figure)."""
+        significantly (the machine changed too, the other way: not the system alone, ``AGAINST``);
+        None when the probes are too noisy to tell."""
         import math
         if oriented_change <= -1 or oriented_change == 0:
             return None
@@ -257,7 +258,7 @@ class ProbeShift:
         if any(m >= need and m - PROBE_Z * se > 0 for m, se in moved):
             return MACHINE
         if any(-m >= need and -m - PROBE_Z * se > 0 for m, se in moved):
-            return None
+            return AGAINST
         if all(m + PROBE_Z * se < need for m, se in moved):
             return SYSTEM
         return None

@@ -464,15 +464,15 @@ def _both_agree(b: vd.Verdict, said: str, key: str, baseline: Baseline,
     if shift is None:
         return UNEXPLAINED, f"{head}; {no_shift}: nothing tells the machine from the system"
     what = shift.explains(metric.oriented(b.change))
+    evidence = f"({shift.said()}; the figure x{1 + b.change:.2f})"
     if what == machine_states.MACHINE:
-        return MACHINE_DIFFERS, f"{head}: the machine differs ({shift.said()}; the figure x{1 + b.change:.2f})"
+        return MACHINE_DIFFERS, f"{head}: the machine differs {evidence}"
     if what == machine_states.SYSTEM:
         return SYSTEM_DIFFERS, (f"{head}: the system differs (the kernel, libraries, preloads: what both sides "
-                                f"share), not the machine, whose probes did not move with it ({shift.said()}; the "
-                                f"figure x{1 + b.change:.2f})")
-    return UNEXPLAINED, (f"{head}; the machine's probes spread too much to tell the machine from the system "
-                         f"({shift.said()}; the figure x{1 + b.change:.2f}): nothing tells the machine from the "
-                         "system")
+                                f"share), not the machine, whose probes did not move with it {evidence}")
+    why = ("the machine's probes moved against the figure, so the machine changed too" if what == machine_states.AGAINST
+           else "the machine's probes spread too much to tell the machine from the system")
+    return UNEXPLAINED, f"{head}; {why} {evidence}: nothing tells the machine from the system"
 
 
 def against_recorded_setup(verdicts: Dict[str, vd.Verdict], duets: Dict[str, vd.Verdict], baseline: Baseline,
