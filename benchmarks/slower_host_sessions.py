@@ -94,12 +94,10 @@ def cached_setup(cache: Path, baseline, python: str) -> None:
     """``python`` where a session against ``baseline`` finds the setup it recorded (its
     requirement, or the wheel that fits its recorded release, with its numpy) in the venv cache
     ``cache``: what a first build leaves there."""
-    from pytest_mxperf.proc import distributions, installs, wheel_variants
-    spec = baseline.recorded_requirement()
+    from pytest_mxperf.command_line import _fitted_requirement
+    from pytest_mxperf.proc import distributions, installs
+    spec = baseline.recorded_requirement() or _fitted_requirement(baseline)[0]
     release = baseline.recorded_release() or {}
-    if not spec:
-        spec = wheel_variants.fitting_requirement(release["mxnet_version"], release["features"],
-                                                  release.get("cuda_runtime"))
     numpy = (baseline.recorded_install() or {}).get("numpy_version") or release.get("numpy_version")
     reqs = installs.requirements_for(spec, installs._pinned(distributions.companion_requirements(python),
                                                            {"numpy": numpy} if numpy else {}))

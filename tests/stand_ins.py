@@ -150,14 +150,10 @@ def cached_setup_in(cache, baselines_dir, machine, python, like):
     the wheel that fits its recorded release, with its recorded numpy."""
     from pathlib import Path
 
-    from pytest_mxperf.proc import wheel_variants
+    from pytest_mxperf.command_line import _fitted_requirement
     from pytest_mxperf.store.baselines import Baseline
     b = Baseline.load(Path(baselines_dir) / f"{machine}.json")
-    spec = b.recorded_requirement()
-    if not spec:
-        release = b.recorded_release()
-        spec = wheel_variants.fitting_requirement(release["mxnet_version"], release["features"],
-                                                  release["cuda_runtime"])
+    spec = b.recorded_requirement() or _fitted_requirement(b)[0]
     numpy = (b.recorded_install() or {}).get("numpy_version") or (b.recorded_release() or {}).get("numpy_version")
     return cached_setup(cache, python, like=like, spec=spec, numpy=numpy)
 
