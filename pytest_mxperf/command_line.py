@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Optional, Tuple
+from typing import TYPE_CHECKING, List, Optional, Tuple
 
 import pytest
 
@@ -621,12 +621,13 @@ def plan(pytest_session, session, deselected_slow: int):
     with the slow tests deselected (``select``), after the GPU tests that no GPU here can run are
     skipped with one line: (the plan, the grids of the tests that measure their grid together,
     in baseline mode the recorded setup, rebuilt now, before any test measures:
-    ``recorded_setup``) or (None, {}, None)."""
+    ``recorded_setup``, and why every cell is measured in pairs with it from the first process,
+    ``first_path``, "" for the cheap path) or (None, {}, None, "")."""
     from pytest_mxperf.measure import planning
     from pytest_mxperf.output import report
     items = pytest_session.items
     if not any(planning.planned(it).measuring for it in items):
-        return None, {}, None
+        return None, {}, None, ""
     skipped = {id(it) for it in _skip_gpu_tests_without_a_usable_gpu(pytest_session, session)}
     runnable = [it for it in items if id(it) not in skipped and not it.get_closest_marker("skip")]
     grids = planning.grids([it for it in items if id(it) not in skipped])
@@ -645,11 +646,15 @@ def plan(pytest_session, session, deselected_slow: int):
     if any(t.measuring for t in planned) and settles_against_setup(pytest_session.config, session):
         setup = recorded_setup(session, ctx.environ)
     kind = "suite" if ctx.kind == "baseline" and not (setup is not None and setup.ready) else ctx.kind
+    path = first_path(ctx.options, ctx.machine, ctx.baseline) if setup is not None and setup.ready else None
+    if path is not None and path.paired:  # priced as the A/B session it is, from this machine's own of its kind
+        kind, ab = "paired", True
     made = planning.plan_for(planned, ctx.options, ab,
                              explicit_pairs=bool(pytest_session.config.getoption("--perf-processes")),
                              deselected_slow=deselected_slow,
                              known=known_costs(ctx.options, ctx.machine, kind, planning.session_setup(probe)),
-                             reference=planning.reference_known(reference, kind, ctx.options),
+                             reference=planning.reference_known(reference, "ab" if kind == "paired" else kind,
+                                                                ctx.options),
                              speed=planning.speed_from(probe, reference))
     try:
         thresholds = marker_thresholds(runnable) + session_thresholds(pytest_session.config)
@@ -657,17 +662,39 @@ def plan(pytest_session, session, deselected_slow: int):
         raise pytest.UsageError(str(exc)) from None
     made = dataclasses.replace(made, plan=dataclasses.replace(made.plan, thresholds=thresholds))
     if made.plan.tests:
-        settling = (report.settling_words(setup.ready, made.duet_tests, made.plan.tests) if setup is not None
+        settling = (report.settling_words(setup.ready, made.duet_tests, made.plan.tests, path) if setup is not None
                     else "")
         say(pytest_session.config, report.plan_line(made.plan.tests, ctx.options, made.plan.ab_pairs,
                                                     made.plan.duet_pairs, made.duet_tests, made.estimate,
-                                                    deselected_slow, ab=ctx.comparison.ab, speed=made.plan.speed,
-                                                    settling=settling))
+                                                    deselected_slow, ab=ab, speed=made.plan.speed,
+                                                    settling=settling, paired=kind == "paired"))
     elif deselected_slow:  # the measuring tests left will skip: the slow ones are said all the same
         say(pytest_session.config, f"mxperf: {report.slow_note(deselected_slow)}")
     if setup is not None and made.plan.tests:
         say(pytest_session.config, setup.line)
-    return made.plan, grids, setup if made.plan.tests else None
+    if not made.plan.tests:
+        return made.plan, grids, None, ""
+    return made.plan, grids, setup, path.why if path is not None and path.paired else ""
+
+
+def first_path(options, machine, baseline) -> "planning.FirstPath":
+    """How a session against ``baseline`` measures from its first process
+    (``planning.first_path``): from what the baseline says of its resolution and from this
+    machine's last sessions against it in the history store (none when the store does not
+    exist or cannot be read: the baseline alone then decides)."""
+    from pytest_mxperf.history import location
+    from pytest_mxperf.history.store import open_store, sqlite_path
+    from pytest_mxperf.measure import planning
+    from pytest_mxperf.outcome import judging
+    shares: List[float] = []
+    where = options.history
+    if where and (location.is_postgres(where) or sqlite_path(where).is_file()):
+        try:
+            with open_store(where) as store:
+                shares = store.duet_shares(str((machine or {}).get("id")), "baseline", KNOWN_SESSIONS)
+        except Exception:  # noqa: BLE001 - any store error: the baseline alone decides
+            shares = []
+    return planning.first_path(baseline.resolution_summary(), shares, judging.PROVISIONAL_CLEARS)
 
 
 #: sessions of the same kind on this machine whose test durations the estimate starts from

@@ -96,11 +96,11 @@ def pytest_collection_finish(session):
     s = config.stash.get(SESSION, None)
     if s is not None:
         selection = config.stash.get(SELECTION, command_line.Selection())
-        plan, setup = None, None
+        plan, setup, from_start = None, None, ""
         config.stash[NONE_SELECTED] = command_line.none_selected(session, selection, config.stash.get(DESELECTED, []))
         if not config.stash[NONE_SELECTED]:
-            plan, config.stash[GRIDS], setup = command_line.plan(session, s, selection.slow)
-        s.planned(plan or Plan(deselected_slow=selection.slow), setup)
+            plan, config.stash[GRIDS], setup, from_start = command_line.plan(session, s, selection.slow)
+        s.planned(plan or Plan(deselected_slow=selection.slow), setup, from_start)
 
 
 @pytest.fixture(scope="session")
@@ -115,7 +115,7 @@ def mxperf(request, record_property, mxperf_session):
     params = planning.grid_params(node)
     grid = request.config.stash.get(GRIDS, {}).get(planning.grid_key(node), ()) if params else ()
     # a grid of CPU cells shares worker processes (Scheduler.can_share_process): its first test measures it all
-    shares = (len(grid) >= 2 and not s.context.comparison.ab
+    shares = (len(grid) >= 2 and not s.context.comparison.paired
               and all(str(c).startswith("cpu") for c in params.get("ctx", ("cpu",))))
     late = s.clock.past_deadline(node.nodeid, grid=shares)
     if late:

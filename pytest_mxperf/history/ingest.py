@@ -66,7 +66,7 @@ def fast_end(values: List[float], higher_is_better: bool) -> Optional[float]:
 
 
 #: the kinds a session says it is (``SessionContext.kind``)
-KINDS = ("ab", "recording", "baseline", "suite")
+KINDS = ("ab", "recording", "baseline", "paired", "suite")
 
 
 def _kind(session: Mapping[str, Any]) -> str:

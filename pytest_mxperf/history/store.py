@@ -259,6 +259,22 @@ class HistoryStore:
                 break
         return out
 
+    def duet_shares(self, machine_id: str, kind: str = "baseline", last: int = 3) -> List[float]:
+        """For each of the last ``last`` complete sessions of ``kind`` on ``machine_id``, newest
+        first, the share of its measured cells that were also measured on a reference side
+        (against a baseline: the cells it sent on to the duet against the recorded setup);
+        sessions that measured no cell are left out."""
+        rows = self._rows("SELECT id FROM sessions WHERE machine_id = ? AND kind = ? AND complete = 1 "
+                          "ORDER BY started DESC, id LIMIT ?", (machine_id, kind, last))
+        out = []
+        for (sid,) in rows:
+            cells = self._rows("SELECT COUNT(DISTINCT cell_key) FROM processes WHERE session_id = ?", (sid,))[0][0]
+            paired = self._rows("SELECT COUNT(DISTINCT cell_key) FROM processes WHERE session_id = ? "
+                                "AND side = 'reference'", (sid,))[0][0]
+            if cells:
+                out.append(paired / cells)
+        return out
+
     def fleet_session(self, fleet_id: str) -> Dict[str, Any]:
         """A fleet's session as one: its runners' sessions, the shards seen and missing, and
         every cell measured by any of them."""

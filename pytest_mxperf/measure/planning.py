@@ -648,6 +648,50 @@ def grids(items) -> dict:
     return out
 
 
+#: baseline mode: a session measures every cell the baseline records in pairs with its recorded
+#: setup from the first process (``first_path``) when the baseline alone is expected to clear
+#: less than this share of its cells. A baseline pass whose cells nearly all go on to the duet
+#: measures what the duet measures again: on the Intel Xeon of the unchanged session of
+#: 2026-12-01 (../shared/data/unchanged-session-2026-12-01), 24 of 24 cells went on to it
+PAIRED_BELOW = 0.5
+
+
+@dataclasses.dataclass(frozen=True)
+class FirstPath:
+    """How a session against a baseline measures from its first process: ``paired``, every
+    cell in pairs with the recorded setup (judged by the pairs, the baseline's figures beside
+    them), else the cheap path (the cells alone, the duet only for what the baseline cannot
+    settle); ``why``, said on the first line."""
+
+    paired: bool
+    why: str
+
+
+def first_path(summary: Mapping[str, Any], duet_shares: Sequence[float], provisional_clears: bool
+               ) -> FirstPath:
+    """The path of a session against a baseline whose recorded setup is ready, from what the
+    baseline says of its resolution (``Baseline.resolution_summary``: its cells and how many
+    rest on one session, which clear nothing alone unless ``provisional_clears``) and from
+    this machine's last sessions against it (``duet_shares``: the share of each one's cells
+    that went on to the duet, newest first): paired when the baseline alone is expected to
+    clear less than ``PAIRED_BELOW`` of its cells. Pure."""
+    cells = int(summary.get("cells") or 0)
+    provisional = 0 if provisional_clears else int(summary.get("provisional") or 0)
+    if cells and (cells - provisional) / cells < PAIRED_BELOW:
+        return FirstPath(True, f"{provisional} of the baseline's {cells} cells rest on one recorded session, "
+                               "whose resolution clears no cell alone")
+    shares = [float(s) for s in duet_shares if s is not None]
+    if shares and 1.0 - statistics.median(shares) < PAIRED_BELOW:
+        return FirstPath(True, f"this machine's last {len(shares)} session(s) against its baseline sent "
+                               f"{100 * statistics.median(shares):.0f}% of their cells on to the duet")
+    if not cells:
+        return FirstPath(False, "the baseline states no resolution for its cells")
+    said = (f"; its last {len(shares)} session(s) sent {100 * statistics.median(shares):.0f}% of their cells on "
+            "to the duet" if shares else "")
+    return FirstPath(False, f"the baseline clears cells alone here ({cells - provisional} of its {cells} cells with a "
+                            f"resolution of up to {int(summary.get('sessions') or 0)} recorded sessions{said})")
+
+
 @dataclasses.dataclass(frozen=True)
 class Made:
     """The plan for the session (``session.Plan``), with the estimate and the duet tests said first."""

@@ -194,7 +194,7 @@ class Scheduler:
         """What ``measure`` ran (one process, or a duet pair's two sides, which ran inside the
         same window), each a new value with the machine's state measured right before and
         after it."""
-        paired = self.context.comparison.ab
+        paired = self.context.comparison.paired
         if not self.options.machine_probe:
             results = list(measure())
             self.clock.measured(results, paired)
@@ -248,12 +248,28 @@ class Scheduler:
         return said[0] if said else None
 
     def run_processes(self, workload: Workload, how: CellRun, processes: Optional[int] = None) -> CellMeasurement:
-        """``processes`` fresh processes of ``how`` (pairs with the reference in A/B mode:
+        """``processes`` fresh processes of ``how`` (pairs with the reference in A/B mode, and
+        with the recorded setup on a baseline's paired path for a cell the baseline records:
         duet pairs when ``how`` has a duet, else process pairs)."""
         ctx = self.context
         if ctx.comparison.ab:
             return self._pairs(workload, how, Side(ctx.options.python), Side(ctx.comparison.reference), processes)
+        recorded = self.recorded_side(workload)
+        if recorded is not None:
+            return self._pairs(workload, how, Side(ctx.options.python), recorded, processes)
         return self._processes(workload, how, Side(ctx.options.python), processes or ctx.options.processes)
+
+    def recorded_side(self, workload: Workload) -> Optional[Side]:
+        """On a baseline's paired path (``Comparison.from_start``), the recorded setup's side of a
+        cell the baseline records (its install, its recorded variables), which the cell's first
+        processes are paired with; else None (the cell's processes are its own)."""
+        ctx = self.context
+        if ctx.comparison.ab or not ctx.comparison.paired or ctx.baseline is None:
+            return None
+        env = ctx.baseline.recorded_env(workload.key())
+        if env is None:
+            return None
+        return Side(ctx.comparison.setup.python, tuple(sorted(env.items())))
 
     def _processes(self, workload: Workload, how: CellRun, side: Side, n: int) -> CellMeasurement:
         runs: List[RunResult] = []
@@ -341,7 +357,8 @@ class Scheduler:
 
     def can_share_process(self, workload: Workload) -> bool:
         """Whether ``workload`` may be measured in a worker process with other cells: a CPU
-        throughput cell outside A/B mode (a duet pairs one cell's two installs), with or
+        throughput cell outside A/B mode (a duet pairs one cell's two installs; so does a
+        baseline's paired path, for a cell the baseline records: ``recorded_side``), with or
         without --perf-deadline (a baseline records how its cells' processes were had, and a
         figure measured one way is not judged against one measured the other: a deadline that
         kept processes of their own judged no grid cell against a baseline the default command
@@ -349,7 +366,7 @@ class Scheduler:
         ``Clock.past_deadline``). GPU cells keep a process of their own: MXNet's GPU memory
         pool and cuDNN's autotune choices would carry over."""
         ctx = self.context
-        return (workload.device == "cpu" and not ctx.comparison.ab
+        return (workload.device == "cpu" and not ctx.comparison.ab and self.recorded_side(workload) is None
                 and workload.mode in ("score", "train", "latency"))
 
     def measure_cells(self, workloads: Sequence[Workload], extra_env: Optional[Mapping[str, str]] = None,

@@ -88,10 +88,19 @@ class Comparison:
     reference: Optional[str] = None   # the reference interpreter (A/B)
     requirement: Optional[str] = None
     setup: Optional[RecordedSetup] = None
+    #: baseline mode: why every cell the baseline records is measured in pairs with the recorded
+    #: setup from its first process (``planning.first_path``); "": the cheap path
+    from_start: str = ""
 
     @property
     def ab(self) -> bool:
         return self.mode == "ab"
+
+    @property
+    def paired(self) -> bool:
+        """Whether cells are measured in pairs from their first process: A/B mode, or a
+        session against a baseline on the paired path."""
+        return self.ab or bool(self.from_start and self.setup is not None and self.setup.ready)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -115,19 +124,23 @@ class SessionContext:
     @property
     def kind(self) -> str:
         """The kind of session, as the history store keeps it and the estimate reads it: "ab"
-        (two installs), "recording" (--perf-update-baselines), "baseline" (against this
+        (two installs), "recording" (--perf-update-baselines), "paired" (against this machine's
+        baseline, every cell in pairs with its recorded setup from the first process), "baseline" (against this
         machine's baseline: its suspects may be settled in duets, which an unchanged session on
         a shared VM spends most of its time on) or "suite" (nothing to compare with)."""
         if self.comparison.ab:
             return "ab"
         if self.options.update_baselines:
             return "recording"
+        if self.comparison.paired:
+            return "paired"
         return "baseline" if self.baseline is not None else "suite"
 
     @property
     def per_cell(self) -> int:
-        """Processes (A/B: duet pairs) a cell gets in the first stage."""
-        return max(1, self.plan.duet_pairs or self.options.duet_pairs) if self.comparison.ab else self.options.processes
+        """Processes (pairs: duet pairs) a cell gets in the first stage."""
+        return (max(1, self.plan.duet_pairs or self.options.duet_pairs) if self.comparison.paired
+                else self.options.processes)
 
 
 # ----------------------------------------------------------------------------- the clock
@@ -279,10 +292,11 @@ class PerfSession:
         self.context = dataclasses.replace(self.context, machine=dict(machine), baseline=baseline, options=options,
                                            comparison=comparison)
 
-    def planned(self, plan: Plan, setup: Optional[RecordedSetup] = None) -> None:
+    def planned(self, plan: Plan, setup: Optional[RecordedSetup] = None, from_start: str = "") -> None:
         """The plan, when collection ends (before any test measures), and in baseline mode the
-        recorded setup, rebuilt then (``command_line.recorded_setup``)."""
+        recorded setup, rebuilt then (``command_line.recorded_setup``), and why every cell is
+        measured in pairs with it from the first process ("": the cheap path)."""
         comparison = self.context.comparison
         if setup is not None:
-            comparison = dataclasses.replace(comparison, setup=setup)
+            comparison = dataclasses.replace(comparison, setup=setup, from_start=from_start)
         self.context = dataclasses.replace(self.context, plan=plan, comparison=comparison)

@@ -161,22 +161,35 @@ def setup_words(plan) -> str:
     return ""
 
 
-def settling_words(ready: bool, duet_tests: int, tests: int) -> str:
+def _a(kind: str) -> str:
+    """"an A/B" / "a paired"."""
+    return f"an {kind}" if kind == "A/B" else f"a {kind}"
+
+
+def settling_words(ready: bool, duet_tests: int, tests: int, path=None) -> str:
     """What a session against a baseline can settle against the baseline's recorded setup, for
     the first line: ``ready``, whether that setup can be rebuilt (``RecordedSetup.ready``);
     ``duet_tests`` of the ``tests`` measuring tests have cells whose workers take turns in a
-    duet (the others: process pairs)."""
+    duet (the others: process pairs); ``path``: the session's ``planning.FirstPath``, which
+    path it takes and why."""
     if not ready:
         return ("; no duet against the baseline's recorded setup (the next line says why): none is in the "
                 "estimate")
+    if path is not None and path.paired:
+        return (f"; paired from the first process because {path.why}: every cell the baseline records is "
+                "judged by its pairs, the baseline's figures beside them")
+    cheap = f"; the cheap path, because {path.why}" if path is not None else ""
     pairs = tests - duet_tests
-    return (f"; against the baseline: what it alone cannot settle goes to a duet against its recorded setup "
+    return (f"{cheap}; against the baseline: what it alone cannot settle goes to a duet against its recorded setup "
             f"({duet_tests} of {tests} test(s) in duet pairs" + (f", {pairs} in process pairs" if pairs else "") + ")")
 
 
 def plan_line(tests: int, options, ab_pairs: int, duet_pairs: int = 3, duet_tests: Optional[int] = None,
-              plan=None, deselected_slow: int = 0, ab: bool = False, speed=None, settling: str = "") -> str:
-    """The expected duration, said before anything is measured. ``ab``: an A/B session;
+              plan=None, deselected_slow: int = 0, ab: bool = False, speed=None, settling: str = "",
+              paired: bool = False) -> str:
+    """The expected duration, said before anything is measured. ``ab``: an A/B session, or
+    (``paired``) one against a baseline whose cells are paired with its recorded setup from the
+    first process, priced as an A/B session is;
     ``duet_tests``: how many of the tests are duet cells in A/B mode (default: all); ``plan``:
     baseline mode's ``planning.estimate`` (which cells share worker processes, which tests
     have their own); ``speed``: this machine's MXNet speed against the reference machine's
@@ -196,20 +209,24 @@ def plan_line(tests: int, options, ab_pairs: int, duet_pairs: int = 3, duet_test
     if options.deadline is not None and first > options.deadline:
         cut = f"; --perf-deadline {duration_text(options.deadline)} will leave some not reached"
     if ab:
-        what = (f"mxperf: A/B mode: {tests} cell(s) x {duet_pairs} duet pairs (resident candidate and reference "
+        mode = "against the baseline, its recorded setup as the reference" if paired else "A/B mode"
+        what = (f"mxperf: {mode}: {tests} cell(s) x {duet_pairs} duet pairs (resident candidate and reference "
                 f"workers taking turns at timed rounds: score, train, latency, io, kvstore, time to accuracy, your own "
                 f"network; distributed cells run {ab_pairs} process pairs); ")
+        kind = "paired" if paired else "A/B"
+        cut += settling if paired else ""
         if own_ab:
             others = tests - plan.known_tests - plan.scaled_tests
             parts = []
             if plan.known_tests:
                 parts.append(f"{plan.known_tests} test(s) at what they took in this machine's last "
-                             f"{plan.known_sessions} A/B session(s){setup_words(plan)}, their second stage and end "
-                             f"included")
+                             f"{plan.known_sessions} {kind} session(s){setup_words(plan)}, their second stage and "
+                             f"end included")
             if plan.scaled_tests:
                 parts.append(f"{plan.scaled_tests} test(s) at what they took in the reference machine's A/B session"
                              + (", its second stage and end included" if plan.reference_settles else "")
-                             + f" ({costs_source(speed)}; this machine's own once an A/B session is in its history)")
+                             + f" ({costs_source(speed)}; this machine's own once {_a(kind)} session is in its "
+                               "history)")
             if others:
                 parts.append(f"{others} at the constants' first stage"
                              + ("" if plan.scaled_tests else f" ({costs_source(speed)})"))
@@ -221,7 +238,7 @@ def plan_line(tests: int, options, ab_pairs: int, duet_pairs: int = 3, duet_test
                 f"{duration_text(seconds)} when no cell needs a second stage, about {duration_text(most)} when "
                 f"every cell does (a real slowdown always does"
                 f"{'; ' + costs_source(speed) if speed and speed.figure else ''}; this machine's "
-                f"own once an A/B session is in its history){cut}{slow}")
+                f"own once {_a(kind)} session is in its history){cut}{slow}")
     if plan is not None:
         parts = []
         if plan.shared_cells:

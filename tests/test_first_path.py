@@ -1,0 +1,173 @@
+"""Pairs from the start where the baseline cannot settle alone (issue 76, part 1).
+
+A session against a baseline whose recorded setup is ready takes one of two paths from its
+first process (``planning.first_path``): **paired**, every cell the baseline records measured
+in pairs with that setup and judged by the pairs, when the baseline alone is expected to clear
+few cells (a one-session baseline clears none; or this machine's last sessions against it sent
+most of their cells on to the duet); else the **cheap path**: the cells alone, the duet only for
+what the baseline cannot settle. The first line says which and why.
+
+The sessions run stand-in workers that speak the real worker and duet protocols
+(tests/stub_worker.py), the recorded setup one of them found in the venv cache as a first
+build leaves it.
+"""
+
+import json
+
+import pytest
+
+import stand_ins
+
+from pytest_mxperf.history.store import open_store
+from pytest_mxperf.measure import planning
+from pytest_mxperf.model.measurement import CellMeasurement, RunResult
+from pytest_mxperf.model.workload import Workload
+from pytest_mxperf.store import results
+
+# -- the rule, pure -------------------------------------------------------------------------
+
+
+def test_a_one_session_baseline_is_paired_from_the_start():
+    path = planning.first_path({"cells": 24, "provisional": 24, "sessions": 1}, [], provisional_clears=False)
+    assert path.paired and path.why == ("24 of the baseline's 24 cells rest on one recorded session, whose "
+                                        "resolution clears no cell alone"), path
+
+
+def test_a_baseline_of_several_sessions_keeps_the_cheap_path_until_its_sessions_say_otherwise():
+    summary = {"cells": 24, "provisional": 0, "sessions": 3}
+    cheap = planning.first_path(summary, [], provisional_clears=False)
+    assert not cheap.paired and "clears cells alone here (24 of its 24 cells" in cheap.why, cheap
+    quiet = planning.first_path(summary, [0.1, 0.0, 0.25], provisional_clears=False)
+    assert not quiet.paired and "its last 3 session(s) sent 10% of their cells on to the duet" in quiet.why, quiet
+    noisy = planning.first_path(summary, [0.96, 0.9, 1.0], provisional_clears=False)
+    assert noisy.paired and noisy.why == ("this machine's last 3 session(s) against its baseline sent 96% of their "
+                                          "cells on to the duet"), noisy
+
+
+def test_the_share_the_rule_turns_at():
+    summary = {"cells": 10, "provisional": 5, "sessions": 2}
+    # five of ten clear: half, not less than half
+    assert not planning.first_path(summary, [], provisional_clears=False).paired
+    assert planning.first_path(dict(summary, provisional=6), [], provisional_clears=False).paired
+    # a provisional resolution that clears makes every cell clearable
+    assert not planning.first_path(dict(summary, provisional=10), [], provisional_clears=True).paired
+    assert planning.first_path(dict(summary, provisional=0), [0.5, 0.6, 0.7], provisional_clears=False).paired
+    assert not planning.first_path(dict(summary, provisional=0), [0.5, 0.4, 0.3], provisional_clears=False).paired
+
+
+# -- what the history store says of the last sessions ---------------------------------------
+
+def _doc(sid, started, paired_models, models=("lenet", "alexnet", "mlp", "inception-bn"), kind="baseline"):
+    records = []
+    for model in models:
+        w = Workload(model, batch_size=8)
+        runs = [RunResult(w, "ok", batches_per_round=1, round_seconds=[0.1]) for _ in range(2)]
+        ref = [RunResult(w, "ok", batches_per_round=1, round_seconds=[0.1]) for _ in range(3)] \
+            if model in paired_models else None
+        records.append(results.make_record(CellMeasurement(w, runs, ref)))
+    return {"schema": results.SCHEMA_VERSION, "kind": results.KIND,
+            "machine": {"id": "box", "hardware": {"cpu_model": "X"}},
+            "session": {"id": sid, "started": started, "kind": kind,
+                        "software": {"mxnet_version": "1.9.1", "python": "3.11.7", "features": ["MKLDNN"]},
+                        "verdicts": {}, "complete": True},
+            "records": records}
+
+
+def test_the_store_gives_the_share_of_each_session_s_cells_that_went_on_to_the_duet(tmp_path):
+    with open_store(str(tmp_path / "h.sqlite")) as s:
+        s.append(_doc("old", 1.0, ("lenet",)))
+        s.append(_doc("mid", 2.0, ("lenet", "alexnet", "mlp")))
+        s.append(_doc("ab", 2.5, ("lenet", "alexnet", "mlp", "inception-bn"), kind="ab"))
+        s.append(_doc("new", 3.0, ()))
+        assert s.duet_shares("box", "baseline", 3) == [0.0, 0.75, 0.25]  # newest first, its kind only
+        assert s.duet_shares("box", "baseline", 1) == [0.0]
+        assert s.duet_shares("other", "baseline", 3) == []
+
+
+# -- sessions --------------------------------------------------------------------------------
+
+CELLS = """
+import pytest
+
+@pytest.mark.mxperf_grid(models=("mlp", "lenet"), batch_sizes=(1,))
+def test_cells(mxperf, ctx, model, batch_size):
+    mxperf.expect_ok(mxperf.measure(model, batch_size, contexts=ctx))
+"""
+KEYS = ("score/mlp/b1/cpu:0/float32/threads=auto", "score/lenet/b1/cpu:0/float32/threads=auto")
+BUILD = {"name": "mxnet", "version": "1.9.1", "direct_url": None, "libmxnet": "mxnet/libmxnet.so",
+         "libmxnet_sha256": "a" * 64}
+THIS_MXNET = {"rate": 100.0, "install": BUILD}
+
+
+@pytest.fixture
+def box(pytester, make_stub_python):
+    """record(sessions) then run(*args) -> (RunResult, the first line, results.json) of a session
+    against the baseline of machine "box" recorded by ``sessions`` sessions of the same stand-in."""
+    pytester.makepyfile(test_cells=CELLS)
+    bdir = pytester.path / "bl"
+    here = make_stub_python("here", **THIS_MXNET)
+    history = str(pytester.path / "history.sqlite")
+    common = ["-p", "no:cacheprovider", "-m", "cpu", "--perf-no-probe", "--perf-machine", "box",
+              "--perf-baselines-dir", str(bdir), "--perf-python", here, "--perf-store", history]
+
+    def record(sessions):
+        for i in range(sessions):
+            r = stand_ins.session(pytester, *common, "--perf-update-baselines" + ("=add" if i else ""))
+            assert r.ret == 0, r.stdout.str()
+        stand_ins.recorded_setup_is(pytester.path, bdir, here, here)
+
+    def run(*args, report="rep"):
+        r = stand_ins.session(pytester, *common, "--perf-report", report, *args)
+        first = next(line for line in r.stdout.lines if line.startswith("mxperf: ") and "expected about" in line)
+        return r, first, json.loads((pytester.path / report / "results.json").read_text())
+    return record, run, history
+
+
+def test_against_a_one_session_baseline_every_cell_is_paired_from_its_first_process(box):
+    record, run, _ = box
+    record(1)
+    r, first, doc = run()
+    out = r.stdout.str()
+    assert r.ret == 0, out
+    assert "against the baseline, its recorded setup as the reference: 2 cell(s) x 3 duet pairs" in first, first
+    assert ("paired from the first process because 2 of the baseline's 2 cells rest on one recorded session, whose "
+            "resolution clears no cell alone") in first, first
+    assert doc["session"]["kind"] == "paired"
+    for key in KEYS:
+        rec = next(c for c in doc["records"] if c["key"] == key)
+        # the first processes are the pairs: as many on each side, each reference run paired with its candidate
+        assert len(rec["runs"]) == len(rec["reference_runs"]) >= 3, rec
+        assert {x["meta"]["pair_of"] for x in rec["reference_runs"]} == {x["process"] for x in rec["runs"]}
+        assert all(x["meta"]["duet"]["side"] == "candidate" for x in rec["runs"]), rec["runs"][0]["meta"]
+        assert rec["verdict"]["kind"] == "unchanged" and rec["verdict"]["reason"].startswith(
+            "against the recorded setup: x1.000"), rec["verdict"]
+
+
+def test_a_baseline_that_clears_cells_alone_keeps_the_cheap_path_and_says_so(box):
+    record, run, _ = box
+    record(2)
+    r, first, doc = run()
+    out = r.stdout.str()
+    assert r.ret == 0, out
+    assert "mxperf: 2 measuring test(s), 2 process(es) a cell" in first, first
+    assert "the cheap path, because the baseline clears cells alone here (2 of its 2 cells" in first, first
+    assert doc["session"]["kind"] == "baseline"
+    for key in KEYS:
+        rec = next(c for c in doc["records"] if c["key"] == key)
+        # measured alone in processes of the grid's two cells: no duet pair among the first processes
+        assert all("duet" not in (x["meta"] or {}) for x in rec["runs"][:2]), rec["runs"][0]["meta"]
+        assert rec["runs"][0]["meta"]["process_cells"]["of"] == 2, rec["runs"][0]["meta"]
+
+
+def test_a_machine_whose_last_sessions_sent_most_cells_on_to_the_duet_is_paired_from_the_start(box):
+    record, run, history = box
+    record(2)
+    with open_store(history) as s:  # three sessions against the baseline, each sending both cells on
+        for i in range(3):
+            d = _doc(f"busy-{i}", 10.0 + i, ("mlp", "lenet"), models=("mlp", "lenet"))
+            s.append(d)
+    r, first, doc = run()
+    assert r.ret == 0, r.stdout.str()
+    assert ("paired from the first process because this machine's last 3 session(s) against its baseline sent 100% "
+            "of their cells on to the duet") in first, first
+    assert doc["session"]["kind"] == "paired"
