@@ -671,7 +671,7 @@ def plan(pytest_session, session, deselected_slow: int):
     elif deselected_slow:  # the measuring tests left will skip: the slow ones are said all the same
         say(pytest_session.config, f"mxperf: {report.slow_note(deselected_slow)}")
     if setup is not None and made.plan.tests:
-        say(pytest_session.config, setup.line)
+        say(pytest_session.config, setup.said(kind == "paired"))
     if not made.plan.tests:
         return made.plan, grids, None, ""
     return made.plan, grids, setup, path.why if path is not None and path.paired else ""

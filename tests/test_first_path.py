@@ -133,6 +133,8 @@ def test_against_a_one_session_baseline_every_cell_is_paired_from_its_first_proc
     assert ("paired from the first process because 2 of the baseline's 2 cells rest on one recorded session, whose "
             "resolution clears no cell alone") in first, first
     assert doc["session"]["kind"] == "paired"
+    assert ("mxperf: every cell the baseline records is measured in pairs with the recorded setup from its first "
+            "process: mxnet==1.9.1 (the build the baseline recorded") in out
     for key in KEYS:
         rec = next(c for c in doc["records"] if c["key"] == key)
         # the first processes are the pairs: as many on each side, each reference run paired with its candidate
@@ -152,6 +154,7 @@ def test_a_baseline_that_clears_cells_alone_keeps_the_cheap_path_and_says_so(box
     assert "mxperf: 2 measuring test(s), 2 process(es) a cell" in first, first
     assert "the cheap path, because the baseline clears cells alone here (2 of its 2 cells" in first, first
     assert doc["session"]["kind"] == "baseline"
+    assert "mxperf: suspects are settled in a duet against the recorded setup: mxnet==1.9.1" in out
     for key in KEYS:
         rec = next(c for c in doc["records"] if c["key"] == key)
         # measured alone in processes of the grid's two cells: no duet pair among the first processes

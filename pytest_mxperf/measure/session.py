@@ -76,6 +76,18 @@ class RecordedSetup:
     def ready(self) -> bool:
         return self.status == "ready" and bool(self.python)
 
+    def said(self, paired: bool) -> str:
+        """``line`` as the session says it: on the paired path (``Comparison.from_start``) a ready
+        setup is what every cell is paired with, not only what suspects are settled against."""
+        if paired and self.line.startswith(SETTLED_SAID):
+            return PAIRED_SAID + self.line[len(SETTLED_SAID):]
+        return self.line
+
+
+#: how a ready recorded setup's line begins (``command_line.recorded_setup``), and on the paired path
+SETTLED_SAID = "mxperf: suspects are settled in a duet against the recorded setup: "
+PAIRED_SAID = "mxperf: every cell the baseline records is measured in pairs with the recorded setup from its first process: "
+
 
 @dataclasses.dataclass(frozen=True)
 class Comparison:
