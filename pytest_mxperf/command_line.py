@@ -647,15 +647,24 @@ def plan(pytest_session, session, deselected_slow: int):
         setup = recorded_setup(session, ctx.environ)
     kind = "suite" if ctx.kind == "baseline" and not (setup is not None and setup.ready) else ctx.kind
     path = first_path(ctx.options, ctx.machine, ctx.baseline) if setup is not None and setup.ready else None
+
+    def made_for(kind: str, ab: bool):
+        return planning.plan_for(planned, ctx.options, ab,
+                                 explicit_pairs=bool(pytest_session.config.getoption("--perf-processes")),
+                                 deselected_slow=deselected_slow,
+                                 known=known_costs(ctx.options, ctx.machine, kind, planning.session_setup(probe)),
+                                 reference=planning.reference_known(reference, "ab" if kind == "paired" else kind,
+                                                                    ctx.options),
+                                 speed=planning.speed_from(probe, reference))
     if path is not None and path.paired:  # priced as the A/B session it is, from this machine's own of its kind
-        kind, ab = "paired", True
-    made = planning.plan_for(planned, ctx.options, ab,
-                             explicit_pairs=bool(pytest_session.config.getoption("--perf-processes")),
-                             deselected_slow=deselected_slow,
-                             known=known_costs(ctx.options, ctx.machine, kind, planning.session_setup(probe)),
-                             reference=planning.reference_known(reference, "ab" if kind == "paired" else kind,
-                                                                ctx.options),
-                             speed=planning.speed_from(probe, reference))
+        made = made_for("paired", True)
+        late = planning.first_stage_late(made.plan, ctx.options.deadline)
+        if late:  # under a deadline its first stage cannot end in: the cheap path measures something first
+            path = planning.FirstPath(False, f"{path.why}, but {late}")
+        else:
+            kind, ab = "paired", True
+    if kind != "paired":
+        made = made_for(kind, ab)
     try:
         thresholds = marker_thresholds(runnable) + session_thresholds(pytest_session.config)
     except opts.OptionError as exc:

@@ -5,10 +5,12 @@ import pytest
 pytest_plugins = ["pytester"]
 
 
-@pytest.fixture(autouse=True, scope="session")
-def _history_store_of_this_test_session(tmp_path_factory):
+@pytest.fixture(autouse=True)
+def _history_store_of_this_test(tmp_path_factory):
     """The sessions the plugin's own tests run (pytester, subprocesses) append to a store of
-    this test session, not to the user's default one."""
+    this test, not to the user's default one nor to one other tests wrote: what a machine's last
+    sessions say decides a session's path (``planning.first_path``) and its estimate, so a store
+    shared between tests would make one test's outcome depend on which ran before it."""
     import os
     old = os.environ.get("MXPERF_HISTORY")
     os.environ["MXPERF_HISTORY"] = str(tmp_path_factory.mktemp("history") / "history.sqlite")

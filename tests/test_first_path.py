@@ -123,12 +123,18 @@ def box(pytester, make_stub_python):
     return record, run, history
 
 
-def test_against_a_one_session_baseline_every_cell_is_paired_from_its_first_process(box):
+def _passed_after(box, recordings):
+    """(the output, the first line, results.json) of a session that passed against a baseline of
+    ``recordings`` sessions."""
     record, run, _ = box
-    record(1)
+    record(recordings)
     r, first, doc = run()
-    out = r.stdout.str()
-    assert r.ret == 0, out
+    assert r.ret == 0, r.stdout.str()
+    return r.stdout.str(), first, doc
+
+
+def test_against_a_one_session_baseline_every_cell_is_paired_from_its_first_process(box):
+    out, first, doc = _passed_after(box, 1)
     assert "against the baseline, its recorded setup as the reference: 2 cell(s) x 3 duet pairs" in first, first
     assert ("paired from the first process because 2 of the baseline's 2 cells rest on one recorded session, whose "
             "resolution clears no cell alone") in first, first
@@ -146,11 +152,7 @@ def test_against_a_one_session_baseline_every_cell_is_paired_from_its_first_proc
 
 
 def test_a_baseline_that_clears_cells_alone_keeps_the_cheap_path_and_says_so(box):
-    record, run, _ = box
-    record(2)
-    r, first, doc = run()
-    out = r.stdout.str()
-    assert r.ret == 0, out
+    out, first, doc = _passed_after(box, 2)
     assert "mxperf: 2 measuring test(s), 2 process(es) a cell" in first, first
     assert "the cheap path, because the baseline clears cells alone here (2 of its 2 cells" in first, first
     assert doc["session"]["kind"] == "baseline"
@@ -174,3 +176,14 @@ def test_a_machine_whose_last_sessions_sent_most_cells_on_to_the_duet_is_paired_
     assert ("paired from the first process because this machine's last 3 session(s) against its baseline sent 100% "
             "of their cells on to the duet") in first, first
     assert doc["session"]["kind"] == "paired"
+
+
+def test_a_deadline_too_short_for_one_test_s_pairs_keeps_the_cheap_path_and_says_why(box):
+    record, run, _ = box
+    record(1)
+    r, first, doc = run("--perf-deadline", "40s")
+    assert r.ret == 0, r.stdout.str()
+    assert ("the cheap path, because 2 of the baseline's 2 cells rest on one recorded session, whose resolution clears "
+            "no cell alone, but a test's pairs take about") in first, first
+    assert "and --perf-deadline 40 s holds 34 s of measuring" in first, first
+    assert doc["session"]["kind"] == "baseline"

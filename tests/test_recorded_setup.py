@@ -117,9 +117,7 @@ def test_a_variable_the_baseline_recorded_is_set_back_on_the_reference_side(box,
     r = box({"rate": 100.0, "install": BUILD}, "--perf-report", "rep")
     out = r.stdout.str()
     assert r.ret == pytest.ExitCode.TESTS_FAILED, out
-    # a one-session baseline: every cell is paired with the recorded setup from its first process
-    said = next(x for x in out.splitlines() if x.startswith("mxperf: every cell the baseline records is measured in "
-                                                            "pairs with the recorded setup"))
+    said = next(x for x in out.splitlines() if x.startswith("mxperf: suspects are settled in a duet"))
     assert "MALLOC_ARENA_MAX" in said and "set here, not recorded: both sides run with them, not compared" in said
     v = _verdict(pytester)
     assert v["kind"] == "regression" and 0.45 < 1 + v["change"] < 0.55, v

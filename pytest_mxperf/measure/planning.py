@@ -692,6 +692,20 @@ def first_path(summary: Mapping[str, Any], duet_shares: Sequence[float], provisi
                             f"resolution of up to {int(summary.get('sessions') or 0)} recorded sessions{said})")
 
 
+def first_stage_late(plan: "Plan", deadline: Optional[float]) -> str:
+    """Why a paired session's first stage (each measuring test's pairs, as the plan guesses one
+    before any ran) would not end within ``deadline`` less its reserve, or "" (no deadline, or it
+    would): a deadline that cannot hold one test's pairs would leave every test not reached,
+    where the cheap path's processes measure first. Pure."""
+    if deadline is None or not plan.tests or not plan.test_seconds:
+        return ""
+    budget = deadline * (1.0 - DEADLINE_RESERVE)
+    if plan.test_seconds <= budget:
+        return ""
+    return (f"a test's pairs take about {plan.test_seconds:.0f} s and --perf-deadline {deadline:g} s holds "
+            f"{budget:.0f} s of measuring")
+
+
 @dataclasses.dataclass(frozen=True)
 class Made:
     """The plan for the session (``session.Plan``), with the estimate and the duet tests said first."""
