@@ -691,19 +691,27 @@ def first_path(options, machine, baseline) -> "planning.FirstPath":
     (``planning.first_path``): from what the baseline says of its resolution and from this
     machine's last sessions against it in the history store (none when the store does not
     exist or cannot be read: the baseline alone then decides)."""
-    from pytest_mxperf.history import location
-    from pytest_mxperf.history.store import open_store, sqlite_path
     from pytest_mxperf.measure import planning
     from pytest_mxperf.outcome import judging
-    shares: List[float] = []
-    where = options.history
-    if where and (location.is_postgres(where) or sqlite_path(where).is_file()):
-        try:
-            with open_store(where) as store:
-                shares = store.duet_shares(str((machine or {}).get("id")), "baseline", KNOWN_SESSIONS)
-        except Exception:  # noqa: BLE001 - any store error: the baseline alone decides
-            shares = []
+    shares = _from_history(options, lambda store: store.duet_shares(str((machine or {}).get("id")), "baseline",
+                                                                    KNOWN_SESSIONS)) or []
     return planning.first_path(baseline.resolution_summary(), shares, judging.PROVISIONAL_CLEARS)
+
+
+def _from_history(options, read):
+    """``read(store)`` of the history store the session writes to; None when there is none (no
+    location, or a SQLite file not made yet) or it cannot be read: what the suite takes from
+    its history is a courtesy, never a reason to stop."""
+    from pytest_mxperf.history import location
+    from pytest_mxperf.history.store import open_store, sqlite_path
+    where = options.history
+    if not where or (not location.is_postgres(where) and not sqlite_path(where).is_file()):
+        return None
+    try:
+        with open_store(where) as store:
+            return read(store)
+    except Exception:  # noqa: BLE001 - any store error: as if there were none
+        return None
 
 
 #: sessions of the same kind on this machine whose test durations the estimate starts from
@@ -718,23 +726,16 @@ def known_costs(options, machine, kind: str, setup: Optional[dict] = None) -> Op
     takes other minutes), else, when none did, the others (``Known.of_setup`` says which).
     None (the constants) when the store does not exist yet, holds none, or cannot be read:
     the estimate is a courtesy, never a reason to stop."""
-    from pytest_mxperf.history import location
-    from pytest_mxperf.history.store import open_store, sqlite_path
     from pytest_mxperf.measure import planning
-    where = options.history
-    if not where or options.smoke:
-        return None
-    if not location.is_postgres(where) and not sqlite_path(where).is_file():
+    if options.smoke:
         return None
     machine_id = str((machine or {}).get("id"))
-    try:
-        with open_store(where) as store:
-            rows = (store.durations(machine_id, kind, KNOWN_SESSIONS, same=lambda s: planning.same_setup(s, setup))
-                    if setup else [])
-            of_setup = bool(rows) if setup else None
-            rows = rows or store.durations(machine_id, kind, KNOWN_SESSIONS)
-    except Exception:  # noqa: BLE001 - any store error: the constants instead
-        return None
+
+    def read(store):
+        rows = (store.durations(machine_id, kind, KNOWN_SESSIONS, same=lambda s: planning.same_setup(s, setup))
+                if setup else [])
+        return rows or store.durations(machine_id, kind, KNOWN_SESSIONS), (bool(rows) if setup else None)
+    rows, of_setup = _from_history(options, read) or ([], None)
     return dataclasses.replace(planning.known_from(rows), of_setup=of_setup) if rows else None
 
 

@@ -252,19 +252,20 @@ class Scheduler:
         with the recorded setup on a baseline's paired path for a cell the baseline records:
         duet pairs when ``how`` has a duet, else process pairs)."""
         ctx = self.context
-        if ctx.comparison.ab:
-            return self._pairs(workload, how, Side(ctx.options.python), Side(ctx.comparison.reference), processes)
-        recorded = self.recorded_side(workload)
-        if recorded is not None:
-            return self._pairs(workload, how, Side(ctx.options.python), recorded, processes)
+        reference = self.paired_with(workload)
+        if reference is not None:
+            return self._pairs(workload, how, Side(ctx.options.python), reference, processes)
         return self._processes(workload, how, Side(ctx.options.python), processes or ctx.options.processes)
 
-    def recorded_side(self, workload: Workload) -> Optional[Side]:
-        """On a baseline's paired path (``Comparison.from_start``), the recorded setup's side of a
-        cell the baseline records (its install, its recorded variables), which the cell's first
-        processes are paired with; else None (the cell's processes are its own)."""
+    def paired_with(self, workload: Workload) -> Optional[Side]:
+        """The side a cell's first processes are paired with: the reference install in A/B mode;
+        on a baseline's paired path (``Comparison.from_start``) the recorded setup (its install,
+        the cell's recorded variables) for a cell the baseline records; else None (the cell's
+        processes are its own)."""
         ctx = self.context
-        if ctx.comparison.ab or not ctx.comparison.paired or ctx.baseline is None:
+        if ctx.comparison.ab:
+            return Side(ctx.comparison.reference)
+        if not ctx.comparison.paired or ctx.baseline is None:
             return None
         env = ctx.baseline.recorded_env(workload.key())
         if env is None:
@@ -357,16 +358,15 @@ class Scheduler:
 
     def can_share_process(self, workload: Workload) -> bool:
         """Whether ``workload`` may be measured in a worker process with other cells: a CPU
-        throughput cell outside A/B mode (a duet pairs one cell's two installs; so does a
-        baseline's paired path, for a cell the baseline records: ``recorded_side``), with or
+        throughput cell whose processes are not paired (``paired_with``: a duet pairs one cell's
+        two installs, in A/B mode and on a baseline's paired path), with or
         without --perf-deadline (a baseline records how its cells' processes were had, and a
         figure measured one way is not judged against one measured the other: a deadline that
         kept processes of their own judged no grid cell against a baseline the default command
         recorded; the deadline expects a grid's first test to take the grid,
         ``Clock.past_deadline``). GPU cells keep a process of their own: MXNet's GPU memory
         pool and cuDNN's autotune choices would carry over."""
-        ctx = self.context
-        return (workload.device == "cpu" and not ctx.comparison.ab and self.recorded_side(workload) is None
+        return (workload.device == "cpu" and self.paired_with(workload) is None
                 and workload.mode in ("score", "train", "latency"))
 
     def measure_cells(self, workloads: Sequence[Workload], extra_env: Optional[Mapping[str, str]] = None,
