@@ -669,7 +669,8 @@ def plan(pytest_session, session, deselected_slow: int):
         thresholds = marker_thresholds(runnable) + session_thresholds(pytest_session.config)
     except opts.OptionError as exc:
         raise pytest.UsageError(str(exc)) from None
-    made = dataclasses.replace(made, plan=dataclasses.replace(made.plan, thresholds=thresholds))
+    made = dataclasses.replace(made, plan=dataclasses.replace(made.plan, thresholds=thresholds,
+                                                              pair_spreads=known_spreads(ctx.options, ctx.machine)))
     if made.plan.tests:
         settling = (report.settling_words(setup.ready, made.duet_tests, made.plan.tests, path) if setup is not None
                     else "")
@@ -696,6 +697,15 @@ def first_path(options, machine, baseline) -> "planning.FirstPath":
     shares = _from_history(options, lambda store: store.duet_shares(str((machine or {}).get("id")), "baseline",
                                                                     KNOWN_SESSIONS)) or []
     return planning.first_path(baseline.resolution_summary(), shares, judging.PROVISIONAL_CLEARS)
+
+
+def known_spreads(options, machine) -> Tuple[Tuple[str, float, int], ...]:
+    """This machine's pooled spreads of duet pairs per kind of figure from its last sessions
+    (``HistoryStore.pair_spreads``), for the pair-by-pair rule; none without a store."""
+    if options.smoke:
+        return ()
+    rows = _from_history(options, lambda store: store.pair_spreads(str((machine or {}).get("id")), KNOWN_SESSIONS))
+    return tuple(rows or ())
 
 
 def _from_history(options, read):

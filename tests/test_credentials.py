@@ -174,7 +174,7 @@ def test_a_session_against_a_password_protected_store_leaks_the_password_nowhere
     import psycopg
     server = pg_with_password
     with psycopg.connect(server.url(), autocommit=True) as c:
-        c.execute("DROP TABLE IF EXISTS test_durations, verdicts, processes, cell_results, cells, sessions, machines, "
+        c.execute("DROP TABLE IF EXISTS pair_spreads, test_durations, verdicts, processes, cell_results, cells, sessions, machines, "
                   "schema_version")
     log = pytester.path / "children.jsonl"
     site = pytester.path / "site"

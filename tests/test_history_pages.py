@@ -90,6 +90,7 @@ def test_a_store_of_schema_1_is_migrated_and_its_steps_name_the_model_and_batch(
     con.execute("ALTER TABLE cell_results DROP COLUMN nodeid")
     con.execute("ALTER TABLE sessions DROP COLUMN wall_seconds")
     con.execute("DROP TABLE test_durations")
+    con.execute("DROP TABLE pair_spreads")
     con.execute("UPDATE schema_version SET version = 1")
     con.commit()
     con.close()
@@ -97,7 +98,7 @@ def test_a_store_of_schema_1_is_migrated_and_its_steps_name_the_model_and_batch(
         assert {h["nodeid"] for h in s.history(s.cells()[0]["key"])} == {None}
         pages.publish(s, tmp_path / "out")
     con = sqlite3.connect(path)
-    assert con.execute("SELECT version FROM schema_version").fetchone()[0] == SCHEMA_VERSION == 3
+    assert con.execute("SELECT version FROM schema_version").fetchone()[0] == SCHEMA_VERSION == 4
     index = _Elements((tmp_path / "out" / "index.html").read_text())
     assert ("pytest perf_tests -m cpu --perf-models lenet --perf-batch-sizes 8 --perf-reference mxnet==1.8.0"
             in index.text["regressions"])

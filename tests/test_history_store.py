@@ -152,7 +152,7 @@ def pg_url():
 def _pg_reset(url):
     import psycopg
     with psycopg.connect(url, autocommit=True) as c:
-        c.execute("DROP TABLE IF EXISTS test_durations, verdicts, processes, cell_results, cells, sessions, machines, "
+        c.execute("DROP TABLE IF EXISTS pair_spreads, test_durations, verdicts, processes, cell_results, cells, sessions, machines, "
                   "schema_version")
 
 

@@ -36,13 +36,16 @@ def _duet(metric, worse_by, final=True, n=12):
     return verdict_duet.DuetPairing(metric, [sign * (worse_by + 0.01 * ((-1) ** i)) for i in range(n)], final=final)
 
 
+def _judge(cells):
+    return verdict_duet.judge_duet_sequential(cells, ab_judging.pooled_spreads(cells, {}), min_effect=0.05)
+
+
 def test_a_duet_calls_ten_percent_a_regression_in_the_rounds_and_p50_but_not_in_the_tail():
-    v = verdict_duet.judge_duet({"thr": _duet(THROUGHPUT, 0.10), "p50": _duet(P50, 0.10), "p99": _duet(P99, 0.10)},
-                                min_effect=0.05)
+    v = _judge({"thr": _duet(THROUGHPUT, 0.10), "p50": _duet(P50, 0.10), "p99": _duet(P99, 0.10)})
     assert v["thr"].kind == "regression" and v["p50"].kind == "regression"
     assert v["p99"].kind == "unchanged" and v["p99"].threshold == TAIL_MIN_EFFECT
     # beyond the tail's effect, the tail is a regression too
-    v = verdict_duet.judge_duet({"p99": _duet(P99, math.log(1.35))}, min_effect=0.05)
+    v = _judge({"p99": _duet(P99, math.log(1.35))})
     assert v["p99"].kind == "regression" and "worse than -20%" in v["p99"].reason
 
 
@@ -86,17 +89,21 @@ def _cells():
     return {SCORE.key(): CellRecord("s", score), LATENCY.key(): CellRecord("l", lat)}
 
 
-def test_the_tails_spread_does_not_size_the_other_cells_second_stage():
+def test_the_tails_spread_does_not_widen_the_other_cells_nor_size_their_looks():
     cells = _cells()
-    pairs = ab_judging.second_stage_pairs(cells, 0.05)
-    # the score cell's pairs, pooled with the rounds' figures only (the latency cell's rounds:
-    # equal), ask for the fewest a second stage takes; pooled with the p99s they asked for 37
-    assert pairs(SCORE.key()) == verdict_duet.STAGE1_PAIRS
-    # the latency cell is sized by its own tail, at the tail's effect: more, and fewer than the cap
-    assert verdict_duet.STAGE1_PAIRS < pairs(LATENCY.key()) < verdict_duet.MAX_PAIRS - 3
-    pooled = verdict_duet.session_spread([list(d.pair_log_ratios) for d in
-                                          ab_judging._ab_inputs(cells, set())[2].values()])
-    assert verdict_duet.pairs_needed(4, [0.0, 0.01, -0.01], spread=pooled) - 3 > pairs(SCORE.key())
+    duets = ab_judging._ab_inputs(cells, set())[2]
+    spreads = ab_judging.pooled_spreads(duets, {})
+    by = {(mk.split("/")[0], d.metric.name): mk for mk, d in duets.items()}
+    score, p99 = by[("score", "throughput")], by[("latency", "latency_p99_ms")]
+    # the score cell is judged at the rounds' spread (its own 1%), never at the p99s' (a third)
+    assert spreads[score].sd < 0.02 < 0.2 < spreads[p99].sd
+    verdicts = ab_judging.judge_ab_once(cells, set(), 0.05)
+    looks = ab_judging.next_looks(cells, verdicts, 0.05)
+    assert verdicts[score].kind == "unchanged" and looks(SCORE.key()) == (0, True)
+    # the latency cell is not called on its tail yet: its next look, at most as many pairs again
+    assert verdicts[p99].kind == "suspect"
+    n, last = looks(LATENCY.key())
+    assert 1 <= n <= verdict_duet.STAGE1_PAIRS and not last
 
 
 def test_spread_families():

@@ -40,6 +40,7 @@ class SessionRows:
     processes: List[Tuple[Any, ...]]                # (session, cell, side, idx, status, figures, facts)
     verdicts: List[Tuple[Any, ...]]                 # (session, figure, cell, kind, change, low, high, reason)
     durations: List[Tuple[Any, ...]] = dataclasses.field(default_factory=list)  # (session, nodeid, seconds)
+    spreads: List[Tuple[Any, ...]] = dataclasses.field(default_factory=list)    # (session, family, ss, df)
 
 
 def _dumps(x: Any) -> str:
@@ -180,5 +181,10 @@ def _session_rows(doc: Mapping[str, Any]) -> SessionRows:
     if not isinstance(took, Mapping):
         took = {}
     durations = [(sid, str(n), float(t)) for n, t in took.items() if _num(t) is not None and t >= 0]
+    spreads_doc = session.get("pair_spreads") or {}
+    spreads = [(sid, str(f), float(v[0]), int(v[1])) for f, v in
+               (spreads_doc.items() if isinstance(spreads_doc, Mapping) else ())
+               if isinstance(v, (list, tuple)) and len(v) == 2 and _num(v[0]) is not None and v[0] >= 0
+               and isinstance(v[1], int) and not isinstance(v[1], bool) and v[1] > 0]
     facts = {k: v for k, v in machine.items() if k != "id"}
-    return SessionRows(row, (mid, _dumps(facts)), cells, results, procs, verdicts, durations)
+    return SessionRows(row, (mid, _dumps(facts)), cells, results, procs, verdicts, durations, spreads)

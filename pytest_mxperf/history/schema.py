@@ -9,14 +9,15 @@ sharing a ``fleet_id``) is the sessions of that fleet id. Per cell and session,
 ``cell_results`` holds the figure the history is drawn from (the median and the fast end of
 its processes, in the cell's unit) and the test that measured it (its node id, from version 2); ``processes`` every process's figures and facts as JSON;
 ``verdicts`` every judged figure's verdict; ``test_durations`` what each measuring test took
-(from version 3, with the session's ``wall_seconds``).
+(from version 3, with the session's ``wall_seconds``); ``pair_spreads`` the session's pooled
+spread of duet pairs per kind of figure (from version 4).
 """
 
 from __future__ import annotations
 
 from typing import List
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 _V1 = [
     """CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)""",
@@ -90,6 +91,16 @@ _V3 = ["ALTER TABLE sessions ADD COLUMN wall_seconds DOUBLE PRECISION",
         seconds DOUBLE PRECISION NOT NULL,
         PRIMARY KEY (session_id, nodeid))"""]
 
+#: version 4: each session's pooled spread of duet pair log ratios per kind of figure (the
+#: within-cell sum of squares and its degrees of freedom): a later session's pair-by-pair rule
+#: on the same machine judges its pairs at the spread pooled with these
+_V4 = ["""CREATE TABLE IF NOT EXISTS pair_spreads (
+        session_id TEXT NOT NULL REFERENCES sessions(id),
+        family TEXT NOT NULL,
+        ss DOUBLE PRECISION NOT NULL,
+        df INTEGER NOT NULL,
+        PRIMARY KEY (session_id, family))"""]
+
 #: MIGRATIONS[v]: the statements that take a store from version v to v + 1
-MIGRATIONS: List[List[str]] = [_V1, _V2, _V3]
+MIGRATIONS: List[List[str]] = [_V1, _V2, _V3, _V4]
 assert len(MIGRATIONS) == SCHEMA_VERSION

@@ -174,6 +174,8 @@ class HistoryStore:
             self._many(cur, "INSERT INTO verdicts VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows.verdicts)
             self._many(cur, "INSERT INTO test_durations (session_id, nodeid, seconds) VALUES (?, ?, ?)",
                        rows.durations)
+            self._many(cur, "INSERT INTO pair_spreads (session_id, family, ss, df) VALUES (?, ?, ?, ?)",
+                       rows.spreads)
             self.conn.commit()
         except Exception as exc:  # noqa: BLE001 - a database error, said in one line
             self._rollback_quietly()
@@ -274,6 +276,18 @@ class HistoryStore:
             if cells:
                 out.append(paired / cells)
         return out
+
+    def pair_spreads(self, machine_id: str, last: int = 3) -> List[Tuple[str, float, int]]:
+        """The pooled spread of duet pair log ratios per kind of figure (family, sum of squares,
+        degrees of freedom), added up over the last ``last`` complete sessions on
+        ``machine_id`` that measured duet pairs, whatever their kind (the spread within a cell
+        is the machine's, whichever installs the pairs compared)."""
+        rows = self._rows("SELECT p.family, SUM(p.ss), SUM(p.df) FROM pair_spreads p WHERE p.session_id IN ("
+                          "SELECT s.id FROM sessions s WHERE s.machine_id = ? AND s.complete = 1 AND EXISTS ("
+                          "SELECT 1 FROM pair_spreads q WHERE q.session_id = s.id) "
+                          "ORDER BY s.started DESC, s.id LIMIT ?) GROUP BY p.family ORDER BY p.family",
+                          (machine_id, last))
+        return [(str(f), float(ss), int(df)) for f, ss, df in rows if df]
 
     def fleet_session(self, fleet_id: str) -> Dict[str, Any]:
         """A fleet's session as one: its runners' sessions, the shards seen and missing, and

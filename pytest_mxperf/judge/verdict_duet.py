@@ -10,41 +10,23 @@ their whole life (memory placement, a worker started in a slow state), so the *p
 the unit of replication: a cell gets at least ``STAGE1_PAIRS`` pairs and is judged on
 the per-pair log ratios ``DuetPairing.pair_log_ratios`` (log candidate / reference figure).
 
-The rule, per cell (log ratios signed so that > 0 is better, whatever the metric's
-direction; estimate m = their mean; one-sided one-sample t-test over the pairs, n - 1 df;
-Benjamini-Hochberg across the session's cells):
+The rule, per figure (log ratios signed so that > 0 is better, whatever the metric's
+direction), pair by pair (``judge_duet_sequential``; the boundaries are
+``judge/sequential.py``'s): from its first look (after ``STAGE1_PAIRS`` pairs) a figure is judged
+on its pairs' mean at a spread known far better than from its own few pairs (``ab_judging.
+pooled_spreads``: its kind of figure's in this session and this machine's history, or its
+own where larger) and is a **regression** (worse than ``min_effect`` beyond Pocock's
+boundary at q / figures), an **improvement**, **unchanged** (its bound clears
+``min_effect``), or a **suspect** that gets more pairs before its next look (``next_look``).
+A figure that reaches ``SEQUENTIAL_MAX_PAIRS`` (``final``) without a call is judged as it
+stands: **unresolved** when worse than ``min_effect`` (a slowdown never passes silently),
+**below-resolution** when every pair it was planned came (``complete``) and it is within
+``NOISE_LIMIT_Z`` standard errors, else unchanged with its bound said.
 
-1. **stage 1** (``STAGE1_PAIRS`` = 3 pairs, not final) never fails: a cell whose estimate
-   is worse than ``min_effect`` is **suspect**, significant or not (3 pairs with a spread
-   that is small by chance make a t-test significant too often to fail on), and so is a
-   cell too imprecise to pass (its one-sided 1 - q bound worse than ``min_effect``: 3 pairs
-   with a 4% spread cannot tell 0% from -10%). Other cells are unchanged (or an
-   **improvement** when better than ``min_effect`` and significant: it never fails).
-2. **stage 2**: a suspect gets more pairs, as many as ``pairs_needed(n_cells, its stage-1
-   ratios, spread=session_spread(...))`` says: at the stage-1 spread (the cell's, or the
-   session's pooled over all cells when larger), the interval at the Bonferroni level q / n_cells
-   (the strictest BH level) becomes narrower than ``PRECISION_MARGIN`` x ``min_effect``, so
-   an estimate worse than ``min_effect`` is significant on its own.
-3. the **final** verdict, on all the cell's pairs: **regression** when worse than
-   ``min_effect`` AND significant after BH (the interval at the BH cutoff level lies below
-   1: the interval shown); worse than ``min_effect`` and not significant: **unresolved**
-   (fails: a slowdown never passes silently), except for a cell that got every pair its
-   second stage asked for (``complete``: none cut by the deadline), where a figure within
-   ``NOISE_LIMIT_Z`` standard errors of its pairs' mean is **below-resolution** (its spread
-   grew past what its first stage showed, and is the machine's; fails only when
-   ``--perf-fail-on`` names it); else unchanged / improvement. (Judging the
-   second stage's pairs alone avoids the first stage's selection bias, but in the
-   simulation it failed equal sessions no less often and flagged fewer slowdowns.)
-4. fewer than 3 finite pair ratios: suspect / unresolved.
-
-So an unchanged session fails only through a false significant regression of a final
-cell (at most q for the whole session by BH, whatever its number of cells, and rarer since
-the estimate must also be worse than ``min_effect``) or an unresolved cell whose spread
-grew after stage 1 (rare by the precision rule).
-
-Evidence: ``benchmarks/duet_false_alarms.py`` (sessions of 1 to 50 equal cells simulated on
-the recorded regime traces, results in ``benchmarks/results/duet-false-alarms-*.txt``) and
-``tests/test_duet_stats.py``.
+Evidence: ``tests/test_sequential.py`` (the rule's rates, simulated),
+``benchmarks/duet_false_alarms.py`` (sessions of equal cells simulated on the recorded regime
+traces through the product's end of a session) and ``tests/test_error_rates.py`` (recorded
+sessions replayed).
 """
 
 from __future__ import annotations
@@ -52,18 +34,16 @@ from __future__ import annotations
 import dataclasses
 import math
 import statistics
-from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 from pytest_mxperf.judge.thresholds import FDR_Q, MIN_EFFECT, NOISE_LIMIT_Z, effect_for
 from pytest_mxperf.judge.verdict_record import Verdict
 from pytest_mxperf.model import options, stats
 from pytest_mxperf.model.measurement import Metric
 
-STAGE1_PAIRS = options.DUET_PAIRS  # process pairs per cell in the first stage (the fewest a t-test can use)
-MAX_PAIRS = 40              # stage 2 never asks for more pairs per cell than this in all
-PRECISION_MARGIN = 0.75     # stage 2 aims the half-width at this x min_effect (the spread may grow)
-MIN_SD = 0.005              # floor of the stage-1 spread (log units) used to size stage 2
-EFFECT_SHARE = 0.5          # stage 2 may aim the half-width at this x a large first-stage effect
+STAGE1_PAIRS = options.DUET_PAIRS  # duet pairs per cell before its first look
+MAX_PAIRS = 40              # the most pairs a cell gets in all
+MIN_SD = 0.005              # floor of the spread (log units) a figure is judged at
 
 
 @dataclasses.dataclass
@@ -73,8 +53,8 @@ class DuetPairing:
 
     metric: Metric
     pair_log_ratios: Sequence[float]
-    final: bool = False                    # the second stage already ran
-    complete: bool = False                 # ... with every pair it asked for (none cut by the deadline)
+    final: bool = False                    # no more pairs will come (its last look, or the deadline)
+    complete: bool = False                 # ... with every pair it was planned (none cut by the deadline)
     rounds: Optional[int] = None           # rounds per side in each pair (shown in the reason)
 
     def signed(self) -> List[float]:
@@ -85,47 +65,6 @@ class DuetPairing:
 
 def _finite(xs: Sequence[float]) -> List[float]:
     return [float(x) for x in xs if x is not None and math.isfinite(float(x))]
-
-
-def session_spread(first_stage_ratios: Iterable[Sequence[float]]) -> Optional[float]:
-    """The pooled spread between pairs of a session's cells (log units): the square root of
-    the within-cell sums of squares over their degrees of freedom, from every cell with at
-    least 2 finite first-stage ratios (None if none). Most of the spread is the machine's,
-    so it is known far better from all cells (2 df each) than from one cell's 3 pairs."""
-    ss, df = 0.0, 0
-    for ratios in first_stage_ratios:
-        d = _finite(ratios)
-        if len(d) >= 2:
-            mean = statistics.fmean(d)
-            ss += sum((x - mean) ** 2 for x in d)
-            df += len(d) - 1
-    return math.sqrt(ss / df) if df else None
-
-
-def pairs_needed(n_cells: int, pair_log_ratios: Sequence[float] = (), *, spread: Optional[float] = None,
-                 min_effect: float = MIN_EFFECT, q: float = FDR_Q, max_pairs: int = MAX_PAIRS) -> int:
-    """Pairs a cell should have in all (the session measures the difference).
-
-    Without ratios: the first stage, ``STAGE1_PAIRS``. With a suspect's first-stage ratios:
-    those plus the second stage's pairs, the fewest n2 (at least STAGE1_PAIRS, at most ``max_pairs``
-    in all) with t_{1 - q/n_cells, n2 - 1} x s / sqrt(n2) <= the larger of PRECISION_MARGIN x
-    min_effect and EFFECT_SHARE x the first stage's mean |log ratio|: the second stage's own
-    interval at the strictest BH level of ``n_cells`` cells is then narrower than the minimum
-    effect, or, for an effect far beyond it, narrow enough to show it (seen in CI: MXNet 1.6.0
-    against 1.9.1 at x0.36, pair spread 13.5% on a busy machine, asked for 37 more pairs,
-    about 17 minutes, to pin an interval to +-3.75% around a 64% slowdown). s is the larger
-    of the cell's first-stage spread and ``spread`` (the session's, ``session_spread``: 3
-    pairs can show a spread far below their own by chance), at least ``MIN_SD``.
-    ``n_cells``: the figures judged together."""
-    d = _finite(pair_log_ratios)
-    if not d:
-        return STAGE1_PAIRS
-    sd = max(stats.sample_sd(d) if len(d) >= 2 else 0.0, spread or 0.0, MIN_SD)
-    alpha = q / max(1, int(n_cells))
-    n2_max = max(STAGE1_PAIRS, max_pairs - len(d))
-    halfwidth = max(PRECISION_MARGIN * min_effect, EFFECT_SHARE * abs(statistics.fmean(d)))
-    n2 = stats.t_pairs_for_halfwidth(sd, halfwidth, alpha, STAGE1_PAIRS, n2_max)
-    return len(d) + n2
 
 
 def noise_reach(log_ratios: Sequence[float]) -> float:
@@ -145,96 +84,121 @@ def _ratio_interval(lo: float, hi: float, sign: float) -> Tuple[float, float]:
     return (min(a, b), max(a, b))
 
 
-@dataclasses.dataclass
-class _Tests:
-    """One cell's one-sided t-tests, their BH q-values and the session's BH cutoff levels."""
+# ---------------------------------------------------------------- pair by pair (sequential)
 
-    p_worse: Optional[float]
-    q_worse: Optional[float]
-    level_worse: float
-    p_better: Optional[float]
-    q_better: Optional[float]
-    level_better: float
+#: the most duet pairs a cell gets in all under the pair-by-pair rule: its planned looks
+#: (``sequential.pocock`` spends the error across this many; looking less often only lowers it)
+SEQUENTIAL_MAX_PAIRS = MAX_PAIRS
+#: the chance that a cell truly at the minimum effect is passed as unchanged
+ALPHA_PASS = 0.05
 
 
-def judge_duet(cells: Mapping[str, DuetPairing], *, min_effect: float = MIN_EFFECT,
-               q: float = FDR_Q) -> Dict[str, Verdict]:
-    """Duet verdicts for a session's cells (the rule: the module doc). ``change`` is
-    candidate / reference - 1 in the metric's unit (the mean of the pairs' log
-    ratios, exponentiated), ``interval`` that ratio's interval at the BH level that decides
-    (the worse side's for a slowdown), p and q the one-sided t-test over the pairs
-    and its BH adjustment across the cells, in the direction of the estimate; n_current =
-    n_baseline = the pairs. Worse and better are separate BH families."""
-    good = {k: p.signed() for k, p in cells.items()}
-    p_w = {k: stats.mean_t_p(g, "less") if len(g) >= STAGE1_PAIRS else None for k, g in good.items()}
-    p_b = {k: stats.mean_t_p(g, "greater") if len(g) >= STAGE1_PAIRS else None for k, g in good.items()}
-    level_w = stats.bh_rejection_level(list(p_w.values()), q)
-    level_b = stats.bh_rejection_level(list(p_b.values()), q)
-    q_w = dict(zip(p_w, stats.benjamini_hochberg(list(p_w.values()))))
-    q_b = dict(zip(p_b, stats.benjamini_hochberg(list(p_b.values()))))
-    return {k: _judge_cell(p, good[k], _Tests(p_w[k], q_w[k], level_w, p_b[k], q_b[k], level_b),
-                          effect_for(p.metric.name, min_effect, k), q)
-            for k, p in cells.items()}
+def judge_duet_sequential(cells: Mapping[str, DuetPairing], spreads: Mapping[str, "sequential.Spread"], *,
+                          min_effect: float = MIN_EFFECT, q: float = FDR_Q,
+                          max_pairs: int = SEQUENTIAL_MAX_PAIRS) -> Dict[str, Verdict]:
+    """Duet verdicts by the pair-by-pair rule (``judge/sequential.py``): each figure judged on
+    its pairs' mean at the spread pooled over its kind of figure (``spreads[key]``: this
+    session's pairs and this machine's history, ``ab_judging.pooled_spreads``), from its first
+    pair; a regression's budget is ``q`` shared equally by the session's figures (Bonferroni:
+    each cell's false-alarm chance is spent across its looks, so the session's is at most
+    ``q``). A figure not called yet is a **suspect** (one more look), or, when no more pairs
+    will come (``final``), **unresolved** if worse than its minimum effect (**below-resolution**
+    when every pair it was planned came and the mean is within ``NOISE_LIMIT_Z`` standard errors)
+    and unchanged otherwise, with its bound said. ``interval``: the ratio's interval at the
+    boundary that decided (the pass boundary for an unchanged figure)."""
+    from pytest_mxperf.judge import sequential
+    alpha_r = q / max(1, len(cells))
+    out: Dict[str, Verdict] = {}
+    for key, p in cells.items():
+        g = p.signed()
+        m = p.metric
+        effect = effect_for(m.name, min_effect, key)
+        base = dict(metric=m.name, unit=m.unit, n_current=len(g), n_baseline=len(g), threshold=effect)
+        spread = spreads.get(key) or sequential.Spread()
+        if not g or spread.sd is None:
+            kind = "unresolved" if p.final else "suspect"
+            out[key] = Verdict(kind, f"{len(g)} duet pair(s) and no spread of pairs to judge them at: "
+                               + ("could not judge: re-run" if p.final else "adding pairs"), **base)
+            continue
+        sd = max(spread.sd, MIN_SD)
+        call = sequential.decide(g, sd, spread.df, min_effect=log_effect(m, effect), alpha_regression=alpha_r,
+                                 alpha_pass=ALPHA_PASS, max_pairs=max_pairs, last=p.final)
+        out[key] = _sequential_verdict(p, g, call, sd, spread.df, effect, len(cells), max_pairs, base)
+    return out
 
 
-def _describe(p: DuetPairing, g: List[float], ratio: float, interval: Tuple[float, float]) -> str:
-    extra = [f"pair spread {100 * stats.sample_sd(g):.1f}%"]
+def log_effect(metric: Metric, effect: float) -> float:
+    """The minimum effect as a signed log ratio's size: a figure worse than it is worse than
+    ``effect`` in the figure's own unit (x(1 - effect) of a rate, x(1 + effect) of a time)."""
+    return -math.log1p(-effect) if metric.higher_is_better else math.log1p(effect)
+
+
+def _sequential_verdict(p: DuetPairing, g: List[float], call, sd: float, df: int, effect: float,
+                        n_figures: int, max_pairs: int, base: Dict) -> Verdict:
+    from scipy.stats import t as student_t
+    sign = 1.0 if p.metric.higher_is_better else -1.0
+    est, se = call.mean, call.se
+    ratio = math.exp(sign * est)
+    c = call.c_pass if call.kind in ("unchanged", "unchanged-imprecise", None) else call.c_regression
+    interval = _ratio_interval(est - c * se, est + c * se, sign)
+    z = est / se
+    p_one = float(student_t.sf(abs(z), max(1, df)))      # one-sided, in the estimate's direction, at one look
+    common = dict(change=ratio - 1.0, interval=interval, p_value=p_one, q_value=min(1.0, p_one * n_figures), **base)
+    eff = f"{100 * effect:.0f}%"
+    extra = [f"pooled pair spread {100 * sd:.1f}% ({df} df)"]
     if p.rounds:
         extra.append(f"{p.rounds} rounds each")
-    if p.final:
-        extra.append("two stages")
-    return (f"candidate/reference {ratio:.3f} [{interval[0]:.3f}, {interval[1]:.3f}] over {len(g)} duet pairs "
-            f"({', '.join(extra)})")
+    txt = (f"candidate/reference {ratio:.3f} [{interval[0]:.3f}, {interval[1]:.3f}] over {len(g)} duet pair(s) "
+           f"({', '.join(extra)})")
+    bound = (f"|z| {abs(z):.2f} against the boundary {call.c_regression:.2f} after {len(g)} of at most "
+             f"{max_pairs} pairs")
+    worst = math.exp(sign * (est - call.c_pass * se)) - 1.0
+    worst_txt = f"its bound reaches {100 * p.metric.oriented(worst):+.1f}%"
+    if call.kind == "regression":
+        return Verdict("regression", f"{txt}: worse than -{eff} and significant, pair by pair ({bound})", **common)
+    if call.kind == "improvement":
+        return Verdict("improvement", f"{txt}: better by more than {eff} and significant, pair by pair ({bound})",
+                       **common)
+    if call.kind == "unchanged":
+        return Verdict("unchanged", f"{txt}: within -{eff} ({worst_txt}, beyond which a cell is passed at most "
+                       f"{100 * ALPHA_PASS:.0f}% of the time)", **common)
+    if call.kind == "unchanged-imprecise":
+        return Verdict("unchanged", f"{txt}: within -{eff}, though {worst_txt} after every pair it was planned",
+                       **common)
+    if call.kind == "unresolved":
+        if p.complete and -est <= NOISE_LIMIT_Z * se:
+            return Verdict("below-resolution", f"{txt}: worse than -{eff} but not significant after every pair it "
+                           f"was planned, within {100 * math.expm1(NOISE_LIMIT_Z * se):.1f}% ({NOISE_LIMIT_Z:g} "
+                           "standard errors): noise of the machine, not passed as unchanged", **common)
+        return Verdict("unresolved", f"{txt}: worse than -{eff} but not significant ({bound}); could not confirm: "
+                       "re-run", **common)
+    return Verdict("suspect", f"{txt}: not called yet ({bound}; {worst_txt}): adding pairs", **common)
 
 
-def _judge_cell(p: DuetPairing, g: List[float], t: _Tests, min_effect: float, q: float) -> Verdict:
-    """One cell's verdict from its log ratios ``g`` (signed: > 0 better) and the
-    session's tests; the order of the checks is the rule of the module doc."""
-    m, n = p.metric, len(g)
-    base = dict(metric=m.name, unit=m.unit, n_current=n, n_baseline=n, threshold=min_effect)
-    if n < STAGE1_PAIRS:
-        kind = "unresolved" if p.final else "suspect"
-        return Verdict(kind, f"only {n} duet pair(s), fewer than {STAGE1_PAIRS}: "
-                       + ("could not judge: re-run" if p.final else "adding pairs"), **base)
-    sign = 1.0 if m.higher_is_better else -1.0
-    est = statistics.fmean(g)
-    slower = est < 0
-    lo, hi = stats.mean_t_interval(g, t.level_worse if slower else t.level_better)
-    ratio = math.exp(sign * est)
-    interval = _ratio_interval(lo, hi, sign)
-    change = ratio - 1.0
-    w = m.oriented(change)                                 # negative: worse
-    txt = _describe(p, g, ratio, interval)
-    pv, qv = (t.p_worse, t.q_worse) if slower else (t.p_better, t.q_better)
-    common = dict(change=change, interval=interval, p_value=pv, q_value=qv, **base)
-    eff = f"{100 * min_effect:.0f}%"
-    significant = (hi < 0) if slower else (lo > 0)
-    sig_txt = f"p={pv:.3g}, q={qv:.3g}"
-    if w > min_effect and significant:
-        return Verdict("improvement", f"{txt}: better by more than {eff} and significant ({sig_txt})", **common)
-    if w < -min_effect and not p.final:
-        why = (f"significant ({sig_txt}) but with only the first stage's pairs: confirming with more pairs"
-               if significant else f"not significant yet ({sig_txt}): adding pairs")
-        return Verdict("suspect", f"{txt}: worse than -{eff}, {why}", **common)
-    if w < -min_effect and significant:
-        return Verdict("regression", f"{txt}: worse than -{eff} and significant ({sig_txt})", **common)
-    if w < -min_effect and p.final and p.complete:
-        # every pair the rule asked for and still not significant: the spread grew past what
-        # the first stage showed, and it is the machine's (the module doc). Unresolved only
-        # beyond NOISE_LIMIT_Z standard errors
-        if -est <= noise_reach(g):
-            return Verdict("below-resolution", f"{txt}: worse than -{eff} but not significant ({sig_txt}), "
-                           + within_noise(g), **common)
-    if w < -min_effect:
-        return Verdict("unresolved", f"{txt}: worse than -{eff} but not significant ({sig_txt}); could not "
-                       "confirm: re-run", **common)
-    worst = stats.mean_t_interval(g, q)[0]                # the cell's own one-sided (1 - q) worse end
-    worst_change = m.oriented(math.exp(sign * worst) - 1.0)
-    bound = f"its {100 * (1 - q):.0f}% bound reaches {100 * worst_change:+.1f}%"
-    if worst_change < -min_effect and not p.final:
-        return Verdict("suspect", f"{txt}: too imprecise to pass ({bound}, beyond -{eff}); adding pairs", **common)
-    if w > min_effect:
-        txt += f": better by more than {eff} but not significant ({sig_txt}): not called an improvement"
-    elif worst_change < -min_effect:
-        txt += f": within -{eff}, though {bound}"
-    return Verdict("unchanged", txt, **common)
+def next_look(signed: Sequence[float], sd: float, df: Optional[int], *, min_effect: float, q: float, n_figures: int,
+              max_pairs: int = SEQUENTIAL_MAX_PAIRS) -> int:
+    # ``min_effect``: as a log ratio's size (``log_effect``)
+    """How many more pairs a figure not called yet gets before its next look: as many as its
+    mean so far, were it the truth, needs to be called (unchanged when within the minimum
+    effect, a regression when worse), at least one, at most as many again as it has and
+    never past ``max_pairs`` in all. Looking after several pairs instead of each one only
+    lowers the rule's error rates (its boundary is crossed less often)."""
+    from pytest_mxperf.judge import sequential
+    n = len(signed)
+    left = max_pairs - n
+    if left <= 0:
+        return 0
+    if n == 0:
+        return min(left, STAGE1_PAIRS)
+    eff = min_effect
+    c_r = sequential.widened(sequential.pocock(q / max(1, n_figures), max_pairs), df)
+    c_u = sequential.widened(sequential.pocock(ALPHA_PASS, max_pairs), df)
+    m = statistics.fmean(signed)
+    sd = max(sd, MIN_SD)
+    wanted = []
+    if m > -eff:
+        wanted.append((c_u * sd / (m + eff)) ** 2)
+    if m < 0:
+        wanted.append((c_r * sd / -m) ** 2)
+    need = math.ceil(min(wanted)) - n if wanted else left
+    return int(min(left, max(1, min(need, n))))

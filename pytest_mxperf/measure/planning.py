@@ -44,6 +44,10 @@ class Plan:
     thresholds: Tuple[Any, ...] = ()
     #: this machine's MXNet speed against the reference's (``Speed``), as the estimate used it
     speed: Any = None
+    #: this machine's pooled spread of duet pair log ratios per kind of figure, from its history
+    #: store's last sessions: (family, sum of squares, degrees of freedom); the pair-by-pair
+    #: rule pools the session's own pairs with it (``comparators.known_spreads``)
+    pair_spreads: Tuple[Tuple[str, float, int], ...] = ()
 
 
 @dataclasses.dataclass(frozen=True)

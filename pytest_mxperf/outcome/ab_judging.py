@@ -1,8 +1,8 @@
 """A/B mode's judgement, pure: every judged figure of a cell against the reference
 install's processes paired with the candidate's (duet pairs of resident workers, or process
 pairs for worker kinds that cannot be resident; other rules, such as memory growth, on the
-pairs' figures), and how many more pairs a suspect needs in the second stage, cut to the
-deadline. ``comparators.ABComparator`` uses them; the rules are ``judge/ab_pairs.py``'s and
+pairs' figures), and how many more pairs a cell not called yet gets before its next look,
+cut to the deadline. ``comparators.ABComparator`` uses them; the rules are ``judge/ab_pairs.py``'s and
 ``judge/verdict_duet.py``'s; baseline mode is ``judging.py``'s.
 """
 
@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Callable, Dict, Optional, Tuple
+from typing import Callable, Dict, Mapping, Optional, Tuple
 
 from pytest_mxperf.judge import ab_pairs, machine_states, verdict_duet
 from pytest_mxperf.judge import verdict as vd
+from pytest_mxperf.judge.sequential import Spread
 from pytest_mxperf.judge.thresholds import FDR_Q, effect_for
 from pytest_mxperf.measure.ledger import CellRecord
 from pytest_mxperf.model import stats
@@ -106,15 +107,60 @@ def family_q(pairings, duets, q: float = FDR_Q) -> Tuple[float, float]:
     return q * n_p / (n_p + n_d), q * n_d / (n_p + n_d)
 
 
+#: the fewest degrees of freedom of a figure's own spread (its pairs in this session and in this
+#: machine's history) for it to count against its kind's pooled one
+OWN_DF = 2
+
+
+def pooled_spreads(duets: Mapping[str, verdict_duet.DuetPairing], known: Mapping[str, Spread]
+                   ) -> Dict[str, Spread]:
+    """The spread each duet figure is judged at: its kind's (``spread_family``), pooled over
+    every figure of that kind in this session and, added to it, this machine's history of
+    the kind (``known``: family -> Spread, ``HistoryStore.pair_spreads``); or the figure's own
+    (its pairs here and its history's, ``known`` by its figure key) when that is larger, with
+    at least ``OWN_DF`` degrees of freedom. A kind's cells do not spread alike: in the Intel
+    default-selection corpus an io cell's pairs spread 5.4% and a score cell's 1.0%, and
+    judged at the pooled 2% the io cell failed 10% of 24-cell A/A sessions."""
+    family = {mk: spread_family(d.metric) for mk, d in duets.items()}
+    session = {f: Spread.of(d.signed() for mk, d in duets.items() if family[mk] == f) for f in set(family.values())}
+    out = {}
+    for mk, d in duets.items():
+        kind = session[family[mk]] + known.get(family[mk], Spread())
+        own = Spread.of([d.signed()]) + known.get(mk, Spread())
+        out[mk] = own if own.df >= OWN_DF and (kind.sd is None or own.sd > kind.sd) else kind
+    return out
+
+
+def session_spreads(cells: Dict[str, CellRecord]) -> Dict[str, Tuple[float, int]]:
+    """This session's spreads of duet pair log ratios (sum of squares, degrees of freedom):
+    pooled per kind of figure (by family), and each figure's own (by its figure key): what
+    the history store keeps of it for the sessions after it (``pooled_spreads``)."""
+    _, _, duets = _ab_inputs(cells, set())
+    family = {mk: spread_family(d.metric) for mk, d in duets.items()}
+    out = {}
+    for f in sorted(set(family.values())):
+        s = Spread.of(d.signed() for mk, d in duets.items() if family[mk] == f)
+        if s.df:
+            out[f] = (s.ss, s.df)
+    for mk, d in sorted(duets.items()):
+        s = Spread.of([d.signed()])
+        if s.df:
+            out[mk] = (s.ss, s.df)
+    return out
+
+
 def judge_ab_once(cells: Dict[str, CellRecord], final: set, min_effect: float,
-                  complete: frozenset = frozenset()) -> Dict[str, vd.Verdict]:
-    """Verdicts of every figure from the cells' pairs; ``final``: cells whose second stage
-    ran (or never will), ``complete``: those of them that got every pair it asked for (a
-    figure still not significant there is the machine's noise, not a cut)."""
+                  complete: frozenset = frozenset(), known: Mapping[str, Spread] = {}) -> Dict[str, vd.Verdict]:
+    """Verdicts of every figure from the cells' pairs; ``final``: cells that get no more pairs,
+    ``complete``: those of them that got every pair planned (a figure still not significant
+    there is the machine's noise, not a cut). Duet figures are judged pair by pair
+    (``verdict_duet.judge_duet_sequential``) at the spread pooled over their kind in this
+    session and in ``known`` (this machine's history)."""
     pairings, comparisons, duets = _ab_inputs(cells, final, complete)
     q_pairs, q_duets = family_q(pairings, duets)
     v = ab_pairs.judge_ab(pairings, min_effect=min_effect, q=q_pairs)
-    v.update(verdict_duet.judge_duet(duets, min_effect=min_effect, q=q_duets))
+    v.update(verdict_duet.judge_duet_sequential(duets, pooled_spreads(duets, known), min_effect=min_effect,
+                                                q=q_duets))
     for mk, d in duets.items():  # each side's figure (median over its processes), shown beside the ratio
         cell = cells[cell_of(mk)].cell
         v[mk] = dataclasses.replace(v[mk], current_median=cell.figure(d.metric.name),
@@ -161,37 +207,41 @@ def spread_family(metric) -> str:
     return "rounds" if metric.name in _ROUND_FIGURES else metric.name
 
 
-def second_stage_pairs(cells: Dict[str, CellRecord], min_effect: float,
-                       process_pairs: Optional[int] = None) -> Callable[[str], Optional[int]]:
-    """How many more duet pairs a suspect cell needs, from the first stage's pairs of every
-    duet cell: as many as make the interval of each of the cell's figures, at the strictest
-    BH level of the session's duet figures, narrower than the minimum effect (each figure's
-    spread pooled over the session's figures of its family, ``spread_family``: a cell's 3
-    pairs can show far less than the machine's by chance). A tail is never pooled with the
-    rounds: a latency cell's p99 pairs spread 6.8-31.4% where its rounds spread 2.0-5.2%
-    (``benchmarks/results/duet-spread-2026-11-26.txt``), and pooled they asked every suspect of the
-    session for the most pairs. A duet cell with figures judged as process pairs
-    (``AFTER_ROUNDS``) gets at least ``process_pairs`` in all, the count a cell of process pairs
-    gets in a stage (``planning.ab_pairs``): with its first stage's 3, the fast-end test cannot
-    reject (its smallest p is 1/8) and an unchanged cell's noisy part could only end below the
-    resolution or unresolved. None for a cell of process pairs (the plan's ``ab_pairs``
-    again)."""
+def next_looks(cells: Dict[str, CellRecord], verdicts: Mapping[str, vd.Verdict], min_effect,
+               process_pairs: Optional[int] = None, known: Mapping[str, Spread] = {},
+               max_pairs: int = verdict_duet.SEQUENTIAL_MAX_PAIRS) -> Callable[[str], Optional[Tuple[int, bool]]]:
+    """How many more duet pairs a cell not called yet gets before its next look, and whether it
+    is final after them: the most any of its figures still a suspect asks for
+    (``verdict_duet.next_look``, at the spread ``pooled_spreads`` gives it: a cell's few pairs
+    can show far less than the machine's by chance). A tail is never pooled with the rounds: a
+    latency cell's p99 pairs spread 6.8-31.4% where its rounds spread 2.0-5.2%
+    (``benchmarks/results/duet-spread-2026-11-26.txt``). A duet cell with figures judged as
+    process pairs (``AFTER_ROUNDS``) gets at least ``process_pairs`` in all while one of them
+    is a suspect, the count a cell of process pairs gets in a stage (``planning.ab_pairs``):
+    with 3, the fast-end test cannot reject (its smallest p is 1/8). A cell is final once it
+    reaches ``max_pairs`` (its rule's last look) or when only those figures asked for pairs
+    (their second stage); (0, True): nothing more to measure, final as it stands. None for a
+    cell of process pairs (its second stage is the plan's ``ab_pairs`` again)."""
     pairings, _, duets = _ab_inputs(cells, set())
-    after = {mk: len(p.candidate) for mk, p in pairings.items() if p.metric.name in AFTER_ROUNDS}
+    spreads = pooled_spreads(duets, known)
     _, q_duets = family_q(pairings, duets)
-    first = {mk: list(d.pair_log_ratios) for mk, d in duets.items()}
-    family = {mk: spread_family(d.metric) for mk, d in duets.items()}
-    spread = {f: verdict_duet.session_spread(first[mk] for mk in first if family[mk] == f)
-              for f in set(family.values())}
 
-    def pairs(key: str) -> Optional[int]:
-        figures = [mk for mk in first if cell_of(mk) == key]
+    def suspect(mk: str) -> bool:
+        v = verdicts.get(mk)
+        return v is not None and v.kind == "suspect"
+
+    def looks(key: str) -> Optional[Tuple[int, bool]]:
+        figures = [mk for mk in duets if cell_of(mk) == key]
         if not figures:
             return None
-        parts = [process_pairs - n for mk, n in after.items() if cell_of(mk) == key and process_pairs]
-        return max([verdict_duet.pairs_needed(len(first), first[mk], spread=spread[family[mk]], q=q_duets,
-                                              min_effect=effect_for(duets[mk].metric.name, min_effect, mk))
-                    - len(first[mk])
-                    for mk in figures] + parts)
-    return pairs
-
+        have = max(len(duets[mk].signed()) for mk in figures)
+        wanted = [verdict_duet.next_look(duets[mk].signed(), spreads[mk].sd or verdict_duet.MIN_SD, spreads[mk].df,
+                                         min_effect=verdict_duet.log_effect(
+                                             duets[mk].metric, effect_for(duets[mk].metric.name, min_effect, mk)),
+                                         q=q_duets, n_figures=len(duets), max_pairs=max_pairs)
+                  for mk in figures if suspect(mk)]
+        after = [process_pairs - len(p.candidate) for mk, p in pairings.items()
+                 if cell_of(mk) == key and p.metric.name in AFTER_ROUNDS and suspect(mk) and process_pairs]
+        n = max(wanted + after + [0])
+        return n, have + n >= max_pairs or not any(w > 0 for w in wanted)
+    return looks

@@ -46,8 +46,8 @@ class Confirmation:
     """What a comparator asks to measure in one round, to be said before it runs: the cells
     and their ``MoreToMeasure``; ``kind`` "confirm" (baseline mode: more processes, within
     ``budget`` seconds, ``cut`` when they had to be cut to it), "recorded-setup" (baseline mode:
-    pairs against the recorded ``setup``, the requirement it rebuilt) or "second-stage" (A/B:
-    more pairs); ``deadline_cut``: (pairs kept, pairs wanted, seconds left) when --perf-deadline
+    pairs against the recorded ``setup``, the requirement it rebuilt) or "look" (A/B:
+    more pairs before a cell's next look); ``deadline_cut``: (pairs kept, pairs wanted, seconds left) when --perf-deadline
     cut them; ``last``: no round is planned after this one (every cell in it gets its second
     stage, after which it is final), so what its cells take is what is left of the session's
     settling."""
@@ -60,6 +60,20 @@ class Confirmation:
     setup: Optional[str] = None
     whole: str = ""   # "recorded-setup": why every cell is measured against it, not only suspects
     last: bool = False
+
+
+#: the most rounds of looks the end of a session takes: a duet cell's pairs after its first
+#: stage grow look by look (``ab_judging.next_looks``: at most as many again each time) to
+#: ``verdict_duet.SEQUENTIAL_MAX_PAIRS``; with the first stage's 3, four looks reach 12 and
+#: the rest is room for the cells a regression sends to the recorded setup
+LOOKS = 8
+
+
+def known_spreads(context: SessionContext):
+    """This machine's pooled spreads of duet pairs per kind of figure, from its history (the
+    plan read them, ``Plan.pair_spreads``), as ``Spread`` values."""
+    from pytest_mxperf.judge.sequential import Spread
+    return {f: Spread(ss, df) for f, ss, df in context.plan.pair_spreads}
 
 
 def min_effect(context: SessionContext, key: str) -> float:
@@ -119,16 +133,15 @@ class BaselineComparator:
         self.setup = context.comparison.setup
         self._reference = None
         self._budget: Optional[float] = None
-        self._pairs: Optional[Callable[[str], Optional[int]]] = None
         self._cut: Dict[str, str] = {}  # cells the duet should have settled and did not: why
-        self._complete: FrozenSet[str] = frozenset()  # cells whose second stage got every pair it asked for
+        self._complete: FrozenSet[str] = frozenset()  # cells final with every pair planned for them
         self._whole = ""  # why every cell is measured against the recorded setup ("": only suspects)
 
     @property
     def rounds(self) -> int:
-        # against the recorded setup: a first and a second stage, then both again for the cells
-        # a regression found in the second stage sends there
-        return 4 if self.against_setup else 3
+        # against the recorded setup: a first stage and the looks after it (``LOOKS``: room too
+        # for the cells a regression sends there); else up to three rounds of more processes
+        return LOOKS + 1 if self.against_setup else 3
 
     @property
     def against_setup(self) -> bool:
@@ -154,7 +167,8 @@ class BaselineComparator:
         verdicts = judging.not_compared(verdicts, judging.other_methods(labelled, self.baseline), e)
         paired = {k: rec for k, rec in labelled.items() if rec.cell.reference is not None}
         if paired:
-            duets = ab_judging.judge_ab_once(paired, set(final) & set(paired), e, complete=self._complete & final)
+            duets = ab_judging.judge_ab_once(paired, set(final) & set(paired), e, complete=self._complete & final,
+                                             known=known_spreads(self.context))
             unrecorded = (self.setup.requirement if self.setup is not None and not self.setup.build_recorded
                           else None)
             verdicts = judging.against_recorded_setup(verdicts, duets, self.baseline, e,
@@ -193,7 +207,7 @@ class BaselineComparator:
              ) -> Tuple[Confirmation, FrozenSet[str]]:
         o = self.context.options
         if self.against_setup:
-            return self._against_setup(cells, suspects)
+            return self._against_setup(verdicts, cells, suspects)
         if self._budget is None:  # confirming costs at most the first stage again, or a minute
             self._budget = max(planning.CONFIRM_FLOOR_S, self.now() - self.context.started)
         left = self._budget - spent
@@ -202,17 +216,19 @@ class BaselineComparator:
                        for k, (n, per) in sorted(plan.items()))
         return Confirmation("confirm", wanted, budget=left, cut=cut), frozenset(plan)
 
-    def _against_setup(self, cells: Dict[str, CellRecord], suspects: FrozenSet[str]
+    def _against_setup(self, verdicts, cells: Dict[str, CellRecord], suspects: FrozenSet[str]
                        ) -> Tuple[Confirmation, FrozenSet[str]]:
         """Pairs against the recorded setup for ``suspects``: a first stage for a cell without
-        pairs yet, a second stage (as many more as its pairs' spread asks for, then final) for
-        one with; cut to the deadline."""
+        pairs yet; for a duet cell with pairs, as many more as its next look asks for
+        (``ab_judging.next_looks``, final at its last); for a cell of process pairs, a second
+        stage, then final; cut to the deadline."""
         o = self.context.options
         paired = {k: rec for k, rec in cells.items() if rec.cell.reference is not None}
-        if paired and self._pairs is None:
-            self._pairs = ab_judging.second_stage_pairs(paired, o.min_effect,
-                                                        planning.ab_pairs(self.context.plan.tests))
+        process_pairs = planning.ab_pairs(self.context.plan.tests)
+        looks = ab_judging.next_looks(paired, verdicts, effects(self.context, cells), process_pairs,
+                                      known_spreads(self.context)) if paired else (lambda k: None)
         wanted: Dict[str, int] = {}
+        last: Dict[str, bool] = {}
         each: Dict[str, float] = {}
         sides: Dict[str, Side] = {}
         for k in sorted(suspects):
@@ -220,28 +236,31 @@ class BaselineComparator:
             env = self.baseline.recorded_env(k)
             if rec.remeasure is None or env is None:
                 continue  # no one recorded setup of this cell (or no way to measure it again): as judged
-            second = k in paired
-            if not rec.duets:  # process pairs: each stage as many as A/B mode gives them (a test can then reject)
-                n = planning.ab_pairs(self.context.plan.tests)
+            if k not in paired:  # a first stage: process pairs as many as A/B mode gives them
+                n, last[k] = (process_pairs if not rec.duets else o.duet_pairs), False
             else:
-                n = ((self._pairs(k) if self._pairs is not None else None) or o.duet_pairs) if second else o.duet_pairs
-            wanted[k] = max(1, n)
+                look = looks(k)
+                n, last[k] = (process_pairs, True) if look is None else look
+            if n > 0:
+                wanted[k] = n
             each[k] = planning.pair_seconds(rec.cell) or planning.setup_pair_seconds(rec, o)
             sides[k] = Side(self.setup.python, tuple(sorted(env.items())))
-        kept, deadline_cut = ab_judging.within_deadline(wanted, each, self.left())
-        self._complete |= frozenset(k for k in wanted if k in paired and kept.get(k, 0) >= wanted[k])
+        kept, deadline_cut = ab_judging.within_deadline(wanted, {k: each[k] for k in wanted}, self.left())
+        self._complete |= frozenset(k for k in wanted if last[k] and kept.get(k, 0) >= wanted[k])
         for k in wanted:
             if kept.get(k, 0) < wanted[k] and k not in paired:
                 self._cut[k] = "cut by --perf-deadline before its duet against the recorded setup"
         more = tuple(MoreToMeasure(k, n, "duet" if cells[k].duets else "process-pairs", Side(o.python), sides[k],
                                    each[k], min_effect(self.context, k))
                      for k, n in kept.items())
-        settled = frozenset(k for k in suspects if k in paired) | frozenset(k for k in wanted if k not in kept)
-        # a round of second stages only is the last one planned (a regression it finds can still
+        # final: a paired cell at its last look or cut by the deadline (or with nothing more to
+        # measure), and a cell the deadline left without its first stage
+        settled = (frozenset(k for k in suspects if k in paired and (last.get(k, True) or kept.get(k, 0) < wanted.get(k, 0)))
+                   | frozenset(k for k in wanted if k not in kept))
+        # a round of last looks only is the last one planned (a regression it finds can still
         # send every cell there: that round is said with its own cost)
-        last = bool(kept) and all(k in paired for k in kept)
-        return Confirmation("recorded-setup", more, deadline_cut=deadline_cut,
-                            setup=self.setup.requirement, whole=self._whole, last=last), settled
+        return Confirmation("recorded-setup", more, deadline_cut=deadline_cut, setup=self.setup.requirement,
+                            whole=self._whole, last=bool(kept) and all(last.get(k, False) for k in kept)), settled
 
     def conclude(self, verdicts: Dict[str, vd.Verdict], cells: Dict[str, CellRecord]) -> Dict[str, vd.Verdict]:
         if self.baseline is None:
@@ -258,20 +277,20 @@ class BaselineComparator:
 
 
 class ABComparator:
-    """Against a reference install, pair by pair: suspects get one second stage of pairs
-    (duet pairs sized from the session's first-stage spread, else as many process pairs
-    again), cut to the deadline; a cell that became a suspect only in the second judgement
-    is final without more measuring (unresolved, never a silent suspect)."""
+    """Against a reference install, pair by pair: a duet cell not called yet gets more pairs
+    look by look (``ab_judging.next_looks``: the pair-by-pair rule) until it is called or
+    reaches its last look; a cell of process pairs gets one second stage (as many process
+    pairs again); every look cut to the deadline. A cell left a suspect when no more is
+    measured is final (unresolved, never a silent suspect)."""
 
     mode = "ab"
-    rounds = 1
+    rounds = LOOKS
     late_final = True
 
     def __init__(self, context: SessionContext, left: Callable[[], Optional[float]]):
         self.context = context
         self.left = left
-        self._pairs: Optional[Callable[[str], Optional[int]]] = None
-        self._complete: FrozenSet[str] = frozenset()  # cells whose second stage got every pair it asked for
+        self._complete: FrozenSet[str] = frozenset()  # cells final with every pair planned for them
 
     @property
     def confirms(self) -> bool:
@@ -281,28 +300,33 @@ class ABComparator:
               ) -> Tuple[Dict[str, vd.Verdict], Dict[str, CellRecord]]:
         labelled, _ = judging.label_machine_states(cells, None)
         return ab_judging.judge_ab_once(labelled, set(final), effects(self.context, labelled),
-                                        complete=self._complete & final), labelled
+                                        complete=self._complete & final, known=known_spreads(self.context)), labelled
 
     def more(self, verdicts, cells: Dict[str, CellRecord], suspects: FrozenSet[str], spent: float
              ) -> Tuple[Confirmation, FrozenSet[str]]:
         ctx = self.context
         o = ctx.options
-        if self._pairs is None:  # sized from the first stage's pairs: its one round follows them
-            self._pairs = ab_judging.second_stage_pairs(cells, o.min_effect, ctx.plan.ab_pairs or o.ab_pairs)
+        looks = ab_judging.next_looks(cells, verdicts, effects(ctx, cells), ctx.plan.ab_pairs or o.ab_pairs,
+                                      known_spreads(ctx))
         wanted: Dict[str, int] = {}
+        last: Dict[str, bool] = {}
         for k in sorted(suspects):
             if cells[k].remeasure is None:
                 continue
-            n = self._pairs(k)
-            wanted[k] = ctx.plan.ab_pairs or o.ab_pairs if n is None else n
+            look = looks(k)
+            n, last[k] = (ctx.plan.ab_pairs or o.ab_pairs, True) if look is None else look
+            if n > 0:
+                wanted[k] = n
         each = {k: planning.pair_seconds(cells[k].cell) or 0.0 for k in wanted}
         kept, deadline_cut = ab_judging.within_deadline(wanted, each, self.left())
-        self._complete |= frozenset(k for k in wanted if kept.get(k, 0) >= wanted[k])
-        wanted = kept
+        self._complete |= frozenset(k for k in wanted if last[k] and kept.get(k, 0) >= wanted[k])
         more = tuple(MoreToMeasure(k, n, "duet" if ab_judging.is_duet(cells[k].cell) else "process-pairs",
                                    Side(o.python), Side(ctx.comparison.reference), each[k], min_effect(ctx, k))
-                     for k, n in wanted.items())
-        return Confirmation("second-stage", more, deadline_cut=deadline_cut, last=True), suspects
+                     for k, n in kept.items())
+        # final: a cell at its last look, one the deadline cut, one with nothing more to measure
+        settled = frozenset(k for k in suspects if last.get(k, True) or kept.get(k, 0) < wanted.get(k, 0))
+        return Confirmation("look", more, deadline_cut=deadline_cut,
+                            last=all(last.get(k, True) for k in kept)), settled
 
     def suspects(self, verdicts: Dict[str, vd.Verdict], cells: Dict[str, CellRecord]) -> FrozenSet[str]:
         return _suspects(verdicts)

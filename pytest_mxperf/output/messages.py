@@ -368,7 +368,7 @@ def said(what: Any) -> str:
                 f"recorded variables), {sum(m.count for m in wanted)} {' and '.join(kinds)} pair(s) ({each}); "
                 f"expected about {duration_text(sum(m.cost for m in wanted))} more")
     else:
-        line = (f"{PREFIX}second stage: {len(wanted)} unclear cell(s) get {sum(m.count for m in wanted)} more "
+        line = (f"{PREFIX}next look: {len(wanted)} cell(s) not called yet get {sum(m.count for m in wanted)} more "
                 f"pair(s) ({each}); expected about {duration_text(sum(m.cost for m in wanted))} more")
     if what.deadline_cut:
         kept, asked, left = what.deadline_cut

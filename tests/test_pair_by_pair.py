@@ -1,0 +1,123 @@
+"""The pair-by-pair rule as the sessions use it (issue 76, part 2): duet figures judged from
+their first pair at the spread pooled over their kind of figure (the session's pairs and this
+machine's history), each cell given more pairs look by look until it is called, and the
+history store keeping each session's pooled spread for the next."""
+
+import math
+
+import pytest
+
+from test_history_store import doc
+
+from pytest_mxperf.history.store import open_store
+from pytest_mxperf.judge import sequential
+from pytest_mxperf.judge import verdict_duet as D
+from pytest_mxperf.model.measurement import METRICS
+from pytest_mxperf.outcome import ab_judging
+
+THROUGHPUT = METRICS["throughput"]
+SECONDS = METRICS["comm_seconds"]
+KEY = "score/lenet/b8/cpu:0/float32/threads=auto"
+
+
+def _pairing(ratios, metric=THROUGHPUT, final=False, complete=False):
+    return D.DuetPairing(metric, [math.log(r) for r in ratios], final=final, complete=complete)
+
+
+def _judge(cells, sd=0.02, df=200, **kw):
+    spreads = {k: sequential.Spread(sd * sd * df, df) for k in cells}
+    return D.judge_duet_sequential(cells, spreads, **kw)
+
+
+def test_an_unchanged_cell_is_called_after_its_first_pairs_at_a_known_spread():
+    v = _judge({KEY: _pairing([1.004, 0.995, 1.001])})[KEY]
+    assert v.kind == "unchanged" and v.n_current == 3
+    assert v.interval[0] > 0.95 and "pooled pair spread 2.0% (200 df)" in v.reason
+
+
+def test_one_pair_can_settle_a_cell_when_the_spread_is_small():
+    assert _judge({KEY: _pairing([1.0])}, sd=0.01)[KEY].kind == "unchanged"
+    assert _judge({KEY: _pairing([1.0])}, sd=0.04)[KEY].kind == "suspect"
+
+
+def test_a_ten_percent_slowdown_is_a_regression_and_a_three_percent_one_needs_more_pairs():
+    assert _judge({KEY: _pairing([0.90, 0.91, 0.89])})[KEY].kind == "regression"
+    v = _judge({KEY: _pairing([0.97, 0.96, 0.975])}, sd=0.03)[KEY]
+    assert v.kind == "suspect" and "adding pairs" in v.reason
+
+
+def test_a_cell_that_reaches_its_last_look_is_judged_as_it_stands():
+    # worse than the minimum effect, not significant at a wide spread: unresolved, never passed
+    worse = _judge({KEY: _pairing([0.93] * 12, final=True)}, sd=0.15)[KEY]
+    assert worse.kind == "unresolved"
+    # within the minimum effect but imprecise: unchanged, its bound said
+    within = _judge({KEY: _pairing([0.98] * 12, final=True)}, sd=0.15)[KEY]
+    assert within.kind == "unchanged" and "its bound reaches" in within.reason
+
+
+def test_a_time_is_worse_when_it_grows_and_its_effect_is_on_its_own_scale():
+    # seconds per round 10% longer: a slowdown
+    assert _judge({KEY: _pairing([1.10, 1.11, 1.09], metric=SECONDS)})[KEY].kind == "regression"
+    assert D.log_effect(SECONDS, 0.05) == pytest.approx(math.log(1.05))
+    assert D.log_effect(THROUGHPUT, 0.05) == pytest.approx(-math.log(0.95))
+
+
+def test_the_session_budget_is_shared_by_its_figures():
+    # the same pairs are a regression alone and only a suspect among 200 figures
+    few = _judge({KEY: _pairing([0.935, 0.94, 0.93])}, sd=0.03)[KEY]
+    many = _judge({f"{KEY}/{i}": _pairing([0.935, 0.94, 0.93]) for i in range(200)}, sd=0.03)[f"{KEY}/0"]
+    assert few.kind == "regression" and many.kind == "suspect"
+
+
+def test_no_spread_to_judge_at_is_a_suspect_then_unresolved():
+    cells = {KEY: _pairing([1.0])}
+    assert D.judge_duet_sequential(cells, {})[KEY].kind == "suspect"
+    cells = {KEY: _pairing([1.0], final=True)}
+    assert D.judge_duet_sequential(cells, {})[KEY].kind == "unresolved"
+
+
+def test_the_next_look_grows_at_most_as_many_again_and_stops_at_the_last():
+    eff = D.log_effect(THROUGHPUT, 0.05)
+    rule = dict(min_effect=eff, q=0.05, n_figures=24, max_pairs=12)
+    assert D.next_look([], 0.03, 200, **rule) == D.STAGE1_PAIRS
+    near_zero = D.next_look([0.0, -0.01, 0.01], 0.03, 200, **rule)
+    assert 1 <= near_zero <= 3
+    near_effect = D.next_look([-0.04, -0.045, -0.035], 0.03, 200, **rule)
+    assert near_effect == 3  # far from called: as many again, no more
+    assert D.next_look([-0.03] * 10, 0.05, 200, **rule) == 2  # never past the last look
+    assert D.next_look([-0.04] * 12, 0.03, 200, **rule) == 0
+
+
+def test_the_pooled_spread_adds_this_machines_history_to_the_sessions_own_pairs():
+    duets = {"a/throughput": _pairing([1.0, 1.02]), "b/throughput": _pairing([0.99, 1.01, 1.0])}
+    own = sequential.Spread.of(d.signed() for d in duets.values())
+    pooled = ab_judging.pooled_spreads(duets, {"rounds": sequential.Spread(0.01, 10)})
+    assert pooled["a/throughput"].df == own.df + 10 == 13
+    assert pooled["a/throughput"].ss == pytest.approx(own.ss + 0.01)
+    # a tail is its own kind: the rounds' history does not narrow it
+    tail = {"c/latency_p99_ms": _pairing([1.0, 1.2], metric=METRICS["latency_p99_ms"])}
+    assert ab_judging.pooled_spreads(tail, {"rounds": sequential.Spread(0.01, 10)})["c/latency_p99_ms"].df == 1
+
+
+def test_the_history_store_keeps_each_sessions_spread_and_sums_the_last_ones(tmp_path):
+    where = str(tmp_path / "h.sqlite")
+    with open_store(where) as s:
+        for i, (ss, df) in enumerate([(0.5, 50), (0.02, 20), (0.03, 30), (0.04, 40)]):
+            d = doc(f"s{i}", float(i), 100.0)
+            d["session"]["pair_spreads"] = {"rounds": [ss, df], "latency_p99_ms": [0.1, 2]}
+            assert s.append(d)
+        d = doc("other-machine", 9.0, 100.0, machine="elsewhere")
+        d["session"]["pair_spreads"] = {"rounds": [9.0, 9]}
+        s.append(d)
+        s.append(doc("no-pairs", 10.0, 100.0))  # a session without duet pairs is not one of the last
+        got = dict((f, (ss, df)) for f, ss, df in s.pair_spreads("box", 3))
+    assert got["rounds"] == (pytest.approx(0.09), 90)  # s1..s3: the oldest (s0) left out
+    assert got["latency_p99_ms"] == (pytest.approx(0.3), 6)
+
+
+def test_a_bad_spread_in_a_results_document_is_left_out_not_stored(tmp_path):
+    d = doc("bad", 1.0, 100.0)
+    d["session"]["pair_spreads"] = {"rounds": [-1.0, 3], "x": [0.1, 0], "y": "no", "z": [0.2, 4]}
+    with open_store(str(tmp_path / "h.sqlite")) as s:
+        assert s.append(d)
+        assert s.pair_spreads("box") == [("z", 0.2, 4)]
