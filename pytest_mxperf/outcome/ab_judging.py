@@ -89,7 +89,8 @@ def _ab_inputs(cells: Dict[str, CellRecord], final: set, complete: frozenset = f
                 pairings[mk] = ab_pairs.Pairing(m, [c.value(m.name) for c, _ in pairs], [r.value(m.name) for _, r in pairs],
                                           states, screened=screened, final=key in final,
                                           exchangeable=cell.workload.mode not in SEEDED_MODES,
-                                          complete=key in complete)
+                                          complete=key in complete,
+                                          after_rounds=m.name in AFTER_ROUNDS and is_duet(cell))
             else:
                 comparisons[mk] = vd.Comparison(m, [c.value(m.name) for c, _ in pairs],
                                                 [r.value(m.name) for _, r in pairs], screened=False)
