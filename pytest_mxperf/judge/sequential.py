@@ -82,6 +82,13 @@ def widened(c: float, df: Optional[float]) -> float:
     return float(c * t.isf(norm.sf(c), max(1.0, df)) / c)
 
 
+def boundaries(alpha_regression: float, alpha_pass: float, max_pairs: int, df: Optional[float]
+               ) -> Tuple[float, float]:
+    """(``c_R``, ``c_U``): the rule's boundaries for ``max_pairs`` looks at a spread of ``df``
+    degrees of freedom (the module doc)."""
+    return widened(pocock(alpha_regression, max_pairs), df), widened(pocock(alpha_pass, max_pairs), df)
+
+
 @dataclasses.dataclass(frozen=True)
 class Spread:
     """A pooled spread of pair log ratios: the within-cell sum of squares and its degrees of
@@ -139,8 +146,7 @@ def decide(signed: Sequence[float], sd: float, df: Optional[float], *, min_effec
     n = len(d)
     if n == 0:
         return Call(None, 0, 0.0, math.inf, math.inf, math.inf)
-    c_r = widened(pocock(alpha_regression, max_pairs), df)
-    c_u = widened(pocock(alpha_pass, max_pairs), df)
+    c_r, c_u = boundaries(alpha_regression, alpha_pass, max_pairs, df)
     m = sum(d) / n
     se = max(sd, 1e-9) / math.sqrt(n)
     kind: Optional[str] = None

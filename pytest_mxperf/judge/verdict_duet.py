@@ -177,12 +177,12 @@ def _sequential_verdict(p: DuetPairing, g: List[float], call, sd: float, df: int
 
 def next_look(signed: Sequence[float], sd: float, df: Optional[int], *, min_effect: float, q: float, n_figures: int,
               max_pairs: int = SEQUENTIAL_MAX_PAIRS) -> int:
-    # ``min_effect``: as a log ratio's size (``log_effect``)
     """How many more pairs a figure not called yet gets before its next look: as many as its
     mean so far, were it the truth, needs to be called (unchanged when within the minimum
     effect, a regression when worse), at least one, at most as many again as it has and
     never past ``max_pairs`` in all. Looking after several pairs instead of each one only
-    lowers the rule's error rates (its boundary is crossed less often)."""
+    lowers the rule's error rates (its boundary is crossed less often). ``min_effect``: as a
+    log ratio's size (``log_effect``)."""
     from pytest_mxperf.judge import sequential
     n = len(signed)
     left = max_pairs - n
@@ -191,8 +191,7 @@ def next_look(signed: Sequence[float], sd: float, df: Optional[int], *, min_effe
     if n == 0:
         return min(left, STAGE1_PAIRS)
     eff = min_effect
-    c_r = sequential.widened(sequential.pocock(q / max(1, n_figures), max_pairs), df)
-    c_u = sequential.widened(sequential.pocock(ALPHA_PASS, max_pairs), df)
+    c_r, c_u = sequential.boundaries(q / max(1, n_figures), ALPHA_PASS, max_pairs, df)
     m = statistics.fmean(signed)
     sd = max(sd, MIN_SD)
     wanted = []

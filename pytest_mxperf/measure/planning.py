@@ -46,7 +46,7 @@ class Plan:
     speed: Any = None
     #: this machine's pooled spread of duet pair log ratios per kind of figure, from its history
     #: store's last sessions: (family, sum of squares, degrees of freedom); the pair-by-pair
-    #: rule pools the session's own pairs with it (``comparators.known_spreads``)
+    #: rule pools the session's own pairs with it (``comparators.history_spreads``)
     pair_spreads: Tuple[Tuple[str, float, int], ...] = ()
 
 

@@ -122,13 +122,23 @@ def pooled_spreads(duets: Mapping[str, verdict_duet.DuetPairing], known: Mapping
     at least ``OWN_DF`` degrees of freedom. A kind's cells do not spread alike: in the Intel
     default-selection corpus an io cell's pairs spread 5.4% and a score cell's 1.0%, and
     judged at the pooled 2% the io cell failed 10% of 24-cell A/A sessions."""
-    family = {mk: spread_family(d.metric) for mk, d in duets.items()}
-    session = {f: Spread.of(d.signed() for mk, d in duets.items() if family[mk] == f) for f in set(family.values())}
+    here = _spreads_of(duets)
     out = {}
     for mk, d in duets.items():
-        kind = session[family[mk]] + known.get(family[mk], Spread())
-        own = Spread.of([d.signed()]) + known.get(mk, Spread())
+        f = spread_family(d.metric)
+        kind = here[f] + known.get(f, Spread())
+        own = here[mk] + known.get(mk, Spread())
         out[mk] = own if own.df >= OWN_DF and (kind.sd is None or own.sd > kind.sd) else kind
+    return out
+
+
+def _spreads_of(duets: Mapping[str, verdict_duet.DuetPairing]) -> Dict[str, Spread]:
+    """The duet figures' spreads in this session: pooled per kind of figure (by family) and
+    each figure's own (by its figure key)."""
+    out = {mk: Spread.of([d.signed()]) for mk, d in duets.items()}
+    for mk, d in duets.items():
+        f = spread_family(d.metric)
+        out[f] = out.get(f, Spread()) + out[mk]
     return out
 
 
@@ -136,18 +146,7 @@ def session_spreads(cells: Dict[str, CellRecord]) -> Dict[str, Tuple[float, int]
     """This session's spreads of duet pair log ratios (sum of squares, degrees of freedom):
     pooled per kind of figure (by family), and each figure's own (by its figure key): what
     the history store keeps of it for the sessions after it (``pooled_spreads``)."""
-    _, _, duets = _ab_inputs(cells, set())
-    family = {mk: spread_family(d.metric) for mk, d in duets.items()}
-    out = {}
-    for f in sorted(set(family.values())):
-        s = Spread.of(d.signed() for mk, d in duets.items() if family[mk] == f)
-        if s.df:
-            out[f] = (s.ss, s.df)
-    for mk, d in sorted(duets.items()):
-        s = Spread.of([d.signed()])
-        if s.df:
-            out[mk] = (s.ss, s.df)
-    return out
+    return {k: (s.ss, s.df) for k, s in sorted(_spreads_of(_ab_inputs(cells, set())[2]).items()) if s.df}
 
 
 def judge_ab_once(cells: Dict[str, CellRecord], final: set, min_effect: float,

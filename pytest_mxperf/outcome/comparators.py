@@ -48,8 +48,8 @@ class Confirmation:
     ``budget`` seconds, ``cut`` when they had to be cut to it), "recorded-setup" (baseline mode:
     pairs against the recorded ``setup``, the requirement it rebuilt) or "look" (A/B:
     more pairs before a cell's next look); ``deadline_cut``: (pairs kept, pairs wanted, seconds left) when --perf-deadline
-    cut them; ``last``: no round is planned after this one (every cell in it gets its second
-    stage, after which it is final), so what its cells take is what is left of the session's
+    cut them; ``last``: no round is planned after this one (every cell in it is at its last
+    look, after which it is final), so what its cells take is what is left of the session's
     settling."""
 
     kind: str
@@ -69,7 +69,7 @@ class Confirmation:
 LOOKS = 8
 
 
-def known_spreads(context: SessionContext):
+def history_spreads(context: SessionContext):
     """This machine's pooled spreads of duet pairs per kind of figure, from its history (the
     plan read them, ``Plan.pair_spreads``), as ``Spread`` values."""
     from pytest_mxperf.judge.sequential import Spread
@@ -168,7 +168,7 @@ class BaselineComparator:
         paired = {k: rec for k, rec in labelled.items() if rec.cell.reference is not None}
         if paired:
             duets = ab_judging.judge_ab_once(paired, set(final) & set(paired), e, complete=self._complete & final,
-                                             known=known_spreads(self.context))
+                                             known=history_spreads(self.context))
             unrecorded = (self.setup.requirement if self.setup is not None and not self.setup.build_recorded
                           else None)
             verdicts = judging.against_recorded_setup(verdicts, duets, self.baseline, e,
@@ -226,7 +226,7 @@ class BaselineComparator:
         paired = {k: rec for k, rec in cells.items() if rec.cell.reference is not None}
         process_pairs = planning.ab_pairs(self.context.plan.tests)
         looks = ab_judging.next_looks(paired, verdicts, effects(self.context, cells), process_pairs,
-                                      known_spreads(self.context)) if paired else (lambda k: None)
+                                      history_spreads(self.context)) if paired else (lambda k: None)
         wanted: Dict[str, int] = {}
         last: Dict[str, bool] = {}
         each: Dict[str, float] = {}
@@ -245,7 +245,7 @@ class BaselineComparator:
                 wanted[k] = n
             each[k] = planning.pair_seconds(rec.cell) or planning.setup_pair_seconds(rec, o)
             sides[k] = Side(self.setup.python, tuple(sorted(env.items())))
-        kept, deadline_cut = ab_judging.within_deadline(wanted, {k: each[k] for k in wanted}, self.left())
+        kept, deadline_cut = ab_judging.within_deadline(wanted, each, self.left())
         self._complete |= frozenset(k for k in wanted if last[k] and kept.get(k, 0) >= wanted[k])
         for k in wanted:
             if kept.get(k, 0) < wanted[k] and k not in paired:
@@ -300,14 +300,14 @@ class ABComparator:
               ) -> Tuple[Dict[str, vd.Verdict], Dict[str, CellRecord]]:
         labelled, _ = judging.label_machine_states(cells, None)
         return ab_judging.judge_ab_once(labelled, set(final), effects(self.context, labelled),
-                                        complete=self._complete & final, known=known_spreads(self.context)), labelled
+                                        complete=self._complete & final, known=history_spreads(self.context)), labelled
 
     def more(self, verdicts, cells: Dict[str, CellRecord], suspects: FrozenSet[str], spent: float
              ) -> Tuple[Confirmation, FrozenSet[str]]:
         ctx = self.context
         o = ctx.options
         looks = ab_judging.next_looks(cells, verdicts, effects(ctx, cells), ctx.plan.ab_pairs or o.ab_pairs,
-                                      known_spreads(ctx))
+                                      history_spreads(ctx))
         wanted: Dict[str, int] = {}
         last: Dict[str, bool] = {}
         for k in sorted(suspects):

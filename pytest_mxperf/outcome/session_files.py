@@ -15,7 +15,7 @@ from pytest_mxperf.measure.scheduler import Scheduler
 from pytest_mxperf.measure.ledger import NOT_REACHED
 from pytest_mxperf.measure.session import PerfSession, SessionContext
 from pytest_mxperf.model.outcome import HistoryStep, SessionOutcome
-from pytest_mxperf.outcome.ab_judging import session_spreads as pair_spreads
+from pytest_mxperf.outcome.ab_judging import session_spreads
 from pytest_mxperf.outcome.judging import software_facts
 
 
@@ -94,7 +94,7 @@ def results_document(out: SessionOutcome, on_results: Callable[[Dict[str, Any]],
             "findings": [dataclasses.asdict(f) for f in out.findings],
             "verdicts": {k: v.to_dict() for k, v in out.verdicts.items()},
             # the session's pooled spread of duet pairs per kind of figure: (sum of squares, df)
-            "pair_spreads": {f: [ss, df] for f, (ss, df) in pair_spreads(out.cells).items()},
+            "pair_spreads": {f: [ss, df] for f, (ss, df) in session_spreads(out.cells).items()},
             "failures": [f.to_dict() for f in out.failures], "exit_status": out.exit_status if final else None,
             # what the summary says first: slowdowns the baseline could not decide, and why
             "headline": messages.headline(out, prefix="")}
