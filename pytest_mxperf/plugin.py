@@ -115,8 +115,7 @@ def mxperf(request, record_property, mxperf_session):
     params = planning.grid_params(node)
     grid = request.config.stash.get(GRIDS, {}).get(planning.grid_key(node), ()) if params else ()
     # a grid of CPU cells shares worker processes (Scheduler.can_share_process): its first test measures it all
-    shares = (len(grid) >= 2 and not s.context.comparison.paired
-              and all(str(c).startswith("cpu") for c in params.get("ctx", ("cpu",))))
+    shares = len(grid) >= 2 and all(str(c).startswith("cpu") for c in params.get("ctx", ("cpu",)))
     late = s.clock.past_deadline(node.nodeid, grid=shares)
     if late:
         s.ledger.event(Event(NOT_REACHED, late, node.nodeid))

@@ -114,10 +114,16 @@ def throughput(spec_path, result_path):
         results = []
         for i, one in enumerate(spec["cells"]):
             _progress(spec["progress_path"], {"cell": i, "phase": "start"})
-            r = _one_cell(dict(one, progress=(spec["progress_path"], i)), c)
+            one = dict(one, progress=(spec["progress_path"], i))
+            if spec.get("control"):  # a duet pair of several cells: each cell's rounds in turn
+                one["control"] = spec["control"]
+            r = _one_cell(one, c)
             r["meta"]["process_cells"] = {"index": i, "of": len(spec["cells"])}
             results.append(r)
             _progress(spec["progress_path"], {"cell": i, "result": r})
+            if spec.get("control") and r["status"] in ("unsupported", "unavailable"):
+                from pytest_mxperf.workers import protocol
+                protocol.say_over(spec["control"], r["status"], r["message"])
             if r["status"] not in ("ok", "unsupported", "unavailable"):
                 break
         _write(result_path, {"status": "ok", "message": "", "cells": results})
@@ -136,6 +142,8 @@ def _one_cell(spec, c):
     w = spec["workload"]
     if c.get("error"):
         return {"status": "error", "message": c["error"], "meta": {}}
+    if w["model"] in (c.get("unsupported_models") or ()):
+        return {"status": "unsupported", "message": f"{w['model']} is not supported by this build", "meta": {}}
     gpus = [x for x in w["contexts"] if x.startswith("gpu")]
     if gpus and max(int(x.split(":")[1]) for x in gpus) >= c.get("gpus", 0):
         return {"status": "unavailable", "meta": {},
@@ -275,6 +283,8 @@ def _serve_duet(spec, c, per_batch, warmup_window=None):
     class Cell:
         def timed(self, k):
             i = next(count)
+            if (spec.get("workload") or {}).get("model") in (c.get("duet_crash_models") or ()):  # this cell's rounds crash it
+                os._exit(3)
             if c.get("duet_crash_after") is not None and i >= c["duet_crash_after"]:
                 os._exit(3)
             if c.get("duet_hang_after") is not None and i >= c["duet_hang_after"]:

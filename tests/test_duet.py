@@ -433,3 +433,18 @@ def test_rounds_a_side_follow_the_round_length_within_their_bounds():
     assert duet.rounds_for(1.5, 0.42) == 7                 # ResNet-50 v2 b8 here: one batch a round
     assert duet.rounds_for(1.5, 5.0) == duet.MIN_ROUNDS    # never fewer
     assert duet.rounds_for(60.0) == duet.MAX_ROUNDS        # never more
+
+
+def test_real_workers_serve_two_cells_in_one_pair():
+    """``duet.run_cells_pair`` with the real throughput worker on both sides: one pair, two cells."""
+    cells = [Workload(model="lenet", mode="score", batch_size=4, threads="1"),
+             Workload(model="mlp", mode="latency", batch_size=1, threads="1")]
+    pairs = duet.run_cells_pair(cells, candidate=None, reference=None, seed=1, time_budget=0.3)
+    for i, (c, r) in enumerate(pairs):
+        assert c.ok and r.ok, (c.message, r.message, c.stderr_tail)
+        assert c.meta.process_cells["index"] == r.meta.process_cells["index"] == i
+        assert len(c.round_seconds) == len(r.round_seconds) >= duet.MIN_ROUNDS
+        # the same MXNet on both sides: round pairs within a factor of two of each other
+        ratios = sorted(rr / cc for cc, rr in zip(c.round_seconds, r.round_seconds))
+        assert 0.5 < ratios[len(ratios) // 2] < 2.0, ratios
+    assert "latency_p50_ms" in pairs[1][0].figures and "latency_p50_ms" not in pairs[0][0].figures

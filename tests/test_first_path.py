@@ -147,6 +147,9 @@ def test_against_a_one_session_baseline_every_cell_is_paired_from_its_first_proc
         assert len(rec["runs"]) == len(rec["reference_runs"]) >= 3, rec
         assert {x["meta"]["pair_of"] for x in rec["reference_runs"]} == {x["process"] for x in rec["runs"]}
         assert all(x["meta"]["duet"]["side"] == "candidate" for x in rec["runs"]), rec["runs"][0]["meta"]
+        # the grid's two cells share each duet pair: one pair of processes, each cell in turn (issue 76, part 4)
+        assert all(x["meta"]["duet"]["cells_in_pair"]["of"] == 2 and x["meta"]["process_cells"]["of"] == 2
+                   for x in rec["runs"] + rec["reference_runs"]), rec["runs"][0]["meta"]
         assert rec["verdict"]["kind"] == "unchanged" and rec["verdict"]["reason"].startswith(
             "against the recorded setup: x1.000"), rec["verdict"]
 

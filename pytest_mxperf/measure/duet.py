@@ -143,7 +143,8 @@ class _Side:
     workdir: Path
     proc: object = None
     to_child: object = None         # file: parent -> worker commands
-    from_child: object = None       # file: worker -> parent replies
+    from_child: object = None       # raw file: worker -> parent replies (read unbuffered: see receive)
+    unread: bytes = b""             # what was read from the worker past its last whole line
     sampler: object = None
     started: float = 0.0
     waiting_cpu: float = 0.0        # CPU seconds this side used while its partner ran
@@ -178,12 +179,16 @@ class _Side:
             left = deadline - time.monotonic()
             if left <= 0:
                 raise DuetError(self.name, stopped, f"no answer from the {self.name} worker in {timeout:g} s")
+            if b"\n" in self.unread:  # a worker of several cells may say two things at once ("over", "ready")
+                line, _, self.unread = self.unread.partition(b"\n")
+                return json.loads(line)
             ready, _, _ = select.select([self.from_child], [], [], min(left, worker.WATCHDOG_POLL_S))
             if ready:
-                line = self.from_child.readline()
-                if not line:
+                data = self.from_child.read(65536)
+                if not data:
                     raise DuetError(self.name, None, f"the {self.name} worker exited")
-                return json.loads(line)
+                self.unread += data
+                continue
             if self.rss_limit and worker.tree_rss(self.proc.pid) > self.rss_limit:
                 raise DuetError(self.name, "rss", "over the host memory cap")
 
@@ -268,7 +273,8 @@ def _start(side: _Side, workload: Workload, spec: Dict, module: str = runner.WOR
         os.close(c_read)
         os.close(c_write)
     side.to_child = os.fdopen(p_write, "w", buffering=1)
-    side.from_child = os.fdopen(p_read, "r", buffering=1)
+    # unbuffered: select() sees only the pipe, not lines a buffered reader already took from it
+    side.from_child = os.fdopen(p_read, "rb", buffering=0)
     # no utilisation sampler: each side waits half of the time by design, and its CPU use
     # while waiting is measured round by round instead (waiting_cpu_share)
 
@@ -519,3 +525,125 @@ def run_pair(workload: Workload, *, candidate: Optional[str], reference: Optiona
             r = r.with_facts(duet=duet_fact)  # the parent's facts of the pair: a new value
             results.append(r)
     return results[0], results[1]
+
+
+def shares_a_pair(workload: Workload) -> bool:
+    """Whether ``workload`` may be one of several cells that one duet pair serves
+    (``run_cells_pair``): a CPU cell of the throughput worker (score, train, latency) from the
+    zoo. A GPU cell keeps a pair of its own (MXNet's pool and cuDNN's choices would carry over),
+    and so does your own network (its worker loads it its own way)."""
+    return workload.device == "cpu" and workload.mode in ("score", "train", "latency") and not workload.source
+
+
+def run_cells_pair(workloads: Sequence[Workload], *, candidate: Optional[str], reference: Optional[str],
+                   seed: int = 0, candidate_first: bool = True, time_budget: float = TIME_BUDGET_S,
+                   smoke: bool = False, timeout: float = runner.DEFAULT_TIMEOUT,
+                   warmup_timeout: Optional[float] = None, memory_limit: Optional[int] = -1,
+                   env: Optional[Mapping[str, str]] = None, reference_env: Optional[Mapping[str, str]] = None,
+                   extra_env: Optional[Mapping[str, str]] = None
+                   ) -> List[Optional[Tuple[RunResult, RunResult]]]:
+    """One duet pair that serves several CPU cells (``shares_a_pair``) in turn: both workers
+    import MXNet once; then for each cell, in the order given, both bind and warm it up, the
+    round size is set and the timed rounds alternate as in ``run_pair``; "finish" ends that
+    cell's rounds and each worker goes on to the next (``throughput.measure_cells`` with
+    ``control``). Each side's cells are the cells of one process (``meta["process_cells"]``),
+    so what a cell inherits from the cells before it, both sides inherit alike, in the same
+    order; the caller varies the order from pair to pair.
+
+    Returns one entry per workload, in their order: (candidate RunResult, reference
+    RunResult), or None for a cell the pair did not reach (a cell before it failed: a side
+    that fails ends the pair, its partner is stopped; the caller measures the rest in a fresh
+    pair). A cell that one side cannot measure (unsupported, unavailable: it says "over"
+    before its rounds) has no rounds on either side: the other side's result names it."""
+    if not workloads:
+        return []
+    limit = runner.resolve_memory_limit(memory_limit)
+    as_cap, rss_cap = runner.memory_caps(workloads[0], limit)
+    for w in workloads:
+        if not shares_a_pair(w):
+            raise ValueError(f"{w.key()} cannot share a duet pair with other cells")
+        if runner.memory_caps(w, limit) != (as_cap, rss_cap):
+            raise ValueError(f"{w.key()} needs another memory cap than {workloads[0].key()}: not one pair")
+    rounds_asked = 1 if smoke else rounds_for(time_budget)
+    with spawn.WorkDir() as tmp:
+        sides = []
+        for name, python, base in (("candidate", candidate, env),
+                                   ("reference", reference, env if reference_env is None else reference_env)):
+            full_env, defaults = runner.build_env(workloads[0], base, extra_env)
+            for w in workloads[1:]:
+                if runner.build_env(w, base, extra_env)[0] != full_env:
+                    raise ValueError(f"{w.key()} needs another environment than {workloads[0].key()}: not one pair")
+            (tmp / name).mkdir()
+            sides.append(_Side(name, python, full_env, defaults, rss_cap, tmp / name))
+        order = sides if candidate_first else sides[::-1]
+        spec = {"cells": [runner.make_spec(w, time_budget=time_budget, smoke=smoke, memory_limit=as_cap, seed=seed)
+                          for w in workloads], "memory_limit": as_cap}
+        facts: Dict[int, Dict[str, Dict]] = {}   # cell -> side -> its duet facts
+        over: Dict[int, Dict[str, str]] = {}     # cell -> side -> why it ended before its rounds
+        failure: Optional[DuetError] = None
+        try:
+            for side in sides:
+                _start(side, workloads[0], dict(spec, progress_path=str(side.workdir / "progress.jsonl")))
+            for c in range(len(workloads)):
+                said = {}
+                for side in sides:
+                    side.waiting_cpu = side.partner_seconds = 0.0
+                    said[side.name] = side.receive(warmup_timeout or timeout,
+                                                   "warmup-timeout" if warmup_timeout else "timeout")
+                over_now = {n: f"{m.get('status')}: {m.get('message', '')}" for n, m in said.items()
+                            if m.get("op") == "over"}
+                if over_now:
+                    over[c] = over_now
+                    for side in sides:
+                        if side.name not in over_now:
+                            side.send(op="finish")  # its cell ends with no rounds: its partner cannot run it
+                    continue
+                k, slower, rounds = 1, 0.0, rounds_asked
+                if not smoke:
+                    k, slower = _round_size(order, timeout)
+                    rounds = rounds_for(time_budget, slower)
+                for j in range(rounds):
+                    _timed_round(order if j % 2 == 0 else order[::-1], k, timeout)
+                facts[c] = {side.name: {
+                    "pair": seed, "side": side.name, "ran_first": (side.name == "candidate") == candidate_first,
+                    "batches_per_round": k, "rounds": rounds, "sizing_round_seconds": slower,
+                    "waiting_cpu_share": (side.waiting_cpu / side.partner_seconds) if side.partner_seconds else None,
+                    "warmup_turn": None, "warmup_window": said[side.name].get("warmup_window"),
+                    "cells_in_pair": {"index": c, "of": len(workloads)}} for side in sides}
+                for side in order:
+                    side.send(op="finish")
+        except DuetError as exc:
+            failure = exc
+        # after a failure the healthy side is stopped too (its finished cells are on its progress lines)
+        closed = {s.name: _close(s, FINISH_TIMEOUT, failure is not None) for s in order}
+        per_side = {}
+        for side in sides:
+            stopped, payload, usage = closed[side.name]
+            mine = failure is not None and failure.side == side.name
+            wall = time.perf_counter() - side.started
+            out = worker.classify(failure.stopped if mine else stopped, payload,
+                                  spawn.tail(side.workdir / "worker.log"), side.proc.returncode if side.proc else None,
+                                  wall, usage, timeout=timeout, warmup_timeout=warmup_timeout, rss_limit=rss_cap)
+            if mine and out.status == "ok":
+                out = dataclasses.replace(out, status="error", message=str(failure))
+            out.progress = worker.progress_lines(side.workdir / "progress.jsonl")
+            if failure is not None and not mine:  # its cell in progress failed with its partner
+                out = dataclasses.replace(out, status="error",
+                                          message=f"its duet partner (the {failure.side}) failed: {failure}")
+            per_side[side.name] = runner.cells_of(out, workloads, side.env, side.defaults, side.python)
+    results: List[Optional[Tuple[RunResult, RunResult]]] = []
+    for c, w in enumerate(workloads):
+        pair = []
+        for side in sides:
+            r = per_side[side.name][c]
+            if r is None:
+                break
+            if c in over and side.name not in over[c]:
+                other = next(iter(over[c]))
+                r = dataclasses.replace(r, status="error", round_seconds=[], figures={},
+                                        message=f"its duet partner (the {other}) could not measure it: {over[c][other]}")
+            if c in facts:
+                r = r.with_facts(duet=facts[c][side.name])
+            pair.append(r)
+        results.append(tuple(pair) if len(pair) == 2 else None)
+    return results

@@ -174,6 +174,15 @@ def run_cells(workloads: Sequence[Workload], *, time_budget: float = TIME_BUDGET
                       for w in workloads], "memory_limit": as_cap}
     out = run_process(command or worker_command(python), spec, timeout=timeout, env=full_env, rss_limit=rss_cap,
                       warmup_timeout=warmup_timeout, cells=True)
+    return cells_of(out, workloads, full_env, defaults, python)
+
+
+def cells_of(out: ProcessOutcome, workloads: Sequence[Workload], env: Mapping[str, str],
+             defaults: Optional[Mapping[str, str]], python: Optional[str] = None) -> List[Optional[RunResult]]:
+    """A worker of several cells (``out.progress``: its progress lines) as one RunResult per
+    workload, in their order, or None for a cell it did not reach: the cell that was running
+    when it died gets the process's outcome; when it died before any cell began, every cell
+    does."""
     lines = out.progress or []
     results = {ln["cell"]: ln["result"] for ln in lines if "result" in ln}
     started = {ln["cell"]: ln.get("t") for ln in lines if ln.get("phase") == "start"}
@@ -194,7 +203,7 @@ def run_cells(workloads: Sequence[Workload], *, time_budget: float = TIME_BUDGET
         else:
             runs.append(None)
             continue
-        runs.append(run_result(cell_out, w, full_env, defaults, python=python))
+        runs.append(run_result(cell_out, w, env, defaults, python=python))
     return runs
 
 

@@ -358,16 +358,17 @@ class Scheduler:
 
     def can_share_process(self, workload: Workload) -> bool:
         """Whether ``workload`` may be measured in a worker process with other cells: a CPU
-        throughput cell whose processes are not paired (``paired_with``: a duet pairs one cell's
-        two installs, in A/B mode and on a baseline's paired path), with or
+        throughput cell; when its processes are paired (``paired_with``: in A/B mode and on a
+        baseline's paired path) a zoo cell whose duet pairs serve a grid's cells in turn
+        (``duet.run_cells_pair``, ``duet.shares_a_pair``), with or
         without --perf-deadline (a baseline records how its cells' processes were had, and a
         figure measured one way is not judged against one measured the other: a deadline that
         kept processes of their own judged no grid cell against a baseline the default command
         recorded; the deadline expects a grid's first test to take the grid,
         ``Clock.past_deadline``). GPU cells keep a process of their own: MXNet's GPU memory
         pool and cuDNN's autotune choices would carry over."""
-        return (workload.device == "cpu" and self.paired_with(workload) is None
-                and workload.mode in ("score", "train", "latency"))
+        return (workload.device == "cpu" and workload.mode in ("score", "train", "latency")
+                and (self.paired_with(workload) is None or duet.shares_a_pair(workload)))
 
     def measure_cells(self, workloads: Sequence[Workload], extra_env: Optional[Mapping[str, str]] = None,
                       processes: Optional[int] = None) -> Dict[str, CellMeasurement]:
@@ -421,6 +422,17 @@ class Scheduler:
             return {}
         o = self.options
         environ = dict(self.environ)
+        pairing: Dict[Side, List[Workload]] = {}
+        for w in workloads:
+            side = self.paired_with(w)
+            if side is not None:
+                pairing.setdefault(side, []).append(w)
+        out: Dict[Workload, CellMeasurement] = {}
+        for reference, cells in pairing.items():
+            out.update(self._pairs_together(cells, Side(o.python), reference, extra_env, processes))
+        workloads = [w for w in workloads if w not in out]
+        if not workloads:
+            return out
         n = processes or o.processes
         runs: Dict[Workload, List[RunResult]] = {w: [] for w in workloads}
         done: set = set()  # cells that failed, or cannot run here: not measured again
@@ -449,7 +461,55 @@ class Scheduler:
                 todo = rest
         if self.context.plan.cells:  # a grid done: where the session is
             self.clock.say_progress()
-        return {w: CellMeasurement(w, rs) for w, rs in runs.items()}
+        out.update((w, CellMeasurement(w, rs)) for w, rs in runs.items())
+        return out
+
+    def _pairs_together(self, workloads: Sequence[Workload], candidate: Side, reference: Side,
+                        extra_env: Optional[Mapping[str, str]], processes: Optional[int]
+                        ) -> Dict[Workload, CellMeasurement]:
+        """A grid's paired cells in duet pairs that serve them all in turn (``duet.run_cells_pair``),
+        pair i's cells in ``process_order`` and its candidate first in every odd pair, as one
+        cell's pairs (``_pairs``); the machine probe around each pair. A cell whose pair failed in
+        it is not measured again; the cells that pair did not reach run in a fresh one; a cell
+        left alone runs in a pair of its own."""
+        ctx, o = self.context, self.options
+        environ = dict(self.environ)
+        n = processes or ctx.plan.duet_pairs or o.duet_pairs
+        runs: Dict[Workload, List[RunResult]] = {w: [] for w in workloads}
+        refs: Dict[Workload, List[RunResult]] = {w: [] for w in workloads}
+        done: set = set()  # cells that failed: not measured again
+        for i in range(n):
+            todo = [w for w in self.process_order(workloads, i, n) if w not in done]
+            while todo:
+                if len(todo) == 1:
+                    pair = self.throughput_run(todo[0], extra_env).duet
+                    got: List[Optional[Tuple[RunResult, RunResult]]] = [
+                        self._bracketed_pair(pair, candidate, reference, i, bool(i % 2))]
+                else:
+                    def one_pair(cells=tuple(todo), seed=i):
+                        got[:] = duet.run_cells_pair(
+                            cells, candidate=candidate.python, reference=reference.python, seed=seed,
+                            candidate_first=bool(seed % 2), time_budget=o.time_budget, smoke=o.smoke,
+                            timeout=o.timeout, warmup_timeout=o.warmup_timeout, memory_limit=o.memory_limit,
+                            env=candidate.environ(environ), reference_env=reference.environ(environ),
+                            extra_env=extra_env)
+                        return [r for p in got if p is not None for r in p]
+                    got = []
+                    stamped = iter(self._with_machine_state(one_pair))  # new values: with the machine's state
+                    got[:] = [None if p is None else (next(stamped), next(stamped)) for p in got]
+                rest = []
+                for w, p in zip(todo, got):
+                    if p is None:
+                        rest.append(w)
+                        continue
+                    runs[w].append(p[0])
+                    refs[w].append(p[1].with_facts(pair_of=p[0].process))  # which process it was paired with
+                    if not (p[0].ok and p[1].ok):
+                        done.add(w)  # a side that fails will not succeed by repeating it
+                if len(rest) == len(todo):  # nothing reached: never loop
+                    break
+                todo = rest
+        return {w: CellMeasurement(w, runs[w], refs[w]) for w in workloads}
 
     # -- what the end of the session asks for ----------------------------------------------
     def run_more(self, workload: Workload, how: CellRun, more: MoreToMeasure) -> CellMeasurement:

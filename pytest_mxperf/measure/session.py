@@ -263,8 +263,9 @@ class Clock:
         the progress line, at most every PROGRESS_EVERY_S. Nothing once ``settling``."""
         if self.settling:
             return
-        self.runs_done += min(1, len(results)) if paired else len(results)
-        for r in results[:1] if paired else results:
+        # paired: (candidate, reference) after one another, of one cell or several (one duet pair of a grid)
+        self.runs_done += len(results[::2]) if paired else len(results)
+        for r in results[::2] if paired else results:
             key = r.workload.key()
             self._runs_by_cell[key] = self._runs_by_cell.get(key, 0) + 1
         now = time.monotonic()

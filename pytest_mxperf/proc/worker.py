@@ -200,6 +200,13 @@ def run_process(command: Sequence[str], spec: Dict, *, timeout: float = DEFAULT_
     return out
 
 
+def progress_lines(path: Path) -> List[Dict]:
+    """The whole progress lines a worker of several cells wrote to ``path`` (none if no file)."""
+    progress = _Progress(path)
+    progress.read()
+    return progress.lines
+
+
 def read_result(path: Path) -> Optional[Dict]:
     """The JSON a worker wrote to its RESULT.json, or None (none written, or cut short)."""
     try:

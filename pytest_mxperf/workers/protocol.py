@@ -298,6 +298,27 @@ def _process_cpu_seconds():
     return r.ru_utime + r.ru_stime
 
 
+#: the control pipes' file objects, opened once a process: a worker of several cells serves
+#: each cell's rounds on the same pipes (a second wrapper would lose what the first read ahead)
+_CHANNELS = {}
+
+
+def _channel(control):
+    key = (int(control[0]), int(control[1]))
+    if key not in _CHANNELS:
+        _CHANNELS[key] = (os.fdopen(key[0], "r", buffering=1), os.fdopen(key[1], "w", buffering=1))
+    return _CHANNELS[key]
+
+
+def say_over(control, status, message):
+    """A cell of a duet of several cells ended before its rounds (unsupported, unavailable):
+    ``{"op": "over"}`` with its status, where the parent waits for its "ready"; the worker
+    goes on to its next cell."""
+    wr = _channel(control)[1]
+    wr.write(json.dumps({"op": "over", "status": status, "message": message}) + "\n")
+    wr.flush()
+
+
 def serve_duet(cell, control, ready, *, each_batch=False):
     """A resident worker's side of a duet (the parent: ``pytest_mxperf.measure.duet``).
 
@@ -312,8 +333,7 @@ def serve_duet(cell, control, ready, *, each_batch=False):
     ``finished`` attribute (a training run to a target) says in each reply whether it is
     over (``"finished"``), which is when the parent stops sending it rounds. Returns a
     ``DuetRounds`` of the timed rounds; every timed round has the same number of batches."""
-    rd = os.fdopen(int(control[0]), "r", buffering=1)
-    wr = os.fdopen(int(control[1]), "w", buffering=1)
+    rd, wr = _channel(control)
 
     def send(obj):
         wr.write(json.dumps(obj) + "\n")

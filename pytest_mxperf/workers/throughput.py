@@ -56,6 +56,7 @@ from pytest_mxperf.workers.protocol import (  # memory figures
     mx_contexts,
     resident_bytes,
     runtime_info,
+    say_over,
     serve,
     serve_duet,
     thread_pools,
@@ -213,6 +214,7 @@ def measure_cells(spec: dict) -> dict:
     in glibc's heap (AlexNet b1 scored last in its process read 848-863 MiB, first 670)."""
     cells = list(spec["cells"])
     progress = spec["progress_path"]
+    control = spec.get("control")  # a duet of several cells: each cell's rounds served in turn
     for c in cells:  # unknown zoo names fail here, before the import
         if not c["workload"].get("source"):
             from pytest_mxperf import zoo
@@ -223,6 +225,8 @@ def measure_cells(spec: dict) -> dict:
     for i, cell_spec in enumerate(cells):
         _progress(progress, {"cell": i, "phase": "start"})
         cell_spec = dict(cell_spec, phase_path=None, progress=(progress, i))
+        if control:
+            cell_spec["control"] = control
         trimmed = _give_back_freed()
         hwm = _reset_peak_rss()
         start = _anonymous_bytes()
@@ -249,6 +253,9 @@ def measure_cells(spec: dict) -> dict:
             meta.pop("peak_rss_bytes", None)
         results.append(r)
         _progress(progress, {"cell": i, "result": r})
+        if control and r.get("status") in ("unsupported", "unavailable"):
+            # it ended before its rounds: the parent, waiting for this cell's "ready", hears why
+            say_over(control, r.get("status"), r.get("message", ""))
         if r.get("status") not in ("ok", "unsupported", "unavailable"):
             break
         import gc
