@@ -27,6 +27,12 @@ VM: their process pairs spread about 20%, ``benchmarks/results/tta-spread-2026-1
 A kind that cannot be resident keeps fresh process pairs: a distributed cell (one process
 is a whole ps-lite cluster launch).
 
+**One pair, several cells.** ``run_cells_pair`` starts one such pair for a grid's CPU cells of
+the throughput worker (``shares_a_pair``): both workers import MXNet once, then bind, warm up and
+time each cell in turn, "finish" moving both to the next (``throughput.measure_cells`` with
+``control``); a cell one side cannot run says "over" instead of "ready". The caller (the
+scheduler) varies the cells' order from pair to pair, as it does for a process of several cells.
+
 The process pair is the unit of replication: the gate turns each pair into one estimate
 (``stats.duet_pair_log_ratio``) and judges the pairs (``verdict_duet``).
 
