@@ -132,6 +132,15 @@ def test_an_unclear_duet_cell_whose_pairs_ran_beside_other_work_says_so():
     assert v.kind == "unresolved" and v.busy and "3 of 3 pair(s) ran while other processes took the CPUs" in v.reason
 
 
+def _each(confirm):
+    """``settle``'s round of cells as one ``confirm`` each, in order, each said done after it."""
+    def confirm_all(wanted, done):
+        for more in wanted:
+            confirm(more)
+            done(more)
+    return confirm_all
+
+
 def _duet_cell(w, logs):
     """One duet cell whose pairs read ``logs`` (log candidate / reference, one a pair, in turn):
     (the cells, holding its first 3 pairs; ``confirm``, which adds ``more.count`` pairs as the
@@ -170,7 +179,7 @@ def test_a_noisy_duet_cell_is_below_resolution_only_when_its_second_stage_was_no
         ctx = SessionContext(PerfOptions(reference="/ref/python"), {}, comparison=comparison_for("/ref/python"),
                              plan=planning.Plan(tests=1, cells=1, ab_pairs=8, duet_pairs=3))
         comparator = comparators.ABComparator(ctx, left)
-        v = comparators.settle(comparator, lambda: cells, confirm, lambda what: None, time.monotonic).verdicts
+        v = comparators.settle(comparator, lambda: cells, _each(confirm), lambda what: None, time.monotonic).verdicts
         return v[w.key()], len(cells[w.key()].cell.runs)
 
     whole, n = session(lambda: None)
@@ -199,7 +208,7 @@ def test_the_settling_lines_say_the_sessions_time_gone_and_the_rounds_time_left(
     ctx = SessionContext(PerfOptions(reference="/ref/python"), {}, comparison=comparison_for("/ref/python"),
                          plan=planning.Plan(tests=1, cells=1, ab_pairs=8, duet_pairs=3), started=1000.0)
     said = []
-    comparators.settle(comparators.ABComparator(ctx, lambda: None), lambda: cells, confirm,
+    comparators.settle(comparators.ABComparator(ctx, lambda: None), lambda: cells, _each(confirm),
                        lambda what: said.append(messages.said(what)), lambda: clock[0])
     lines = [s for s in said if "re-measured" in s]
     # one line a look, each with the session's time gone: a minute more each

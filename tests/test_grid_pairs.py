@@ -70,3 +70,70 @@ def test_only_cpu_zoo_cells_of_the_throughput_worker_share_a_pair():
     with pytest.raises(ValueError, match="cannot share a duet pair"):
         duet.run_cells_pair([GRID[0], Workload(model="mlp", mode="kvstore", batch_size=4)], candidate=None,
                             reference=None)
+
+
+# -- the end of the session: a look's grid cells share their pairs ---------------------------
+
+def test_a_looks_grid_cells_share_pairs_each_to_its_own_count_and_other_cells_run_alone(monkeypatch):
+    """``Scheduler.confirm_all``: the duet cells of grids against the same two sides go through
+    pairs that serve them in turn (pair i serves the cells that want more than i pairs, a cell
+    left alone in a pair of its own), each cell said done once it has its count; a cell that
+    cannot share (measured alone: no ``Remeasure.grid``) is measured alone, in the round's order."""
+    import dataclasses
+
+    from pytest_mxperf.measure.ledger import CellRecord
+    from pytest_mxperf.measure.scheduler import MoreToMeasure, Remeasure, Side
+    from pytest_mxperf.measure.session import PerfSession
+    from pytest_mxperf.model.measurement import CellMeasurement, RunResult
+    from pytest_mxperf.model.options import PerfOptions
+    from pytest_mxperf.outcome.comparators import comparison_for
+
+    def ok(w, side, seed):
+        return RunResult(workload=w, status="ok", batches_per_round=1, round_seconds=[0.01] * 6,
+                         meta={"duet": {"side": side}, "seed": seed})
+    calls = []
+
+    def run_cells_pair(cells, **kw):
+        calls.append(("shared", [w.model for w in cells], kw["seed"], kw["candidate_first"]))
+        return [(ok(w, "candidate", kw["seed"]), ok(w, "reference", kw["seed"])) for w in cells]
+
+    def run_pair(w, **kw):
+        calls.append(("own", [w.model], kw["seed"], kw["candidate_first"]))
+        return ok(w, "candidate", kw["seed"]), ok(w, "reference", kw["seed"])
+    monkeypatch.setattr(duet, "run_cells_pair", run_cells_pair)
+    monkeypatch.setattr(duet, "run_pair", run_pair)
+    s = PerfSession(PerfOptions(machine_probe=False), environ={})
+    s.context = dataclasses.replace(s.context, comparison=comparison_for("/ref/python"))
+    sched = s.scheduler
+    io = Workload(model="mlp", mode="io", batch_size=4)
+    alone = []
+
+    def finished(cell):
+        return cell.mapped(lambda r: r.with_facts(tf32={"finished": True}))  # any declared fact
+    other = Workload(model="lenet", mode="train", batch_size=4)  # a cell of another grid
+    for w in GRID + [io, other]:
+        first = CellMeasurement(w, [ok(w, "candidate", 0)], [ok(w, "reference", 0)])
+        how = (Remeasure(lambda more, w=w: alone.append(more) or CellMeasurement(w, [ok(w, "candidate", 9)]))
+               if w is io else
+               Remeasure(lambda more, w=w: alone.append(more) or CellMeasurement(w, [ok(w, "candidate", 9)]),
+                         frozenset([other.key(), "train/mlp"]), w, (), finished) if w is other else
+               Remeasure(lambda more: pytest.fail("a grid cell measured alone"),
+                         frozenset(g.key() for g in GRID), w, (), finished))
+        s.ledger.add(CellRecord("t", first, remeasure=how, duets=True))
+    sides = dict(candidate=Side(), reference=Side("/ref/python"))
+    wanted = [MoreToMeasure(GRID[0].key(), 1, "duet", **sides), MoreToMeasure(io.key(), 2, "duet", **sides),
+              MoreToMeasure(other.key(), 1, "duet", **sides), MoreToMeasure(GRID[1].key(), 3, "duet", **sides)]
+    said = []
+    sched.confirm_all(wanted, lambda more: said.append((more.key, len(calls))))
+    # pair 0 serves both grid cells; pairs 1 and 2 the one that wants 3, in pairs of its own,
+    # the candidate first in the odd one
+    assert calls == [("shared", ["lenet", "mlp"], 0, False), ("own", ["mlp"], 1, True), ("own", ["mlp"], 2, False)]
+    assert said == [(GRID[0].key(), 1), (GRID[1].key(), 3), (io.key(), 3), (other.key(), 3)]  # once it had its count
+    # the cell of another grid shares no pair with this one's: alone, as the input pipeline's
+    assert [(m.key, m.count) for m in alone] == [(io.key(), 2), (other.key(), 1)]
+    cells = s.ledger.cells()
+    assert len(cells[GRID[0].key()].cell.runs) == 2 and len(cells[GRID[1].key()].cell.runs) == 4
+    assert len(cells[GRID[2].key()].cell.runs) == 1  # not asked for
+    added = cells[GRID[1].key()].cell
+    assert all(r.meta.get("tf32") for r in added.runs[1:] + added.reference[1:])  # its test's finish
+    assert [r.meta["seed"] for r in added.reference] == [0, 0, 1, 2]

@@ -258,7 +258,7 @@ def test_a_suspect_the_deadline_leaves_without_pairs_is_unresolved_never_passed(
         ctx = SessionContext(PerfOptions(deadline=600.0, machine_probe=False), {}, baseline=baseline,
                              comparison=Comparison("baseline", setup=setup))
         comparator = comparators.BaselineComparator(ctx, now=lambda: 0.0, left=lambda: 0.0)
-        return comparators.settle(comparator, lambda: measured, asked.append, lambda what: None,
+        return comparators.settle(comparator, lambda: measured, lambda wanted, done: asked.extend(wanted), lambda what: None,
                                   lambda: 0.0).verdicts[w.key()]
 
     alone = settled(None)

@@ -26,7 +26,7 @@ from pytest_mxperf.measure.peak import (
     machine_peak,
     peak_target,
 )
-from pytest_mxperf.measure.scheduler import CellRun, Scheduler, Side
+from pytest_mxperf.measure.scheduler import CellRun, Remeasure, Scheduler, Side
 from pytest_mxperf.measure.ledger import CellRecord, Finding, FloorCheck, Ledger
 from pytest_mxperf.model.measurement import (
     CellMeasurement,
@@ -127,10 +127,16 @@ class Measurer:
         name, source = self._resolve_model(model, input_shape, inputs, input_spec, params, loss, mode)
         w = Workload(model=name, mode=mode, batch_size=int(batch_size), contexts=contexts, dtype=dtype,
                      threads=str(threads), optimizer=optimizer, kvstore=kvstore, source=source)
-        cells = self.scheduler.measure_cells([w] + self._grid_cells(w), extra_env, processes)
-        cell = self._with_flops(self._with_tf32(cells[w.key()]))
+        grid = [w] + self._grid_cells(w)
+        cells = self.scheduler.measure_cells(grid, extra_env, processes)
+
+        def finish(measured: CellMeasurement) -> CellMeasurement:
+            return self._with_flops(self._with_tf32(measured))
+        cell = finish(cells[w.key()])
         run = self.scheduler.throughput_run(w, extra_env)
-        self.record(cell, lambda more: self._with_flops(self._with_tf32(self.scheduler.run_more(w, run, more))),
+        self.record(cell, Remeasure(lambda more: finish(self.scheduler.run_more(w, run, more)),
+                                    frozenset(g.key() for g in grid) if len(grid) > 1 else frozenset(), w,
+                                    tuple(sorted((extra_env or {}).items())), finish),
                     duets=run.duet is not None)
         self._report_flops(cell)
         return cell

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, FrozenSet, List, Mapping, Optional, Sequence, Tuple
 
 from pytest_mxperf import zoo
 from pytest_mxperf.judge import floors
@@ -81,6 +81,25 @@ class MoreToMeasure:
     @property
     def cost(self) -> float:
         return self.count * self.seconds
+
+
+@dataclasses.dataclass(frozen=True)
+class Remeasure:
+    """How a recorded cell is measured again (a record's ``remeasure``, called as one):
+    ``alone(more)`` in pairs or processes of its own; for a cell measured with the other cells
+    of its ``grid`` (their keys; empty: measured alone) in processes or pairs they shared, its
+    ``workload``, the ``extra_env`` laid over the session's and ``finish``, what its test adds
+    to every measurement of it (derived figures), so that a round's cells of one grid share
+    their pairs again (``confirm_all``), and no cell shares a pair it was not measured in."""
+
+    alone: Callable[[MoreToMeasure], CellMeasurement]
+    grid: FrozenSet[str] = frozenset()
+    workload: Optional[Workload] = None
+    extra_env: Tuple[Tuple[str, str], ...] = ()
+    finish: Callable[[CellMeasurement], CellMeasurement] = lambda cell: cell
+
+    def __call__(self, more: MoreToMeasure) -> CellMeasurement:
+        return self.alone(more)
 
 
 class Scheduler:
@@ -429,87 +448,96 @@ class Scheduler:
                 pairing.setdefault(side, []).append(w)
         out: Dict[Workload, CellMeasurement] = {}
         for reference, cells in pairing.items():
-            out.update(self._pairs_together(cells, Side(o.python), reference, extra_env, processes))
+            n = processes or self.context.plan.duet_pairs or o.duet_pairs
+            out.update(self._pairs_together(cells, Side(o.python), reference, extra_env, dict.fromkeys(cells, n)))
         workloads = [w for w in workloads if w not in out]
         if not workloads:
             return out
         n = processes or o.processes
-        runs: Dict[Workload, List[RunResult]] = {w: [] for w in workloads}
-        done: set = set()  # cells that failed, or cannot run here: not measured again
-        for i in range(n):
-            todo = [w for w in self.process_order(workloads, i, n) if w not in done]
-            while todo:
-                got: List[Optional[RunResult]] = []
 
-                def one_process(cells=tuple(todo), seed=i):
-                    got[:] = runner.run_cells(cells, time_budget=o.time_budget, smoke=o.smoke, timeout=o.timeout,
-                                              memory_limit=o.memory_limit, env=environ, extra_env=extra_env,
-                                              python=o.python, seed=seed, warmup_timeout=o.warmup_timeout)
-                    return [r for r in got if r is not None]
-                stamped = iter(self._with_machine_state(one_process))  # new values: with the machine's state
-                got[:] = [None if r is None else next(stamped) for r in got]
+        def once(cells: Tuple[Workload, ...], seed: int) -> List[Optional[Tuple[RunResult, ...]]]:
+            got: List[Optional[RunResult]] = []
+
+            def one_process():
+                got[:] = runner.run_cells(cells, time_budget=o.time_budget, smoke=o.smoke, timeout=o.timeout,
+                                          memory_limit=o.memory_limit, env=environ, extra_env=extra_env,
+                                          python=o.python, seed=seed, warmup_timeout=o.warmup_timeout)
+                return [r for r in got if r is not None]
+            stamped = iter(self._with_machine_state(one_process))  # new values: with the machine's state
+            return [None if r is None else (next(stamped),) for r in got]
+        runs = self._in_turn(workloads, dict.fromkeys(workloads, n), once)
+        if self.context.plan.cells:  # a grid done: where the session is
+            self.clock.say_progress()
+        out.update((w, CellMeasurement(w, [r for (r,) in rs])) for w, rs in runs.items())
+        return out
+
+    def _in_turn(self, workloads: Sequence[Workload], counts: Mapping[Workload, int],
+                 once: Callable[[Tuple[Workload, ...], int], List[Optional[Tuple[RunResult, ...]]]],
+                 on_done: Optional[Callable[[Workload], None]] = None) -> Dict[Workload, List[Tuple[RunResult, ...]]]:
+        """Cells measured together, ``counts[w]`` times each: ``once(cells, i)`` measures the
+        cells once in the i-th process (or pair), in ``process_order``, and returns what each
+        got (None: not reached). A cell whose process failed is not measured again (a crash
+        will not go away by repeating it); the cells a process did not reach run in a fresh
+        one. ``on_done(w)``: said once a cell has all it will get."""
+        got: Dict[Workload, List[Tuple[RunResult, ...]]] = {w: [] for w in workloads}
+        failed: set = set()
+        told: set = set()
+
+        def tell(w: Workload) -> None:
+            if on_done is not None and w not in told:
+                told.add(w)
+                on_done(w)
+        n = max(counts.values(), default=0)
+        for i in range(n):
+            todo = [w for w in self.process_order(workloads, i, n) if w not in failed and counts[w] > i]
+            while todo:
                 rest = []
-                for w, r in zip(todo, got):
+                for w, r in zip(todo, once(tuple(todo), i)):
                     if r is None:
                         rest.append(w)
                         continue
-                    runs[w].append(r)
-                    if not r.ok:
-                        done.add(w)
+                    got[w].append(r)
+                    if not all(x.ok for x in r):
+                        failed.add(w)
+                    if w in failed or len(got[w]) >= counts[w]:
+                        tell(w)
                 if len(rest) == len(todo):  # nothing reached: never loop
                     break
                 todo = rest
-        if self.context.plan.cells:  # a grid done: where the session is
-            self.clock.say_progress()
-        out.update((w, CellMeasurement(w, rs)) for w, rs in runs.items())
-        return out
+        for w in workloads:
+            tell(w)
+        return got
 
     def _pairs_together(self, workloads: Sequence[Workload], candidate: Side, reference: Side,
-                        extra_env: Optional[Mapping[str, str]], processes: Optional[int]
-                        ) -> Dict[Workload, CellMeasurement]:
+                        extra_env: Optional[Mapping[str, str]], counts: Mapping[Workload, int],
+                        on_done: Optional[Callable[[Workload], None]] = None) -> Dict[Workload, CellMeasurement]:
         """A grid's paired cells in duet pairs that serve them all in turn (``duet.run_cells_pair``),
-        pair i's cells in ``process_order`` and its candidate first in every odd pair, as one
-        cell's pairs (``_pairs``); the machine probe around each pair. A cell whose pair failed in
-        it is not measured again; the cells that pair did not reach run in a fresh one; a cell
-        left alone runs in a pair of its own."""
-        ctx, o = self.context, self.options
+        ``counts[w]`` pairs each (``_in_turn``): pair i's cells in ``process_order`` and its
+        candidate first in every odd pair, as one cell's pairs (``_pairs``); the machine probe
+        around each pair; a cell left alone in a pair runs in a pair of its own."""
+        o = self.options
         environ = dict(self.environ)
-        n = processes or ctx.plan.duet_pairs or o.duet_pairs
-        runs: Dict[Workload, List[RunResult]] = {w: [] for w in workloads}
-        refs: Dict[Workload, List[RunResult]] = {w: [] for w in workloads}
-        done: set = set()  # cells that failed: not measured again
-        for i in range(n):
-            todo = [w for w in self.process_order(workloads, i, n) if w not in done]
-            while todo:
-                if len(todo) == 1:
-                    pair = self.throughput_run(todo[0], extra_env).duet
-                    got: List[Optional[Tuple[RunResult, RunResult]]] = [
-                        self._bracketed_pair(pair, candidate, reference, i, bool(i % 2))]
-                else:
-                    def one_pair(cells=tuple(todo), seed=i):
-                        got[:] = duet.run_cells_pair(
-                            cells, candidate=candidate.python, reference=reference.python, seed=seed,
-                            candidate_first=bool(seed % 2), time_budget=o.time_budget, smoke=o.smoke,
-                            timeout=o.timeout, warmup_timeout=o.warmup_timeout, memory_limit=o.memory_limit,
-                            env=candidate.environ(environ), reference_env=reference.environ(environ),
-                            extra_env=extra_env)
-                        return [r for p in got if p is not None for r in p]
-                    got = []
-                    stamped = iter(self._with_machine_state(one_pair))  # new values: with the machine's state
-                    got[:] = [None if p is None else (next(stamped), next(stamped)) for p in got]
-                rest = []
-                for w, p in zip(todo, got):
-                    if p is None:
-                        rest.append(w)
-                        continue
-                    runs[w].append(p[0])
-                    refs[w].append(p[1].with_facts(pair_of=p[0].process))  # which process it was paired with
-                    if not (p[0].ok and p[1].ok):
-                        done.add(w)  # a side that fails will not succeed by repeating it
-                if len(rest) == len(todo):  # nothing reached: never loop
-                    break
-                todo = rest
-        return {w: CellMeasurement(w, runs[w], refs[w]) for w in workloads}
+
+        def once(cells: Tuple[Workload, ...], seed: int) -> List[Optional[Tuple[RunResult, ...]]]:
+            if len(cells) == 1:
+                pair = self.throughput_run(cells[0], extra_env).duet
+                return [self._bracketed_pair(pair, candidate, reference, seed, bool(seed % 2))]
+            got: List[Optional[Tuple[RunResult, RunResult]]] = []
+
+            def one_pair():
+                got[:] = duet.run_cells_pair(
+                    cells, candidate=candidate.python, reference=reference.python, seed=seed,
+                    candidate_first=bool(seed % 2), time_budget=o.time_budget, smoke=o.smoke,
+                    timeout=o.timeout, warmup_timeout=o.warmup_timeout, memory_limit=o.memory_limit,
+                    env=candidate.environ(environ), reference_env=reference.environ(environ),
+                    extra_env=extra_env)
+                return [r for p in got if p is not None for r in p]
+            stamped = iter(self._with_machine_state(one_pair))  # new values: with the machine's state
+            return [None if p is None else (next(stamped), next(stamped)) for p in got]
+        pairs = self._in_turn(workloads, counts, once, on_done)
+        # the reference side says which process it was paired with
+        return {w: CellMeasurement(w, [c for c, _ in ps], [r.with_facts(pair_of=c.process) for c, r in ps])
+                for w, ps in pairs.items()}
 
     # -- what the end of the session asks for ----------------------------------------------
     def run_more(self, workload: Workload, how: CellRun, more: MoreToMeasure) -> CellMeasurement:
@@ -531,3 +559,42 @@ class Scheduler:
         self.ledger.add(CellRecord(rec.nodeid, extra, outcome="measured", note="", remeasure=rec.remeasure,
                                    duets=rec.duets))
         return extra
+
+    def confirm_all(self, wanted: Sequence[MoreToMeasure],
+                    said: Callable[[MoreToMeasure], None] = lambda more: None) -> None:
+        """What one round of the end of the session asks for, in its order: each cell
+        ``confirm``-ed, except that the duet cells of one grid against the same two sides (a
+        record's ``Remeasure.grid``, ``duet.shares_a_pair``) share pairs that serve them in
+        turn, each cell its own count (``_pairs_together``): a look of six cells of the scoring
+        grid starts one worker pair per pair, not six. ``said(more)`` once a cell has what it
+        will get."""
+        groups: Dict[Tuple, List[Tuple[MoreToMeasure, CellRecord]]] = {}
+        for more in wanted:
+            rec = self.ledger.cell(more.key)
+            how = rec.remeasure if rec is not None else None
+            if (more.kind == "duet" and more.count > 0 and more.reference is not None and isinstance(how, Remeasure)
+                    and how.grid and how.workload is not None and duet.shares_a_pair(how.workload)
+                    and self._fallback(more.key) is None):
+                groups.setdefault((more.candidate, more.reference, how.extra_env, how.grid), []).append((more, rec))
+        together = {more.key: group for group in groups.values() if len(group) > 1 for more, _ in group}
+        done: set = set()
+        for more in wanted:
+            if more.key in done:
+                continue
+            group = together.get(more.key)
+            if group is None:
+                self.confirm(more)
+                said(more)
+                done.add(more.key)
+                continue
+            by_cell = {rec.remeasure.workload: (m, rec) for m, rec in group}
+            first = group[0][0]
+            extra_env = dict(group[0][1].remeasure.extra_env)
+            cells = self._pairs_together(list(by_cell), first.candidate, first.reference, extra_env,
+                                         {w: m.count for w, (m, _) in by_cell.items()},
+                                         on_done=lambda w: said(by_cell[w][0]))
+            for w, cell in cells.items():
+                m, rec = by_cell[w]
+                self.ledger.add(CellRecord(rec.nodeid, rec.remeasure.finish(cell), outcome="measured", note="",
+                                           remeasure=rec.remeasure, duets=rec.duets))
+                done.add(m.key)

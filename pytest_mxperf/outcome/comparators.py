@@ -22,7 +22,7 @@ times; a suspect left after that is final when the comparator says so (``late_fi
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable, Dict, FrozenSet, Optional, Tuple
+from typing import Callable, Dict, FrozenSet, Optional, Sequence, Tuple
 
 from pytest_mxperf.judge import verdict as vd
 from pytest_mxperf.judge.thresholds import MinEffects
@@ -342,15 +342,16 @@ def choose(context: SessionContext, clock) -> "BaselineComparator | ABComparator
     return BaselineComparator(context, clock.now, clock.measuring_left)
 
 
-def settle(comparator, cells: Callable[[], Dict[str, CellRecord]], confirm: Callable[[MoreToMeasure], object],
+def settle(comparator, cells: Callable[[], Dict[str, CellRecord]],
+           confirm: Callable[[Sequence[MoreToMeasure], Callable[[MoreToMeasure], None]], object],
            say: Callable[[object], None], now: Callable[[], float]) -> judging.Judged:
     """The one loop both modes use: judge the measured ``cells()``; while the comparator finds
     suspects and may measure (``rounds``), say what it asks for (``say(Confirmation)``), measure
-    it (``confirm``, each cell's progress said as ``say((i, n, more, seconds gone, seconds
-    left))``: the session's seconds since it started, ``now() - context.started``, and what the
-    round's cells after this one are expected to take, which ``finish`` weighs against the
-    plan's rest of the session) and judge again, as the cells then are. Returns the verdicts
-    as concluded."""
+    it (``confirm(wanted, done)``: the round's cells, ``done(more)`` as each has what it will
+    get; each cell's progress said as ``say((i, n, more, seconds gone, seconds left))``: the
+    session's seconds since it started, ``now() - context.started``, and what the round's cells
+    not done yet are expected to take, which ``finish`` weighs against the plan's rest of the
+    session) and judge again, as the cells then are. Returns the verdicts as concluded."""
     final: FrozenSet[str] = frozenset()
     verdicts, judged = comparator.judge(cells(), final)
     confirmed: FrozenSet[str] = frozenset()
@@ -364,10 +365,13 @@ def settle(comparator, cells: Callable[[], Dict[str, CellRecord]], confirm: Call
             if asked.wanted or asked.deadline_cut:
                 say(asked)
             t0 = now()
-            for i, more in enumerate(asked.wanted):
-                confirm(more)
-                say((i + 1, len(asked.wanted), more, now() - comparator.context.started,
-                     sum(m.cost for m in asked.wanted[i + 1:])))
+            left = {m.key: m.cost for m in asked.wanted}
+
+            def one_done(more: MoreToMeasure) -> None:
+                left.pop(more.key, None)
+                say((len(asked.wanted) - len(left), len(asked.wanted), more, now() - comparator.context.started,
+                     sum(left.values())))
+            confirm(asked.wanted, one_done)
             spent += now() - t0
             final |= settled
             confirmed |= frozenset(m.key for m in asked.wanted)  # the cells measured again

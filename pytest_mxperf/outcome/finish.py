@@ -81,7 +81,7 @@ def end_session(session: PerfSession, say: Optional[Callable[[object], None]] = 
     if measured:
         session.clock.settling = True  # settle says its own progress; the plan's cells are done
         comparator = comparators.choose(ctx, session.clock)
-        judged = comparators.settle(comparator, ledger.measured_cells, session.scheduler.confirm,
+        judged = comparators.settle(comparator, ledger.measured_cells, session.scheduler.confirm_all,
                                     _with_session_left(say, session), session.clock.now)
         verdicts = {**judged.verdicts, **answer_verdicts(judged.cells, ctx.baseline, ctx.comparison.ab)}
         advice, notes = advise(judged.cells, verdicts)
