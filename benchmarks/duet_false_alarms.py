@@ -27,7 +27,7 @@ The machine model, from ``benchmarks/data/vm-regimes-amd-epyc-2vcpu.json`` (a sh
   0.978 on AlexNet b8, same MXNet both sides: pooled pair SD 0.0129, / sqrt 2), 0.009;
 - a duet pair: two workers, ``ROUNDS`` rounds each, scheduled A, B, B, A, A, B, ... back
   to back with one running at a time; the pair's estimate is
-  ``stats.duet_pair_log_ratio`` (the median of the round log ratios); pairs independent
+  ``stats.duet_pair_log_ratio`` (the even and odd rounds' median log ratios, averaged); pairs independent
   (each on its own resampled stretch of s(t));
 - the old A/B: each process's figure is the median throughput over ``AB_ROUNDS`` rounds
   (~1 s, as recorded) after ``AB_STARTUP_S`` of start-up; the two processes of a pair back to
@@ -187,7 +187,8 @@ def duet_pair_ratios(rng: np.random.Generator, effects: np.ndarray, sigma_p: flo
     dur = np.diff(np.concatenate([np.zeros((k, 1)), ends], axis=1), axis=1)
     cand = dur[:, is_cand]
     ref = dur[:, ~is_cand]
-    ratios = np.median(np.log(ref / cand), axis=1)
+    logs = np.log(ref / cand)
+    ratios = (np.median(logs[:, 0::2], axis=1) + np.median(logs[:, 1::2], axis=1)) / 2  # stats.duet_pair_log_ratio
     return (ratios, cand, ref) if seconds else ratios
 
 

@@ -3,6 +3,7 @@ session-level false-alarm rate on the recorded speed regimes (a smaller run of
 benchmarks/duet_false_alarms.py: same model, fewer sessions)."""
 
 import math
+import statistics
 
 import pytest
 from hypothesis import given, settings
@@ -40,6 +41,22 @@ def test_pair_estimate_is_the_median_round_log_ratio():
     assert S.duet_pair_log_ratio([1.0, 1.0, 1.0, 1.0], [2.0, 2.0, 4.0, 4.0]) == pytest.approx(1.5 * LOG2)
     # the candidate twice as slow in every round: log(1/2) < 0
     assert S.duet_pair_log_ratio([0.2, 0.4, 0.3], [0.1, 0.2, 0.15]) == pytest.approx(-LOG2)
+
+
+def test_pair_estimate_cancels_the_side_that_runs_first_in_each_round():
+    """Rounds alternate A,B | B,A | ...: the side that runs first in a round ran last before
+    it. Where that side runs 10% faster, an A/A pair's round ratios form two clusters (even
+    rounds x1.1, odd x1/1.1); the estimate is the mean of the two clusters' medians: 0, and a
+    round that strays from its cluster to the other moves it by little, where the median of
+    all rounds would jump by the whole gap."""
+    step = math.log(1.1)
+    ref = [1.0] * 20
+    cand = [math.exp(-step if j % 2 == 0 else step) * (1 + 0.001 * j) for j in range(20)]
+    assert S.duet_pair_log_ratio(cand, ref) == pytest.approx(-0.0095, abs=0.001)  # the drift of 0.1% a round
+    cand[1] = cand[0]  # one odd round reads like an even one
+    logs = sorted(math.log(r / c) for c, r in zip(cand, ref))
+    assert statistics.median(logs) > 0.07  # the median of all rounds: in the upper cluster
+    assert S.duet_pair_log_ratio(cand, ref) == pytest.approx(-0.0095, abs=0.002)
 
 
 def test_pair_estimate_ignores_a_few_rounds_a_regime_switch_fell_between():

@@ -4,8 +4,8 @@ A duet pair is two resident workers, one per install, whose short timed rounds t
 alternates (A, B, B, A, A, B, ...: round j of each side back to back, one running at a
 time), after Bulej et al., "Duet Benchmarking" (ICPE 2020). A slow spell of the shared
 machine longer than a round slows both sides of that round alike, so each round's ratio
-cancels it; ``stats.duet_pair_log_ratio`` (the median of the round log ratios) is the
-pair's estimate. What rounds cannot cancel is what differs between the two processes for
+cancels it; ``stats.duet_pair_log_ratio`` (the mean of the even and the odd rounds' median log
+ratios) is the pair's estimate. What rounds cannot cancel is what differs between the two processes for
 their whole life (memory placement, a worker started in a slow state), so the *pair* is
 the unit of replication: a cell gets at least ``STAGE1_PAIRS`` pairs and is judged on
 the per-pair log ratios ``DuetPairing.pair_log_ratios`` (log candidate / reference figure).

@@ -69,7 +69,7 @@ import os
 import select
 import time
 from pathlib import Path
-from typing import Callable, Dict, Mapping, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from pytest_mxperf.machine import cuda_devices, nvml
 from pytest_mxperf.measure import runner
@@ -389,6 +389,40 @@ def warms_up_alone(workload: Workload) -> bool:
     return workload.device == "gpu"
 
 
+def _sides(tmp, workloads: Sequence[Workload], candidate: Optional[str], reference: Optional[str],
+           env: Optional[Mapping[str, str]], reference_env: Optional[Mapping[str, str]],
+           extra_env: Optional[Mapping[str, str]], rss_cap: Optional[int]) -> List[_Side]:
+    """The pair's two sides, candidate then reference, each with its own interpreter, the
+    environment its ``workloads`` run in (built from ``env``, or ``reference_env`` for the
+    reference, with ``extra_env`` over it) and a work folder under ``tmp``. ValueError when the
+    cells do not all run in one environment (they cannot share the pair)."""
+    sides = []
+    for name, python, base in (("candidate", candidate, env),
+                               ("reference", reference, env if reference_env is None else reference_env)):
+        full_env, defaults = runner.build_env(workloads[0], base, extra_env)
+        for w in workloads[1:]:
+            if runner.build_env(w, base, extra_env)[0] != full_env:
+                raise ValueError(f"{w.key()} needs another environment than {workloads[0].key()}: not one pair")
+        (tmp / name).mkdir()
+        sides.append(_Side(name, python, full_env, defaults, rss_cap, tmp / name))
+    return sides
+
+
+def _duet_fact(side: _Side, seed: int, candidate_first: bool, k: int, rounds: int, slower: float,
+               warmup_window: Optional[Dict], **more: Any) -> Dict[str, Any]:
+    """The parent's facts of one side's rounds of a cell in a pair (``RunResult`` fact "duet")."""
+    return {
+        "pair": seed, "side": side.name, "ran_first": (side.name == "candidate") == candidate_first,
+        "batches_per_round": k, "rounds": rounds,
+        "sizing_round_seconds": slower,  # the slower side's untimed round of k: rounds_for's round
+        "waiting_cpu_share": (side.waiting_cpu / side.partner_seconds) if side.partner_seconds else None,
+        # warmed up alone, 1st or 2nd (the other blocked on its pipe), or together (None)
+        "warmup_turn": side.warmup_turn,
+        "warmup_window": warmup_window,
+        **more,
+    }
+
+
 def run_pair(workload: Workload, *, candidate: Optional[str], reference: Optional[str], seed: int = 0,
              candidate_first: bool = True, time_budget: float = TIME_BUDGET_S, smoke: bool = False,
              timeout: float = runner.DEFAULT_TIMEOUT, warmup_timeout: Optional[float] = None,
@@ -432,12 +466,7 @@ def run_pair(workload: Workload, *, candidate: Optional[str], reference: Optiona
         spec["solo_warmup"] = True
     rounds = 1 if smoke else rounds_for(time_budget)
     with spawn.WorkDir() as tmp:
-        sides = []
-        for name, python, base in (("candidate", candidate, env),
-                                   ("reference", reference, env if reference_env is None else reference_env)):
-            full_env, defaults = runner.build_env(workload, base, extra_env)
-            (tmp / name).mkdir()
-            sides.append(_Side(name, python, full_env, defaults, rss_cap, tmp / name))
+        sides = _sides(tmp, [workload], candidate, reference, env, reference_env, extra_env, rss_cap)
         gpu = _GpuView(workload, sides[0].env) if workload.device == "gpu" else None
         no_room = pools_fit_before(gpu.total_mib, known_need_mib, gpu.names) if gpu else None
         if no_room:
@@ -517,15 +546,8 @@ def run_pair(workload: Workload, *, candidate: Optional[str], reference: Optiona
                                   python=side.python,
                                   # the pool keeps what it allocated: its peak is judged
                                   gpu_memory_mib=max(own) if own and module == runner.WORKER_MODULE else None)
-            duet_fact = {
-                "pair": seed, "side": side.name, "ran_first": (side.name == "candidate") == candidate_first,
-                "batches_per_round": k, "rounds": len(r.round_seconds),
-                "sizing_round_seconds": slower,  # the slower side's untimed round of k: rounds_for's round
-                "waiting_cpu_share": (side.waiting_cpu / side.partner_seconds) if side.partner_seconds else None,
-                # warmed up alone, 1st or 2nd (the other blocked on its pipe), or together (None)
-                "warmup_turn": side.warmup_turn,
-                "warmup_window": (side.ready or {}).get("warmup_window"),
-            }
+            duet_fact = _duet_fact(side, seed, candidate_first, k, len(r.round_seconds), slower,
+                                   (side.ready or {}).get("warmup_window"))
             if gpu is not None:
                 duet_fact["gpu_memory"] = dict(side.gpu_mib, source=nvml.OWN_MEMORY_SOURCE, gpus=gpu.names)
             r = r.with_facts(duet=duet_fact)  # the parent's facts of the pair: a new value
@@ -572,15 +594,7 @@ def run_cells_pair(workloads: Sequence[Workload], *, candidate: Optional[str], r
             raise ValueError(f"{w.key()} needs another memory cap than {workloads[0].key()}: not one pair")
     rounds_asked = 1 if smoke else rounds_for(time_budget)
     with spawn.WorkDir() as tmp:
-        sides = []
-        for name, python, base in (("candidate", candidate, env),
-                                   ("reference", reference, env if reference_env is None else reference_env)):
-            full_env, defaults = runner.build_env(workloads[0], base, extra_env)
-            for w in workloads[1:]:
-                if runner.build_env(w, base, extra_env)[0] != full_env:
-                    raise ValueError(f"{w.key()} needs another environment than {workloads[0].key()}: not one pair")
-            (tmp / name).mkdir()
-            sides.append(_Side(name, python, full_env, defaults, rss_cap, tmp / name))
+        sides = _sides(tmp, workloads, candidate, reference, env, reference_env, extra_env, rss_cap)
         order = sides if candidate_first else sides[::-1]
         spec = {"cells": [runner.make_spec(w, time_budget=time_budget, smoke=smoke, memory_limit=as_cap, seed=seed)
                           for w in workloads], "memory_limit": as_cap}
@@ -610,12 +624,10 @@ def run_cells_pair(workloads: Sequence[Workload], *, candidate: Optional[str], r
                     rounds = rounds_for(time_budget, slower)
                 for j in range(rounds):
                     _timed_round(order if j % 2 == 0 else order[::-1], k, timeout)
-                facts[c] = {side.name: {
-                    "pair": seed, "side": side.name, "ran_first": (side.name == "candidate") == candidate_first,
-                    "batches_per_round": k, "rounds": rounds, "sizing_round_seconds": slower,
-                    "waiting_cpu_share": (side.waiting_cpu / side.partner_seconds) if side.partner_seconds else None,
-                    "warmup_turn": None, "warmup_window": said[side.name].get("warmup_window"),
-                    "cells_in_pair": {"index": c, "of": len(workloads)}} for side in sides}
+                facts[c] = {side.name: _duet_fact(side, seed, candidate_first, k, rounds, slower,
+                                                  said[side.name].get("warmup_window"),
+                                                  cells_in_pair={"index": c, "of": len(workloads)})
+                            for side in sides}
                 for side in order:
                     side.send(op="finish")
         except DuetError as exc:

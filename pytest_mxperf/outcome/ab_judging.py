@@ -44,7 +44,7 @@ _RUN_FIGURES = ("seconds_to_target",)
 def duet_log_ratio(c, r, metric) -> float:
     """One duet pair's log(candidate figure / reference figure): for a figure the rounds
     time (``_ROUND_FIGURES``), from the rounds the two sides ran back to back
-    (``stats.duet_pair_log_ratio``: the median round log speed ratio, negated for a time,
+    (``stats.duet_pair_log_ratio``: the even and odd rounds' median log speed ratios, averaged, negated for a time,
     which is lower when faster); for a run's total time (``_RUN_FIGURES``), from the sums of
     its rounds with a burst on one side bounded (``stats.duet_run_log_ratio``); for another
     figure of the pair (latency percentiles: a tail is not a median of round ratios), from the

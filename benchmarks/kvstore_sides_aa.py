@@ -1,0 +1,79 @@
+"""Issue 76, part 3: do the two sides of a baseline's paired path differ for the kvstore cells? An
+A/A of duet pairs (``duet.run_pair``, the scheduler's arguments) of the current install (this
+interpreter) against (a) its recorded setup, the venv the suite rebuilt, run with each cell's
+recorded variables (``Baseline.recorded_env``, laid over this environment as
+``scheduler.Side.environ`` does), and (b) this same interpreter and environment on both sides;
+the two ways alternate round by round, the candidate first in odd rounds. Per cell and way: the
+pairs' mean log ratio (``stats.duet_pair_log_ratio``, the product's) exponentiated, its 95%
+t interval and the spread; then (a) against (b) by Welch's test. A bias that (a) shows and (b)
+does not is the setup's, not the duet's.
+
+usage: .venv/bin/python benchmarks/kvstore_sides_aa.py BASELINE.json REBUILT_PYTHON ROUNDS OUT.json
+"""
+
+import json
+import math
+import os
+import statistics
+import sys
+import time
+
+from scipy import stats as sstats
+
+from pytest_mxperf.measure import duet
+from pytest_mxperf.measure.scheduler import Side
+from pytest_mxperf.model import stats
+from pytest_mxperf.model.workload import Workload
+from pytest_mxperf.store.baselines import Baseline
+
+KINDS = ("kvstore",)
+
+
+def main(baseline_path, rebuilt, rounds, out_path):
+    baseline = Baseline.load(baseline_path)
+    cells = [Workload.from_dict(baseline.workload(k)) for k in sorted(baseline.keys())
+             if k.split("/")[0] in KINDS]
+    here = dict(os.environ)
+    py = sys.executable
+    rows = []
+    for i in range(rounds):
+        first = bool(i % 2)
+        for way in (("rebuilt", "same") if i % 2 == 0 else ("same", "rebuilt")):
+            for w in cells:
+                ref = (Side(rebuilt, tuple(sorted(baseline.recorded_env(w.key()).items()))) if way == "rebuilt"
+                       else Side(py))
+                t0 = time.perf_counter()
+                c, r = duet.run_pair(w, candidate=py, reference=ref.python, seed=i, candidate_first=first,
+                                     env=Side(py).environ(here), reference_env=ref.environ(here))
+                ok = c.ok and r.ok
+                rows.append({"round": i, "way": way, "cell": w.key(), "wall": time.perf_counter() - t0,
+                             "log_ratio": stats.duet_pair_log_ratio(c.seconds_per_batch, r.seconds_per_batch)
+                             if ok else None, "status": [c.status, r.status],
+                             "message": None if ok else (c.message or r.message),
+                             "env_differs": sorted(k for k in set(c.env) | set(r.env) if c.env.get(k) != r.env.get(k))})
+                print(f"round {i} {way} {w.key()[:40]}: {rows[-1]['log_ratio']} ({rows[-1]['wall']:.1f} s)", flush=True)
+    summary = []
+    for w in cells:
+        got = {way: [x["log_ratio"] for x in rows if x["cell"] == w.key() and x["way"] == way
+                     and x["log_ratio"] is not None] for way in ("rebuilt", "same")}
+        row = {"cell": w.key()}
+        for way, v in got.items():
+            m, s = statistics.fmean(v), statistics.stdev(v)
+            h = sstats.t.ppf(0.975, len(v) - 1) * s / math.sqrt(len(v))
+            row[way] = {"pairs": len(v), "ratio": math.exp(m), "interval": [math.exp(m - h), math.exp(m + h)],
+                        "sd_log": s}
+        row["welch_p"] = float(sstats.ttest_ind(got["rebuilt"], got["same"], equal_var=False).pvalue)
+        summary.append(row)
+    with open(out_path, "w") as fh:
+        json.dump({"rounds": rounds, "rebuilt": rebuilt, "rows": rows, "summary": summary}, fh, indent=1)
+    print(f"{'cell':66s} {'way':8s} pairs  cand/ref  95% interval      sd")
+    for s in summary:
+        for way in ("rebuilt", "same"):
+            x = s[way]
+            print(f"{s['cell'][:66]:66s} {way:8s} {x['pairs']:5d}  {x['ratio']:.3f}  [{x['interval'][0]:.3f}, "
+                  f"{x['interval'][1]:.3f}]  {100 * x['sd_log']:4.1f}%")
+        print(f"{'':66s} rebuilt against same: Welch p = {s['welch_p']:.3f}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4])
