@@ -377,16 +377,24 @@ def duet_pair_log_ratio(candidate_seconds: Sequence[float], reference_seconds: S
         raise ValueError(f"unequal rounds: {len(candidate_seconds)} candidate, "
                          f"{len(reference_seconds)} reference")
     try:  # rounds are floats: compared as they are (a NaN or an infinity fails 0 < x < inf)
-        logs = [(j % 2, math.log(r / c)) for j, (c, r) in enumerate(zip(candidate_seconds, reference_seconds))
-                if 0 < c < math.inf and 0 < r < math.inf and c is not True and r is not True]
+        logs = [math.log(r / c) if 0 < c < math.inf and 0 < r < math.inf and c is not True and r is not True
+                else None for c, r in zip(candidate_seconds, reference_seconds)]
     except TypeError:  # something that is not a number: each value read as finite_positive reads it
-        logs = [(j % 2, math.log(float(r) / float(c)))
-                for j, (c, r) in enumerate(zip(candidate_seconds, reference_seconds))
-                if _finite_positive_number(c) and _finite_positive_number(r)]
-    if not logs:
+        logs = [math.log(float(r) / float(c)) if _finite_positive_number(c) and _finite_positive_number(r)
+                else None for c, r in zip(candidate_seconds, reference_seconds)]
+    medians = [_median_sorted(sorted(v for v in logs[parity::2] if v is not None)) for parity in (0, 1)]
+    medians = [m for m in medians if m is not None]
+    if not medians:
         raise ValueError("no round with finite positive times on both sides")
-    strata = [[v for parity, v in logs if parity == p] for p in (0, 1)]
-    return statistics.fmean(statistics.median(s) for s in strata if s)
+    return sum(medians) / len(medians)
+
+
+def _median_sorted(values: Sequence[float]) -> Optional[float]:
+    """The median of already sorted ``values``; None when there are none."""
+    n = len(values)
+    if not n:
+        return None
+    return values[n // 2] if n % 2 else (values[n // 2 - 1] + values[n // 2]) / 2
 
 
 #: how far (log units) a round pair's ratio of a run to the end may stand from the pair's
