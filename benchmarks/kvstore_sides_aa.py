@@ -1,5 +1,5 @@
 """Issue 76, part 3: do the two sides of a baseline's paired path differ for the kvstore cells? An
-A/A of duet pairs (``duet.run_pair``, the scheduler's arguments) of the current install (this
+A/A of duet pairs (``duet.run_pair`` of the commbench worker, with perf_tests/test_kvstore.py's spec) of the current install (this
 interpreter) against (a) its recorded setup, the venv the suite rebuilt, run with each cell's
 recorded variables (``Baseline.recorded_env``, laid over this environment as
 ``scheduler.Side.environ`` does), and (b) this same interpreter and environment on both sides;
@@ -25,8 +25,19 @@ from pytest_mxperf.measure.scheduler import Side
 from pytest_mxperf.model import stats
 from pytest_mxperf.model.workload import Workload
 from pytest_mxperf.store.baselines import Baseline
+from pytest_mxperf.workers import commbench
 
 KINDS = ("kvstore",)
+MODULE = "pytest_mxperf.workers.commbench"
+
+
+def spec_of(w):
+    """The commbench spec perf_tests/test_kvstore.py's ``_comm`` gives the cell in the default selection
+    (the wide MLP's compute measured after the rounds, as its test asks)."""
+    wide = w.model.startswith("wide_mlp_")
+    network = {"wide_mlp": commbench.WIDE_MLP_SCALED} if wide else {"model": w.model}
+    return {"network": network, "contexts": list(w.contexts), "kvstore": w.kvstore, "batch_size": w.batch_size,
+            "rounds": 8, "compute": wide, "compute_rounds": 6}
 
 
 def main(baseline_path, rebuilt, rounds, out_path):
@@ -44,7 +55,8 @@ def main(baseline_path, rebuilt, rounds, out_path):
                        else Side(py))
                 t0 = time.perf_counter()
                 c, r = duet.run_pair(w, candidate=py, reference=ref.python, seed=i, candidate_first=first,
-                                     env=Side(py).environ(here), reference_env=ref.environ(here))
+                                     env=Side(py).environ(here), reference_env=ref.environ(here), timeout=600,
+                                     module=MODULE, spec=spec_of(w))
                 ok = c.ok and r.ok
                 rows.append({"round": i, "way": way, "cell": w.key(), "wall": time.perf_counter() - t0,
                              "log_ratio": stats.duet_pair_log_ratio(c.seconds_per_batch, r.seconds_per_batch)
