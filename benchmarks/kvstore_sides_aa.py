@@ -8,7 +8,9 @@ pairs' mean log ratio (``stats.duet_pair_log_ratio``, the product's) exponentiat
 t interval and the spread; then (a) against (b) by Welch's test. A bias that (a) shows and (b)
 does not is the setup's, not the duet's.
 
-usage: .venv/bin/python benchmarks/kvstore_sides_aa.py BASELINE.json REBUILT_PYTHON ROUNDS OUT.json
+usage: .venv/bin/python benchmarks/kvstore_sides_aa.py BASELINE.json REBUILT_PYTHON ROUNDS OUT.json [WAYS [CELL]]
+  WAYS: two of rebuilt, same, swapped (the rebuilt setup as the candidate, this interpreter the reference);
+  CELL: only the kvstore cells whose key holds it
 """
 
 import json
@@ -40,22 +42,23 @@ def spec_of(w):
             "rounds": 8, "compute": wide, "compute_rounds": 6}
 
 
-def main(baseline_path, rebuilt, rounds, out_path):
+def main(baseline_path, rebuilt, rounds, out_path, ways=("rebuilt", "same"), only=""):
     baseline = Baseline.load(baseline_path)
     cells = [Workload.from_dict(baseline.workload(k)) for k in sorted(baseline.keys())
-             if k.split("/")[0] in KINDS]
+             if k.split("/")[0] in KINDS and only in k]
     here = dict(os.environ)
     py = sys.executable
     rows = []
     for i in range(rounds):
         first = bool(i % 2)
-        for way in (("rebuilt", "same") if i % 2 == 0 else ("same", "rebuilt")):
+        for way in (ways if i % 2 == 0 else ways[::-1]):
             for w in cells:
-                ref = (Side(rebuilt, tuple(sorted(baseline.recorded_env(w.key()).items()))) if way == "rebuilt"
-                       else Side(py))
+                setup = Side(rebuilt, tuple(sorted(baseline.recorded_env(w.key()).items())))
+                cand, ref = {"rebuilt": (Side(py), setup), "same": (Side(py), Side(py)),
+                             "swapped": (setup, Side(py))}[way]  # swapped: the rebuilt setup as the candidate
                 t0 = time.perf_counter()
-                c, r = duet.run_pair(w, candidate=py, reference=ref.python, seed=i, candidate_first=first,
-                                     env=Side(py).environ(here), reference_env=ref.environ(here), timeout=600,
+                c, r = duet.run_pair(w, candidate=cand.python, reference=ref.python, seed=i, candidate_first=first,
+                                     env=cand.environ(here), reference_env=ref.environ(here), timeout=600,
                                      module=MODULE, spec=spec_of(w))
                 ok = c.ok and r.ok
                 rows.append({"round": i, "way": way, "cell": w.key(), "wall": time.perf_counter() - t0,
@@ -67,25 +70,28 @@ def main(baseline_path, rebuilt, rounds, out_path):
     summary = []
     for w in cells:
         got = {way: [x["log_ratio"] for x in rows if x["cell"] == w.key() and x["way"] == way
-                     and x["log_ratio"] is not None] for way in ("rebuilt", "same")}
+                     and x["log_ratio"] is not None] for way in ways}
         row = {"cell": w.key()}
         for way, v in got.items():
             m, s = statistics.fmean(v), statistics.stdev(v)
             h = sstats.t.ppf(0.975, len(v) - 1) * s / math.sqrt(len(v))
             row[way] = {"pairs": len(v), "ratio": math.exp(m), "interval": [math.exp(m - h), math.exp(m + h)],
                         "sd_log": s}
-        row["welch_p"] = float(sstats.ttest_ind(got["rebuilt"], got["same"], equal_var=False).pvalue)
+        row["welch_p"] = float(sstats.ttest_ind(got[ways[0]], got[ways[1]], equal_var=False).pvalue)
         summary.append(row)
     with open(out_path, "w") as fh:
-        json.dump({"rounds": rounds, "rebuilt": rebuilt, "rows": rows, "summary": summary}, fh, indent=1)
+        json.dump({"rounds": rounds, "rebuilt": rebuilt, "ways": list(ways), "rows": rows, "summary": summary}, fh,
+                  indent=1)
     print(f"{'cell':66s} {'way':8s} pairs  cand/ref  95% interval      sd")
     for s in summary:
-        for way in ("rebuilt", "same"):
+        for way in ways:
             x = s[way]
             print(f"{s['cell'][:66]:66s} {way:8s} {x['pairs']:5d}  {x['ratio']:.3f}  [{x['interval'][0]:.3f}, "
                   f"{x['interval'][1]:.3f}]  {100 * x['sd_log']:4.1f}%")
-        print(f"{'':66s} rebuilt against same: Welch p = {s['welch_p']:.3f}")
+        print(f"{'':66s} {ways[0]} against {ways[1]}: Welch p = {s['welch_p']:.3f}")
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4])
+    main(sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4],
+         tuple(sys.argv[5].split(",")) if len(sys.argv) > 5 else ("rebuilt", "same"),
+         sys.argv[6] if len(sys.argv) > 6 else "")
