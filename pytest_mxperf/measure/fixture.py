@@ -135,7 +135,7 @@ class Measurer:
         cell = finish(cells[w.key()])
         run = self.scheduler.throughput_run(w, extra_env)
         self.record(cell, Remeasure(lambda more: finish(self.scheduler.run_more(w, run, more)),
-                                    frozenset(g.key() for g in grid) if len(grid) > 1 else frozenset(), w,
+                                    frozenset(g.key() for g in grid) if len(grid) > 1 else frozenset(),
                                     tuple(sorted((extra_env or {}).items())), finish),
                     duets=run.duet is not None)
         self._report_flops(cell)

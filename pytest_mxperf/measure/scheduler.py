@@ -87,14 +87,13 @@ class MoreToMeasure:
 class Remeasure:
     """How a recorded cell is measured again (a record's ``remeasure``, called as one):
     ``alone(more)`` in pairs or processes of its own; for a cell measured with the other cells
-    of its ``grid`` (their keys; empty: measured alone) in processes or pairs they shared, its
-    ``workload``, the ``extra_env`` laid over the session's and ``finish``, what its test adds
-    to every measurement of it (derived figures), so that a round's cells of one grid share
-    their pairs again (``confirm_all``), and no cell shares a pair it was not measured in."""
+    of its ``grid`` (their keys; empty: measured alone) in processes or pairs they shared, the
+    ``extra_env`` laid over the session's and ``finish``, what its test adds to every
+    measurement of it (derived figures), so that a round's cells of one grid share their pairs
+    again (``confirm_all``), and no cell shares a pair it was not measured in."""
 
     alone: Callable[[MoreToMeasure], CellMeasurement]
     grid: FrozenSet[str] = frozenset()
-    workload: Optional[Workload] = None
     extra_env: Tuple[Tuple[str, str], ...] = ()
     finish: Callable[[CellMeasurement], CellMeasurement] = lambda cell: cell
 
@@ -555,7 +554,10 @@ class Scheduler:
         rec = self.ledger.cell(more.key)
         if rec is None or rec.remeasure is None or more.count <= 0:
             return None
-        extra = rec.remeasure(more)
+        return self._kept_again(rec, rec.remeasure(more))
+
+    def _kept_again(self, rec: CellRecord, extra: CellMeasurement) -> CellMeasurement:
+        """``extra``, what cell ``rec`` was measured again, kept as a record of its own."""
         self.ledger.add(CellRecord(rec.nodeid, extra, outcome="measured", note="", remeasure=rec.remeasure,
                                    duets=rec.duets))
         return extra
@@ -564,7 +566,7 @@ class Scheduler:
                     said: Callable[[MoreToMeasure], None] = lambda more: None) -> None:
         """What one round of the end of the session asks for, in its order: each cell
         ``confirm``-ed, except that the duet cells of one grid against the same two sides (a
-        record's ``Remeasure.grid``, ``duet.shares_a_pair``) share pairs that serve them in
+        record's ``Remeasure.grid``, its cell ``duet.shares_a_pair``) share pairs that serve them in
         turn, each cell its own count (``_pairs_together``): a look of six cells of the scoring
         grid starts one worker pair per pair, not six. ``said(more)`` once a cell has what it
         will get."""
@@ -573,8 +575,7 @@ class Scheduler:
             rec = self.ledger.cell(more.key)
             how = rec.remeasure if rec is not None else None
             if (more.kind == "duet" and more.count > 0 and more.reference is not None and isinstance(how, Remeasure)
-                    and how.grid and how.workload is not None and duet.shares_a_pair(how.workload)
-                    and self._fallback(more.key) is None):
+                    and how.grid and duet.shares_a_pair(rec.cell.workload) and self._fallback(more.key) is None):
                 groups.setdefault((more.candidate, more.reference, how.extra_env, how.grid), []).append((more, rec))
         together = {more.key: group for group in groups.values() if len(group) > 1 for more, _ in group}
         done: set = set()
@@ -587,7 +588,7 @@ class Scheduler:
                 said(more)
                 done.add(more.key)
                 continue
-            by_cell = {rec.remeasure.workload: (m, rec) for m, rec in group}
+            by_cell = {rec.cell.workload: (m, rec) for m, rec in group}
             first = group[0][0]
             extra_env = dict(group[0][1].remeasure.extra_env)
             cells = self._pairs_together(list(by_cell), first.candidate, first.reference, extra_env,
@@ -595,6 +596,5 @@ class Scheduler:
                                          on_done=lambda w: said(by_cell[w][0]))
             for w, cell in cells.items():
                 m, rec = by_cell[w]
-                self.ledger.add(CellRecord(rec.nodeid, rec.remeasure.finish(cell), outcome="measured", note="",
-                                           remeasure=rec.remeasure, duets=rec.duets))
+                self._kept_again(rec, rec.remeasure.finish(cell))
                 done.add(m.key)
