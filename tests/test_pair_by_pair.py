@@ -88,15 +88,23 @@ def test_the_next_look_grows_at_most_as_many_again_and_stops_at_the_last():
     assert D.next_look([-0.04] * 12, 0.03, 200, **rule) == 0
 
 
-def test_the_pooled_spread_adds_this_machines_history_to_the_sessions_own_pairs():
-    duets = {"a/throughput": _pairing([1.0, 1.02]), "b/throughput": _pairing([0.99, 1.01, 1.0])}
+def test_the_pooled_spread_adds_this_machines_history_of_the_kind_to_the_sessions_own_pairs():
+    duets = {"score/a/b1": _pairing([1.0, 1.02]), "score/b/b8": _pairing([0.99, 1.01, 1.0])}
     own = sequential.Spread.of(d.signed() for d in duets.values())
-    pooled = ab_judging.pooled_spreads(duets, {"rounds": sequential.Spread(0.01, 10)})
-    assert pooled["a/throughput"].df == own.df + 10 == 13
-    assert pooled["a/throughput"].ss == pytest.approx(own.ss + 0.01)
+    known = {"score/c/b1": sequential.Spread(0.01, 10),          # a score cell's history: the kind's
+             "train/d/b8": sequential.Spread(0.5, 10),           # another kind's: not pooled with it
+             "rounds/score": sequential.Spread(9.0, 10),         # a family's own row: read from its figures
+             "rounds": sequential.Spread(9.0, 10)}               # ... as an older session wrote it
+    pooled = ab_judging.pooled_spreads(duets, known)
+    assert pooled["score/a/b1"].df == own.df + 10 == 13
+    assert pooled["score/a/b1"].ss == pytest.approx(own.ss + 0.01)
+    # a train cell is judged at its kind's spread, not the score cells'
+    train = {"train/e/b8": _pairing([1.0, 1.1])}
+    assert ab_judging.pooled_spreads(train, known)["train/e/b8"].ss == pytest.approx(
+        0.5 + sequential.Spread.of([train["train/e/b8"].signed()]).ss)
     # a tail is its own kind: the rounds' history does not narrow it
-    tail = {"c/latency_p99_ms": _pairing([1.0, 1.2], metric=METRICS["latency_p99_ms"])}
-    assert ab_judging.pooled_spreads(tail, {"rounds": sequential.Spread(0.01, 10)})["c/latency_p99_ms"].df == 1
+    tail = {"latency/c/b1": _pairing([1.0, 1.2], metric=METRICS["latency_p99_ms"])}
+    assert ab_judging.pooled_spreads(tail, known)["latency/c/b1"].df == 1
 
 
 def test_the_history_store_keeps_each_sessions_spread_and_sums_the_last_ones(tmp_path):

@@ -107,5 +107,12 @@ def test_the_tails_spread_does_not_widen_the_other_cells_nor_size_their_looks():
 
 
 def test_spread_families():
-    assert ab_judging.spread_family(THROUGHPUT) == ab_judging.spread_family(METRICS["comm_seconds"]) == "rounds"
-    assert ab_judging.spread_family(P99) == "latency_p99_ms" != ab_judging.spread_family(P50)
+    fam = ab_judging.spread_family
+    assert fam(THROUGHPUT, "score/a/b1") == fam(THROUGHPUT, "score/b/b8") == "rounds/score"
+    assert fam(THROUGHPUT, "train/a/b8") == "rounds/train" and fam(METRICS["comm_seconds"], "kvstore/a") == "rounds/kvstore"
+    assert fam(P99, "latency/a/b1") == "latency_p99_ms" != fam(P50, "latency/a/b1#latency_p50_ms")
+    # a history row is read by its figure key alone; a family's own row names no figure
+    assert ab_judging.family_of_key("score/a/b1") == "rounds/score"
+    assert ab_judging.family_of_key("latency/a/b1") == "latency_p99_ms"
+    assert ab_judging.family_of_key("latency/a/b1#latency_p50_ms") == "latency_p50_ms"
+    assert ab_judging.family_of_key("rounds/score") is None and ab_judging.family_of_key("rounds") is None

@@ -18,7 +18,7 @@ from pytest_mxperf.judge.sequential import Spread
 from pytest_mxperf.judge.thresholds import FDR_Q, effect_for
 from pytest_mxperf.measure.ledger import CellRecord
 from pytest_mxperf.model import stats
-from pytest_mxperf.model.measurement import SEEDED_MODES, cell_of, metric_key
+from pytest_mxperf.model.measurement import METRICS, PRIMARY, SEEDED_MODES, cell_of, metric_key, split_metric_key
 
 
 #: figures that are a rate of a duet's timed rounds (higher is better: score / train
@@ -115,29 +115,36 @@ OWN_DF = 2
 
 def pooled_spreads(duets: Mapping[str, verdict_duet.DuetPairing], known: Mapping[str, Spread]
                    ) -> Dict[str, Spread]:
-    """The spread each duet figure is judged at: its kind's (``spread_family``), pooled over
-    every figure of that kind in this session and, added to it, this machine's history of
-    the kind (``known``: family -> Spread, ``HistoryStore.pair_spreads``); or the figure's own
-    (its pairs here and its history's, ``known`` by its figure key) when that is larger, with
-    at least ``OWN_DF`` degrees of freedom. A kind's cells do not spread alike: in the Intel
+    """The spread each duet figure is judged at: its kind's (``spread_family``: the kind of
+    cell and of figure), pooled over every figure of that kind in this session and, added to
+    it, this machine's history of the kind (the rows of ``known``, figure key -> Spread,
+    ``HistoryStore.pair_spreads``, whose figures are of that kind: ``family_of_key``); or the
+    figure's own (its pairs here and its history's) when that is larger, with at least
+    ``OWN_DF`` degrees of freedom. Kinds of cell do not spread alike: in the Intel
     default-selection corpus an io cell's pairs spread 5.4% and a score cell's 1.0%, and
-    judged at the pooled 2% the io cell failed 10% of 24-cell A/A sessions."""
+    judged at the pooled 2% the io cell failed 10% of 24-cell A/A sessions; on the Zen 4 a
+    train cell's pairs spread 6.3% pooled and a score cell's 2.6% (docs/baselines.md)."""
     here = _spreads_of(duets)
+    history: Dict[str, Spread] = {}
+    for k, s in known.items():
+        f = family_of_key(k)
+        if f is not None:
+            history[f] = history.get(f, Spread()) + s
     out = {}
     for mk, d in duets.items():
-        f = spread_family(d.metric)
-        kind = here[f] + known.get(f, Spread())
+        f = spread_family(d.metric, mk)
+        kind = here[f] + history.get(f, Spread())
         own = here[mk] + known.get(mk, Spread())
         out[mk] = own if own.df >= OWN_DF and (kind.sd is None or own.sd > kind.sd) else kind
     return out
 
 
 def _spreads_of(duets: Mapping[str, verdict_duet.DuetPairing]) -> Dict[str, Spread]:
-    """The duet figures' spreads in this session: pooled per kind of figure (by family) and
-    each figure's own (by its figure key)."""
+    """The duet figures' spreads in this session: pooled per kind (by family) and each
+    figure's own (by its figure key)."""
     out = {mk: Spread.of([d.signed()]) for mk, d in duets.items()}
     for mk, d in duets.items():
-        f = spread_family(d.metric)
+        f = spread_family(d.metric, mk)
         out[f] = out.get(f, Spread()) + out[mk]
     return out
 
@@ -199,12 +206,25 @@ def within_deadline(wanted: Dict[str, int], each: Dict[str, float], left: Option
     return {k: n for k, n in cut.items() if n > 0}, (sum(cut.values()), sum(wanted.values()), max(left, 0.0))
 
 
-def spread_family(metric) -> str:
-    """Which figures share a pooled spread: every figure the rounds time (``_ROUND_FIGURES``:
-    the ratio of two sides' rounds run back to back, whose spread is the machine's) is one
-    family; any other figure (a latency percentile: the ratio of the two sides' slowest
-    batches, which a neighbour's timeslice sets) is its own."""
-    return "rounds" if metric.name in _ROUND_FIGURES else metric.name
+def spread_family(metric, key: str) -> str:
+    """Which figures share a pooled spread: the figures the rounds time (``_ROUND_FIGURES``: the
+    ratio of two sides' rounds run back to back) of one kind of cell (the first part of the
+    figure's ``key``: score, train, io, kvstore, ...) are one family, ``rounds/<kind>``; any
+    other figure (a latency percentile: the ratio of the two sides' slowest batches, which a
+    neighbour's timeslice sets) is its own."""
+    if metric.name in _ROUND_FIGURES:
+        return f"rounds/{cell_of(key).split('/', 1)[0]}"
+    return metric.name
+
+
+def family_of_key(key: str) -> Optional[str]:
+    """``spread_family`` of a figure known by its key alone (a history row); None for a key
+    that names no figure of a kind of cell (a family's own row, which the history also keeps)."""
+    cell, metric = split_metric_key(key)
+    if "/" not in cell:
+        return None
+    name = metric or PRIMARY.get(cell.split("/", 1)[0])
+    return spread_family(METRICS[name], key) if name in METRICS else None
 
 
 def next_looks(cells: Dict[str, CellRecord], verdicts: Mapping[str, vd.Verdict], min_effect,
