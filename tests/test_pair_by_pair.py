@@ -153,3 +153,19 @@ def test_a_figure_measured_after_a_duets_rounds_is_below_resolution_within_its_p
     far = [c * 0.8 for c in cand]
     p = ab_pairs.Pairing(metric, far, ref, final=True, complete=True, after_rounds=True)
     assert ab_pairs.judge_ab({"k": p})["k"].failed
+
+
+def test_a_figure_with_pairs_enough_of_its_own_is_judged_at_its_own_spread_below_its_kinds():
+    quiet = [1.0 + 0.01 * ((-1) ** i) for i in range(4)]            # spread about 1.2%
+    noisy = [1.0 + 0.1 * ((-1) ** i) for i in range(4)]             # about 12%: the kind's spread
+    duets = {"train/lenet/b32": _pairing(quiet), "train/alexnet/b8": _pairing(noisy)}
+    few = ab_judging.pooled_spreads(duets, {})
+    # 3 df of its own: the kind's spread holds it (a cell's few pairs can show less than the machine's)
+    assert few["train/lenet/b32"].df == 6 and few["train/lenet/b32"].sd > 0.05
+    # with this machine's history of the cell, its own degrees of freedom reach OWN_ALONE_DF
+    own_history = sequential.Spread(0.012 ** 2 * 8, 8)
+    assert 3 + own_history.df >= ab_judging.OWN_ALONE_DF
+    enough = ab_judging.pooled_spreads(duets, {"train/lenet/b32": own_history})
+    assert enough["train/lenet/b32"].df == 11 and enough["train/lenet/b32"].sd < 0.015
+    # the noisy cell is judged at its own spread, larger than the kind's, as before
+    assert enough["train/alexnet/b8"].sd == pytest.approx(few["train/alexnet/b8"].sd)

@@ -111,6 +111,11 @@ def family_q(pairings, duets, q: float = FDR_Q) -> Tuple[float, float]:
 #: the fewest degrees of freedom of a figure's own spread (its pairs in this session and in this
 #: machine's history) for it to count against its kind's pooled one
 OWN_DF = 2
+#: from this many degrees of freedom a figure is judged at its own spread, below its kind's too
+#: (the boundary widened by Student's t at its degrees of freedom): one noisy cell of a kind
+#: (AlexNet b8's training, its pairs at 8.4% on the Zen 4, where the other training cells' read
+#: 1.8-2.8%) no longer holds the others to its spread once they have pairs enough of their own
+OWN_ALONE_DF = 10
 
 
 def pooled_spreads(duets: Mapping[str, verdict_duet.DuetPairing], known: Mapping[str, Spread]
@@ -120,7 +125,7 @@ def pooled_spreads(duets: Mapping[str, verdict_duet.DuetPairing], known: Mapping
     it, this machine's history of the kind (the rows of ``known``, figure key -> Spread,
     ``HistoryStore.pair_spreads``, whose figures are of that kind: ``family_of_key``); or the
     figure's own (its pairs here and its history's) when that is larger, with at least
-    ``OWN_DF`` degrees of freedom. Kinds of cell do not spread alike: in the Intel
+    ``OWN_DF`` degrees of freedom, or whatever it is from ``OWN_ALONE_DF``. Kinds of cell do not spread alike: in the Intel
     default-selection corpus an io cell's pairs spread 5.4% and a score cell's 1.0%, and
     judged at the pooled 2% the io cell failed 10% of 24-cell A/A sessions; on the Zen 4 a
     train cell's pairs spread 6.3% pooled and a score cell's 2.6% (docs/baselines.md)."""
@@ -135,7 +140,8 @@ def pooled_spreads(duets: Mapping[str, verdict_duet.DuetPairing], known: Mapping
         f = spread_family(d.metric, mk)
         kind = here[f] + history.get(f, Spread())
         own = here[mk] + known.get(mk, Spread())
-        out[mk] = own if own.df >= OWN_DF and (kind.sd is None or own.sd > kind.sd) else kind
+        out[mk] = own if own.df >= OWN_ALONE_DF or (own.df >= OWN_DF and (kind.sd is None or own.sd > kind.sd)) \
+            else kind
     return out
 
 
