@@ -9,27 +9,91 @@ t interval and the spread; then (a) against (b) by Welch's test. A bias that (a)
 does not is the setup's, not the duet's.
 
 usage: .venv/bin/python benchmarks/kvstore_sides_aa.py BASELINE.json REBUILT_PYTHON ROUNDS OUT.json [WAYS [CELL]]
-  WAYS: two of rebuilt, same, swapped (the rebuilt setup as the candidate, this interpreter the reference);
+  WAYS: two of rebuilt, same, swapped (the rebuilt setup as the candidate, this interpreter the reference),
+        evicted (as rebuilt, both installs' native libraries dropped from the page cache before each pair:
+        ``drop_installs`` below, posix_fadvise DONTNEED between pairs; what of each libmxnet.so stayed resident
+        is recorded): whether the pages an install's code runs from make the side's lean);
   CELL: only the kvstore cells whose key holds it
 """
 
+import functools
 import json
 import math
 import os
 import statistics
 import sys
 import time
+from typing import Iterable, Optional, Tuple
 
 from scipy import stats as sstats
 
 from pytest_mxperf.measure import duet
 from pytest_mxperf.measure.scheduler import Side
+from pytest_mxperf.proc import distributions
 from pytest_mxperf.model import stats
 from pytest_mxperf.model.workload import Workload
 from pytest_mxperf.store.baselines import Baseline
 from pytest_mxperf.workers import commbench
 
 KINDS = ("kvstore",)
+
+
+_WHERE_SCRIPT = r"""
+import importlib.util, json, os, sys
+out = []
+for name in ("mxnet", "numpy"):
+    spec = importlib.util.find_spec(name)   # finds the package without importing it
+    for d in (spec.submodule_search_locations or []) if spec else []:
+        out.append(d)
+        libs = os.path.join(os.path.dirname(d), name + ".libs")
+        if os.path.isdir(libs):
+            out.append(libs)
+json.dump(out, sys.stdout)
+"""
+
+
+def _is_library(name: str) -> bool:
+    return name.endswith(".so") or ".so." in name
+
+
+@functools.lru_cache(maxsize=16)
+def native_libraries(python: str) -> Tuple[str, ...]:
+    """The shared libraries ``python``'s MXNet and numpy load (their packages' folders walked,
+    never imported); () when it has neither or cannot be asked."""
+    try:
+        folders = distributions._ask(python, _WHERE_SCRIPT, "say where MXNet is", distributions.PROBE_TIMEOUT_S)
+    except distributions.InstallError:
+        return ()
+    found = []
+    for top in folders if isinstance(folders, list) else []:
+        for root, _, files in os.walk(str(top)):
+            found.extend(os.path.join(root, f) for f in sorted(files) if _is_library(f))
+    return tuple(sorted(set(found)))
+
+
+def drop(paths: Iterable[str]) -> int:
+    """Drops ``paths``' pages that no process maps from the page cache; the bytes asked for
+    (a file that cannot be opened is skipped: it is not in the cache to matter)."""
+    asked = 0
+    for p in paths:
+        try:
+            fd = os.open(p, os.O_RDONLY)
+        except OSError:
+            continue
+        try:
+            asked += os.fstat(fd).st_size
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+    return asked
+
+
+def drop_installs(*pythons: Optional[str]) -> int:
+    """``drop`` for the native libraries of each interpreter's install (None: this one's)."""
+    return drop(lib for py in dict.fromkeys(p or sys.executable for p in pythons) for lib in native_libraries(py))
+
 MODULE = "pytest_mxperf.workers.commbench"
 
 
@@ -40,6 +104,16 @@ def spec_of(w):
     network = {"wide_mlp": commbench.WIDE_MLP_SCALED} if wide else {"model": w.model}
     return {"network": network, "contexts": list(w.contexts), "kvstore": w.kvstore, "batch_size": w.batch_size,
             "rounds": 8, "compute": wide, "compute_rounds": 6}
+
+
+def resident(python):
+    """Bytes of the install's libmxnet.so in the page cache (util-linux's fincore), or None."""
+    import subprocess
+    lib = [p for p in native_libraries(python) if p.endswith("/libmxnet.so")]
+    if not lib:
+        return None
+    out = subprocess.run(["fincore", "--bytes", "--noheadings", "-o", "RES", lib[0]], capture_output=True, text=True)
+    return int(out.stdout.split()[0]) if out.returncode == 0 and out.stdout.strip() else None
 
 
 def main(baseline_path, rebuilt, rounds, out_path, ways=("rebuilt", "same"), only=""):
@@ -54,8 +128,12 @@ def main(baseline_path, rebuilt, rounds, out_path, ways=("rebuilt", "same"), onl
         for way in (ways if i % 2 == 0 else ways[::-1]):
             for w in cells:
                 setup = Side(rebuilt, tuple(sorted(baseline.recorded_env(w.key()).items())))
-                cand, ref = {"rebuilt": (Side(py), setup), "same": (Side(py), Side(py)),
+                cand, ref = {"rebuilt": (Side(py), setup), "same": (Side(py), Side(py)), "evicted": (Side(py), setup),
                              "swapped": (setup, Side(py))}[way]  # swapped: the rebuilt setup as the candidate
+                kept = None
+                if way == "evicted":
+                    drop_installs(py, rebuilt)
+                    kept = [resident(py), resident(rebuilt)]
                 t0 = time.perf_counter()
                 c, r = duet.run_pair(w, candidate=cand.python, reference=ref.python, seed=i, candidate_first=first,
                                      env=cand.environ(here), reference_env=ref.environ(here), timeout=600,
@@ -64,7 +142,7 @@ def main(baseline_path, rebuilt, rounds, out_path, ways=("rebuilt", "same"), onl
                 rows.append({"round": i, "way": way, "cell": w.key(), "wall": time.perf_counter() - t0,
                              "log_ratio": stats.duet_pair_log_ratio(c.seconds_per_batch, r.seconds_per_batch)
                              if ok else None, "status": [c.status, r.status],
-                             "message": None if ok else (c.message or r.message),
+                             "message": None if ok else (c.message or r.message), "resident_after_drop": kept,
                              "env_differs": sorted(k for k in set(c.env) | set(r.env) if c.env.get(k) != r.env.get(k))})
                 print(f"round {i} {way} {w.key()[:40]}: {rows[-1]['log_ratio']} ({rows[-1]['wall']:.1f} s)", flush=True)
     summary = []
