@@ -192,8 +192,8 @@ def test_a_noisy_duet_cell_is_below_resolution_only_when_its_second_stage_was_no
 def test_the_settling_lines_say_the_sessions_time_gone_and_the_rounds_time_left():
     """While the end of the session measures suspects again, each line's time gone is the
     session's (as on the progress lines before it: 21.0 min, not the 1 min of this round), and
-    what settle passes on as left is the round's cells after this one (``finish`` weighs it
-    against the plan: test_the_settling_lines_time_left_is_the_plans_when_that_is_more)."""
+    what settle passes on as left is the round's cells after this one and the looks expected
+    after the round (``Confirmation.after``)."""
     from pytest_mxperf.measure.session import SessionContext
     from pytest_mxperf.outcome import comparators
     from pytest_mxperf.output import messages
@@ -207,13 +207,17 @@ def test_the_settling_lines_say_the_sessions_time_gone_and_the_rounds_time_left(
         clock[0] += 60.0                     # the round's one cell took a minute
     ctx = SessionContext(PerfOptions(reference="/ref/python"), {}, comparison=comparison_for("/ref/python"),
                          plan=planning.Plan(tests=1, cells=1, ab_pairs=8, duet_pairs=3), started=1000.0)
-    said = []
+    said, raw = [], []
     comparators.settle(comparators.ABComparator(ctx, lambda: None), lambda: cells, _each(confirm),
-                       lambda what: said.append(messages.said(what)), lambda: clock[0])
+                       lambda what: raw.append(what) or said.append(messages.said(what)), lambda: clock[0])
     lines = [s for s in said if "re-measured" in s]
+    # each look's one cell is the round's last: what is left is what the looks after it are
+    # expected to take (``Confirmation.after``), said before the round
+    after = [what.after for what in raw if isinstance(what, comparators.Confirmation)]
+    assert after[0] > 0
     # one line a look, each with the session's time gone: a minute more each
-    assert lines[:2] == [f"mxperf: re-measured 1 of 1 suspect cell(s) ({w.key()}), {m:.1f} min gone, about 0.0 min left"
-                         for m in (21.0, 22.0)], said
+    assert lines[:2] == [f"mxperf: re-measured 1 of 1 suspect cell(s) ({w.key()}), {m:.1f} min gone, about "
+                         f"{a / 60:.1f} min left" for m, a in zip((21.0, 22.0), after)], said
 
 
 def test_the_settling_lines_time_left_is_the_plans_when_that_is_more():
@@ -281,3 +285,54 @@ def test_the_cells_sent_against_the_recorded_setup_are_named_apart():
     line = said(Confirmation("second-stage", (MoreToMeasure("score/lenet/b1/cpu:0/float32/threads=1", 2),
                                               MoreToMeasure("score/lenet/b1/cpu:0/float32/threads=auto", 2))))
     assert "threads=1 +2" in line and "threads=auto +2" in line
+
+
+def test_a_round_that_says_what_the_looks_after_it_take_is_trusted_over_the_plan():
+    """A round of pairs whose comparator says what the looks after it are expected to take
+    (``Confirmation.after``, the pair-by-pair rule's pairs to a call) says that, not the plan's
+    rest of the session, which came from sessions under other rules: the first Zen 4 session
+    judged per kind of cell said "about 16.1 min left" at 29.7 min and ended at 33.6."""
+    from types import SimpleNamespace
+
+    from pytest_mxperf.outcome.comparators import Confirmation
+    from pytest_mxperf.outcome.finish import _with_session_left
+
+    plan = planning.Plan(tests=1, cells=1, estimate_seconds=1200.0, test_estimates=(("t::a", 600.0),))
+    session = SimpleNamespace(context=SimpleNamespace(plan=plan), clock=SimpleNamespace(tests_done=[("t::a", 600.0)]))
+    got = []
+    said = _with_session_left(got.append, session)
+    said(Confirmation("look", (), after=90.0))
+    said((1, 2, "more", 900.0, 30.0 + 90.0))   # settle adds ``after`` to the round's own rest
+    said(Confirmation("confirm", ()))            # baseline mode's processes: the plan weighs in again
+    said((1, 1, "more", 950.0, 10.0))
+    assert [g for g in got if isinstance(g, tuple)] == [(1, 2, "more", 900.0, 120.0), (1, 1, "more", 950.0, 250.0)]
+
+
+def test_settle_adds_the_looks_after_a_round_to_its_progress_lines():
+    from types import SimpleNamespace
+
+    from pytest_mxperf.measure.scheduler import MoreToMeasure
+    from pytest_mxperf.output import messages
+    from pytest_mxperf.outcome import comparators
+    from pytest_mxperf.outcome.comparators import Confirmation
+
+    class Two:
+        confirms, rounds, late_final = True, 1, False
+        context = SimpleNamespace(started=0.0)
+
+        def judge(self, cells, final):
+            return {"a": SimpleNamespace(kind="suspect")}, {}
+
+        def suspects(self, verdicts, judged):
+            return frozenset({"a"})
+
+        def more(self, verdicts, judged, suspects, spent):
+            return Confirmation("look", (MoreToMeasure("a", 2, seconds=10.0),), after=70.0), frozenset()
+
+        def conclude(self, verdicts, judged):
+            return verdicts
+    got = []
+    comparators.settle(Two(), dict, lambda wanted, done: [done(m) for m in wanted], got.append, lambda: 5.0)
+    assert [g[4] for g in got if isinstance(g, tuple)] == [70.0]
+    line = messages.said(got[0])
+    assert "then about 70 s in the looks after it" in line

@@ -169,3 +169,45 @@ def test_a_figure_with_pairs_enough_of_its_own_is_judged_at_its_own_spread_below
     assert enough["train/lenet/b32"].df == 11 and enough["train/lenet/b32"].sd < 0.015
     # the noisy cell is judged at its own spread, larger than the kind's, as before
     assert enough["train/alexnet/b8"].sd == pytest.approx(few["train/alexnet/b8"].sd)
+
+
+def test_the_pairs_to_a_call_are_what_the_next_look_steps_towards():
+    eff = D.log_effect(THROUGHPUT, 0.05)
+    rule = dict(min_effect=eff, q=0.05, n_figures=24, max_pairs=40)
+    assert D.pairs_to_call([], 0.03, 200, **rule) == D.STAGE1_PAIRS
+    c_r, c_u = sequential.boundaries(0.05 / 24, D.ALPHA_PASS, 40, 200)
+    near_zero = [0.0, -0.01, 0.01]
+    assert D.pairs_to_call(near_zero, 0.03, 200, **rule) == max(3, math.ceil((c_u * 0.03 / eff) ** 2))
+    # a mean near the effect needs more than the last look allows: the last look
+    assert D.pairs_to_call([-0.01] * 3, 0.2, 200, **rule) == 40
+    # a mean already called needs no more than it has
+    assert D.pairs_to_call([0.0] * 20, 0.005, 200, **rule) == 20
+    for signed, sd in ((near_zero, 0.03), ([-0.04, -0.045, -0.035], 0.03), ([-0.03] * 10, 0.05), ([0.01] * 5, 0.08)):
+        n = len(signed)
+        need = D.pairs_to_call(signed, sd, 200, **rule) - n
+        assert D.next_look(signed, sd, 200, **rule) == min(40 - n, max(1, min(need, n)))
+
+
+def test_the_looks_after_the_next_are_the_rest_of_a_suspects_pairs_to_a_call():
+    from pytest_mxperf.measure.ledger import CellRecord
+    from pytest_mxperf.model.measurement import CellMeasurement, RunResult
+    from pytest_mxperf.model.workload import Workload
+
+    def run(w, s):
+        return RunResult(w, "ok", batches_per_round=1, round_seconds=[s] * 6, figures={}, meta={"duet": {}})
+    near, called = Workload("alexnet", mode="score", batch_size=1), Workload("alexnet", mode="score", batch_size=8)
+    # three pairs at -3% (spread 5%): a suspect far from a call; three at 0% +- 0.5%, with this
+    # machine's history of the cell at 0.5% (20 df): called unchanged
+    cells = {near.key(): CellRecord("n", CellMeasurement(near, [run(near, 0.103 * f) for f in (1.0, 1.05, 0.95)],
+                                                         [run(near, 0.100) for _ in range(3)])),
+             called.key(): CellRecord("c", CellMeasurement(called, [run(called, 0.1 * f) for f in (1.0, 1.005, 0.995)],
+                                                           [run(called, 0.100) for _ in range(3)]))}
+    known = {called.key(): sequential.Spread(0.005 ** 2 * 20, 20), near.key(): sequential.Spread(0.05 ** 2 * 20, 20)}
+    verdicts = ab_judging.judge_ab_once(cells, set(), 0.05, known=known)
+    assert verdicts[called.key()].kind == "unchanged" and verdicts[near.key()].kind == "suspect"
+    looks = ab_judging.next_looks(cells, verdicts, 0.05, known=known)
+    after = ab_judging.looks_after(cells, verdicts, 0.05, known)
+    n, last = looks(near.key())
+    assert n == 3 and not last                       # as many again as it has
+    assert after(near.key()) > 0                     # and more after that, as it reads now
+    assert after(called.key()) == 0

@@ -175,21 +175,17 @@ def _sequential_verdict(p: DuetPairing, g: List[float], call, sd: float, df: int
     return Verdict("suspect", f"{txt}: not called yet ({bound}; {worst_txt}): adding pairs", **common)
 
 
-def next_look(signed: Sequence[float], sd: float, df: Optional[int], *, min_effect: float, q: float, n_figures: int,
-              max_pairs: int = SEQUENTIAL_MAX_PAIRS) -> int:
-    """How many more pairs a figure not called yet gets before its next look: as many as its
-    mean so far, were it the truth, needs to be called (unchanged when within the minimum
-    effect, a regression when worse), at least one, at most as many again as it has and
-    never past ``max_pairs`` in all. Looking after several pairs instead of each one only
-    lowers the rule's error rates (its boundary is crossed less often). ``min_effect``: as a
+def pairs_to_call(signed: Sequence[float], sd: float, df: Optional[int], *, min_effect: float, q: float,
+                  n_figures: int, max_pairs: int = SEQUENTIAL_MAX_PAIRS) -> int:
+    """The pairs in all a figure's mean so far, were it the truth, needs to be called
+    (unchanged when within the minimum effect, a regression when worse), at least those it
+    has and at most ``max_pairs``: what ``next_look`` steps towards, and what the rest of a
+    session's looks are expected to take (``ab_judging.looks_after``). ``min_effect``: as a
     log ratio's size (``log_effect``)."""
     from pytest_mxperf.judge import sequential
     n = len(signed)
-    left = max_pairs - n
-    if left <= 0:
-        return 0
     if n == 0:
-        return min(left, STAGE1_PAIRS)
+        return min(max_pairs, STAGE1_PAIRS)
     eff = min_effect
     c_r, c_u = sequential.boundaries(q / max(1, n_figures), ALPHA_PASS, max_pairs, df)
     m = statistics.fmean(signed)
@@ -199,5 +195,22 @@ def next_look(signed: Sequence[float], sd: float, df: Optional[int], *, min_effe
         wanted.append((c_u * sd / (m + eff)) ** 2)
     if m < 0:
         wanted.append((c_r * sd / -m) ** 2)
-    need = math.ceil(min(wanted)) - n if wanted else left
+    need = math.ceil(min(wanted)) if wanted else max_pairs
+    return int(min(max_pairs, max(n, need)))
+
+
+def next_look(signed: Sequence[float], sd: float, df: Optional[int], *, min_effect: float, q: float, n_figures: int,
+              max_pairs: int = SEQUENTIAL_MAX_PAIRS) -> int:
+    """How many more pairs a figure not called yet gets before its next look: as many as its
+    mean so far, were it the truth, needs to be called (``pairs_to_call``), at least one, at
+    most as many again as it has and never past ``max_pairs`` in all. Looking after several
+    pairs instead of each one only lowers the rule's error rates (its boundary is crossed less
+    often). ``min_effect``: as a log ratio's size (``log_effect``)."""
+    n = len(signed)
+    left = max_pairs - n
+    if left <= 0:
+        return 0
+    if n == 0:
+        return min(left, STAGE1_PAIRS)
+    need = pairs_to_call(signed, sd, df, min_effect=min_effect, q=q, n_figures=n_figures, max_pairs=max_pairs) - n
     return int(min(left, max(1, min(need, n))))

@@ -22,7 +22,7 @@ times; a suspect left after that is final when the comparator says so (``late_fi
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable, Dict, FrozenSet, Optional, Sequence, Tuple
+from typing import Callable, Dict, FrozenSet, Mapping, Optional, Sequence, Tuple
 
 from pytest_mxperf.judge import verdict as vd
 from pytest_mxperf.judge.thresholds import MinEffects
@@ -60,6 +60,9 @@ class Confirmation:
     setup: Optional[str] = None
     whole: str = ""   # "recorded-setup": why every cell is measured against it, not only suspects
     last: bool = False
+    #: seconds the looks after this round are expected to take (``ab_judging.looks_after`` at each
+    #: cell's pair cost); None where the comparator cannot say (baseline mode's processes)
+    after: Optional[float] = None
 
 
 #: the most rounds of looks the end of a session takes: a duet cell's pairs after its first
@@ -246,6 +249,7 @@ class BaselineComparator:
             each[k] = planning.pair_seconds(rec.cell) or planning.setup_pair_seconds(rec, o)
             sides[k] = Side(self.setup.python, tuple(sorted(env.items())))
         kept, deadline_cut = ab_judging.within_deadline(wanted, each, self.left())
+        after = _after(paired, verdicts, effects(self.context, cells), history_spreads(self.context), kept, each)
         self._complete |= frozenset(k for k in wanted if last[k] and kept.get(k, 0) >= wanted[k])
         for k in wanted:
             if kept.get(k, 0) < wanted[k] and k not in paired:
@@ -260,7 +264,8 @@ class BaselineComparator:
         # a round of last looks only is the last one planned (a regression it finds can still
         # send every cell there: that round is said with its own cost)
         return Confirmation("recorded-setup", more, deadline_cut=deadline_cut, setup=self.setup.requirement,
-                            whole=self._whole, last=bool(kept) and all(last.get(k, False) for k in kept)), settled
+                            whole=self._whole, last=bool(kept) and all(last.get(k, False) for k in kept),
+                            after=after), settled
 
     def conclude(self, verdicts: Dict[str, vd.Verdict], cells: Dict[str, CellRecord]) -> Dict[str, vd.Verdict]:
         if self.baseline is None:
@@ -319,6 +324,7 @@ class ABComparator:
                 wanted[k] = n
         each = {k: planning.pair_seconds(cells[k].cell) or 0.0 for k in wanted}
         kept, deadline_cut = ab_judging.within_deadline(wanted, each, self.left())
+        after = _after(cells, verdicts, effects(ctx, cells), history_spreads(ctx), kept, each)
         self._complete |= frozenset(k for k in wanted if last[k] and kept.get(k, 0) >= wanted[k])
         more = tuple(MoreToMeasure(k, n, "duet" if ab_judging.is_duet(cells[k].cell) else "process-pairs",
                                    Side(o.python), Side(ctx.comparison.reference), each[k], min_effect(ctx, k))
@@ -326,7 +332,7 @@ class ABComparator:
         # final: a cell at its last look, one the deadline cut, one with nothing more to measure
         settled = frozenset(k for k in suspects if last.get(k, True) or kept.get(k, 0) < wanted.get(k, 0))
         return Confirmation("look", more, deadline_cut=deadline_cut,
-                            last=all(last.get(k, True) for k in kept)), settled
+                            last=all(last.get(k, True) for k in kept), after=after), settled
 
     def suspects(self, verdicts: Dict[str, vd.Verdict], cells: Dict[str, CellRecord]) -> FrozenSet[str]:
         return _suspects(verdicts)
@@ -340,6 +346,16 @@ def choose(context: SessionContext, clock) -> "BaselineComparator | ABComparator
     if context.comparison.ab:
         return ABComparator(context, clock.measuring_left)
     return BaselineComparator(context, clock.now, clock.measuring_left)
+
+
+def _after(cells: Dict[str, CellRecord], verdicts, min_effects, known, kept: Mapping[str, int],
+           each: Mapping[str, float]) -> float:
+    """Seconds the looks after this round are expected to take: each kept cell's pairs after
+    its next look (``ab_judging.looks_after``) at its pair cost."""
+    if not kept:
+        return 0.0
+    more = ab_judging.looks_after(cells, verdicts, min_effects, known)
+    return sum(more(k) * each.get(k, 0.0) for k in kept if k in cells)
 
 
 def settle(comparator, cells: Callable[[], Dict[str, CellRecord]],
@@ -370,7 +386,7 @@ def settle(comparator, cells: Callable[[], Dict[str, CellRecord]],
             def one_done(more: MoreToMeasure) -> None:
                 left.pop(more.key, None)
                 say((len(asked.wanted) - len(left), len(asked.wanted), more, now() - comparator.context.started,
-                     sum(left.values())))
+                     sum(left.values()) + (asked.after or 0.0)))
             confirm(asked.wanted, one_done)
             spent += now() - t0
             final |= settled

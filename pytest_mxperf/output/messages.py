@@ -370,6 +370,8 @@ def said(what: Any) -> str:
     else:
         line = (f"{PREFIX}next look: {len(wanted)} cell(s) not called yet get {sum(m.count for m in wanted)} more "
                 f"pair(s) ({each}); expected about {duration_text(sum(m.cost for m in wanted))} more")
+    if what.after:
+        line += f", then about {duration_text(what.after)} in the looks after it, as the cells read now"
     if what.deadline_cut:
         kept, asked, left = what.deadline_cut
         line += f"; cut to {kept} of {asked} pair(s) by --perf-deadline ({left:.0f} s left for measuring)"
