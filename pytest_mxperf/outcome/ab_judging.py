@@ -270,6 +270,20 @@ def next_looks(cells: Dict[str, CellRecord], verdicts: Mapping[str, vd.Verdict],
                  if cell_of(mk) == key and p.metric.name in AFTER_ROUNDS and suspect(mk) and process_pairs]
         n = max(wanted + after + [0])
         return n, have + n >= max_pairs or not any(w > 0 for w in wanted)
+
+    def pairs_after(key: str) -> int:
+        look = looks(key)
+        figures = [mk for mk in duets if cell_of(mk) == key and suspect(mk)]
+        if look is None or look[1] or not figures:
+            return 0
+        have = max(len(duets[mk].signed()) for mk in figures)
+        need = max(verdict_duet.pairs_to_call(duets[mk].signed(), spreads[mk].sd or verdict_duet.MIN_SD,
+                                              spreads[mk].df, min_effect=verdict_duet.log_effect(
+                                                  duets[mk].metric, effect_for(duets[mk].metric.name, min_effect, mk)),
+                                              q=q_duets, n_figures=len(duets), max_pairs=max_pairs)
+                   for mk in figures)
+        return max(0, need - have - look[0])
+    looks.after = pairs_after  # type: ignore[attr-defined]  # ``looks_after``, from the same pairs and spreads
     return looks
 
 
@@ -281,23 +295,6 @@ def looks_after(cells: Dict[str, CellRecord], verdicts: Mapping[str, vd.Verdict]
     (``verdict_duet.pairs_to_call``, at the spreads ``next_looks`` judges them at), less what
     they have and what ``next_looks`` gives them now; 0 for a cell it is final after, or of
     process pairs. What the rest of a session's looks are expected to take, said with each
-    look's progress (``comparators.settle``)."""
-    pairings, _, duets = _ab_inputs(cells, set())
-    spreads = pooled_spreads(duets, known)
-    _, q_duets = family_q(pairings, duets)
-    looks = next_looks(cells, verdicts, min_effect, None, known, max_pairs)
-
-    def after(key: str) -> int:
-        look = looks(key)
-        figures = [mk for mk in duets if cell_of(mk) == key and verdicts.get(mk) is not None
-                   and verdicts[mk].kind == "suspect"]
-        if look is None or look[1] or not figures:
-            return 0
-        have = max(len(duets[mk].signed()) for mk in figures)
-        need = max(verdict_duet.pairs_to_call(duets[mk].signed(), spreads[mk].sd or verdict_duet.MIN_SD,
-                                              spreads[mk].df, min_effect=verdict_duet.log_effect(
-                                                  duets[mk].metric, effect_for(duets[mk].metric.name, min_effect, mk)),
-                                              q=q_duets, n_figures=len(duets), max_pairs=max_pairs)
-                   for mk in figures)
-        return max(0, need - have - look[0])
-    return after
+    look's progress (``comparators.settle``); ``next_looks(...).after`` is the same, from the
+    pairs and spreads it has worked out."""
+    return next_looks(cells, verdicts, min_effect, None, known, max_pairs).after  # type: ignore[attr-defined]

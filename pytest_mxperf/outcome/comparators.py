@@ -249,7 +249,7 @@ class BaselineComparator:
             each[k] = planning.pair_seconds(rec.cell) or planning.setup_pair_seconds(rec, o)
             sides[k] = Side(self.setup.python, tuple(sorted(env.items())))
         kept, deadline_cut = ab_judging.within_deadline(wanted, each, self.left())
-        after = _after(paired, verdicts, effects(self.context, cells), history_spreads(self.context), kept, each)
+        after = _after(looks, kept, each)
         self._complete |= frozenset(k for k in wanted if last[k] and kept.get(k, 0) >= wanted[k])
         for k in wanted:
             if kept.get(k, 0) < wanted[k] and k not in paired:
@@ -324,7 +324,7 @@ class ABComparator:
                 wanted[k] = n
         each = {k: planning.pair_seconds(cells[k].cell) or 0.0 for k in wanted}
         kept, deadline_cut = ab_judging.within_deadline(wanted, each, self.left())
-        after = _after(cells, verdicts, effects(ctx, cells), history_spreads(ctx), kept, each)
+        after = _after(looks, kept, each)
         self._complete |= frozenset(k for k in wanted if last[k] and kept.get(k, 0) >= wanted[k])
         more = tuple(MoreToMeasure(k, n, "duet" if ab_judging.is_duet(cells[k].cell) else "process-pairs",
                                    Side(o.python), Side(ctx.comparison.reference), each[k], min_effect(ctx, k))
@@ -348,14 +348,12 @@ def choose(context: SessionContext, clock) -> "BaselineComparator | ABComparator
     return BaselineComparator(context, clock.now, clock.measuring_left)
 
 
-def _after(cells: Dict[str, CellRecord], verdicts, min_effects, known, kept: Mapping[str, int],
-           each: Mapping[str, float]) -> float:
+def _after(looks: Callable[[str], object], kept: Mapping[str, int], each: Mapping[str, float]) -> float:
     """Seconds the looks after this round are expected to take: each kept cell's pairs after
-    its next look (``ab_judging.looks_after``) at its pair cost."""
-    if not kept:
-        return 0.0
-    more = ab_judging.looks_after(cells, verdicts, min_effects, known)
-    return sum(more(k) * each.get(k, 0.0) for k in kept if k in cells)
+    its next look (``ab_judging.next_looks(...).after``, ``ab_judging.looks_after``) at its
+    pair cost; 0 for cells without duet pairs yet."""
+    after = getattr(looks, "after", None)
+    return sum(after(k) * each.get(k, 0.0) for k in kept) if after is not None else 0.0
 
 
 def settle(comparator, cells: Callable[[], Dict[str, CellRecord]],
