@@ -206,7 +206,7 @@ def test_the_looks_after_the_next_are_the_rest_of_a_suspects_pairs_to_a_call():
     verdicts = ab_judging.judge_ab_once(cells, set(), 0.05, known=known)
     assert verdicts[called.key()].kind == "unchanged" and verdicts[near.key()].kind == "suspect"
     looks = ab_judging.next_looks(cells, verdicts, 0.05, known=known)
-    after = ab_judging.looks_after(cells, verdicts, 0.05, known)
+    after = looks.after
     n, last = looks(near.key())
     assert n == 3 and not last                       # as many again as it has
     assert after(near.key()) > 0                     # and more after that, as it reads now

@@ -180,7 +180,7 @@ def pairs_to_call(signed: Sequence[float], sd: float, df: Optional[int], *, min_
     """The pairs in all a figure's mean so far, were it the truth, needs to be called
     (unchanged when within the minimum effect, a regression when worse), at least those it
     has and at most ``max_pairs``: what ``next_look`` steps towards, and what the rest of a
-    session's looks are expected to take (``ab_judging.looks_after``). ``min_effect``: as a
+    session's looks are expected to take (``ab_judging.next_looks(...).after``). ``min_effect``: as a
     log ratio's size (``log_effect``)."""
     from pytest_mxperf.judge import sequential
     n = len(signed)

@@ -125,10 +125,11 @@ def pooled_spreads(duets: Mapping[str, verdict_duet.DuetPairing], known: Mapping
     it, this machine's history of the kind (the rows of ``known``, figure key -> Spread,
     ``HistoryStore.pair_spreads``, whose figures are of that kind: ``family_of_key``); or the
     figure's own (its pairs here and its history's) when that is larger, with at least
-    ``OWN_DF`` degrees of freedom, or whatever it is from ``OWN_ALONE_DF``. Kinds of cell do not spread alike: in the Intel
-    default-selection corpus an io cell's pairs spread 5.4% and a score cell's 1.0%, and
-    judged at the pooled 2% the io cell failed 10% of 24-cell A/A sessions; on the Zen 4 a
-    train cell's pairs spread 6.3% pooled and a score cell's 2.6% (docs/baselines.md)."""
+    ``OWN_DF`` degrees of freedom, or whatever it is from ``OWN_ALONE_DF``. Kinds of cell do
+    not spread alike: in the Intel default-selection corpus an io cell's pairs spread 5.4% and
+    a score cell's 1.0%, and judged at the pooled 2% the io cell failed 10% of 24-cell A/A
+    sessions; on the Zen 4 a train cell's pairs spread 6.3% pooled and a score cell's 2.6%
+    (docs/baselines.md)."""
     here = _spreads_of(duets)
     history: Dict[str, Spread] = {}
     for k, s in known.items():
@@ -247,7 +248,8 @@ def next_looks(cells: Dict[str, CellRecord], verdicts: Mapping[str, vd.Verdict],
     with 3, the fast-end test cannot reject (its smallest p is 1/8). A cell is final once it
     reaches ``max_pairs`` (its rule's last look) or when only those figures asked for pairs
     (their second stage); (0, True): nothing more to measure, final as it stands. None for a
-    cell of process pairs (its second stage is the plan's ``ab_pairs`` again)."""
+    cell of process pairs (its second stage is the plan's ``ab_pairs`` again). Its ``after``:
+    the pairs a cell is expected to get after that look (``pairs_after`` below)."""
     pairings, _, duets = _ab_inputs(cells, set())
     spreads = pooled_spreads(duets, known)
     _, q_duets = family_q(pairings, duets)
@@ -256,45 +258,35 @@ def next_looks(cells: Dict[str, CellRecord], verdicts: Mapping[str, vd.Verdict],
         v = verdicts.get(mk)
         return v is not None and v.kind == "suspect"
 
+    def rule(mk: str) -> Dict:
+        """The pair-by-pair rule's arguments for figure ``mk``: its pairs, spread and effect."""
+        d = duets[mk]
+        return dict(signed=d.signed(), sd=spreads[mk].sd or verdict_duet.MIN_SD, df=spreads[mk].df,
+                    min_effect=verdict_duet.log_effect(d.metric, effect_for(d.metric.name, min_effect, mk)),
+                    q=q_duets, n_figures=len(duets), max_pairs=max_pairs)
+
     def looks(key: str) -> Optional[Tuple[int, bool]]:
         figures = [mk for mk in duets if cell_of(mk) == key]
         if not figures:
             return None
         have = max(len(duets[mk].signed()) for mk in figures)
-        wanted = [verdict_duet.next_look(duets[mk].signed(), spreads[mk].sd or verdict_duet.MIN_SD, spreads[mk].df,
-                                         min_effect=verdict_duet.log_effect(
-                                             duets[mk].metric, effect_for(duets[mk].metric.name, min_effect, mk)),
-                                         q=q_duets, n_figures=len(duets), max_pairs=max_pairs)
-                  for mk in figures if suspect(mk)]
+        wanted = [verdict_duet.next_look(**rule(mk)) for mk in figures if suspect(mk)]
         after = [process_pairs - len(p.candidate) for mk, p in pairings.items()
                  if cell_of(mk) == key and p.metric.name in AFTER_ROUNDS and suspect(mk) and process_pairs]
         n = max(wanted + after + [0])
         return n, have + n >= max_pairs or not any(w > 0 for w in wanted)
 
     def pairs_after(key: str) -> int:
+        """The duet pairs a cell not called yet is expected to get after its next look: what its
+        figures still suspects need in all to be called, their means so far taken for the truth
+        (``verdict_duet.pairs_to_call``), less what they have and what its next look gives them;
+        0 for a cell final after it, or of process pairs. What the rest of a session's looks are
+        expected to take (``comparators.Confirmation.after``)."""
         look = looks(key)
         figures = [mk for mk in duets if cell_of(mk) == key and suspect(mk)]
         if look is None or look[1] or not figures:
             return 0
         have = max(len(duets[mk].signed()) for mk in figures)
-        need = max(verdict_duet.pairs_to_call(duets[mk].signed(), spreads[mk].sd or verdict_duet.MIN_SD,
-                                              spreads[mk].df, min_effect=verdict_duet.log_effect(
-                                                  duets[mk].metric, effect_for(duets[mk].metric.name, min_effect, mk)),
-                                              q=q_duets, n_figures=len(duets), max_pairs=max_pairs)
-                   for mk in figures)
-        return max(0, need - have - look[0])
-    looks.after = pairs_after  # type: ignore[attr-defined]  # ``looks_after``, from the same pairs and spreads
+        return max(0, max(verdict_duet.pairs_to_call(**rule(mk)) for mk in figures) - have - look[0])
+    looks.after = pairs_after  # type: ignore[attr-defined]  # from the same pairs and spreads
     return looks
-
-
-def looks_after(cells: Dict[str, CellRecord], verdicts: Mapping[str, vd.Verdict], min_effect,
-                known: Mapping[str, Spread] = {}, max_pairs: int = verdict_duet.SEQUENTIAL_MAX_PAIRS
-                ) -> Callable[[str], int]:
-    """The duet pairs a cell not called yet is expected to get after its next look: what its
-    figures still suspects need in all to be called, their means so far taken for the truth
-    (``verdict_duet.pairs_to_call``, at the spreads ``next_looks`` judges them at), less what
-    they have and what ``next_looks`` gives them now; 0 for a cell it is final after, or of
-    process pairs. What the rest of a session's looks are expected to take, said with each
-    look's progress (``comparators.settle``); ``next_looks(...).after`` is the same, from the
-    pairs and spreads it has worked out."""
-    return next_looks(cells, verdicts, min_effect, None, known, max_pairs).after  # type: ignore[attr-defined]

@@ -60,8 +60,8 @@ class Confirmation:
     setup: Optional[str] = None
     whole: str = ""   # "recorded-setup": why every cell is measured against it, not only suspects
     last: bool = False
-    #: seconds the looks after this round are expected to take (``ab_judging.looks_after`` at each
-    #: cell's pair cost); None where the comparator cannot say (baseline mode's processes)
+    #: seconds the looks after this round are expected to take (``ab_judging.next_looks(...).after``
+    #: at each cell's pair cost); None where the comparator cannot say (baseline mode's processes)
     after: Optional[float] = None
 
 
@@ -350,8 +350,8 @@ def choose(context: SessionContext, clock) -> "BaselineComparator | ABComparator
 
 def _after(looks: Callable[[str], object], kept: Mapping[str, int], each: Mapping[str, float]) -> float:
     """Seconds the looks after this round are expected to take: each kept cell's pairs after
-    its next look (``ab_judging.next_looks(...).after``, ``ab_judging.looks_after``) at its
-    pair cost; 0 for cells without duet pairs yet."""
+    its next look (``ab_judging.next_looks(...).after``) at its pair cost; 0 for cells without
+    duet pairs yet."""
     after = getattr(looks, "after", None)
     return sum(after(k) * each.get(k, 0.0) for k in kept) if after is not None else 0.0
 

@@ -56,17 +56,18 @@ def _with_session_left(say: Callable[[object], None], session: PerfSession) -> C
     machine's last sessions, under the rules they ran (+36% at the last look of the first Zen 4
     session judged per kind of cell, paired-session-zen4-2026-12-03.txt)."""
     from pytest_mxperf.measure import planning
-    last = [False]
+    rounds_own = [False]  # the round says its own rest: the plan's is not weighed
 
     def said(what: object) -> None:
         if isinstance(what, tuple):
             i, n, more, gone, left = what
-            planned = None if last[0] else planning.time_left(session.context.plan, session.clock.tests_done, gone)
+            planned = (None if rounds_own[0] else
+                       planning.time_left(session.context.plan, session.clock.tests_done, gone))
             what = (i, n, more, gone, max(left, planned or 0.0))
         else:
             # a round whose comparator says what the looks after it take (``Confirmation.after``)
             # knows the rest of the settling better than the plan, whose sessions ran other rules
-            last[0] = bool(getattr(what, "last", False)) or getattr(what, "after", None) is not None
+            rounds_own[0] = bool(getattr(what, "last", False)) or getattr(what, "after", None) is not None
         say(what)
     return said
 
