@@ -80,7 +80,7 @@ from pytest_mxperf.model.measurement import METRICS, CellMeasurement, RunResult,
 from pytest_mxperf.model.options import PerfOptions
 from pytest_mxperf.model.run_facts import Facts
 from pytest_mxperf.model.workload import Workload
-from pytest_mxperf.outcome import comparators, finish
+from pytest_mxperf.outcome import ab_judging, comparators, finish
 from pytest_mxperf.store import baseline_store
 from pytest_mxperf.store.baselines import Baseline
 
@@ -410,11 +410,16 @@ class SessionResult:
     setup_pairs: int = 0                # ... the pairs they took, all cells
     setup_seconds: float = 0.0          # ... what they cost at the cost model's duet pair
     changed_key: str = ""               # the changed cell's key
+    #: the session's duet pair spreads as the history store keeps them (``ab_judging.session_spreads``:
+    #: figure key or kind, sum of squares, degrees of freedom)
+    spreads: Tuple[Tuple[str, float, int], ...] = ()
+    first_pairs: int = 0                # the duet pairs a cell got before its first look
 
 
 def run_session(corpus: Corpus, measures: Sequence[Callable[..., CellMeasurement]], *, ab: bool,
                 duet: Sequence[bool] = (), baseline: Optional[Baseline] = None,
-                setup: Optional[RecordedSetup] = None, changed_cells: int = 1) -> SessionResult:
+                setup: Optional[RecordedSetup] = None, changed_cells: int = 1,
+                known: Sequence[Tuple[str, float, int]] = ()) -> SessionResult:
     """One session through the product's wiring. ``measures[i](n, paired)`` gives n more pairs
     (``ab``, or ``paired``: baseline mode's pairs against the recorded ``setup``) or processes
     of cell i (cell 0 is the changed one; the first ``changed_cells`` cells when more changed). The
@@ -423,7 +428,10 @@ def run_session(corpus: Corpus, measures: Sequence[Callable[..., CellMeasurement
     pairs, else process pairs; baseline mode: ``options.processes``), recorded and held to
     its floor by the ``mxperf`` fixture's ``Measurer`` (``record``, ``check_floor``), with
     ``measures[i]`` as its ``remeasure``; then ``finish.end_session``, on the session's
-    simulated clock."""
+    simulated clock. ``known``: this machine's history of duet pair spreads (rows as
+    ``HistoryStore.pair_spreads`` gives them), read into the plan as the plugin reads it, with
+    the pairs a cell gets before its first look that follow from it (``command_line.first_pairs``)."""
+    from pytest_mxperf import command_line
     from pytest_mxperf.measure import planning
     options = PerfOptions(reference=REFERENCE) if ab else PerfOptions()
     clock = ReplayClock(FIXED_BUDGET, options.time_budget + planning.PROCESS_OVERHEAD_S)
@@ -431,7 +439,11 @@ def run_session(corpus: Corpus, measures: Sequence[Callable[..., CellMeasurement
     markers = [frozenset({"scoring"} if (duet[i] if i < len(duet) else True) else {"distributed"})
                for i in range(len(measures))]
     made = planning.plan_for([planning.Planned(measuring=True, markers=m) for m in markers], options, ab)
-    session.planned(made.plan, setup)
+    plan = made.plan
+    if known:
+        first = command_line.first_pairs(options, known) if ab else planning.FirstPairs(plan.duet_pairs)
+        plan = dataclasses.replace(plan, pair_spreads=tuple(known), duet_pairs=first.pairs)
+    session.planned(plan, setup)
     plan = session.context.plan
     measurer = Measurer(session.scheduler, session.ledger, "replay")
     floor_failed: Dict[str, bool] = {}
@@ -490,10 +502,13 @@ def run_session(corpus: Corpus, measures: Sequence[Callable[..., CellMeasurement
                          units=sum(len(r.cell.runs) for r in session.ledger.records), second_stage=out.confirmed,
                          setup_cells=0 if ab else paired_cells, setup_pairs=0 if ab else pairs,
                          setup_seconds=0.0 if ab else pairs * planning.duet_pair_seconds(options),
-                         changed_key=changed)
+                         changed_key=changed,
+                         spreads=tuple((k, ss, df) for k, (ss, df) in ab_judging.session_spreads(out.cells).items()),
+                         first_pairs=plan.duet_pairs)
 
 
-def ab_session(corpus: Corpus, n_cells: int, effect: float, rng: random.Random, swap: bool = True) -> SessionResult:
+def ab_session(corpus: Corpus, n_cells: int, effect: float, rng: random.Random, swap: bool = True,
+               known: Sequence[Tuple[str, float, int]] = ()) -> SessionResult:
     """One A/B session of ``n_cells`` cells drawn from the corpus's pairs (cell 0 x ``effect``).
     ``swap``: each drawn A/A pair's two sides change places with probability 1/2 (the same
     interpreter ran both, so which one is called the candidate is arbitrary): the replayed
@@ -521,7 +536,7 @@ def ab_session(corpus: Corpus, n_cells: int, effect: float, rng: random.Random, 
 
         measures.append(measure)
         duet.append(pool.duet)
-    return run_session(corpus, measures, ab=True, duet=duet)
+    return run_session(corpus, measures, ab=True, duet=duet, known=known)
 
 
 def baseline_plan(n: int, u: float, per: int = RECORDING_PROCESSES) -> Tuple[List[int], List[List[int]]]:
@@ -648,6 +663,7 @@ class Rates:
     beyond_resolution: int = 0          # baseline mode: sessions whose stated resolution < the change
     caught_beyond: int = 0              # ... of which the changed cell was caught
     units: float = 0.0                  # pairs / processes per cell, mean
+    first_pairs: int = 0                # the duet pairs a cell got before its first look (A/B)
     seconds: float = 0.0
     to_setup: float = 0.0               # mode "setup": cells measured again against the recorded setup, a session
     setup_pairs: float = 0.0            # ... the pairs they took, a session
@@ -672,9 +688,35 @@ class Rates:
 def rates(mode: str, corpus: Corpus, n_cells: int, effect: float, sessions: int, seed: int) -> Rates:
     """``sessions`` sessions of one mode ("ab" or "baseline"), N cells, one of them x effect."""
     rng = random.Random(f"{seed}-{mode}-{corpus.name}-{n_cells}-{effect}")
+    if mode == "ab-history":  # this machine's last sessions first: unchanged, as the history store keeps them
+        known = history_of(corpus, n_cells, rng)
+        return _rates_of(mode, corpus, n_cells, effect, sessions,
+                         lambda *a: ab_session(*a, known=known), rng)
     one = {"ab": ab_session, "baseline": baseline_session,
            "setup": lambda *a: baseline_session(*a, setup=True),
            "setup-visible": lambda *a: baseline_session(*a, setup=True, visible=True)}[mode]
+    return _rates_of(mode, corpus, n_cells, effect, sessions, one, rng)
+
+
+#: the sessions an "ab-history" replay's history holds before it: as many as the plugin reads
+#: (``command_line.KNOWN_SESSIONS``)
+HISTORY_SESSIONS = 3
+
+
+def history_of(corpus: Corpus, n_cells: int, rng: random.Random) -> Tuple[Tuple[str, float, int], ...]:
+    """This machine's history of duet pair spreads before a replay: ``HISTORY_SESSIONS``
+    unchanged A/B sessions of ``n_cells`` cells, each session's spreads summed per figure and
+    kind as ``HistoryStore.pair_spreads`` sums its last sessions'."""
+    total: Dict[str, Tuple[float, int]] = {}
+    for _ in range(HISTORY_SESSIONS):
+        for k, ss, df in ab_session(corpus, n_cells, 1.0, rng).spreads:
+            a, b = total.get(k, (0.0, 0))
+            total[k] = (a + ss, b + df)
+    return tuple((k, ss, df) for k, (ss, df) in sorted(total.items()))
+
+
+def _rates_of(mode: str, corpus: Corpus, n_cells: int, effect: float, sessions: int,
+              one: Callable[..., SessionResult], rng: random.Random) -> Rates:
     t0 = time.process_time()
     r = Rates(mode, corpus.name, n_cells, effect, sessions, 0, 0, {}, {})
     units = 0
@@ -683,6 +725,7 @@ def rates(mode: str, corpus: Corpus, n_cells: int, effect: float, sessions: int,
         r.failed += s.failed
         r.caught += s.caught
         units += s.units
+        r.first_pairs = s.first_pairs
         r.to_setup += s.setup_cells / sessions
         r.setup_pairs += s.setup_pairs / sessions
         r.setup_seconds += s.setup_seconds / sessions
@@ -713,7 +756,9 @@ def format_row(r: Rates) -> str:
                     + (f"{100 * b:5.1f}%" if b is not None else "  -  "))
         changed = ", ".join(f"{k} {v}" for k, v in sorted(r.changed_kinds.items(), key=lambda kv: -kv[1]))
         txt += f"  [changed cell: {changed}]"
-    txt += f"  {'pairs' if r.mode == 'ab' else 'processes'}/cell {r.units:.1f}"
+    txt += f"  {'pairs' if r.mode.startswith('ab') else 'processes'}/cell {r.units:.1f}"
+    if r.mode == "ab-history":
+        txt += f" (first look after {r.first_pairs})"
     if r.mode.startswith("setup"):
         txt += (f"  to the duet: {r.to_setup:.2f} cell(s)/session, {r.setup_pairs:.1f} pairs, "
                 f"{r.setup_seconds / 60:.1f} min")

@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, List, Optional, Tuple
+from typing import TYPE_CHECKING, Dict, List, Optional, Sequence, Tuple
 
 import pytest
 
@@ -669,15 +669,18 @@ def plan(pytest_session, session, deselected_slow: int):
         thresholds = marker_thresholds(runnable) + session_thresholds(pytest_session.config)
     except opts.OptionError as exc:
         raise pytest.UsageError(str(exc)) from None
-    made = dataclasses.replace(made, plan=dataclasses.replace(made.plan, thresholds=thresholds,
-                                                              pair_spreads=known_spreads(ctx.options, ctx.machine)))
+    spreads = known_spreads(ctx.options, ctx.machine)
+    first = (first_pairs(ctx.options, spreads) if ab and not pytest_session.config.getoption("--perf-processes")
+             else planning.FirstPairs(made.plan.duet_pairs))
+    made = dataclasses.replace(made, plan=dataclasses.replace(made.plan, thresholds=thresholds, pair_spreads=spreads,
+                                                              duet_pairs=first.pairs))
     if made.plan.tests:
         settling = (report.settling_words(setup.ready, made.duet_tests, made.plan.tests, path) if setup is not None
                     else "")
         say(pytest_session.config, report.plan_line(made.plan.tests, ctx.options, made.plan.ab_pairs,
                                                     made.plan.duet_pairs, made.duet_tests, made.estimate,
                                                     deselected_slow, ab=ab, speed=made.plan.speed,
-                                                    settling=settling, paired=kind == "paired"))
+                                                    settling=settling, paired=kind == "paired", first_why=first.why))
     elif deselected_slow:  # the measuring tests left will skip: the slow ones are said all the same
         say(pytest_session.config, f"mxperf: {report.slow_note(deselected_slow)}")
     if setup is not None and made.plan.tests:
@@ -706,6 +709,21 @@ def known_spreads(options, machine) -> Tuple[Tuple[str, float, int], ...]:
         return ()
     rows = _from_history(options, lambda store: store.pair_spreads(str((machine or {}).get("id")), KNOWN_SESSIONS))
     return tuple(rows or ())
+
+
+def first_pairs(options, spreads: Sequence[Tuple[str, float, int]]) -> "planning.FirstPairs":
+    """The duet pairs a paired or A/B session's cells get before their first look
+    (``planning.first_pairs``), from this machine's pair spreads (``known_spreads``: figure
+    rows, summed per kind of figure by ``ab_judging.family_of_key``; the kinds' own rows are
+    not counted again)."""
+    from pytest_mxperf.measure import planning
+    from pytest_mxperf.outcome.ab_judging import family_of_key
+    family_df: Dict[str, int] = {}
+    for key, _, df in spreads:
+        f = family_of_key(key)
+        if f is not None:
+            family_df[f] = family_df.get(f, 0) + int(df)
+    return planning.first_pairs(options.duet_pairs, family_df)
 
 
 def _from_history(options, read):

@@ -198,6 +198,26 @@ def test_ab_a_10_percent_slower_cell_among_64_is_caught_in_95_percent_even_on_a_
     _caught(r)
 
 
+# A/B mode on a machine whose history holds the spread of pairs (issue 76, part 2): each cell gets
+# one duet pair before its first look (``planning.first_pairs``), its history that of the last
+# sessions replayed before it (``replay_lib.history_of``: three unchanged sessions of the same
+# corpus, summed as the history store sums them). The same session count as every claim here.
+
+def _with_history(r):
+    assert r.first_pairs == 1, L.format_row(r)  # the claim is on the path it is about
+    return r
+
+
+@pytest.mark.parametrize("n", [64])
+def test_ab_with_this_machines_history_unchanged_sessions_on_a_quiet_vm_fail_in_at_most_5_percent(quiet_duets, n):
+    _unchanged(_with_history(_rates("ab-history", quiet_duets, n, 1.0, CLAIM_SESSIONS)))
+
+
+@pytest.mark.parametrize("n", [64])
+def test_ab_with_this_machines_history_a_10_percent_slower_cell_on_a_quiet_vm_is_caught_in_95_percent(quiet_duets, n):
+    _caught(_with_history(_rates("ab-history", quiet_duets, n, CHANGE, CLAIM_SESSIONS)))
+
+
 # ----------------------------------------------------------------------------- baseline mode
 
 # The loaded corpus in baseline mode, its baseline recorded from the same loaded hour: no
@@ -273,3 +293,16 @@ def test_default_selection_a_10_percent_slower_cell_of_a_setup_change_the_suite_
 def test_default_selection_a_10_percent_slower_cell_the_suite_cannot_see_is_caught(default_selection):
     r = _rates("setup", default_selection, 6, CHANGE, E.sessions_needed(1))
     _caught(r)
+
+
+# The default selection in A/B mode with this machine's history (one pair before the first look),
+# 24 cells a session: at 6 the three sessions before hold fewer than planning.ONE_PAIR_DF of some
+# kind, and the first stage stays at three pairs.
+def test_default_selection_with_this_machines_history_unchanged_sessions_fail_in_at_most_5_percent(
+        default_selection):
+    _unchanged(_with_history(_rates("ab-history", default_selection, 24, 1.0, CLAIM_SESSIONS)))
+
+
+def test_default_selection_with_this_machines_history_a_10_percent_slower_cell_is_caught_in_95_percent(
+        default_selection):
+    _caught(_with_history(_rates("ab-history", default_selection, 24, CHANGE, CLAIM_SESSIONS)))

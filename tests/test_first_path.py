@@ -190,3 +190,45 @@ def test_a_deadline_too_short_for_one_test_s_pairs_keeps_the_cheap_path_and_says
             "no cell alone, but a test's pairs take about") in first, first
     assert "and --perf-deadline 40 s holds 34 s of measuring" in first, first
     assert doc["session"]["kind"] == "baseline"
+
+
+# -- one pair before the first look where this machine's history knows the spread (part 2) ----
+
+def test_one_pair_first_where_the_history_holds_every_kind_of_rounds_figure():
+    enough = {"rounds/score": planning.ONE_PAIR_DF, "rounds/train": 40, "latency_p99_ms": 3}
+    one = planning.first_pairs(3, enough)
+    assert one.pairs == 1 and one.why == ("this machine's history holds the spread of duet pairs of every kind of "
+                                          "cell it has seen (score 12 df, train 40 df)"), one
+    # a kind short of degrees of freedom, no history, or a first stage of one pair already: as asked
+    assert planning.first_pairs(3, dict(enough, **{"rounds/io": planning.ONE_PAIR_DF - 1})) == planning.FirstPairs(3)
+    assert planning.first_pairs(3, {}) == planning.FirstPairs(3)
+    assert planning.first_pairs(3, {"latency_p99_ms": 50}) == planning.FirstPairs(3)  # tails alone: no rounds kind
+    assert planning.first_pairs(1, enough) == planning.FirstPairs(1)
+
+
+def test_the_history_s_figure_rows_are_summed_per_kind_and_its_kind_rows_not_counted_again():
+    from types import SimpleNamespace
+
+    from pytest_mxperf import command_line
+    o = SimpleNamespace(duet_pairs=3)
+    rows = [(KEYS[0], 0.01, 6), (KEYS[1], 0.01, 6), ("rounds/score", 0.02, 12)]
+    assert command_line.first_pairs(o, rows).pairs == 1
+    assert command_line.first_pairs(o, rows[:1] + rows[2:]).pairs == 3  # 6 df of score figures, the kind row aside
+
+
+def test_a_paired_session_whose_machine_knows_the_spread_gives_each_cell_one_pair_before_its_first_look(box):
+    record, run, history = box
+    record(1)
+    with open_store(history) as s:  # this machine's last paired session, its pairs' spread kept
+        d = _doc("last", 10.0, ("mlp", "lenet"), models=("mlp", "lenet"), kind="paired")
+        d["session"]["pair_spreads"] = {KEYS[0]: [0.0004, 8], KEYS[1]: [0.0004, 8], "rounds/score": [0.0008, 16]}
+        s.append(d)
+    r, first, doc = run()
+    assert r.ret == 0, r.stdout.str()
+    assert ("2 cell(s) x 1 duet pair before its first look, as this machine's history holds the spread of duet pairs "
+            "of every kind of cell it has seen (score 16 df)") in first, first
+    for key in KEYS:
+        rec = next(c for c in doc["records"] if c["key"] == key)
+        # the stand-in's two sides read alike: one pair is enough at the history's spread
+        assert len(rec["runs"]) == len(rec["reference_runs"]) == 1, rec
+        assert rec["verdict"]["kind"] == "unchanged", rec["verdict"]

@@ -88,6 +88,26 @@ def test_the_next_look_grows_at_most_as_many_again_and_stops_at_the_last():
     assert D.next_look([-0.04] * 12, 0.03, 200, **rule) == 0
 
 
+def test_after_a_first_pair_the_next_look_reaches_the_first_stage_and_with_no_spread_waits_for_it():
+    eff = D.log_effect(THROUGHPUT, 0.05)
+    rule = dict(min_effect=eff, q=0.05, n_figures=24, max_pairs=40)
+    assert D.STAGE1_PAIRS == 3
+    # one pair (planning.first_pairs) far from a call: up to the first stage's three, not one more only
+    assert D.next_look([-0.045], 0.03, 200, **rule) == 2
+    assert D.next_look([-0.045, -0.04], 0.03, 200, **rule) == 2  # as many again from two
+    # a kind the history has not seen: no spread to judge one pair at, the first stage's pairs in all
+    assert D.next_look([0.0], None, 0, **rule) == 2
+    assert D.next_look([0.0, 0.01], None, 0, **rule) == 1
+    assert D.pairs_to_call([0.0], None, 0, **rule) == 3
+    # a cell called unchanged after its one pair at a known spread of 1.6% (a score cell on the Zen 4)
+    call = sequential.decide([0.0], 0.016, 50, min_effect=eff, alpha_regression=0.05 / 24, alpha_pass=D.ALPHA_PASS,
+                             max_pairs=40)
+    assert call.kind == "unchanged", call
+    slow = sequential.decide([math.log(0.9)], 0.016, 50, min_effect=eff, alpha_regression=0.05 / 24,
+                             alpha_pass=D.ALPHA_PASS, max_pairs=40)
+    assert slow.kind == "regression", slow
+
+
 def test_the_pooled_spread_adds_this_machines_history_of_the_kind_to_the_sessions_own_pairs():
     duets = {"score/a/b1": _pairing([1.0, 1.02]), "score/b/b8": _pairing([0.99, 1.01, 1.0])}
     own = sequential.Spread.of(d.signed() for d in duets.values())

@@ -175,7 +175,7 @@ def _sequential_verdict(p: DuetPairing, g: List[float], call, sd: float, df: int
     return Verdict("suspect", f"{txt}: not called yet ({bound}; {worst_txt}): adding pairs", **common)
 
 
-def pairs_to_call(signed: Sequence[float], sd: float, df: Optional[int], *, min_effect: float, q: float,
+def pairs_to_call(signed: Sequence[float], sd: Optional[float], df: Optional[int], *, min_effect: float, q: float,
                   n_figures: int, max_pairs: int = SEQUENTIAL_MAX_PAIRS) -> int:
     """The pairs in all a figure's mean so far, were it the truth, needs to be called
     (unchanged when within the minimum effect, a regression when worse), at least those it
@@ -184,8 +184,8 @@ def pairs_to_call(signed: Sequence[float], sd: float, df: Optional[int], *, min_
     log ratio's size (``log_effect``)."""
     from pytest_mxperf.judge import sequential
     n = len(signed)
-    if n == 0:
-        return min(max_pairs, STAGE1_PAIRS)
+    if n == 0 or sd is None:
+        return min(max_pairs, max(n, STAGE1_PAIRS))
     eff = min_effect
     c_r, c_u = sequential.boundaries(q / max(1, n_figures), ALPHA_PASS, max_pairs, df)
     m = statistics.fmean(signed)
@@ -199,18 +199,21 @@ def pairs_to_call(signed: Sequence[float], sd: float, df: Optional[int], *, min_
     return int(min(max_pairs, max(n, need)))
 
 
-def next_look(signed: Sequence[float], sd: float, df: Optional[int], *, min_effect: float, q: float, n_figures: int,
-              max_pairs: int = SEQUENTIAL_MAX_PAIRS) -> int:
+def next_look(signed: Sequence[float], sd: Optional[float], df: Optional[int], *, min_effect: float, q: float,
+              n_figures: int, max_pairs: int = SEQUENTIAL_MAX_PAIRS) -> int:
     """How many more pairs a figure not called yet gets before its next look: as many as its
     mean so far, were it the truth, needs to be called (``pairs_to_call``), at least one, at
-    most as many again as it has and never past ``max_pairs`` in all. Looking after several
-    pairs instead of each one only lowers the rule's error rates (its boundary is crossed less
-    often). ``min_effect``: as a log ratio's size (``log_effect``)."""
+    most as many again as it has or up to ``STAGE1_PAIRS`` in all, whichever is more, and never
+    past ``max_pairs`` in all; with no spread to judge at (``sd`` None: a kind this machine's
+    history has not seen, after a first stage of one pair, ``planning.first_pairs``), up to
+    ``STAGE1_PAIRS`` in all. Looking after several pairs instead of each one only lowers the
+    rule's error rates (its boundary is crossed less often). ``min_effect``: as a log ratio's
+    size (``log_effect``)."""
     n = len(signed)
     left = max_pairs - n
     if left <= 0:
         return 0
-    if n == 0:
-        return min(left, STAGE1_PAIRS)
+    if n == 0 or sd is None:
+        return min(left, max(1, STAGE1_PAIRS - n))
     need = pairs_to_call(signed, sd, df, min_effect=min_effect, q=q, n_figures=n_figures, max_pairs=max_pairs) - n
-    return int(min(left, max(1, min(need, n))))
+    return int(min(left, max(1, min(need, max(n, STAGE1_PAIRS - n)))))

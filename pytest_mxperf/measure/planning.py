@@ -696,6 +696,39 @@ def first_path(summary: Mapping[str, Any], duet_shares: Sequence[float], provisi
                             f"resolution of up to {int(summary.get('sessions') or 0)} recorded sessions{said})")
 
 
+#: the degrees of freedom this machine's history must hold of every kind of rounds figure
+#: (``rounds/<kind>``) for a paired or A/B session's cells to get one duet pair before their
+#: first look instead of ``options.DUET_PAIRS``: the pair-by-pair rule judges a figure at its
+#: kind's pooled spread, so a cell's own first pairs only add to what is known; at 12 df the
+#: boundary is widened by Student's t (``sequential.widened``). Why one: a first stage of
+#: three pairs a cell was 13 of an unchanged session's 17-34 minutes on the Zen 4, and a score
+#: cell at its kind's 1.5-1.8% spread is called unchanged after one pair whose ratio is within
+#: about 1.3% (docs/upgrade-gate.md)
+ONE_PAIR_DF = 12
+
+
+@dataclasses.dataclass(frozen=True)
+class FirstPairs:
+    """The duet pairs each cell gets before its first look, and why (said on the first line)."""
+
+    pairs: int
+    why: str = ""
+
+
+def first_pairs(default: int, family_df: Mapping[str, int]) -> FirstPairs:
+    """How many duet pairs a cell gets before its first look: one when this machine's history
+    (``family_df``: the degrees of freedom of its duet pair spreads per kind of figure,
+    ``ab_judging.spread_family``) holds at least ``ONE_PAIR_DF`` of every kind of rounds figure
+    it has seen, else ``default``. A cell of a kind the history lacks is judged at its own pairs
+    and gets more at its first look (``verdict_duet.next_look``). Pure."""
+    rounds = {f: int(df) for f, df in family_df.items() if f.startswith("rounds/")}
+    if default <= 1 or not rounds or min(rounds.values()) < ONE_PAIR_DF:
+        return FirstPairs(default)
+    kinds = ", ".join(f"{f.split('/', 1)[1]} {df} df" for f, df in sorted(rounds.items()))
+    return FirstPairs(1, f"this machine's history holds the spread of duet pairs of every kind of cell it has "
+                         f"seen ({kinds})")
+
+
 def first_stage_late(plan: "Plan", deadline: Optional[float]) -> str:
     """Why a paired session's first stage (each measuring test's pairs, as the plan guesses one
     before any ran) would not end within ``deadline`` less its reserve, or "" (no deadline, or it

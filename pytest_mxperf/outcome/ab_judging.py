@@ -261,7 +261,7 @@ def next_looks(cells: Dict[str, CellRecord], verdicts: Mapping[str, vd.Verdict],
     def rule(mk: str) -> Dict:
         """The pair-by-pair rule's arguments for figure ``mk``: its pairs, spread and effect."""
         d = duets[mk]
-        return dict(signed=d.signed(), sd=spreads[mk].sd or verdict_duet.MIN_SD, df=spreads[mk].df,
+        return dict(signed=d.signed(), sd=spreads[mk].sd, df=spreads[mk].df,
                     min_effect=verdict_duet.log_effect(d.metric, effect_for(d.metric.name, min_effect, mk)),
                     q=q_duets, n_figures=len(duets), max_pairs=max_pairs)
 

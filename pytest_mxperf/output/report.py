@@ -186,7 +186,7 @@ def settling_words(ready: bool, duet_tests: int, tests: int, path=None) -> str:
 
 def plan_line(tests: int, options, ab_pairs: int, duet_pairs: int = 3, duet_tests: Optional[int] = None,
               plan=None, deselected_slow: int = 0, ab: bool = False, speed=None, settling: str = "",
-              paired: bool = False) -> str:
+              paired: bool = False, first_why: str = "") -> str:
     """The expected duration, said before anything is measured. ``ab``: an A/B session, or
     (``paired``) one against a baseline whose cells are paired with its recorded setup from the
     first process, priced as an A/B session is;
@@ -194,7 +194,8 @@ def plan_line(tests: int, options, ab_pairs: int, duet_pairs: int = 3, duet_test
     baseline mode's ``planning.estimate`` (which cells share worker processes, which tests
     have their own); ``speed``: this machine's MXNet speed against the reference machine's
     (``planning.Speed``), which scales the costs; ``settling``: baseline mode's
-    ``settling_words``."""
+    ``settling_words``; ``first_why``: why a cell gets ``duet_pairs`` before its first look
+    (``planning.first_pairs``), when not the default's."""
     duet_tests = tests if duet_tests is None else duet_tests
     slow = f"; {slow_note(deselected_slow)}" if deselected_slow else ""
     factor = speed.factor if speed else 1.0
@@ -210,9 +211,10 @@ def plan_line(tests: int, options, ab_pairs: int, duet_pairs: int = 3, duet_test
         cut = f"; --perf-deadline {duration_text(options.deadline)} will leave some not reached"
     if ab:
         mode = "against the baseline, its recorded setup as the reference" if paired else "A/B mode"
-        what = (f"mxperf: {mode}: {tests} cell(s) x {duet_pairs} duet pairs (resident candidate and reference "
-                f"workers taking turns at timed rounds: score, train, latency, io, kvstore, time to accuracy, your own "
-                f"network; distributed cells run {ab_pairs} process pairs); ")
+        first = f" before its first look, as {first_why}" if first_why else ""
+        what = (f"mxperf: {mode}: {tests} cell(s) x {duet_pairs} duet pair{'' if duet_pairs == 1 else 's'}{first} (resident candidate and "
+                f"reference workers taking turns at timed rounds: score, train, latency, io, kvstore, time to accuracy, "
+                f"your own network; distributed cells run {ab_pairs} process pairs); ")
         kind = "paired" if paired else "A/B"
         cut += settling if paired else ""
         if own_ab:
