@@ -394,6 +394,13 @@ def test_a_duet_cell_with_parts_gets_as_many_pairs_as_a_cell_of_process_pairs_wh
     with_parts = ab_judging.next_looks(cells, verdicts, 0.05, process_pairs=12)
     assert alone(io[0]) == (0, True) and with_parts(io[0]) == (9, True)
     assert with_parts(score[0]) == alone(score[0])
+    # after one pair (planning.first_pairs) the parts first reach the first stage's three pairs, not
+    # yet final: a fast-end test of one pair asks for more whatever it reads
+    one = {k: CellRecord("t", CellMeasurement(r.cell.workload, r.cell.runs[:1], r.cell.reference[:1]))
+           for k, r in cells.items()}
+    one_verdicts = ab_judging.judge_ab_once(one, set(), 0.05)
+    one_verdicts[f"{io[0]}#trainer_samples_per_s"] = Verdict("suspect", "x", metric="trainer_samples_per_s")
+    assert ab_judging.next_looks(one, one_verdicts, 0.05, process_pairs=12)(io[0]) == (2, False)
 
 
 @pytest.mark.parametrize("spec", [

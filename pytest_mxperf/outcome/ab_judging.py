@@ -273,8 +273,12 @@ def next_looks(cells: Dict[str, CellRecord], verdicts: Mapping[str, vd.Verdict],
         wanted = [verdict_duet.next_look(**rule(mk)) for mk in figures if suspect(mk)]
         after = [process_pairs - len(p.candidate) for mk, p in pairings.items()
                  if cell_of(mk) == key and p.metric.name in AFTER_ROUNDS and suspect(mk) and process_pairs]
-        n = max(wanted + after + [0])
-        return n, have + n >= max_pairs or not any(w > 0 for w in wanted)
+        # after a first stage of fewer than STAGE1_PAIRS pairs (planning.first_pairs), a figure judged
+        # as process pairs reaches those before its second stage: a fast-end test of one pair asks
+        # for more whatever its pairs read
+        reach = [verdict_duet.STAGE1_PAIRS - have] if after and have < verdict_duet.STAGE1_PAIRS else []
+        n = max(wanted + (reach or after) + [0])
+        return n, have + n >= max_pairs or not (any(w > 0 for w in wanted) or reach)
 
     def pairs_after(key: str) -> int:
         """The duet pairs a cell not called yet is expected to get after its next look: what its
