@@ -73,6 +73,7 @@ def pocock(alpha: float, looks: int) -> float:
     return hi
 
 
+@functools.lru_cache(maxsize=4096)
 def widened(c: float, df: Optional[float]) -> float:
     """``c`` for a spread estimated with ``df`` degrees of freedom: scaled by Student's t
     against the normal at the one-sided level ``c`` has."""
@@ -82,6 +83,7 @@ def widened(c: float, df: Optional[float]) -> float:
     return float(c * t.isf(norm.sf(c), max(1.0, df)) / c)
 
 
+@functools.lru_cache(maxsize=4096)
 def boundaries(alpha_regression: float, alpha_pass: float, max_pairs: int, df: Optional[float]
                ) -> Tuple[float, float]:
     """(``c_R``, ``c_U``): the rule's boundaries for ``max_pairs`` looks at a spread of ``df``
