@@ -700,10 +700,9 @@ def first_path(summary: Mapping[str, Any], duet_shares: Sequence[float], provisi
 #: (``rounds/<kind>``) for a paired or A/B session's cells to get one duet pair before their
 #: first look instead of ``options.DUET_PAIRS``: the pair-by-pair rule judges a figure at its
 #: kind's pooled spread, so a cell's own first pairs only add to what is known; at 12 df the
-#: boundary is widened by Student's t (``sequential.widened``). Why one: a first stage of
-#: three pairs a cell was 13 of an unchanged session's 17-34 minutes on the Zen 4, and a score
-#: cell at its kind's 1.5-1.8% spread is called unchanged after one pair whose ratio is within
-#: about 1.3% (docs/upgrade-gate.md)
+#: boundary is widened by Student's t (``sequential.widened``). Why one: three pairs a cell were
+#: 13 of an unchanged session's 17-34 minutes on the Zen 4, one pair 7.4-7.7; a cell not called
+#: after it gets up to three at its first look (evidence: docs/baselines.md, the Zen 4 rows)
 ONE_PAIR_DF = 12
 
 

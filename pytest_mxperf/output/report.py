@@ -212,7 +212,8 @@ def plan_line(tests: int, options, ab_pairs: int, duet_pairs: int = 3, duet_test
     if ab:
         mode = "against the baseline, its recorded setup as the reference" if paired else "A/B mode"
         first = f" before its first look, as {first_why}" if first_why else ""
-        what = (f"mxperf: {mode}: {tests} cell(s) x {duet_pairs} duet pair{'' if duet_pairs == 1 else 's'}{first} (resident candidate and "
+        pairs = f"{duet_pairs} duet pair{'' if duet_pairs == 1 else 's'}"
+        what = (f"mxperf: {mode}: {tests} cell(s) x {pairs}{first} (resident candidate and "
                 f"reference workers taking turns at timed rounds: score, train, latency, io, kvstore, time to accuracy, "
                 f"your own network; distributed cells run {ab_pairs} process pairs); ")
         kind = "paired" if paired else "A/B"
