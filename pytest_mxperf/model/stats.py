@@ -329,6 +329,14 @@ def fast_end_paired_p(better: Sequence[float], worse: Sequence[float], shift: fl
 
 def fast_end_paired_bound(better: Sequence[float], worse: Sequence[float], alpha: float,
                           side: str) -> float:
+    """``_fast_end_paired_bound`` of the pairs as tuples: a cell judged again at each look with
+    the same pairs is worked out once."""
+    return _fast_end_paired_bound(tuple(float(x) for x in better), tuple(float(x) for x in worse), float(alpha), side)
+
+
+@functools.lru_cache(maxsize=4096)
+def _fast_end_paired_bound(better: Tuple[float, ...], worse: Tuple[float, ...], alpha: float,
+                           side: str) -> float:
     """Confidence bound for the shift of ``better`` over ``worse`` at the fast end, found by
     inverting ``fast_end_paired_p`` (bisection on the shift, in log units).
 
