@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Dict, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, List, Optional, Sequence, Tuple
 
 import pytest
 
@@ -713,17 +713,13 @@ def known_spreads(options, machine) -> Tuple[Tuple[str, float, int], ...]:
 
 def first_pairs(options, spreads: Sequence[Tuple[str, float, int]]) -> "planning.FirstPairs":
     """The duet pairs a paired or A/B session's cells get before their first look
-    (``planning.first_pairs``), from this machine's pair spreads (``known_spreads``: figure
-    rows, summed per kind of figure by ``ab_judging.family_of_key``; the kinds' own rows are
-    not counted again)."""
+    (``planning.first_pairs``), from this machine's pair spreads (``known_spreads``) summed per
+    kind of figure as the pair-by-pair rule sums them (``ab_judging.history_by_kind``)."""
+    from pytest_mxperf.judge.sequential import Spread
     from pytest_mxperf.measure import planning
-    from pytest_mxperf.outcome.ab_judging import family_of_key
-    family_df: Dict[str, int] = {}
-    for key, _, df in spreads:
-        f = family_of_key(key)
-        if f is not None:
-            family_df[f] = family_df.get(f, 0) + int(df)
-    return planning.first_pairs(options.duet_pairs, family_df)
+    from pytest_mxperf.outcome.ab_judging import history_by_kind
+    kinds = history_by_kind({key: Spread(ss, df) for key, ss, df in spreads})
+    return planning.first_pairs(options.duet_pairs, {f: s.df for f, s in kinds.items()})
 
 
 def _from_history(options, read):

@@ -213,7 +213,5 @@ def next_look(signed: Sequence[float], sd: Optional[float], df: Optional[int], *
     left = max_pairs - n
     if left <= 0:
         return 0
-    if n == 0 or sd is None:
-        return min(left, max(1, STAGE1_PAIRS - n))
     need = pairs_to_call(signed, sd, df, min_effect=min_effect, q=q, n_figures=n_figures, max_pairs=max_pairs) - n
     return int(min(left, max(1, min(need, max(n, STAGE1_PAIRS - n)))))

@@ -131,11 +131,7 @@ def pooled_spreads(duets: Mapping[str, verdict_duet.DuetPairing], known: Mapping
     sessions; on the Zen 4 a train cell's pairs spread 6.3% pooled and a score cell's 2.6%
     (docs/baselines.md)."""
     here = _spreads_of(duets)
-    history: Dict[str, Spread] = {}
-    for k, s in known.items():
-        f = family_of_key(k)
-        if f is not None:
-            history[f] = history.get(f, Spread()) + s
+    history = history_by_kind(known)
     out = {}
     for mk, d in duets.items():
         f = spread_family(d.metric, mk)
@@ -143,6 +139,18 @@ def pooled_spreads(duets: Mapping[str, verdict_duet.DuetPairing], known: Mapping
         own = here[mk] + known.get(mk, Spread())
         out[mk] = own if own.df >= OWN_ALONE_DF or (own.df >= OWN_DF and (kind.sd is None or own.sd > kind.sd)) \
             else kind
+    return out
+
+
+def history_by_kind(known: Mapping[str, Spread]) -> Dict[str, Spread]:
+    """This machine's history of duet pair spreads (figure key or kind -> Spread,
+    ``HistoryStore.pair_spreads``) summed per kind of figure (``family_of_key``) from its
+    figures' rows; the kinds' own rows, which the history also keeps, are not counted again."""
+    out: Dict[str, Spread] = {}
+    for k, s in known.items():
+        f = family_of_key(k)
+        if f is not None:
+            out[f] = out.get(f, Spread()) + s
     return out
 
 
