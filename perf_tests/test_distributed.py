@@ -11,6 +11,8 @@ bandwidth; see docs/distributed.md for pointing it at real hosts.
 Each kvstore is a cell (mode ``dist``) whose figure is samples/s, baselined and judged like
 any other. One "process" of replication is one whole cluster launch (scheduler, server,
 two workers: about 3 s here), so recording a baseline of 5 costs about 15 s per kvstore.
+Paired with another install (A/B mode, or a baseline's paired path) a pair is a duet of two
+clusters: each launcher relays the parent's rounds to its workers (``measure/cluster.py``).
 The ratio to ``local`` is derived from the two cells and shown, not judged again.
 """
 

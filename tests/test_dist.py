@@ -19,6 +19,7 @@ import pytest
 
 from pytest_mxperf.measure import cluster as dist
 from pytest_mxperf.measure import runner
+from pytest_mxperf.model.workload import Workload
 
 LAUNCHER = [sys.executable, "-m", "pytest_mxperf.measure.cluster"]
 WORKER = {"model": "mlp", "global_batch": 128, "steps": 30, "seed": 3, "learning_rate": 0.1,
@@ -228,7 +229,9 @@ def test_overall_timeout_stops_everything():
     assert_nothing_left(res)
 
 
-def _cluster_processes(since):
+def _cluster_processes(since, token):
+    """The cluster roles started since ``since`` whose PYTHONPATH holds ``token``: this test's
+    own, not another test's running beside it (an xdist worker's)."""
     found = []
     for p in psutil.process_iter(["cmdline", "create_time"]):
         cmd = p.info["cmdline"] or []
@@ -236,7 +239,7 @@ def _cluster_processes(since):
             continue
         if "pytest_mxperf.workers.dist_worker" in cmd or cmd[-2:] == ["-c", dist.ROLE_CODE]:
             try:
-                if p.status() != psutil.STATUS_ZOMBIE:
+                if token in p.environ().get("PYTHONPATH", "") and p.status() != psutil.STATUS_ZOMBIE:
                     found.append((p.pid, cmd))
             except psutil.Error:
                 pass
@@ -246,10 +249,102 @@ def _cluster_processes(since):
 def test_killing_the_launcher_leaves_no_role_behind():
     t0 = time.time()
     worker = dict(WORKER, steps=100000, step_sleep=0.05)
-    out = runner.run_process(LAUNCHER, {"kvstore": "dist_sync", "num_workers": 2, "worker": worker, "timeout": 120},
-                             timeout=8, env=dist.base_env())
+    env = dist.base_env()
+    token = f"/nonexistent/mxperf-test-{os.getpid()}-{time.time_ns()}"  # every role inherits it
+    env["PYTHONPATH"] = os.pathsep.join([env["PYTHONPATH"], token])
+    seen, done = set(), threading.Event()
+
+    def watch():  # the roles as they run: the search below finds this cluster's
+        while not done.is_set():
+            seen.update(pid for pid, _ in _cluster_processes(t0, token))
+            time.sleep(0.2)
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    try:
+        out = runner.run_process(LAUNCHER, {"kvstore": "dist_sync", "num_workers": 2, "worker": worker,
+                                            "timeout": 120}, timeout=8, env=env)
+    finally:
+        done.set()
+        watcher.join()
     assert out.status == "timeout"
+    assert len(seen) >= 4, seen  # scheduler, server, two workers
     deadline = time.time() + 5
-    while _cluster_processes(t0) and time.time() < deadline:
+    while _cluster_processes(t0, token) and time.time() < deadline:
         time.sleep(0.1)
-    assert _cluster_processes(t0) == []
+    assert _cluster_processes(t0, token) == []
+
+
+# ------------------------------------------------------------------ a duet of two clusters
+
+DIST_SYNC = Workload(model="mlp", mode="dist", batch_size=128, threads="1", kvstore="dist_sync")
+
+
+def _cluster_pair(spec, payloads=None, **kw):
+    """One duet pair of two clusters of this interpreter; ``payloads`` gets each side's
+    launcher result (candidate first), as the figures are read from it."""
+    from pytest_mxperf.measure import duet
+
+    def figures(payload):
+        if payloads is not None:
+            payloads.append(payload)
+        return {"samples_per_s": payload["samples_per_second"]}
+    return duet.run_pair(DIST_SYNC, candidate=None, reference=None, module="pytest_mxperf.measure.cluster",
+                         spec=spec, figures=figures, memory_limit=None, **kw)
+
+
+def test_a_duet_of_two_clusters_takes_turns_at_rounds_of_every_worker_and_leaves_nothing():
+    from stand_ins import new_children
+    from pytest_mxperf.measure import duet
+    assert duet.resident("pytest_mxperf.measure.cluster")
+    spec = {"kvstore": "dist_sync", "num_workers": 2, "num_servers": 1, "timeout": 120,
+            "worker": dict(WORKER, warmup_steps=3)}
+    payloads = []
+    c, r = _cluster_pair(spec, payloads, seed=1, candidate_first=False, time_budget=0.3)
+    assert c.ok and r.ok, (c.message, r.message)
+    assert len(payloads) == 2
+    # both clusters ran the same rounds of the same size, alternated (the reference first here)
+    assert len(c.round_seconds) == len(r.round_seconds) == duet.rounds_for(0.3, c.meta["duet"]["sizing_round_seconds"])
+    assert c.batches_per_round == r.batches_per_round >= 1
+    assert (c.meta["duet"]["ran_first"], r.meta["duet"]["ran_first"]) == (False, True)
+    for side, res in zip((c, r), payloads):
+        # every worker served every round: its own rounds are the relayed ones' count, each
+        # at most the relayed (the slowest worker's) seconds
+        assert [w["rank"] for w in sorted(res["workers"], key=lambda w: w["rank"])] == [0, 1]
+        for w in res["workers"]:
+            assert len(w["round_seconds"]) == len(res["round_seconds"])
+            assert all(own <= relayed + 1e-9 for own, relayed in zip(w["round_seconds"], res["round_seconds"]))
+        # samples/s: the global batch's steps in the median relayed round
+        k, rounds = res["batches_per_round"], sorted(res["round_seconds"])
+        assert side.value("samples_per_s") == pytest.approx(128 * k / rounds[len(rounds) // 2])
+        assert_nothing_left(res)
+    assert new_children() == []
+
+
+def test_a_worker_that_fails_in_a_cluster_duet_ends_the_pair_in_one_line_and_leaves_nothing():
+    # tests/failing_dist_worker.py: rank 1 raises after its 3rd update, inside its warm-up here
+    from stand_ins import new_children
+    env = dist.base_env()
+    env["PYTHONPATH"] = os.pathsep.join([env["PYTHONPATH"], str(TESTS)])
+    spec = {"kvstore": "dist_sync", "num_workers": 2, "worker": dict(WORKER, warmup_steps=5), "timeout": 120,
+            "worker_module": "failing_dist_worker"}
+    c, r = _cluster_pair(spec, seed=0, time_budget=0.3, env=env, reference_env=env, timeout=60)
+    assert not c.ok and not r.ok
+    failed, partner = (c, r) if "partner" not in c.message else (r, c)
+    assert "worker 1" in failed.message and "injected failure at step 3" in failed.message, failed.message
+    assert "\n" not in failed.message
+    assert "its duet partner" in partner.message, partner.message
+    assert new_children() == []
+
+
+def test_a_cluster_whose_worker_hangs_in_a_round_fails_the_pair_at_its_timeout_and_leaves_nothing():
+    from stand_ins import new_children
+    spec = {"kvstore": "dist_sync", "num_workers": 2, "timeout": 120,
+            "worker": dict(WORKER, warmup_steps=1, step_sleep=6.0)}
+    c, r = _cluster_pair(spec, seed=0, time_budget=0.3, timeout=3, warmup_timeout=60)
+    assert not c.ok and not r.ok
+    failed = c if "no answer" in c.message else r
+    assert "no answer from the" in failed.message and "in 3 s" in failed.message, (c.message, r.message)
+    deadline = time.time() + 5
+    while new_children() and time.time() < deadline:
+        time.sleep(0.1)
+    assert new_children() == []

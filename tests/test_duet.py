@@ -97,12 +97,14 @@ def test_a_real_duet_side_measures_and_idles_while_it_waits(spinning):
 
 # ----------------------------------------------------------------------------- other worker kinds
 
-def test_resident_worker_kinds_are_declared_and_cluster_kinds_are_not():
+def test_resident_worker_kinds_are_declared_and_others_are_not():
+    # the cluster launcher relays rounds to its workers (tests/test_dist.py runs a duet of two)
     for module in ("pytest_mxperf.workers.throughput", "pytest_mxperf.workers.commbench",
-                   "pytest_mxperf.workers.pipeline", "pytest_mxperf.workers.convergence"):
+                   "pytest_mxperf.workers.pipeline", "pytest_mxperf.workers.convergence",
+                   "pytest_mxperf.measure.cluster"):
         assert duet.resident(module), module
-    # one process of these is a whole cluster launch / a peak probe / a kind the suite does not know
-    for module in ("pytest_mxperf.measure.cluster", "pytest_mxperf.workers.peak", "some.users.worker"):
+    # one process of these is a peak probe / a kind the suite does not know
+    for module in ("pytest_mxperf.workers.peak", "some.users.worker"):
         assert not duet.resident(module), module
     # a training run to the target runs its rounds to the end, never untimed or sized
     assert duet.TO_THE_END == {"pytest_mxperf.workers.convergence"}
@@ -178,8 +180,8 @@ def test_the_plan_says_which_cells_run_process_pairs():
     from pytest_mxperf.model.options import PerfOptions
     from pytest_mxperf.output import report
     line = report.plan_line(4, PerfOptions(reference="/x/python"), 8, 3, duet_tests=3, ab=True)
-    assert "score, train, latency, io, kvstore, time to accuracy, your own network" in line
-    assert "distributed cells run 8 process pairs" in line
+    assert "score, train, latency, io, kvstore, time to accuracy, distributed clusters, your own network" in line
+    assert "a worker kind that cannot be resident runs 8 process pairs" in line
     options = PerfOptions(reference="/x/python")
     pair = planning.duet_pair_seconds(options)
     first = 3 * 3 * pair + planning.planned_test_seconds(options, True, 3, 8, duet=False)  # 3 duet cells, 1 of 8 process pairs

@@ -19,10 +19,10 @@ def test_priority_first_then_breadth_first_then_collection_order():
 def test_duet_tests_are_the_resident_kinds_only():
     tests = [Planned(True, markers=frozenset({"scoring", "cpu"})),
              Planned(True, markers=frozenset({"latency"})),
-             Planned(True, markers=frozenset({"distributed", "training"})),
+             Planned(True, markers=frozenset({"distributed", "training"})),  # a cluster relays its rounds
              Planned(True, markers=frozenset({"cpu"})),
              Planned(False, markers=frozenset({"scoring"}))]
-    assert duet_tests(tests) == 2
+    assert duet_tests(tests) == 3
 
 
 def test_process_pairs_grow_with_the_session_s_cells():
@@ -349,7 +349,7 @@ def test_an_ab_session_is_estimated_from_this_machine_s_own_ab_sessions():
     known = Known((("t.py::test_train[b64]", 410.0), ("t.py::test_score[b1]", 40.0), ("gone.py::test_x", 99.0)),
                   300.0, 2)
     made = plan_for(tests, options, ab=True, known=known)
-    dist = planned_test_seconds(options, True, options.duet_pairs, made.plan.ab_pairs, duet=False)
+    dist = planned_test_seconds(options, True, options.duet_pairs, made.plan.ab_pairs)  # a duet of clusters
     assert made.estimate is not None and made.estimate.known_tests == 2 and made.estimate.known_sessions == 2
     assert abs(made.plan.estimate_seconds - (410.0 + 40.0 + dist + 300.0)) < 1e-6
     assert dict(made.plan.test_estimates)["t.py::test_train[b64]"] == 410.0
@@ -372,7 +372,7 @@ def test_an_ab_session_is_estimated_from_this_machine_s_own_ab_sessions():
     # no time outside the tests recorded: the constant start and end
     e = ab_estimate(tests, options, 8, Known((("t.py::test_score[b1]", 40.0),), None, 1))
     assert e.known_tests == 1 and abs(e.seconds - (40.0 + SESSION_S + planned_test_seconds(
-        options, True, options.duet_pairs, 8) + planned_test_seconds(options, True, options.duet_pairs, 8, duet=False))) < 1e-6
+        options, True, options.duet_pairs, 8) + planned_test_seconds(options, True, options.duet_pairs, 8))) < 1e-6
 
 
 def test_an_ab_session_without_history_starts_from_the_reference_machine_s_ab_session():

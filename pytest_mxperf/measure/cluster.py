@@ -23,12 +23,24 @@ module never imports mxnet: every role is its own fresh process.
   and any port the cluster listened on that is still listening (both must be empty).
 * ``kvstore: "local"`` runs the same worker once, without a cluster: the reference that
   a ``dist_sync`` run's weights are compared with.
+* **Resident** (the spec has ``control``, as a duet's parent gives a resident worker its
+  pipes, ``measure/duet.py``): the cluster is one side of a duet. Each worker gets pipes of
+  its own and serves rounds (``workers/dist_worker.py``); the launcher relays (``_Relay``):
+  every command of the parent goes to every worker at once, and once all have answered it
+  says one answer back: "ready" when every worker has warmed up, a round's seconds the
+  slowest worker's (a ``dist_sync`` step ends when both workers' pushes have been summed),
+  "over" as soon as one says it. So a cluster launch is paid once a pair, not once a
+  measurement, and its rounds alternate with the other install's cluster's, which waits
+  meanwhile (its workers block on their pipes, its scheduler and server on their sockets).
+  The result carries the relayed rounds (``round_seconds``, ``batches_per_round``) and
+  samples/s from their median.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import select
 import signal
 import socket
 import subprocess
@@ -68,9 +80,13 @@ class _Proc:
         self.cmd, self.env = cmd, env
         self.popen: Optional[subprocess.Popen] = None
         self.ended_at: Optional[float] = None
+        self.pass_fds: tuple = ()
 
     def start(self):
-        self.popen = spawn.start(self.cmd, env=self.env, log_path=self.log)
+        self.popen = spawn.start(self.cmd, env=self.env, log_path=self.log, pass_fds=self.pass_fds)
+        for fd in self.pass_fds:  # the child's ends of its control pipes: its own now
+            os.close(fd)
+        self.pass_fds = ()
 
     @property
     def pid(self) -> int:
@@ -108,6 +124,115 @@ class _Proc:
         rc = self.popen.returncode if self.popen else None
         return {"role": self.role, "index": self.index, "pid": self.pid if self.popen else None,
                 "returncode": rc, "state": spawn.describe_returncode(rc), "tail": spawn.tail(self.log)}
+
+
+class _Relay:
+    """A resident cluster's side of a duet: the parent's commands (JSON lines on ``control``,
+    as ``workers/protocol.serve_duet`` reads them) to every worker, their answers back as one.
+    ``poll(t)`` waits at most t seconds for a line from either end and relays what came."""
+
+    def __init__(self, control, workers: List[_Proc]):
+        # not closed with this object: the parent reads the end of its pipe as the launcher's
+        # exit, which comes after the result is written
+        self.up_in = os.fdopen(int(control[0]), "rb", buffering=0, closefd=False)
+        self.up_out = os.fdopen(int(control[1]), "w", buffering=1, closefd=False)
+        self.workers = workers
+        self.unread: Dict[object, bytes] = {}
+        self.ends: Dict[str, tuple] = {}       # worker name -> (to it, from it)
+        self.command: Dict = {"op": "ready"}   # what the awaited answers answer: first, the warm-up
+        self.answers: Dict[str, Optional[Dict]] = {w.name: None for w in workers}
+        self.rounds: List[float] = []          # the timed rounds, as relayed (the slowest worker's)
+        self.batches: Optional[int] = None
+        self.lost = False                      # the parent closed its end
+        self.gone: set = set()                 # workers whose end closed
+        for w in workers:
+            c_read, p_write = os.pipe()   # launcher -> worker
+            p_read, c_write = os.pipe()   # worker -> launcher
+            w.pass_fds = (c_read, c_write)
+            self.ends[w.name] = (os.fdopen(p_write, "w", buffering=1), os.fdopen(p_read, "rb", buffering=0))
+
+    def control_of(self, w: _Proc) -> List[int]:
+        """The descriptors worker ``w`` reads and writes its control lines on (its spec's ``control``)."""
+        return list(w.pass_fds)
+
+    def close(self) -> None:
+        for to_w, from_w in self.ends.values():
+            for f in (to_w, from_w):
+                try:
+                    f.close()
+                except OSError:
+                    pass
+
+    def _lines(self, f) -> List[Dict]:
+        data = f.read(65536)
+        if not data:
+            return [None]
+        buf = self.unread.get(f, b"") + data
+        *whole, self.unread[f] = buf.split(b"\n")
+        return [json.loads(line) for line in whole if line.strip()]
+
+    def _up(self, msg: Dict) -> None:
+        try:
+            self.up_out.write(json.dumps(msg) + "\n")
+            self.up_out.flush()
+        except (BrokenPipeError, ValueError):
+            self.lost = True
+
+    def poll(self, timeout: float) -> None:
+        by_file = {self.ends[w.name][1]: w for w in self.workers if w.popen is not None and w.name not in self.gone}
+        ready, _, _ = select.select([self.up_in, *by_file], [], [], timeout)
+        for f in ready:
+            for msg in self._lines(f):
+                if f is self.up_in:
+                    self._from_parent(msg)
+                elif msg is None:  # a worker's end closed: its exit, which the supervisor sees
+                    self.gone.add(by_file[f].name)
+                else:
+                    self._from_worker(by_file[f], msg)
+
+    def _from_parent(self, cmd: Optional[Dict]) -> None:
+        if cmd is None:
+            self.lost = True
+            return
+        for w in self.workers:
+            try:
+                self.ends[w.name][0].write(json.dumps(cmd) + "\n")
+                self.ends[w.name][0].flush()
+            except (BrokenPipeError, ValueError):
+                pass  # a worker that is gone: the supervisor reports it
+        if cmd.get("op") != "finish":
+            self.command, self.answers = cmd, {w.name: None for w in self.workers}
+
+    def _from_worker(self, w: _Proc, msg: Dict) -> None:
+        if self.answers.get(w.name, False) is not None:
+            return  # nothing awaited from it (a line it was not asked for)
+        self.answers[w.name] = msg
+        got = list(self.answers.values())
+        over = next((a for a in got if a and a.get("op") == "over"), None)
+        if over is not None:
+            self.answers = {}
+            self._up(over)
+            return
+        if any(a is None for a in got):
+            return
+        self.answers = {}
+        if all(a.get("op") == "ready" for a in got):
+            windows = [a.get("warmup_window") or {} for a in got]
+            started = [x["started"] for x in windows if x.get("started") is not None]
+            ended = [x["ended"] for x in windows if x.get("ended") is not None]
+            self._up(dict(got[0], workers=len(got), warmup_window={
+                "alone": all(x.get("alone") for x in windows), "started": min(started) if started else None,
+                "ended": max(ended) if ended else None}))
+        elif all(a.get("op") == "done" for a in got):
+            seconds = max(float(a["seconds"]) for a in got)
+            if self.command.get("timed", True):
+                self.rounds.append(seconds)
+                self.batches = int(self.command.get("batches", 1))
+            self._up({"op": "done", "seconds": seconds})
+        else:
+            self._up({"op": "over", "status": "error",
+                      "message": f"the cluster's workers answered {self.command.get('op')!r} unlike each other: "
+                                 f"{sorted(str(a.get('op')) for a in got)}"})
 
 
 def _listening_ports(pids: List[int]) -> List[int]:
@@ -234,14 +359,19 @@ def launch(spec: Dict, workdir: Optional[str] = None) -> Dict:
             add("server", i, [python, "-c", ROLE_CODE])
     workers = []
     for i in range(nworkers):
-        p = add("worker", i, [])
+        workers.append(add("worker", i, []))
+    relay = _Relay(spec["control"], workers) if spec.get("control") else None
+    for i, p in enumerate(workers):
         wspec = dict(spec.get("worker") or {})
         wspec["kvstore"] = kv
+        if relay is not None:
+            wspec["control"] = relay.control_of(p)
+            if spec.get("solo_warmup"):
+                wspec["solo_warmup"] = True
         if weights_dir:
             wspec["weights_path"] = str(Path(weights_dir) / f"{kv}-worker{i}.npz")
         p.spec_path.write_text(json.dumps(wspec, sort_keys=True))
         p.cmd = [python, "-m", worker_module, str(p.spec_path), str(p.result_path)]
-        workers.append(p)
 
     t0 = time.perf_counter()
     listen_ports: List[int] = []
@@ -311,16 +441,25 @@ def launch(spec: Dict, workdir: Optional[str] = None) -> Dict:
                 break
             if not listen_ports and dist and all(w.last_step() >= 1 for w in workers):
                 listen_ports = _listening_ports([p.pid for p in procs])
-            time.sleep(POLL_SECONDS)
+            if relay is None:
+                time.sleep(POLL_SECONDS)
+                continue
+            relay.poll(POLL_SECONDS)
+            if relay.lost:  # the duet's parent is gone: nothing more will be asked
+                status, message = "error", "the duet's parent closed the control channel"
+                failure_at = time.perf_counter()
+                break
         leftover_before = [p for p in procs if p.poll() is None]
         stop_reference = failure_at if failure_at is not None else time.perf_counter()
         teardown = stop_all(stop_reference)
-        if failure is None and not timed_out and leftover_before:
+        if failure is None and not timed_out and leftover_before and status == "ok":
             status = "error"
             message = ("workers finished but " + ", ".join(p.name for p in leftover_before)
                        + f" did not exit within {KILL_WITHIN_SECONDS:g} s; killed")
     finally:
         signal.signal(signal.SIGTERM, old)
+        if relay is not None:
+            relay.close()
 
     wall = time.perf_counter() - t0
     pids = [p.pid for p in procs if p.popen]
@@ -367,6 +506,14 @@ def launch(spec: Dict, workdir: Optional[str] = None) -> Dict:
         else:
             out["samples_per_second"] = sum(r["samples_per_second"] or 0.0 for r in results)
             out["timed_seconds"] = max(r["timed_seconds"] for r in results)
+            if relay is not None:  # the relayed rounds: each the slowest worker's k steps
+                if not relay.rounds:
+                    out["status"], out["message"] = "error", "the duet's parent asked for no timed round"
+                else:
+                    per_round = sorted(relay.rounds)[len(relay.rounds) // 2]
+                    out.update(round_seconds=relay.rounds, batches_per_round=relay.batches, duet=True,
+                               timed_seconds=per_round,
+                               samples_per_second=sum(r["worker_batch"] for r in results) * relay.batches / per_round)
     if out["leftover_pids"] or out["leftover_ports"]:
         out["status"] = "error" if out["status"] == "ok" else out["status"]
         out["message"] = (out["message"] + "; " if out["message"] else "") + (

@@ -23,9 +23,12 @@ is one epoch of the loader alone, or one fed training step) and ``convergence`` 
 accuracy: both sides train one seed to the target, a round a quarter epoch, the parent
 alternating them until each has reached it; nothing untimed, no sizing: ``TO_THE_END``.
 Run one after the other, two such runs of 2.5-3.5 s land in different spells of a shared
-VM: their process pairs spread about 20%, ``benchmarks/results/tta-spread-2026-11-29.txt``).
-A kind that cannot be resident keeps fresh process pairs: a distributed cell (one process
-is a whole ps-lite cluster launch).
+VM: their process pairs spread about 20%, ``benchmarks/results/tta-spread-2026-11-29.txt``)
+and the ps-lite cluster launcher (``measure/cluster.py``: a distributed cell; the "worker" of
+a side is the launcher, which relays each round to every worker of its cluster and answers
+with the slowest one's seconds, so a side's whole cluster is started once a pair).
+A kind that cannot be resident (a worker module the suite does not declare here) keeps
+fresh process pairs.
 
 **One pair, several cells.** ``run_cells_pair`` starts one such pair for a grid's CPU cells of
 the throughput worker (``shares_a_pair``): both workers import MXNet once, then bind, warm up and
@@ -100,6 +103,7 @@ RESIDENT_MODULES = frozenset({
     "pytest_mxperf.workers.commbench",    # kvstore push+pull
     "pytest_mxperf.workers.pipeline",     # io: loader alone, or fed training steps
     "pytest_mxperf.workers.convergence",  # time to accuracy: a training run in rounds (TO_THE_END)
+    "pytest_mxperf.measure.cluster",      # a distributed cell: a ps-lite cluster relaying rounds to its workers
 })
 #: the resident kinds whose rounds are the measured work itself, not repetitions of it: a
 #: training run to a target accuracy, whose seconds to accuracy are the sum of its rounds.

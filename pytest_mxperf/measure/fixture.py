@@ -301,8 +301,8 @@ class Measurer:
         whole cluster launch.
 
         In A/B mode a resident kind (``duet.RESIDENT_MODULES``: kvstore, io, time to
-        accuracy) runs as duet pairs: both workers get the spec with ``control`` and serve
-        timed rounds in turn (``duet.run_pair``); any other kind (a distributed cluster) runs
+        accuracy, a distributed cluster) runs as duet pairs: both workers get the spec with
+        ``control`` and serve timed rounds in turn (``duet.run_pair``); any other kind runs
         fresh process pairs back to back."""
         self.require(workload.contexts)
         o = self.options

@@ -18,10 +18,11 @@ from pytest_mxperf.model import stats
 DEFAULT_PRIORITY = 100
 #: markers of cells that resident workers measure (duets in A/B mode: the throughput worker,
 #: kvstore push+pull under multi_device, the input pipeline, time to accuracy under
-#: ``training``), and of those whose worker kind cannot be resident (process pairs: a process
-#: is a whole ps-lite cluster launch), for the plan's estimate.
-DUET_MARKERS = ("scoring", "training", "latency", "multi_device", "io")
-PROCESS_PAIR_MARKERS = ("distributed",)
+#: ``training``, a distributed cluster whose launcher relays the rounds), and of those whose
+#: worker kind cannot be resident (process pairs), for the plan's estimate: none of the
+#: suite's own kinds now (a user's worker module that is not resident runs process pairs)
+DUET_MARKERS = ("scoring", "training", "latency", "multi_device", "io", "distributed")
+PROCESS_PAIR_MARKERS: Tuple[str, ...] = ()
 
 
 @dataclasses.dataclass(frozen=True)

@@ -215,7 +215,8 @@ def plan_line(tests: int, options, ab_pairs: int, duet_pairs: int = 3, duet_test
         pairs = f"{duet_pairs} duet pair{'' if duet_pairs == 1 else 's'}"
         what = (f"mxperf: {mode}: {tests} cell(s) x {pairs}{first} (resident candidate and "
                 f"reference workers taking turns at timed rounds: score, train, latency, io, kvstore, time to accuracy, "
-                f"your own network; distributed cells run {ab_pairs} process pairs); ")
+                f"distributed clusters, your own network; a worker kind that cannot be resident runs {ab_pairs} "
+                f"process pairs); ")
         kind = "paired" if paired else "A/B"
         cut += settling if paired else ""
         if own_ab:

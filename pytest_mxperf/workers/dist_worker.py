@@ -23,6 +23,11 @@ It prints ``mxperf-dist-worker: rank=R step=I`` lines (the launcher's progress c
 and its "last output" report rely on them), writes the final weights to
 ``weights_path`` (npz) when given, and a JSON result with status, samples/s (timed steps
 after warm-up, ``waitall`` at both ends), rank and a weights checksum.
+
+**Resident** (the spec has ``control``: a duet of two clusters, ``measure/cluster.py`` relaying
+the parent's rounds to every worker of its cluster): after its warm-up steps the worker serves
+rounds (``protocol.serve_duet``), a round of k being k more steps between two ``mx.nd.waitall()``,
+until "finish"; then it finishes as above, its samples/s from the median timed round.
 """
 
 from __future__ import annotations
@@ -31,7 +36,7 @@ import os
 import sys
 import time
 
-from pytest_mxperf.workers.protocol import import_mxnet, mx_contexts, serve
+from pytest_mxperf.workers.protocol import await_warmup_turn, import_mxnet, mx_contexts, serve, serve_duet
 
 PREFIX = "mxperf-dist-worker:"
 
@@ -124,27 +129,50 @@ def run(spec):
                                label=[mx.nd.array(y[rank * b:(rank + 1) * b])])
                for x, y in zip(xs, ys)]
     metric = mx.metric.Accuracy()
-    t_timed = None
     losses = []
-    for i in range(steps):
-        if i == min(warmup, steps - 1):
-            mx.nd.waitall()
-            t_timed = time.perf_counter()
-            timed_from = i
+    done = [0]  # steps run so far
+
+    def step():
+        i = done[0]
         batch = batches[i % len(batches)]
         mod.forward(batch, is_train=True)
         mod.backward()
         mod.update()
-        if (i + 1) % report_every == 0 or i == steps - 1:
+        done[0] = i + 1
+        if (i + 1) % report_every == 0 or (not duet and i == steps - 1):
             out = mod.get_outputs()[0].asnumpy()
             lab = batch.label[0].asnumpy().astype(int)
             losses.append(float(-np.mean(np.log(out[np.arange(len(lab)), lab] + 1e-12))))
             _say(f"rank={rank} step={i + 1} loss={losses[-1]:.4f}")
         if step_sleep:
             time.sleep(step_sleep)
-    mx.nd.waitall()
-    timed = time.perf_counter() - t_timed
-    timed_steps = steps - timed_from
+
+    duet = bool(spec.get("control"))
+    rounds_meta = {}
+    if duet:
+        window = await_warmup_turn(spec)
+        for _ in range(max(1, warmup)):
+            step()
+        mx.nd.waitall()
+        _say(f"rank={rank} step={done[0]} warmed up")  # the launcher reads its listening ports from here
+        window["ended"] = time.monotonic()
+        served = serve_duet(_Rounds(mx, step), spec["control"], {"units": "steps", "warmup_window": window})
+        rounds = sorted(served.seconds)
+        timed_steps = served.batches
+        timed = rounds[len(rounds) // 2] if rounds else 0.0  # the median round (one side's steps each)
+        rounds_meta = {"round_seconds": served.seconds, "batches_per_round": served.batches,
+                       "meta": {"warmup_window": window}}
+    else:
+        t_timed = None
+        for i in range(steps):
+            if i == min(warmup, steps - 1):
+                mx.nd.waitall()
+                t_timed = time.perf_counter()
+                timed_from = i
+            step()
+        mx.nd.waitall()
+        timed = time.perf_counter() - t_timed
+        timed_steps = steps - timed_from
 
     # Final weights: with update_on_kvstore the module pulls them after each update.
     arg, _ = mod.get_params()
@@ -160,13 +188,28 @@ def run(spec):
     _say(f"rank={rank} done timed_seconds={timed:.3f}")
     return {
         "status": "ok", "message": "", "rank": rank, "num_workers": nworkers, "kvstore": kv.type,
-        "worker_batch": b, "global_batch": global_batch, "steps": steps, "timed_steps": timed_steps,
+        "worker_batch": b, "global_batch": global_batch, "steps": done[0], "timed_steps": timed_steps,
         "timed_seconds": timed,
         "samples_per_second": b * timed_steps / timed if timed > 0 else None,
         "first_loss": losses[0] if losses else None, "final_loss": losses[-1] if losses else None,
         "train_accuracy": metric.get()[1], "weights_checksum": checksum,
-        "weights_path": spec.get("weights_path"), "pid": os.getpid(),
+        "weights_path": spec.get("weights_path"), "pid": os.getpid(), **rounds_meta,
     }
+
+
+class _Rounds:
+    """A duet round of the worker: ``timed(k)`` runs k more steps between two ``waitall``."""
+
+    def __init__(self, mx, step):
+        self.mx, self.step = mx, step
+
+    def timed(self, n):
+        self.mx.nd.waitall()
+        t0 = time.perf_counter()
+        for _ in range(n):
+            self.step()
+        self.mx.nd.waitall()
+        return time.perf_counter() - t0
 
 
 def main(argv=None):
