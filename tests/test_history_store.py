@@ -170,6 +170,20 @@ def test_postgres_append_read_and_refuse_a_newer_schema(pg_url):
     assert "newer" in str(ei.value)
 
 
+
+def test_postgres_sums_each_kinds_own_last_sessions_of_pair_spreads(pg_url):
+    _pg_reset(pg_url)
+    with open_store(pg_url) as s:
+        for i, ss in enumerate([0.01, 0.02, 0.03, 0.04]):
+            d = doc(f"whole{i}", float(i), 100.0)
+            d["session"]["pair_spreads"] = {"rounds/kvstore": [ss, 8]}
+            assert s.append(d)
+        d = doc("dist-only", 10.0, 100.0)
+        d["session"]["pair_spreads"] = {"rounds/dist": [0.009, 13]}
+        assert s.append(d)
+        got = {f: (ss, df) for f, ss, df in s.pair_spreads("box", 3)}
+    assert got == {"rounds/dist": (pytest.approx(0.009), 13), "rounds/kvstore": (pytest.approx(0.09), 24)}
+
 def _pg_writer(url, name, n):
     with open_store(url) as s:
         for i in range(n):

@@ -143,6 +143,25 @@ def test_the_history_store_keeps_each_sessions_spread_and_sums_the_last_ones(tmp
     assert got["latency_p99_ms"] == (pytest.approx(0.3), 6)
 
 
+def test_a_session_of_one_kind_does_not_push_the_other_kinds_out_of_the_history(tmp_path):
+    """Seen on the Zen 4: an A/A of the two distributed cells alone made the history's last three
+    sessions hold 10 df of the kvstore kind instead of 24, and the next paired session's cells got
+    three pairs before their first look instead of one. Each kind sums its own last sessions."""
+    with open_store(str(tmp_path / "h.sqlite")) as s:
+        for i, ss in enumerate([0.01, 0.02, 0.03, 0.04]):
+            d = doc(f"whole{i}", float(i), 100.0)
+            d["session"]["pair_spreads"] = {"rounds/kvstore": [ss, 8], "rounds/score": [ss, 20]}
+            assert s.append(d)
+        d = doc("dist-only", 10.0, 100.0)
+        d["session"]["pair_spreads"] = {"rounds/dist": [0.009, 13]}
+        assert s.append(d)
+        got = dict((f, (ss, df)) for f, ss, df in s.pair_spreads("box", 3))
+    # the last three sessions that measured kvstore pairs (whole1..whole3), not whole2, whole3 and dist-only
+    assert got["rounds/kvstore"] == (pytest.approx(0.09), 24)
+    assert got["rounds/score"] == (pytest.approx(0.09), 60)
+    assert got["rounds/dist"] == (pytest.approx(0.009), 13)
+
+
 def test_a_bad_spread_in_a_results_document_is_left_out_not_stored(tmp_path):
     d = doc("bad", 1.0, 100.0)
     d["session"]["pair_spreads"] = {"rounds": [-1.0, 3], "x": [0.1, 0], "y": "no", "z": [0.2, 4]}

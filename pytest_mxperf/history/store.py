@@ -280,12 +280,16 @@ class HistoryStore:
     def pair_spreads(self, machine_id: str, last: int = 3) -> List[Tuple[str, float, int]]:
         """The pooled spread of duet pair log ratios per kind of figure (family, sum of squares,
         degrees of freedom), added up over the last ``last`` complete sessions on
-        ``machine_id`` that measured duet pairs, whatever their kind (the spread within a cell
-        is the machine's, whichever installs the pairs compared)."""
-        rows = self._rows("SELECT p.family, SUM(p.ss), SUM(p.df) FROM pair_spreads p WHERE p.session_id IN ("
-                          "SELECT s.id FROM sessions s WHERE s.machine_id = ? AND s.complete = 1 AND EXISTS ("
-                          "SELECT 1 FROM pair_spreads q WHERE q.session_id = s.id) "
-                          "ORDER BY s.started DESC, s.id LIMIT ?) GROUP BY p.family ORDER BY p.family",
+        ``machine_id`` that measured pairs of that kind, whatever the sessions' kind (the spread
+        within a cell is the machine's, whichever installs the pairs compared). Each kind its
+        own last sessions: a session of two distributed cells does not push a whole session's
+        kvstore pairs out of the history."""
+        rows = self._rows("SELECT family, SUM(ss), SUM(df) FROM ("
+                          "SELECT p.family, p.ss, p.df, ROW_NUMBER() OVER ("
+                          "PARTITION BY p.family ORDER BY s.started DESC, s.id) AS n "
+                          "FROM pair_spreads p JOIN sessions s ON s.id = p.session_id "
+                          "WHERE s.machine_id = ? AND s.complete = 1) t "
+                          "WHERE n <= ? GROUP BY family ORDER BY family",
                           (machine_id, last))
         return [(str(f), float(ss), int(df)) for f, ss, df in rows if df]
 
