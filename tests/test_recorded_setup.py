@@ -618,3 +618,35 @@ def test_a_regression_is_profiled_beside_the_recorded_setup_itself_when_the_base
     trace = next(ln for ln in lines[head:] if ln.startswith("  chrome trace: "))
     then = "rep/profiles/score_lenet_b8_cpu_0_float32_threads=auto.recorded-setup.trace.json"
     assert trace.endswith(f"; recorded setup: {then}") and (pytester.path / then).exists(), trace
+
+
+def test_on_the_paired_path_a_look_says_its_suspects_not_every_cell():
+    """Seen on the Zen 4 (benchmarks/results/paired-session-zen4-2026-12-03c.txt): every cell of a
+    paired session has its pairs from the first process, yet once a figure had read as a
+    regression each look said "18 cell(s) (every one, as a regression against the recorded
+    setup ...)" for its 18 suspects. "Every one" is said only for a round that brings cells
+    without pairs yet."""
+    from pytest_mxperf.model.measurement import CellMeasurement, RunResult
+    from pytest_mxperf.output import messages
+
+    changed, cells = _two_cells({"MXNET_SUBGRAPH_BACKEND": "NONE"})
+    paired = {}
+    for key, rec in cells.items():
+        w = rec.cell.workload
+
+        def side(name, i, rate, env, w=w):
+            return RunResult(w, "ok", batches_per_round=1, round_seconds=[8.0 / (rate + j % 3) for j in range(6)],
+                             wall_seconds=5.0, process=f"{name}{i}",
+                             meta={"env": dict({"OMP_NUM_THREADS": "2"}, **env), "mxnet_version": "1.9.1",
+                                   "duet": {"side": name, "pair": i}})
+        # two duet pairs that read 8% apart either way: not called yet, a suspect for the next look
+        cand = [side("candidate", i, 100.0, {"MXNET_SUBGRAPH_BACKEND": "NONE"}) for i in range(2)]
+        ref = [side("reference", i, rate, {}) for i, rate in enumerate((92.0, 108.0))]
+        paired[key] = dataclasses.replace(rec, cell=CellMeasurement(w, cand, ref))
+    verdicts, judged = changed.judge(paired, frozenset())
+    suspects = changed.suspects(verdicts, judged)
+    asked, _ = changed.more(verdicts, judged, suspects, 0.0)
+    assert {m.key for m in asked.wanted} == set(paired), (asked, verdicts)
+    assert changed._whole  # the setup differs: a round that brought a cell without pairs would say so
+    line = messages.said(asked)
+    assert "every one" not in line and "2 suspect cell(s) measured again against the recorded setup" in line, line

@@ -263,8 +263,11 @@ class BaselineComparator:
                    | frozenset(k for k in wanted if k not in kept))
         # a round of last looks only is the last one planned (a regression it finds can still
         # send every cell there: that round is said with its own cost)
+        # "every one" only for a round that brings cells not paired yet: on the paired path (or once
+        # every cell has pairs) a look measures its suspects, whatever sent every cell there
+        whole = self._whole if any(k not in paired for k in kept) else ""
         return Confirmation("recorded-setup", more, deadline_cut=deadline_cut, setup=self.setup.requirement,
-                            whole=self._whole, last=bool(kept) and all(last.get(k, False) for k in kept),
+                            whole=whole, last=bool(kept) and all(last.get(k, False) for k in kept),
                             after=after), settled
 
     def conclude(self, verdicts: Dict[str, vd.Verdict], cells: Dict[str, CellRecord]) -> Dict[str, vd.Verdict]:
