@@ -685,11 +685,15 @@ class Rates:
         return self.caught_beyond / self.beyond_resolution if self.beyond_resolution else None
 
 
-def rates(mode: str, corpus: Corpus, n_cells: int, effect: float, sessions: int, seed: int) -> Rates:
-    """``sessions`` sessions of one mode ("ab" or "baseline"), N cells, one of them x effect."""
+def rates(mode: str, corpus: Corpus, n_cells: int, effect: float, sessions: int, seed: int,
+          history_from: Optional[Corpus] = None) -> Rates:
+    """``sessions`` sessions of one mode ("ab" or "baseline"), N cells, one of them x effect.
+    ``history_from``: in mode "ab-history", the corpus this machine's history is replayed from
+    (default ``corpus``: the same machine in the same state; another, a history of another
+    state of the machine)."""
     rng = random.Random(f"{seed}-{mode}-{corpus.name}-{n_cells}-{effect}")
     if mode == "ab-history":  # this machine's last sessions first: unchanged, as the history store keeps them
-        known = history_of(corpus, n_cells, rng)
+        known = history_of(history_from or corpus, n_cells, rng)
         return _rates_of(mode, corpus, n_cells, effect, sessions,
                          lambda *a: ab_session(*a, known=known), rng)
     one = {"ab": ab_session, "baseline": baseline_session,

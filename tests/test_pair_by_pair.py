@@ -5,6 +5,7 @@ history store keeping each session's pooled spread for the next."""
 
 import math
 
+import numpy as np
 import pytest
 
 from test_history_store import doc
@@ -193,6 +194,40 @@ def test_a_figure_measured_after_a_duets_rounds_is_below_resolution_within_its_p
     p = ab_pairs.Pairing(metric, far, ref, final=True, complete=True, after_rounds=True)
     assert ab_pairs.judge_ab({"k": p})["k"].failed
 
+
+
+def test_a_history_whose_spread_this_session_contradicts_is_left_out():
+    """Seen on the Zen 4 (benchmarks/results/paired-session-zen4-2026-12-03c.txt): an unchanged
+    session's score pairs spread about 2.7%, its history (a slow spell's sessions) 4.2% over 120
+    df, and the session's cells were held to the history's spread for 29.8 minutes. A history
+    the session's own pairs contradict (F test at HISTORY_AGREES_P, from SESSION_ALONE_DF of the
+    kind) is left out, whichever way they differ; one that agrees is pooled as before."""
+    rng = np.random.default_rng(5)
+
+    def session(sd, cells=8, pairs=3):
+        return {f"score/m{i}/b1": _pairing(list(np.exp(rng.normal(0.0, sd, pairs)))) for i in range(cells)}
+
+    quiet = session(0.027)
+    here = sequential.Spread.of(d.signed() for d in quiet.values())
+    assert here.df == 16 >= ab_judging.SESSION_ALONE_DF
+    noisy_history = {"score/old/b1": sequential.Spread(0.045 ** 2 * 120, 120)}
+    judged = ab_judging.pooled_spreads(quiet, noisy_history)["score/m0/b1"]
+    assert (judged.ss, judged.df) == (pytest.approx(here.ss), here.df)  # the session's own: the history disagrees
+    agreeing = {"score/old/b1": sequential.Spread(here.sd ** 2 * 120, 120)}
+    assert ab_judging.pooled_spreads(quiet, agreeing)["score/m0/b1"].df == here.df + 120
+    # a noisy session is not held to a quiet history's boundary either
+    noisy = session(0.08)
+    loud = sequential.Spread.of(d.signed() for d in noisy.values())
+    quiet_history = {"score/old/b1": sequential.Spread(0.02 ** 2 * 120, 120)}
+    held = ab_judging.pooled_spreads(noisy, quiet_history)
+    assert all(v.df < 120 and v.sd >= loud.sd - 1e-12 for v in held.values()), held  # its own, or its figure's if larger
+    # too few pairs of the kind here to tell: the history is pooled, as at a first look after one pair
+    few = session(0.027, cells=4, pairs=2)
+    assert ab_judging.pooled_spreads(few, noisy_history)["score/m0/b1"].df == 4 + 120
+    # the rule itself: equal variances agree, a ratio of three at these degrees of freedom does not
+    assert sequential.Spread(0.001 * 20, 20).agrees_with(sequential.Spread(0.001 * 100, 100), 0.05, 10)
+    assert not sequential.Spread(0.001 * 20, 20).agrees_with(sequential.Spread(0.003 * 100, 100), 0.05, 10)
+    assert sequential.Spread(0.001 * 5, 5).agrees_with(sequential.Spread(0.003 * 100, 100), 0.05, 10)
 
 def test_a_figure_with_pairs_enough_of_its_own_is_judged_at_its_own_spread_below_its_kinds():
     quiet = [1.0 + 0.01 * ((-1) ** i) for i in range(4)]            # spread about 1.2%

@@ -106,6 +106,17 @@ class Spread:
     def __add__(self, other: "Spread") -> "Spread":
         return Spread(self.ss + other.ss, self.df + other.df)
 
+    def agrees_with(self, other: "Spread", p: float, min_df: int) -> bool:
+        """Whether ``other`` (this machine's history of the same kind) may be pooled with this
+        spread (a session's): yes unless both have at least ``min_df`` degrees of freedom and the
+        two-sided F test of their variances rejects their equality at level ``p``."""
+        if self.df < min_df or other.df < min_df or not self.ss or not other.ss:
+            return True
+        from scipy.stats import f
+        ratio = (self.ss / self.df) / (other.ss / other.df)
+        tail = f.sf(ratio, self.df, other.df) if ratio > 1 else f.cdf(ratio, self.df, other.df)
+        return 2 * tail >= p
+
     @classmethod
     def of(cls, cells: Iterable[Sequence[float]]) -> "Spread":
         """The pooled spread of cells' log ratios (a cell with fewer than two adds nothing)."""

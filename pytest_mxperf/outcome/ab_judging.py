@@ -116,6 +116,14 @@ OWN_DF = 2
 #: (AlexNet b8's training, its pairs at 8.4% on the Zen 4, where the other training cells' read
 #: 1.8-2.8%) no longer holds the others to its spread once they have pairs enough of their own
 OWN_ALONE_DF = 10
+#: a kind's spread in this machine's history is pooled with this session's unless the session
+#: has ``SESSION_ALONE_DF`` degrees of freedom of the kind and the F test of the two variances
+#: rejects their equality at ``HISTORY_AGREES_P``: a VM's noise changes between sessions (on the
+#: Zen 4 an unchanged session's score pairs read about 2.7% where its history, from a slow spell,
+#: said 4.2%: paired-session-zen4-2026-12-03c.txt), and a history that disagrees would hold a
+#: quiet session to a slow spell's pairs, or a noisy one to a quiet spell's boundary
+SESSION_ALONE_DF = 10
+HISTORY_AGREES_P = 0.05
 
 
 def pooled_spreads(duets: Mapping[str, verdict_duet.DuetPairing], known: Mapping[str, Spread]
@@ -129,14 +137,19 @@ def pooled_spreads(duets: Mapping[str, verdict_duet.DuetPairing], known: Mapping
     not spread alike: in the Intel default-selection corpus an io cell's pairs spread 5.4% and
     a score cell's 1.0%, and judged at the pooled 2% the io cell failed 10% of 24-cell A/A
     sessions; on the Zen 4 a train cell's pairs spread 6.3% pooled and a score cell's 2.6%
-    (docs/baselines.md)."""
+    (docs/baselines.md). The history of a kind (its figures' rows too) is left out where this
+    session holds enough of the kind to tell that its spread is not the history's
+    (``Spread.agrees_with``, ``SESSION_ALONE_DF``, ``HISTORY_AGREES_P``)."""
     here = _spreads_of(duets)
     history = history_by_kind(known)
     out = {}
     for mk, d in duets.items():
         f = spread_family(d.metric, mk)
-        kind = here[f] + history.get(f, Spread())
-        own = here[mk] + known.get(mk, Spread())
+        # a history of the kind this session contradicts is left out, its figures' rows with it
+        # (the machine's state is not the one they were measured in)
+        agrees = here[f].agrees_with(history.get(f, Spread()), HISTORY_AGREES_P, SESSION_ALONE_DF)
+        kind = here[f] + history.get(f, Spread()) if agrees else here[f]
+        own = here[mk] + known.get(mk, Spread()) if agrees else here[mk]
         out[mk] = own if own.df >= OWN_ALONE_DF or (own.df >= OWN_DF and (kind.sd is None or own.sd > kind.sd)) \
             else kind
     return out
