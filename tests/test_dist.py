@@ -341,11 +341,11 @@ def test_a_worker_that_fails_in_a_cluster_duet_ends_the_pair_in_one_line_and_lea
 def test_a_cluster_whose_worker_hangs_in_a_round_fails_the_pair_at_its_timeout_and_leaves_nothing():
     from stand_ins import new_children
     spec = {"kvstore": "dist_sync", "num_workers": 2, "timeout": 120,
-            "worker": dict(WORKER, warmup_steps=1, step_sleep=6.0)}
-    c, r = _cluster_pair(spec, seed=0, time_budget=0.3, timeout=3, warmup_timeout=60)
+            "worker": dict(WORKER, warmup_steps=1, step_sleep=2.5)}
+    c, r = _cluster_pair(spec, seed=0, time_budget=0.3, timeout=1, warmup_timeout=60)
     assert not c.ok and not r.ok
     failed = c if "no answer" in c.message else r
-    assert "no answer from the" in failed.message and "in 3 s" in failed.message, (c.message, r.message)
+    assert "no answer from the" in failed.message and "in 1 s" in failed.message, (c.message, r.message)
     deadline = time.time() + 5
     while new_children() and time.time() < deadline:
         time.sleep(0.1)
