@@ -36,7 +36,14 @@ import os
 import sys
 import time
 
-from pytest_mxperf.workers.protocol import await_warmup_turn, import_mxnet, mx_contexts, serve, serve_duet
+from pytest_mxperf.workers.protocol import (
+    TimedSteps,
+    await_warmup_turn,
+    import_mxnet,
+    mx_contexts,
+    serve,
+    serve_duet,
+)
 
 PREFIX = "mxperf-dist-worker:"
 
@@ -197,19 +204,11 @@ def run(spec):
     }
 
 
-class _Rounds:
+class _Rounds(TimedSteps):
     """A duet round of the worker: ``timed(k)`` runs k more steps between two ``waitall``."""
 
     def __init__(self, mx, step):
         self.mx, self.step = mx, step
-
-    def timed(self, n):
-        self.mx.nd.waitall()
-        t0 = time.perf_counter()
-        for _ in range(n):
-            self.step()
-        self.mx.nd.waitall()
-        return time.perf_counter() - t0
 
 
 def main(argv=None):
