@@ -503,17 +503,16 @@ def launch(spec: Dict, workdir: Optional[str] = None) -> Dict:
         if bad:
             out["status"] = "error"
             out["message"] = "a worker exited 0 without a result"
-        else:
+        elif relay is None:
             out["samples_per_second"] = sum(r["samples_per_second"] or 0.0 for r in results)
             out["timed_seconds"] = max(r["timed_seconds"] for r in results)
-            if relay is not None:  # the relayed rounds: each the slowest worker's k steps
-                if not relay.rounds:
-                    out["status"], out["message"] = "error", "the duet's parent asked for no timed round"
-                else:
-                    per_round = sorted(relay.rounds)[len(relay.rounds) // 2]
-                    out.update(round_seconds=relay.rounds, batches_per_round=relay.batches, duet=True,
-                               timed_seconds=per_round,
-                               samples_per_second=sum(r["worker_batch"] for r in results) * relay.batches / per_round)
+        elif not relay.rounds:
+            out["status"], out["message"] = "error", "the duet's parent asked for no timed round"
+        else:  # the relayed rounds: each the slowest worker's k steps
+            per_round = sorted(relay.rounds)[len(relay.rounds) // 2]
+            out.update(round_seconds=relay.rounds, batches_per_round=relay.batches, duet=True,
+                       timed_seconds=per_round,
+                       samples_per_second=sum(r["worker_batch"] for r in results) * relay.batches / per_round)
     if out["leftover_pids"] or out["leftover_ports"]:
         out["status"] = "error" if out["status"] == "ok" else out["status"]
         out["message"] = (out["message"] + "; " if out["message"] else "") + (

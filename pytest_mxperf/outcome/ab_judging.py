@@ -147,8 +147,9 @@ def pooled_spreads(duets: Mapping[str, verdict_duet.DuetPairing], known: Mapping
         f = spread_family(d.metric, mk)
         # a history of the kind this session contradicts is left out, its figures' rows with it
         # (the machine's state is not the one they were measured in)
-        agrees = here[f].agrees_with(history.get(f, Spread()), HISTORY_AGREES_P, SESSION_ALONE_DF)
-        kind = here[f] + history.get(f, Spread()) if agrees else here[f]
+        before = history.get(f, Spread())
+        agrees = here[f].agrees_with(before, HISTORY_AGREES_P, SESSION_ALONE_DF)
+        kind = here[f] + before if agrees else here[f]
         own = here[mk] + known.get(mk, Spread()) if agrees else here[mk]
         out[mk] = own if own.df >= OWN_ALONE_DF or (own.df >= OWN_DF and (kind.sd is None or own.sd > kind.sd)) \
             else kind
