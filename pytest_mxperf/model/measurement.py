@@ -572,6 +572,19 @@ class CellMeasurement:
         against the recorded setup), else position by position."""
         return list(self._pairs)
 
+    def pairs_of(self, metric: str) -> Tuple[Tuple[RunResult, RunResult], ...]:
+        """The pairs (``pairs``) whose two runs both have a figure for ``metric``; kept per
+        metric in the instance, as ``values`` is (each look judges every cell's pairs again)."""
+        known = self.__dict__.get("_pairs_of")
+        if known is None:
+            known = {}
+            object.__setattr__(self, "_pairs_of", known)
+        pairs = known.get(metric)
+        if pairs is None:
+            pairs = known[metric] = tuple((c, r) for c, r in self._pairs
+                                          if c.value(metric) is not None and r.value(metric) is not None)
+        return pairs
+
     @_once
     def _pairs(self) -> Tuple[Tuple[RunResult, RunResult], ...]:
         # computed once: a cell's processes never change (each judgement asks again)
