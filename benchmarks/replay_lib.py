@@ -419,7 +419,8 @@ class SessionResult:
 def run_session(corpus: Corpus, measures: Sequence[Callable[..., CellMeasurement]], *, ab: bool,
                 duet: Sequence[bool] = (), baseline: Optional[Baseline] = None,
                 setup: Optional[RecordedSetup] = None, changed_cells: int = 1,
-                known: Sequence[Tuple[str, float, int]] = ()) -> SessionResult:
+                known: Sequence[Tuple[str, float, int]] = (),
+                say: Optional[Callable[[object], None]] = None) -> SessionResult:
     """One session through the product's wiring. ``measures[i](n, paired)`` gives n more pairs
     (``ab``, or ``paired``: baseline mode's pairs against the recorded ``setup``) or processes
     of cell i (cell 0 is the changed one; the first ``changed_cells`` cells when more changed). The
@@ -430,7 +431,8 @@ def run_session(corpus: Corpus, measures: Sequence[Callable[..., CellMeasurement
     ``measures[i]`` as its ``remeasure``; then ``finish.end_session``, on the session's
     simulated clock. ``known``: this machine's history of duet pair spreads (rows as
     ``HistoryStore.pair_spreads`` gives them), read into the plan as the plugin reads it, with
-    the pairs a cell gets before its first look that follow from it (``command_line.first_pairs``)."""
+    the pairs a cell gets before its first look that follow from it (``command_line.first_pairs``).
+    ``say``: given what the end of the session says while it settles (``finish.end_session``'s)."""
     from pytest_mxperf import command_line
     from pytest_mxperf.measure import planning
     options = PerfOptions(reference=REFERENCE) if ab else PerfOptions()
@@ -472,7 +474,7 @@ def run_session(corpus: Corpus, measures: Sequence[Callable[..., CellMeasurement
         except Skip:
             floor_failed[key] = False
     with no_profile_worker():
-        out = finish.end_session(session)
+        out = finish.end_session(session, say)
     kinds = {f.kind for f in out.failures if f.judged}
 
     def kind(key: str) -> Optional[str]:
@@ -508,7 +510,8 @@ def run_session(corpus: Corpus, measures: Sequence[Callable[..., CellMeasurement
 
 
 def ab_session(corpus: Corpus, n_cells: int, effect: float, rng: random.Random, swap: bool = True,
-               known: Sequence[Tuple[str, float, int]] = ()) -> SessionResult:
+               known: Sequence[Tuple[str, float, int]] = (),
+               say: Optional[Callable[[object], None]] = None) -> SessionResult:
     """One A/B session of ``n_cells`` cells drawn from the corpus's pairs (cell 0 x ``effect``).
     ``swap``: each drawn A/A pair's two sides change places with probability 1/2 (the same
     interpreter ran both, so which one is called the candidate is arbitrary): the replayed
@@ -536,7 +539,7 @@ def ab_session(corpus: Corpus, n_cells: int, effect: float, rng: random.Random, 
 
         measures.append(measure)
         duet.append(pool.duet)
-    return run_session(corpus, measures, ab=True, duet=duet, known=known)
+    return run_session(corpus, measures, ab=True, duet=duet, known=known, say=say)
 
 
 def baseline_plan(n: int, u: float, per: int = RECORDING_PROCESSES) -> Tuple[List[int], List[List[int]]]:
