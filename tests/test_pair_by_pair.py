@@ -285,3 +285,54 @@ def test_the_looks_after_the_next_are_the_rest_of_a_suspects_pairs_to_a_call():
     assert n == 3 and not last                       # as many again as it has
     assert after(near.key()) > 0                     # and more after that, as it reads now
     assert after(called.key()) == 0
+
+
+RULE = dict(min_effect=math.log1p(0.05), q=0.05, n_figures=1)
+
+
+def test_the_expected_pairs_count_the_looks_noise_keeps_open_and_the_truth_they_are_drawn_around():
+    """``pairs_to_call`` takes the mean so far for the truth and its crossing for certain. The
+    expected pairs follow the looks along noisy paths: around that same mean, more than the
+    crossing (the paths whose pairs lean worse stay open); around no change, fewer for a cell
+    whose first pairs leaned worse (its next pairs pull its mean back); around a truth far beyond
+    the minimum effect, a regression called in fewer pairs than one at it; never fewer than it
+    has, never more than the rule allows."""
+    leaning = [-0.02, -0.03, -0.025]
+    mean = sum(leaning) / 3
+    crossing = D.pairs_to_call(leaning, 0.03, 200, **RULE)
+    assert crossing < D.expected_pairs(leaning, 0.03, 200, **RULE, truth=mean) <= D.SEQUENTIAL_MAX_PAIRS
+    assert len(leaning) <= D.expected_pairs(leaning, 0.03, 200, **RULE, truth=0.0) < crossing
+    at_zero = [0.0, 0.0, 0.0]
+    assert D.pairs_to_call(at_zero, 0.03, 200, **RULE) < D.expected_pairs(at_zero, 0.03, 200, **RULE)
+    assert D.expected_pairs(leaning, 0.03, 200, **RULE, truth=-0.15) < D.expected_pairs(
+        leaning, 0.03, 200, **RULE, truth=-math.log1p(0.05))
+    # the same pairs, the same expectation (a fixed seed)
+    assert D.expected_pairs(leaning, 0.03, 200, **RULE) == D.expected_pairs(leaning, 0.03, 200, **RULE)
+
+
+def test_a_spread_of_few_degrees_is_not_taken_to_stay_so():
+    """Two degrees of freedom widen the boundaries by Student's t about five times; each pair a
+    cell adds joins its spread's degrees, so its expected pairs are far fewer than with the two
+    held (which would ask for nearly every pair the rule allows)."""
+    signed = [0.01, -0.01, 0.0]
+    few = D.expected_pairs(signed, 0.03, 2, **RULE)
+    many = D.expected_pairs(signed, 0.03, 200, **RULE)
+    assert many <= few
+    held = 3 + (D.pairs_to_call(signed, 0.03, 2, **RULE) - 3)   # the crossing with 2 df held
+    assert few < held
+
+
+def test_means_are_shrunk_towards_no_change_as_far_as_the_session_spreads_within_its_noise():
+    """Empirical Bayes: where every figure's mean lies within its noise (an unchanged session),
+    the best guess of each truth is near 0, however far one noisy pair put it; where figures
+    moved far beyond their noise, their means stand."""
+    rng = np.random.default_rng(20261203)
+    quiet = {f"c{i}": list(rng.normal(0.0, 0.03, 1)) for i in range(64)}
+    sds = {k: 0.03 for k in quiet}
+    shrunk = ab_judging.shrunk_means(quiet, sds)
+    worst = min(quiet, key=lambda k: quiet[k][0])
+    assert quiet[worst][0] < -0.05 and abs(shrunk[worst]) < abs(quiet[worst][0]) / 3
+    moved = {f"c{i}": [(-0.2 if i % 2 else 0.2) + x for x in rng.normal(0.0, 0.03, 3)] for i in range(20)}
+    stand = ab_judging.shrunk_means(moved, {k: 0.03 for k in moved})
+    assert all(abs(stand[k] - sum(v) / 3) < 0.01 for k, v in moved.items())
+    assert ab_judging.shrunk_means({"a": []}, {"a": 0.03}) == {}

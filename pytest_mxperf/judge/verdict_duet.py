@@ -199,6 +199,67 @@ def pairs_to_call(signed: Sequence[float], sd: Optional[float], df: Optional[int
     return int(min(max_pairs, max(n, need)))
 
 
+#: the paths of pairs ``expected_pairs`` follows a figure's looks along (drawn from a fixed
+#: seed: the same pairs give the same expectation)
+EXPECTED_PATHS = 256
+
+
+def expected_pairs(signed: Sequence[float], sd: Optional[float], df: Optional[int], *, min_effect: float, q: float,
+                   n_figures: int, max_pairs: int = SEQUENTIAL_MAX_PAIRS, truth: float = 0.0) -> float:
+    """The pairs in all a figure not called yet is expected to have once it is called: its
+    looks followed forward from the pairs it has, each step as ``next_look`` takes it and each
+    call as ``sequential.decide`` makes it, along ``EXPECTED_PATHS`` paths of pairs drawn at its
+    spread around ``truth`` (a log ratio, > 0 better), the number of pairs averaged. Each pair a
+    path adds adds a degree of freedom to the spread it is judged at (its own pairs join its
+    kind's pool), so a figure judged at a spread of few degrees, whose boundaries are wide, is
+    not taken to keep them. Where ``pairs_to_call`` takes the mean so far for the truth and its
+    crossing for certain, this counts the looks a path's noise keeps undecided.
+    ``min_effect``: as a log ratio's size (``log_effect``). Pure (a fixed seed)."""
+    import numpy as np
+    from pytest_mxperf.judge import sequential
+    n0 = len(signed)
+    if n0 == 0 or sd is None:
+        return float(min(max_pairs, max(n0, STAGE1_PAIRS)))
+    if n0 >= max_pairs:
+        return float(n0)
+    sd = max(sd, MIN_SD)
+    eff = min_effect
+    alpha = q / max(1, n_figures)
+
+    # (c_R, c_U) at k pairs, k = n0..max_pairs: the spread's degrees grown by the pairs added
+    table = np.array([(math.inf, math.inf)] * n0 + [
+        sequential.boundaries(alpha, ALPHA_PASS, max_pairs, None if df is None else df + k - n0)
+        for k in range(n0, max_pairs + 1)])
+
+    def bounds(n: np.ndarray):
+        """(c_R, c_U) of each path at its pairs ``n``."""
+        at = table[n.astype(int)]
+        return at[:, 0], at[:, 1]
+
+    rng = np.random.default_rng(20261203)
+    s = np.full(EXPECTED_PATHS, float(sum(signed)))
+    n = np.full(EXPECTED_PATHS, float(n0))
+    open_ = np.ones(EXPECTED_PATHS, dtype=bool)
+    c_r, c_u = bounds(n)
+    while open_.any():
+        m = s / n
+        with np.errstate(divide="ignore", invalid="ignore"):
+            wanted = np.where(m > -eff, (c_u * sd / (m + eff)) ** 2, np.inf)
+            wanted = np.where(m < 0, np.minimum(wanted, (c_r * sd / -m) ** 2), wanted)
+        need = np.clip(np.ceil(np.where(np.isfinite(wanted), wanted, max_pairs)), n, max_pairs) - n
+        step = np.minimum(max_pairs - n, np.maximum(1, np.minimum(need, np.maximum(n, STAGE1_PAIRS - n))))
+        step = np.where(open_, step, 0)
+        s = s + truth * step + sd * np.sqrt(step) * rng.standard_normal(EXPECTED_PATHS)
+        n = n + step
+        c_r, c_u = bounds(n)
+        m = s / n
+        se = sd / np.sqrt(n)
+        called = (((m < -eff) & (m + c_r * se < 0)) | ((m > eff) & (m - c_r * se > 0))
+                  | (m - c_u * se > -eff) | (n >= max_pairs))
+        open_ &= ~called
+    return float(n.mean())
+
+
 def next_look(signed: Sequence[float], sd: Optional[float], df: Optional[int], *, min_effect: float, q: float,
               n_figures: int, max_pairs: int = SEQUENTIAL_MAX_PAIRS) -> int:
     """How many more pairs a figure not called yet gets before its next look: as many as its

@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-from typing import Callable, Dict, Mapping, Optional, Tuple
+from typing import Callable, Dict, Mapping, Optional, Sequence, Tuple
 
 from pytest_mxperf.judge import ab_pairs, machine_states, verdict_duet
 from pytest_mxperf.judge import verdict as vd
@@ -265,6 +265,23 @@ def family_of_key(key: str) -> Optional[str]:
     return spread_family(METRICS[name], key) if name in METRICS else None
 
 
+def shrunk_means(signed: Mapping[str, Sequence[float]], sds: Mapping[str, Optional[float]]) -> Dict[str, float]:
+    """Each figure's best guess of its true log ratio from its pairs so far (> 0 better): its
+    mean shrunk towards no change by how far the session's figures spread beyond their own
+    noise (empirical Bayes, the truths drawn around 0 with a variance ``tau2`` estimated from
+    all figures: the mean of their squared means less the mean of their squared standard
+    errors; each mean weighed by tau2 / (tau2 + its se^2)). A session where nothing changed
+    has tau2 near 0: a mean that one noisy pair put beyond the minimum effect is not taken for a
+    change, which ``expected_pairs`` would call in a pair where the cell needs several; where
+    many figures moved, the means stand. Pure."""
+    se2 = {k: (sds.get(k) or 0.0) ** 2 / len(v) for k, v in signed.items() if v and sds.get(k)}
+    if not se2:
+        return {}
+    means = {k: sum(signed[k]) / len(signed[k]) for k in se2}
+    tau2 = max(0.0, sum(m * m for m in means.values()) / len(means) - sum(se2.values()) / len(se2))
+    return {k: means[k] * (tau2 / (tau2 + se2[k]) if tau2 + se2[k] > 0 else 0.0) for k in se2}
+
+
 def next_looks(cells: Dict[str, CellRecord], verdicts: Mapping[str, vd.Verdict], min_effect,
                process_pairs: Optional[int] = None, known: Mapping[str, Spread] = {},
                max_pairs: int = verdict_duet.SEQUENTIAL_MAX_PAIRS) -> Callable[[str], Optional[Tuple[int, bool]]]:
@@ -311,17 +328,21 @@ def next_looks(cells: Dict[str, CellRecord], verdicts: Mapping[str, vd.Verdict],
         n = max(wanted + (reach or after) + [0])
         return n, have + n >= max_pairs or not (any(w > 0 for w in wanted) or reach)
 
-    def pairs_after(key: str) -> int:
+    truths = shrunk_means({mk: d.signed() for mk, d in duets.items()},
+                          {mk: spreads[mk].sd for mk in duets})
+
+    def pairs_after(key: str) -> float:
         """The duet pairs a cell not called yet is expected to get after its next look: what its
-        figures still suspects need in all to be called, their means so far taken for the truth
-        (``verdict_duet.pairs_to_call``), less what they have and what its next look gives them;
-        0 for a cell final after it, or of process pairs. What the rest of a session's looks are
-        expected to take (``comparators.Confirmation.after``)."""
+        figures still suspects are expected to have once called (``verdict_duet.expected_pairs``,
+        around their means shrunk towards no change, ``shrunk_means``), less what they have and
+        what its next look gives them; 0 for a cell final after it, or of process pairs. What the
+        rest of a session's looks are expected to take (``comparators.Confirmation.after``)."""
         look = looks(key)
         figures = [mk for mk in duets if cell_of(mk) == key and suspect(mk)]
         if look is None or look[1] or not figures:
-            return 0
+            return 0.0
         have = max(len(duets[mk].signed()) for mk in figures)
-        return max(0, max(verdict_duet.pairs_to_call(**rule(mk)) for mk in figures) - have - look[0])
+        return max(0.0, max(verdict_duet.expected_pairs(**rule(mk), truth=truths.get(mk, 0.0))
+                            for mk in figures) - have - look[0])
     looks.after = pairs_after  # type: ignore[attr-defined]  # from the same pairs and spreads
     return looks
