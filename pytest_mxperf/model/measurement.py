@@ -24,7 +24,7 @@ import dataclasses
 import os
 import statistics
 from types import MappingProxyType
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from pytest_mxperf.model.run_facts import Facts
 from pytest_mxperf.model.stats import iqr_spread
@@ -507,14 +507,18 @@ class CellMeasurement:
     def _values(self, metric: str) -> Tuple[float, ...]:
         # kept per metric in the instance: a cell's processes never change, and the judgement,
         # the recording and the report each ask again (a replayed study, millions of times)
-        known = self.__dict__.get("_values_of")
+        return self._kept("_values_of", metric, lambda: tuple(
+            v for v in (r.value(metric) for r in self._ok_runs) if v is not None))
+
+    def _kept(self, slot: str, metric: str, make: Callable[[], tuple]) -> tuple:
+        """``make()`` for ``metric``, made once and kept in the instance's dict ``slot``."""
+        known = self.__dict__.get(slot)
         if known is None:
             known = {}
-            object.__setattr__(self, "_values_of", known)
-        vals = known.get(metric)
-        if vals is None:
-            vals = known[metric] = tuple(v for v in (r.value(metric) for r in self._ok_runs) if v is not None)
-        return vals
+            object.__setattr__(self, slot, known)
+        if metric not in known:
+            known[metric] = make()
+        return known[metric]
 
     def metrics(self) -> List[Metric]:
         """The metrics this cell has figures for, primary first."""
@@ -575,15 +579,8 @@ class CellMeasurement:
     def pairs_of(self, metric: str) -> Tuple[Tuple[RunResult, RunResult], ...]:
         """The pairs (``pairs``) whose two runs both have a figure for ``metric``; kept per
         metric in the instance, as ``values`` is (each look judges every cell's pairs again)."""
-        known = self.__dict__.get("_pairs_of")
-        if known is None:
-            known = {}
-            object.__setattr__(self, "_pairs_of", known)
-        pairs = known.get(metric)
-        if pairs is None:
-            pairs = known[metric] = tuple((c, r) for c, r in self._pairs
-                                          if c.value(metric) is not None and r.value(metric) is not None)
-        return pairs
+        return self._kept("_pairs_of", metric, lambda: tuple(
+            (c, r) for c, r in self._pairs if c.value(metric) is not None and r.value(metric) is not None))
 
     @_once
     def _pairs(self) -> Tuple[Tuple[RunResult, RunResult], ...]:
