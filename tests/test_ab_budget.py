@@ -326,7 +326,7 @@ def test_settle_adds_the_looks_after_a_round_to_its_progress_lines():
         def suspects(self, verdicts, judged):
             return frozenset({"a"})
 
-        def more(self, verdicts, judged, suspects, spent):
+        def more(self, verdicts, judged, suspects, spent, foretell=True):
             return Confirmation("look", (MoreToMeasure("a", 2, seconds=10.0),), after=70.0), frozenset()
 
         def conclude(self, verdicts, judged):
@@ -336,3 +336,25 @@ def test_settle_adds_the_looks_after_a_round_to_its_progress_lines():
     assert [g[4] for g in got if isinstance(g, tuple)] == [70.0]
     line = messages.said(got[0])
     assert "then about 70 s in the looks after it" in line
+
+
+def test_a_session_that_says_nothing_while_settling_foretells_nothing():
+    """``Confirmation.after`` is only said: settled with ``foretell=False`` (``finish.end_session``
+    without a ``say``, as the replays run) a round carries no expectation of the looks after it,
+    and its looks are the same."""
+    from pytest_mxperf.measure.session import SessionContext
+    from pytest_mxperf.outcome import comparators
+
+    def rounds(foretell):
+        w = Workload("lenet", mode="score", batch_size=8)
+        cells, add_pairs = _duet_cell(w, iter([-0.02, -0.06, -0.04] * 50))
+        ctx = SessionContext(PerfOptions(reference="/ref/python"), {}, comparison=comparison_for("/ref/python"),
+                             plan=planning.Plan(tests=1, cells=1, ab_pairs=8, duet_pairs=3), started=0.0)
+        raw = []
+        comparators.settle(comparators.ABComparator(ctx, lambda: None), lambda: cells, _each(add_pairs),
+                           raw.append, lambda: 1.0, foretell)
+        return [(tuple((m.key, m.count) for m in c.wanted), c.after) for c in raw
+                if isinstance(c, comparators.Confirmation)]
+    said, silent = rounds(True), rounds(False)
+    assert said and [w for w, _ in said] == [w for w, _ in silent]
+    assert said[0][1] > 0 and all(after is None for _, after in silent)

@@ -222,42 +222,33 @@ def expected_pairs(signed: Sequence[float], sd: Optional[float], df: Optional[in
         return float(min(max_pairs, max(n0, STAGE1_PAIRS)))
     if n0 >= max_pairs:
         return float(n0)
-    sd = max(sd, MIN_SD)
-    eff = min_effect
-    alpha = q / max(1, n_figures)
-
+    sd, eff, alpha = max(sd, MIN_SD), min_effect, q / max(1, n_figures)
     # (c_R, c_U) at k pairs, k = n0..max_pairs: the spread's degrees grown by the pairs added
     table = np.array([(math.inf, math.inf)] * n0 + [
         sequential.boundaries(alpha, ALPHA_PASS, max_pairs, None if df is None else df + k - n0)
         for k in range(n0, max_pairs + 1)])
-
-    def bounds(n: np.ndarray):
-        """(c_R, c_U) of each path at its pairs ``n``."""
-        at = table[n.astype(int)]
-        return at[:, 0], at[:, 1]
-
     rng = np.random.default_rng(20261203)
-    s = np.full(EXPECTED_PATHS, float(sum(signed)))
-    n = np.full(EXPECTED_PATHS, float(n0))
-    open_ = np.ones(EXPECTED_PATHS, dtype=bool)
-    c_r, c_u = bounds(n)
-    while open_.any():
+    s = np.full(EXPECTED_PATHS, float(sum(signed)))  # the open paths' sums and pairs
+    n = np.full(EXPECTED_PATHS, n0)
+    ended = []                                 # the pairs of the paths called
+    while n.size:
+        c_r, c_u = table[n, 0], table[n, 1]
         m = s / n
         with np.errstate(divide="ignore", invalid="ignore"):
             wanted = np.where(m > -eff, (c_u * sd / (m + eff)) ** 2, np.inf)
             wanted = np.where(m < 0, np.minimum(wanted, (c_r * sd / -m) ** 2), wanted)
         need = np.clip(np.ceil(np.where(np.isfinite(wanted), wanted, max_pairs)), n, max_pairs) - n
         step = np.minimum(max_pairs - n, np.maximum(1, np.minimum(need, np.maximum(n, STAGE1_PAIRS - n))))
-        step = np.where(open_, step, 0)
-        s = s + truth * step + sd * np.sqrt(step) * rng.standard_normal(EXPECTED_PATHS)
-        n = n + step
-        c_r, c_u = bounds(n)
+        s = s + truth * step + sd * np.sqrt(step) * rng.standard_normal(n.size)
+        n = n + step.astype(int)
+        c_r, c_u = table[n, 0], table[n, 1]
         m = s / n
         se = sd / np.sqrt(n)
         called = (((m < -eff) & (m + c_r * se < 0)) | ((m > eff) & (m - c_r * se > 0))
                   | (m - c_u * se > -eff) | (n >= max_pairs))
-        open_ &= ~called
-    return float(n.mean())
+        ended.append(n[called])
+        s, n = s[~called], n[~called]
+    return float(np.concatenate(ended).mean())
 
 
 def next_look(signed: Sequence[float], sd: Optional[float], df: Optional[int], *, min_effect: float, q: float,

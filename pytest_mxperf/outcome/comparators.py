@@ -206,11 +206,11 @@ class BaselineComparator:
             return f"a regression against the recorded setup ({found[0]}{' and more' if len(found) > 1 else ''})"
         return ""
 
-    def more(self, verdicts, cells: Dict[str, CellRecord], suspects: FrozenSet[str], spent: float
-             ) -> Tuple[Confirmation, FrozenSet[str]]:
+    def more(self, verdicts, cells: Dict[str, CellRecord], suspects: FrozenSet[str], spent: float,
+             foretell: bool = True) -> Tuple[Confirmation, FrozenSet[str]]:
         o = self.context.options
         if self.against_setup:
-            return self._against_setup(verdicts, cells, suspects)
+            return self._against_setup(verdicts, cells, suspects, foretell)
         if self._budget is None:  # confirming costs at most the first stage again, or a minute
             self._budget = max(planning.CONFIRM_FLOOR_S, self.now() - self.context.started)
         left = self._budget - spent
@@ -219,8 +219,8 @@ class BaselineComparator:
                        for k, (n, per) in sorted(plan.items()))
         return Confirmation("confirm", wanted, budget=left, cut=cut), frozenset(plan)
 
-    def _against_setup(self, verdicts, cells: Dict[str, CellRecord], suspects: FrozenSet[str]
-                       ) -> Tuple[Confirmation, FrozenSet[str]]:
+    def _against_setup(self, verdicts, cells: Dict[str, CellRecord], suspects: FrozenSet[str],
+                       foretell: bool = True) -> Tuple[Confirmation, FrozenSet[str]]:
         """Pairs against the recorded setup for ``suspects``: a first stage for a cell without
         pairs yet; for a duet cell with pairs, as many more as its next look asks for
         (``ab_judging.next_looks``, final at its last); for a cell of process pairs, a second
@@ -249,7 +249,7 @@ class BaselineComparator:
             each[k] = planning.pair_seconds(rec.cell) or planning.setup_pair_seconds(rec, o)
             sides[k] = Side(self.setup.python, tuple(sorted(env.items())))
         kept, deadline_cut = ab_judging.within_deadline(wanted, each, self.left())
-        after = _after(looks, kept, each)
+        after = _after(looks, kept, each) if foretell else None
         self._complete |= frozenset(k for k in wanted if last[k] and kept.get(k, 0) >= wanted[k])
         for k in wanted:
             if kept.get(k, 0) < wanted[k] and k not in paired:
@@ -310,8 +310,8 @@ class ABComparator:
         return ab_judging.judge_ab_once(labelled, set(final), effects(self.context, labelled),
                                         complete=self._complete & final, known=history_spreads(self.context)), labelled
 
-    def more(self, verdicts, cells: Dict[str, CellRecord], suspects: FrozenSet[str], spent: float
-             ) -> Tuple[Confirmation, FrozenSet[str]]:
+    def more(self, verdicts, cells: Dict[str, CellRecord], suspects: FrozenSet[str], spent: float,
+             foretell: bool = True) -> Tuple[Confirmation, FrozenSet[str]]:
         ctx = self.context
         o = ctx.options
         looks = ab_judging.next_looks(cells, verdicts, effects(ctx, cells), ctx.plan.ab_pairs or o.ab_pairs,
@@ -327,7 +327,7 @@ class ABComparator:
                 wanted[k] = n
         each = {k: planning.pair_seconds(cells[k].cell) or 0.0 for k in wanted}
         kept, deadline_cut = ab_judging.within_deadline(wanted, each, self.left())
-        after = _after(looks, kept, each)
+        after = _after(looks, kept, each) if foretell else None
         self._complete |= frozenset(k for k in wanted if last[k] and kept.get(k, 0) >= wanted[k])
         more = tuple(MoreToMeasure(k, n, "duet" if ab_judging.is_duet(cells[k].cell) else "process-pairs",
                                    Side(o.python), Side(ctx.comparison.reference), each[k], min_effect(ctx, k))
@@ -361,14 +361,17 @@ def _after(looks: Callable[[str], object], kept: Mapping[str, int], each: Mappin
 
 def settle(comparator, cells: Callable[[], Dict[str, CellRecord]],
            confirm: Callable[[Sequence[MoreToMeasure], Callable[[MoreToMeasure], None]], object],
-           say: Callable[[object], None], now: Callable[[], float]) -> judging.Judged:
+           say: Callable[[object], None], now: Callable[[], float], foretell: bool = True) -> judging.Judged:
     """The one loop both modes use: judge the measured ``cells()``; while the comparator finds
     suspects and may measure (``rounds``), say what it asks for (``say(Confirmation)``), measure
     it (``confirm(wanted, done)``: the round's cells, ``done(more)`` as each has what it will
     get; each cell's progress said as ``say((i, n, more, seconds gone, seconds left))``: the
     session's seconds since it started, ``now() - context.started``, and what the round's cells
     not done yet are expected to take, which ``finish`` weighs against the plan's rest of the
-    session) and judge again, as the cells then are. Returns the verdicts as concluded."""
+    session) and judge again, as the cells then are. ``foretell``: whether a round says what the
+    looks after it are expected to take (``Confirmation.after``; False where nothing is said:
+    the expectation follows each suspect's looks forward, the costliest part of a replayed
+    session's judging). Returns the verdicts as concluded."""
     final: FrozenSet[str] = frozenset()
     verdicts, judged = comparator.judge(cells(), final)
     confirmed: FrozenSet[str] = frozenset()
@@ -378,7 +381,7 @@ def settle(comparator, cells: Callable[[], Dict[str, CellRecord]],
             suspects = comparator.suspects(verdicts, judged) - final
             if not suspects:
                 break
-            asked, settled = comparator.more(verdicts, judged, suspects, spent)
+            asked, settled = comparator.more(verdicts, judged, suspects, spent, foretell)
             if asked.wanted or asked.deadline_cut:
                 say(asked)
             t0 = now()

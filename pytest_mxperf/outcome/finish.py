@@ -77,6 +77,7 @@ def end_session(session: PerfSession, say: Optional[Callable[[object], None]] = 
     session says while it settles suspects (a ``comparators.Confirmation`` before a round,
     each cell's progress after), rendered by the caller."""
     ctx, ledger = session.context, session.ledger
+    foretell = say is not None  # what the looks after a round take is only said
     say = say or (lambda what: None)
     sides = ab_sides(session.scheduler, ctx) if ctx.comparison.ab else {}
     measured = ledger.measured_cells()
@@ -89,7 +90,7 @@ def end_session(session: PerfSession, say: Optional[Callable[[object], None]] = 
         session.clock.settling = True  # settle says its own progress; the plan's cells are done
         comparator = comparators.choose(ctx, session.clock)
         judged = comparators.settle(comparator, ledger.measured_cells, session.scheduler.confirm_all,
-                                    _with_session_left(say, session), session.clock.now)
+                                    _with_session_left(say, session), session.clock.now, foretell)
         verdicts = {**judged.verdicts, **answer_verdicts(judged.cells, ctx.baseline, ctx.comparison.ab)}
         advice, notes = advise(judged.cells, verdicts)
         verdicts = {k: (dataclasses.replace(v, notes=list(v.notes) + [ADVICE + n for n in notes[k]])
