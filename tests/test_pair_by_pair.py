@@ -318,7 +318,7 @@ def test_a_spread_of_few_degrees_is_not_taken_to_stay_so():
     few = D.expected_pairs(signed, 0.03, 2, **RULE)
     many = D.expected_pairs(signed, 0.03, 200, **RULE)
     assert many <= few
-    held = 3 + (D.pairs_to_call(signed, 0.03, 2, **RULE) - 3)   # the crossing with 2 df held
+    held = D.pairs_to_call(signed, 0.03, 2, **RULE)   # the crossing with 2 df held
     assert few < held
 
 
@@ -336,3 +336,23 @@ def test_means_are_shrunk_towards_no_change_as_far_as_the_session_spreads_within
     stand = ab_judging.shrunk_means(moved, {k: 0.03 for k in moved})
     assert all(abs(stand[k] - sum(v) / 3) < 0.01 for k, v in moved.items())
     assert ab_judging.shrunk_means({"a": []}, {"a": 0.03}) == {}
+
+
+def test_the_expected_pairs_step_and_call_as_next_look_and_decide_do():
+    """``expected_pairs`` follows many paths at once (``_steps``, ``_called``); each path's step
+    is ``next_look``'s and its call ``decide``'s, state by state, so that the two cannot drift
+    apart."""
+    eff, sd, max_pairs = math.log1p(0.05), 0.03, D.SEQUENTIAL_MAX_PAIRS
+    for df in (2, 30, 200):
+        c_r, c_u = sequential.boundaries(RULE["q"], D.ALPHA_PASS, max_pairs, df)
+        means = np.linspace(-0.12, 0.12, 49)
+        for n in (1, 2, 3, 5, 8, 17, 39, 40):
+            s, ns = means * n, np.full(means.size, n)
+            steps = D._steps(s, ns, sd, eff, np.full(means.size, c_r), np.full(means.size, c_u), max_pairs)
+            called = D._called(s, ns, sd, eff, np.full(means.size, c_r), np.full(means.size, c_u), max_pairs)
+            for m, step, call in zip(means, steps, called):
+                signed = [float(m)] * n
+                if n < max_pairs:
+                    assert step == D.next_look(signed, sd, df, **RULE), (df, n, m)
+                assert call == sequential.decide(signed, sd, df, min_effect=eff, alpha_regression=RULE["q"],
+                                                 alpha_pass=D.ALPHA_PASS, max_pairs=max_pairs).decided, (df, n, m)

@@ -208,7 +208,8 @@ def expected_pairs(signed: Sequence[float], sd: Optional[float], df: Optional[in
                    n_figures: int, max_pairs: int = SEQUENTIAL_MAX_PAIRS, truth: float = 0.0) -> float:
     """The pairs in all a figure not called yet is expected to have once it is called: its
     looks followed forward from the pairs it has, each step as ``next_look`` takes it and each
-    call as ``sequential.decide`` makes it, along ``EXPECTED_PATHS`` paths of pairs drawn at its
+    call as ``sequential.decide`` makes it (``_steps``, ``_called``: the two for many paths at
+    once), along ``EXPECTED_PATHS`` paths of pairs drawn at its
     spread around ``truth`` (a log ratio, > 0 better), the number of pairs averaged. Each pair a
     path adds adds a degree of freedom to the spread it is judged at (its own pairs join its
     kind's pool), so a figure judged at a spread of few degrees, whose boundaries are wide, is
@@ -232,23 +233,37 @@ def expected_pairs(signed: Sequence[float], sd: Optional[float], df: Optional[in
     n = np.full(EXPECTED_PATHS, n0)
     ended = []                                 # the pairs of the paths called
     while n.size:
-        c_r, c_u = table[n, 0], table[n, 1]
-        m = s / n
-        with np.errstate(divide="ignore", invalid="ignore"):
-            wanted = np.where(m > -eff, (c_u * sd / (m + eff)) ** 2, np.inf)
-            wanted = np.where(m < 0, np.minimum(wanted, (c_r * sd / -m) ** 2), wanted)
-        need = np.clip(np.ceil(np.where(np.isfinite(wanted), wanted, max_pairs)), n, max_pairs) - n
-        step = np.minimum(max_pairs - n, np.maximum(1, np.minimum(need, np.maximum(n, STAGE1_PAIRS - n))))
+        step = _steps(s, n, sd, eff, table[n, 0], table[n, 1], max_pairs)
         s = s + truth * step + sd * np.sqrt(step) * rng.standard_normal(n.size)
-        n = n + step.astype(int)
-        c_r, c_u = table[n, 0], table[n, 1]
-        m = s / n
-        se = sd / np.sqrt(n)
-        called = (((m < -eff) & (m + c_r * se < 0)) | ((m > eff) & (m - c_r * se > 0))
-                  | (m - c_u * se > -eff) | (n >= max_pairs))
+        n = n + step
+        called = _called(s, n, sd, eff, table[n, 0], table[n, 1], max_pairs)
         ended.append(n[called])
         s, n = s[~called], n[~called]
     return float(np.concatenate(ended).mean())
+
+
+def _steps(s, n, sd: float, eff: float, c_r, c_u, max_pairs: int):
+    """``next_look`` of many paths at once (their sums ``s`` of ``n`` pairs, each path's
+    boundaries ``c_r``, ``c_u``): the pairs each gets before its next look. Held to
+    ``next_look`` by tests/test_pair_by_pair.py."""
+    import numpy as np
+    m = s / n
+    with np.errstate(divide="ignore", invalid="ignore"):
+        wanted = np.where(m > -eff, (c_u * sd / (m + eff)) ** 2, np.inf)
+        wanted = np.where(m < 0, np.minimum(wanted, (c_r * sd / -m) ** 2), wanted)
+    need = np.clip(np.ceil(np.where(np.isfinite(wanted), wanted, max_pairs)), n, max_pairs) - n
+    return np.minimum(max_pairs - n, np.maximum(1, np.minimum(need, np.maximum(n, STAGE1_PAIRS - n)))).astype(int)
+
+
+def _called(s, n, sd: float, eff: float, c_r, c_u, max_pairs: int):
+    """``sequential.decide(...).decided`` of many paths at once (as ``_steps``): called a
+    regression, an improvement or unchanged, or at ``max_pairs``. Held to ``decide`` by
+    tests/test_pair_by_pair.py."""
+    import numpy as np
+    m = s / n
+    se = sd / np.sqrt(n)
+    return (((m < -eff) & (m + c_r * se < 0)) | ((m > eff) & (m - c_r * se > 0))
+            | (m - c_u * se > -eff) | (n >= max_pairs))
 
 
 def next_look(signed: Sequence[float], sd: Optional[float], df: Optional[int], *, min_effect: float, q: float,
