@@ -489,3 +489,31 @@ def test_the_reference_venv_takes_mxnet_from_a_wheel_only(tmp_path, monkeypatch)
     installs.pip_installer(tmp_path / "venv", ["mxnet-mkl==1.6.0", "numpy==1.23.5"])
     pip = next(c for c in seen if "pip" in c)
     assert "--only-binary=mxnet-mkl" in pip and pip[-2:] == ["mxnet-mkl==1.6.0", "numpy==1.23.5"]
+
+
+@pytest.mark.parametrize("own_pip", [True, False])
+def test_the_reference_venv_is_made_without_pip_when_this_interpreters_pip_can_install_into_it(
+        tmp_path, monkeypatch, own_pip):
+    """With this interpreter's pip (22.3 or later: ``--python``) the venv gets no pip of its own
+    (ensurepip costs seconds a build) and that pip installs into it; without one, the venv's."""
+    seen = []
+
+    def run(command, **kwargs):
+        seen.append(list(command))
+        return subprocess.CompletedProcess(command, 0, b"", b"")
+    monkeypatch.setattr(installs.subprocess, "run", run)
+    monkeypatch.setattr(installs, "_own_pip", lambda: own_pip)
+    monkeypatch.setattr(installs, "installed_mxnet_distributions", lambda python: [("mxnet", "1.9.1")])
+    installs.pip_installer(tmp_path / "venv", ["mxnet==1.9.1"])
+    venv, pip = seen
+    python = str(installs.venv_python(tmp_path / "venv"))
+    assert venv[:3] == [sys.executable, "-m", "venv"] and ("--without-pip" in venv) == own_pip
+    assert pip[:5] == ([sys.executable, "-m", "pip", "--python", python] if own_pip
+                       else [python, "-m", "pip", "install", "--disable-pip-version-check"])
+
+
+def test_this_interpreters_pip_is_used_only_from_the_version_that_has_its_python_option(monkeypatch):
+    import pip
+    for version, usable in [("22.2.2", False), ("22.3", True), ("23.2.1", True), ("24.0", True), ("dev", False)]:
+        monkeypatch.setattr(pip, "__version__", version)
+        assert installs._own_pip() == usable, version
