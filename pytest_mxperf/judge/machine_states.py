@@ -118,9 +118,10 @@ def reference_from(probes: Sequence[Optional[Mapping[str, Any]]]) -> Optional[Di
     percentile stays inside the fast regime while up to ~70% of the probes are slow, where
     the median already falls between the regimes at 50%. Not the maximum: one lucky probe
     (turbo, an idle neighbour) would set a bar no ordinary quiet probe reaches."""
-    counts = collections.Counter(s for s in map(setup_of, probes) if s)
+    setups = list(map(setup_of, probes))
+    counts = collections.Counter(s for s in setups if s)
     setup = max(counts, key=lambda s: (counts[s], s.cpus)) if counts else None
-    probes = [p for p in probes if setup_of(p) in (None, setup)]
+    probes = [p for p, s in zip(probes, setups) if s in (None, setup)]
     out: Dict[str, Any] = {}
     for key, _, _ in FIGURES:
         vals = [v for v in (_number((p or {}).get(key)) for p in probes) if v and v > 0]
@@ -136,9 +137,11 @@ def setup_change(probes: Sequence[Mapping[str, Any]], reference: Optional[Mappin
     reference's (a cgroup quota, a kept BLAS variable), which is a change of the session's
     setup, not of the machine's speed; None when they can (or either did not record it)."""
     ref = (reference or {}).get("setup")
+    if not isinstance(ref, Setup):
+        return None
     for p in probes:
         s = setup_of(p)
-        if s and isinstance(ref, Setup) and s != ref:
+        if s and s != ref:
             return f"the probe ran on {s}, the reference on {ref}: a setup change, not a slow spell"
     return None
 

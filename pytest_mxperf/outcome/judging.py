@@ -72,6 +72,8 @@ def label_machine_states(cells: Dict[str, CellRecord], baseline: Optional[Baseli
         if not (ms.get("probe_before") or ms.get("probe_after")):
             return run
         st = machine_states.label(ms.get("probe_before"), ms.get("probe_after"), ms.get("load"), reference)
+        if ms.get("state") == st.state and ms.get("reason") == st.reason:
+            return run  # labelled so at an earlier look: the copy would be equal to it
         return run.labelled(st.state, st.reason)
     return {k: dataclasses.replace(rec, cell=rec.cell.mapped(labelled)) for k, rec in cells.items()}, reference
 
