@@ -328,8 +328,11 @@ def next_looks(cells: Dict[str, CellRecord], verdicts: Mapping[str, vd.Verdict],
         n = max(wanted + (reach or after) + [0])
         return n, have + n >= max_pairs or not (any(w > 0 for w in wanted) or reach)
 
-    truths = shrunk_means({mk: d.signed() for mk, d in duets.items()},
-                          {mk: spreads[mk].sd for mk in duets})
+    @functools.lru_cache(maxsize=None)
+    def truths() -> Dict[str, float]:
+        """The session's means shrunk towards no change: worked out at the first ``pairs_after``
+        (a session that says nothing while settling never asks)."""
+        return shrunk_means({mk: d.signed() for mk, d in duets.items()}, {mk: spreads[mk].sd for mk in duets})
 
     def pairs_after(key: str) -> float:
         """The duet pairs a cell not called yet is expected to get after its next look: what its
@@ -342,7 +345,7 @@ def next_looks(cells: Dict[str, CellRecord], verdicts: Mapping[str, vd.Verdict],
         if look is None or look[1] or not figures:
             return 0.0
         have = max(len(duets[mk].signed()) for mk in figures)
-        return max(0.0, max(verdict_duet.expected_pairs(**rule(mk), truth=truths.get(mk, 0.0))
+        return max(0.0, max(verdict_duet.expected_pairs(**rule(mk), truth=truths().get(mk, 0.0))
                             for mk in figures) - have - look[0])
     looks.after = pairs_after  # type: ignore[attr-defined]  # from the same pairs and spreads
     return looks
