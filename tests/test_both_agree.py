@@ -5,6 +5,8 @@ is never compared figure for figure; an older baseline that records only its MXN
 is settled against the wheel that fits its recorded features. The sessions end to end, with
 real MXNet: tests/test_slower_host.py; with stand-ins: tests/test_recorded_setup.py."""
 
+import dataclasses
+
 import pytest
 
 from pytest_mxperf.judge import machine_states
@@ -188,3 +190,24 @@ def test_a_faster_host_records_more_of_a_rate_and_less_of_a_time():
     fast = stand_ins.faster_baseline(doc, "fast")
     assert [round(fast["cells"][k]["history"][0]["median"], 3) for k in ("score/a", "latency/a", "kvstore/a")] == \
         [12.5, 8.0, 8.0]
+
+
+def test_a_latency_figure_is_held_to_the_probes_as_the_speed_it_implies():
+    """A real unchanged session (Zen 3, 2026-12-03, benchmarks/results/paired-session-zen3-2026-12-03.txt):
+    in a slow spell both probes read x0.62 of the baseline's, the latency p50 of ResNet-50 b1
+    x1.69 (a speed x0.59), both setups alike. Taken for a speed 69% lower (log -1.16, of which the
+    probes' -0.48 is less than half) it was called the system's and failed the session; as the
+    speed it implies (log -0.53) the probes explain it: the machine's."""
+    b = _baseline()
+    then = [p for ms in b.process_probes() for p in (ms["probe_before"], ms["probe_after"])]
+    spell = machine_states.probe_shift([probe(124.0, 24.8)] * 8, then)  # x0.62 of 200 GFLOP/s and 40 GB/s
+    latency = KEY + "#latency_p50_ms"
+    said = Verdict("suspect", "worse by 68.6%", metric="latency_p50_ms", unit="ms", change=0.686, threshold=0.33,
+                   n_current=25, n_baseline=5)
+    equal = dataclasses.replace(BOTH_EQUAL, metric="latency_p50_ms", unit="ms")
+    out = judging.against_recorded_setup({latency: said}, {latency: equal}, b, 0.05, {KEY: (spell, "")})[latency]
+    assert out.kind == "machine-differs", out.reason
+    # a latency the probes explain less than half of (x3.0, a speed x0.33: log -1.10) stays the system's
+    worse = dataclasses.replace(said, change=2.0)
+    out = judging.against_recorded_setup({latency: worse}, {latency: equal}, b, 0.05, {KEY: (spell, "")})[latency]
+    assert out.kind == "system-differs", out.reason
