@@ -326,7 +326,12 @@ def test_rounds_cancel_the_regimes(bench):
     assert float(np.std(r)) < 0.02 and float(np.max(np.abs(r))) < 0.06
 
 
-@pytest.mark.parametrize("n_cells, sessions", [(1, 1000), (20, SESSIONS)])
+#: sessions of 20 cells held here: the first 100 of the 200 in docs/upgrade-gate.md (the same seed and
+#: stream; none of the 200 failed), a minute of every test run on a Zen 3 at 200
+SESSIONS_OF_20 = 100
+
+
+@pytest.mark.parametrize("n_cells, sessions", [(1, 1000), (20, SESSIONS_OF_20)])
 def test_equal_sessions_rarely_fail_whatever_their_size(bench, n_cells, sessions):
     row = bench.duet_sessions(n_cells, 1.0, bench.SIGMA_AA, sessions, seed=7)
     print(f"\nA/A, {n_cells} cell(s): {row}")
