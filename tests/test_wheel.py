@@ -119,14 +119,13 @@ def installed(built, tmp_path_factory):
     """A fresh venv with the wheel (not editable) and real MXNet 1.9.1."""
     wheel, _ = built
     venv = tmp_path_factory.mktemp("venv") / "v"
-    # the venv without a pip of its own (ensurepip took 3.5 of its 3.5 s here): this pip installs
-    # into it (--python, pip 22.3 and later), as the venv's own would; --no-compile: the venv is
+    # made as the reference venvs are (installs.venv_commands: without a pip of its own where this
+    # pip can install into it; ensurepip took 3.5 of its 3.5 s here); --no-compile: the venv is
     # used once, Python compiles what it imports as it goes
-    import pip
-    own_pip = tuple(int(x) for x in pip.__version__.split(".")[:2] if x.isdigit()) < (22, 3)
-    _run([sys.executable, "-m", "venv", *(() if own_pip else ("--without-pip",)), str(venv)])
+    from pytest_mxperf.proc.installs import venv_commands
+    make_venv, installer = venv_commands(venv)
+    _run(make_venv)
     py = venv / "bin" / "python"
-    installer = [str(py), "-m", "pip"] if own_pip else [sys.executable, "-m", "pip", "--python", str(py)]
     _run_from_an_index([*installer, "install", "-q", "--disable-pip-version-check", "--no-compile",
                         str(wheel), "mxnet==1.9.1", "numpy<1.24"])
     return py

@@ -21,7 +21,7 @@ import subprocess
 import sys
 import threading
 from pathlib import Path
-from typing import Callable, Dict, List, Mapping, Optional, Sequence
+from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from pytest_mxperf.model import jsonio
 from pytest_mxperf.proc import spawn
@@ -186,15 +186,24 @@ def _own_pip() -> bool:
         return False
 
 
+def venv_commands(venv_dir: Path) -> Tuple[List[str], List[str]]:
+    """(the command that makes a venv at ``venv_dir`` with this interpreter, the pip command that
+    installs into it): a venv without a pip of its own and this interpreter's pip (``--python``)
+    when it can (``ensurepip`` costs several seconds a venv), else the venv's own pip."""
+    python = str(venv_python(venv_dir))
+    if _own_pip():
+        return ([sys.executable, "-m", "venv", "--without-pip", str(venv_dir)],
+                [sys.executable, "-m", "pip", "--python", python])
+    return [sys.executable, "-m", "venv", str(venv_dir)], [python, "-m", "pip"]
+
+
 def pip_installer(venv_dir: Path, requirements: Sequence[str]) -> None:
-    """Create a venv at ``venv_dir`` with this interpreter and pip-install ``requirements``:
-    with this interpreter's own pip when it can (``--python``: the venv is made without one,
-    which saves ``ensurepip``'s several seconds a build), else with the venv's."""
+    """Create a venv at ``venv_dir`` with this interpreter and pip-install ``requirements``
+    (``venv_commands``)."""
     log_path = venv_dir.parent / "build.log"
-    own_pip = _own_pip()
+    make_venv, pip = venv_commands(venv_dir)
     try:
-        proc = subprocess.run([sys.executable, "-m", "venv", *(["--without-pip"] if own_pip else []),
-                               str(venv_dir)], stdin=subprocess.DEVNULL,
+        proc = subprocess.run(make_venv, stdin=subprocess.DEVNULL,
                               env=child_env(purpose="install"),
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=VENV_TIMEOUT_S)
     except subprocess.TimeoutExpired:
@@ -205,7 +214,6 @@ def pip_installer(venv_dir: Path, requirements: Sequence[str]) -> None:
     python = str(venv_python(venv_dir))
     # MXNet itself from a binary wheel only (never built from a source distribution)
     mxnet = [normalize_name(parse_requirement(r).name) for r in requirements[:1]]
-    pip = [sys.executable, "-m", "pip", "--python", python] if own_pip else [python, "-m", "pip"]
     command = [*pip, "install", "--disable-pip-version-check", "--no-input",
                *(f"--only-binary={name}" for name in mxnet), *requirements]
     with open(log_path, "wb") as log:
