@@ -413,7 +413,8 @@ class SessionResult:
     #: the session's duet pair spreads as the history store keeps them (``ab_judging.session_spreads``:
     #: figure key or kind, sum of squares, degrees of freedom)
     spreads: Tuple[Tuple[str, float, int], ...] = ()
-    first_pairs: int = 0                # the duet pairs a cell got before its first look
+    first_pairs: int = 0                # the most duet pairs a cell got before its first look
+    one_pair_cells: int = 0             # the cells that got one duet pair before their first look
 
 
 def run_session(corpus: Corpus, measures: Sequence[Callable[..., CellMeasurement]], *, ab: bool,
@@ -444,12 +445,13 @@ def run_session(corpus: Corpus, measures: Sequence[Callable[..., CellMeasurement
     plan = made.plan
     if known:
         first = command_line.first_pairs(options, known) if ab else planning.FirstPairs(plan.duet_pairs)
-        plan = dataclasses.replace(plan, pair_spreads=tuple(known), duet_pairs=first.pairs)
+        plan = dataclasses.replace(plan, pair_spreads=tuple(known), duet_pairs=first.pairs, one_pair_cells=first.cells)
     session.planned(plan, setup)
     plan = session.context.plan
     measurer = Measurer(session.scheduler, session.ledger, "replay")
     floor_failed: Dict[str, bool] = {}
     keys = []
+    firsts: List[int] = []
     for i, measure in enumerate(measures):
         def remeasure(more, measure=measure) -> CellMeasurement:
             n = more if isinstance(more, int) else more.count
@@ -460,8 +462,12 @@ def run_session(corpus: Corpus, measures: Sequence[Callable[..., CellMeasurement
                 session.ledger.probed([ms.get("probe_before"), ms.get("probe_after")])
             return cell
 
-        n_first = ((plan.duet_pairs if (duet[i] if i < len(duet) else True) else plan.ab_pairs) if ab
+        workload = getattr(measure, "workload", None)  # the plan's pairs before a cell's first look, by its kind
+        duet_pairs = plan.first_pairs_of(workload.key(), options.duet_pairs) if workload else plan.duet_pairs
+        n_first = ((duet_pairs if (duet[i] if i < len(duet) else True) else plan.ab_pairs) if ab
                    else options.processes)
+        if ab and (duet[i] if i < len(duet) else True):
+            firsts.append(n_first)
         first = remeasure(n_first)
         key = first.workload.key()
         keys.append(key)
@@ -506,7 +512,7 @@ def run_session(corpus: Corpus, measures: Sequence[Callable[..., CellMeasurement
                          setup_seconds=0.0 if ab else pairs * planning.duet_pair_seconds(options),
                          changed_key=changed,
                          spreads=tuple((k, ss, df) for k, (ss, df) in ab_judging.session_spreads(out.cells).items()),
-                         first_pairs=plan.duet_pairs)
+                         first_pairs=max(firsts, default=plan.duet_pairs), one_pair_cells=firsts.count(1))
 
 
 def ab_session(corpus: Corpus, n_cells: int, effect: float, rng: random.Random, swap: bool = True,
@@ -537,6 +543,7 @@ def ab_session(corpus: Corpus, n_cells: int, effect: float, rng: random.Random, 
                 refs.append(make_run(w, r, pool.meta_common))
             return CellMeasurement(w, runs, refs)
 
+        measure.workload = w
         measures.append(measure)
         duet.append(pool.duet)
     return run_session(corpus, measures, ab=True, duet=duet, known=known, say=say)
@@ -666,7 +673,8 @@ class Rates:
     beyond_resolution: int = 0          # baseline mode: sessions whose stated resolution < the change
     caught_beyond: int = 0              # ... of which the changed cell was caught
     units: float = 0.0                  # pairs / processes per cell, mean
-    first_pairs: int = 0                # the duet pairs a cell got before its first look (A/B)
+    first_pairs: int = 0                # the duet pairs a cell got before its first look (A/B), the most
+    one_pair_cells: float = 0.0         # ... the cells that got one, a session
     seconds: float = 0.0
     to_setup: float = 0.0               # mode "setup": cells measured again against the recorded setup, a session
     setup_pairs: float = 0.0            # ... the pairs they took, a session
@@ -732,7 +740,8 @@ def _rates_of(mode: str, corpus: Corpus, n_cells: int, effect: float, sessions: 
         r.failed += s.failed
         r.caught += s.caught
         units += s.units
-        r.first_pairs = s.first_pairs
+        r.first_pairs = max(r.first_pairs, s.first_pairs)
+        r.one_pair_cells += s.one_pair_cells / sessions
         r.to_setup += s.setup_cells / sessions
         r.setup_pairs += s.setup_pairs / sessions
         r.setup_seconds += s.setup_seconds / sessions
@@ -765,7 +774,8 @@ def format_row(r: Rates) -> str:
         txt += f"  [changed cell: {changed}]"
     txt += f"  {'pairs' if r.mode.startswith('ab') else 'processes'}/cell {r.units:.1f}"
     if r.mode == "ab-history":
-        txt += f" (first look after {r.first_pairs})"
+        txt += (f" (first look after {r.first_pairs})" if r.first_pairs <= 1 or not r.one_pair_cells else
+                f" (first look after 1 for {r.one_pair_cells:.1f} cells a session, else {r.first_pairs})")
     if r.mode.startswith("setup"):
         txt += (f"  to the duet: {r.to_setup:.2f} cell(s)/session, {r.setup_pairs:.1f} pairs, "
                 f"{r.setup_seconds / 60:.1f} min")

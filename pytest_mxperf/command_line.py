@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Dict, List, Optional, Sequence, Tuple
 
 import pytest
 
@@ -673,7 +673,7 @@ def plan(pytest_session, session, deselected_slow: int):
     first = (first_pairs(ctx.options, spreads) if ab and not pytest_session.config.getoption("--perf-processes")
              else planning.FirstPairs(made.plan.duet_pairs))
     made = dataclasses.replace(made, plan=dataclasses.replace(made.plan, thresholds=thresholds, pair_spreads=spreads,
-                                                              duet_pairs=first.pairs))
+                                                              duet_pairs=first.pairs, one_pair_cells=first.cells))
     if made.plan.tests:
         settling = (report.settling_words(setup.ready, made.duet_tests, made.plan.tests, path) if setup is not None
                     else "")
@@ -714,12 +714,22 @@ def known_spreads(options, machine) -> Tuple[Tuple[str, float, int], ...]:
 def first_pairs(options, spreads: Sequence[Tuple[str, float, int]]) -> "planning.FirstPairs":
     """The duet pairs a paired or A/B session's cells get before their first look
     (``planning.first_pairs``), from this machine's pair spreads (``known_spreads``) summed per
-    kind of figure as the pair-by-pair rule sums them (``ab_judging.history_by_kind``)."""
+    kind of figure as the pair-by-pair rule sums them (``ab_judging.history_by_kind``), for each
+    kind of cell the kinds of figure its rows have, and each cell's own (its figures' rows)."""
     from pytest_mxperf.judge.sequential import Spread
     from pytest_mxperf.measure import planning
-    from pytest_mxperf.outcome.ab_judging import history_by_kind
-    kinds = history_by_kind({key: Spread(ss, df) for key, ss, df in spreads})
-    return planning.first_pairs(options.duet_pairs, {f: s.df for f, s in kinds.items()})
+    from pytest_mxperf.outcome.ab_judging import OWN_DF, family_of_key, history_by_kind
+    known = {key: Spread(ss, df) for key, ss, df in spreads}
+    families = history_by_kind(known)
+    kind_df: Dict[str, Dict[str, int]] = {}
+    own_df: Dict[str, int] = {}
+    for key, s in known.items():
+        f = family_of_key(key)
+        if f is not None:
+            kind_df.setdefault(key.split("/", 1)[0], {})[f] = families[f].df
+            cell = key.partition("#")[0]
+            own_df[cell] = min(own_df.get(cell, s.df), s.df)
+    return planning.first_pairs(options.duet_pairs, kind_df, own_df, OWN_DF)
 
 
 def _from_history(options, read):

@@ -194,16 +194,32 @@ def test_a_deadline_too_short_for_one_test_s_pairs_keeps_the_cheap_path_and_says
 
 # -- one pair before the first look where this machine's history knows the spread (part 2) ----
 
-def test_one_pair_first_where_the_history_holds_every_kind_of_rounds_figure():
-    enough = {"rounds/score": planning.ONE_PAIR_DF, "rounds/train": 40, "latency_p99_ms": 3}
-    one = planning.first_pairs(3, enough)
-    assert one.pairs == 1 and one.why == ("this machine's history holds the spread of duet pairs of every kind of "
-                                          "cell it has seen (score 12 df, train 40 df)"), one
-    # a kind short of degrees of freedom, no history, or a first stage of one pair already: as asked
-    assert planning.first_pairs(3, dict(enough, **{"rounds/io": planning.ONE_PAIR_DF - 1})) == planning.FirstPairs(3)
-    assert planning.first_pairs(3, {}) == planning.FirstPairs(3)
-    assert planning.first_pairs(3, {"latency_p99_ms": 50}) == planning.FirstPairs(3)  # tails alone: no rounds kind
-    assert planning.first_pairs(1, enough) == planning.FirstPairs(1)
+def test_one_pair_first_for_each_cell_whose_own_spread_and_its_kind_s_the_history_holds():
+    enough = {"score": {"rounds/score": planning.ONE_PAIR_DF}, "train": {"rounds/train": 40},
+              "latency": {"latency_p50_ms": 38, "latency_p99_ms": 38}, "dist": {"rounds/dist": 4},
+              "convergence": {"seconds_to_target": planning.ONE_PAIR_DF - 1}}
+    own = {"score/a/b1/cpu:0": 2, "score/b/b1/cpu:0": 1, "train/a/b8/cpu:0": 5, "latency/a/b1/cpu:0": 11,
+           "dist/mlp/b256/cpu:0": 4, "convergence/lenet/b64/cpu:0": 4}
+    one = planning.first_pairs(3, enough, own, 2)
+    assert one.pairs == 3 and one.cells == ("latency/a/b1/cpu:0", "score/a/b1/cpu:0", "train/a/b8/cpu:0"), one
+    assert one.why == ("1 for the 3 cell(s) whose own spread of duet pairs and their kind's this machine's history "
+                       "holds: latency 38 df, score 12 df, train 40 df"), one
+    # a cell of its own history too short (score/b), of a kind short of degrees of freedom (dist,
+    # convergence) or unknown to the history keeps the first stage's pairs; a figure key is its cell's
+    assert [one.of(k) for k in ("score/a/b1/cpu:0", "latency/a/b1/cpu:0#latency_p50_ms", "score/b/b1/cpu:0",
+                                "dist/mlp/b256/cpu:0", "convergence/lenet/b64/cpu:0", "mine/net/b1/cpu:0")] == \
+        [1, 1, 3, 3, 3, 3]
+    # a kind one of whose figures is short of degrees of freedom keeps the first stage's pairs
+    short = planning.first_pairs(3, {"latency": {"latency_p50_ms": 38, "latency_p99_ms": planning.ONE_PAIR_DF - 1}},
+                                 {"latency/a/b1/cpu:0": 11}, 2)
+    assert short == planning.FirstPairs(3), short
+    # no history, or a first stage of one pair already: as asked
+    assert planning.first_pairs(3, {}, {}, 2) == planning.FirstPairs(3)
+    assert planning.first_pairs(1, enough, own, 2) == planning.FirstPairs(1)
+    # the plan carries it: one pair for the cells named, the plan's (else the options') pairs for the rest
+    plan = planning.Plan(duet_pairs=3, one_pair_cells=one.cells)
+    assert plan.first_pairs_of("train/a/b8/cpu:0", 5) == 1 and plan.first_pairs_of("io/x/b1/cpu:0", 5) == 3
+    assert planning.Plan().first_pairs_of("io/x/b1/cpu:0", 5) == 5
 
 
 def test_the_history_s_figure_rows_are_summed_per_kind_and_its_kind_rows_not_counted_again():
@@ -212,8 +228,17 @@ def test_the_history_s_figure_rows_are_summed_per_kind_and_its_kind_rows_not_cou
     from pytest_mxperf import command_line
     o = SimpleNamespace(duet_pairs=3)
     rows = [(KEYS[0], 0.01, 6), (KEYS[1], 0.01, 6), ("rounds/score", 0.02, 12)]
-    assert command_line.first_pairs(o, rows).pairs == 1
-    assert command_line.first_pairs(o, rows[:1] + rows[2:]).pairs == 3  # 6 df of score figures, the kind row aside
+    assert command_line.first_pairs(o, rows).cells == tuple(sorted(KEYS))
+    assert command_line.first_pairs(o, rows[:1] + rows[2:]).cells == ()  # 6 df of score figures, the kind row aside
+    # another kind short of degrees of freedom does not hold the score cells to three pairs
+    dist = "dist/mlp/b256/cpu:0/float32/threads=1/kv=local"
+    first = command_line.first_pairs(o, rows + [(dist, 0.0001, 2)])
+    assert first.cells == tuple(sorted(KEYS)) and first.of(dist) == 3, first
+    # a cell's own rows: the least of its figures' degrees of freedom
+    lat = "latency/lenet/b1/cpu:0/float32/threads=auto"
+    rows = [(lat, 0.1, 12), (lat + "#latency_p50_ms", 0.01, 1), (lat.replace("lenet", "mlp"), 0.1, 12),
+            (lat.replace("lenet", "mlp") + "#latency_p50_ms", 0.01, 12)]
+    assert command_line.first_pairs(o, rows).cells == (lat.replace("lenet", "mlp"),)
 
 
 def test_a_paired_session_whose_machine_knows_the_spread_gives_each_cell_one_pair_before_its_first_look(box):
@@ -225,8 +250,8 @@ def test_a_paired_session_whose_machine_knows_the_spread_gives_each_cell_one_pai
         s.append(d)
     r, first, doc = run()
     assert r.ret == 0, r.stdout.str()
-    assert ("2 cell(s) x 1 duet pair before its first look, as this machine's history holds the spread of duet pairs "
-            "of every kind of cell it has seen (score 16 df)") in first, first
+    assert ("2 cell(s) x 3 duet pairs before its first look, or 1 for the 2 cell(s) whose own spread of duet pairs "
+            "and their kind's this machine's history holds: score 16 df (resident") in first, first
     for key in KEYS:
         rec = next(c for c in doc["records"] if c["key"] == key)
         # the stand-in's two sides read alike: one pair is enough at the history's spread

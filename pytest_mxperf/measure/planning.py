@@ -35,7 +35,10 @@ class Plan:
     estimate_seconds: Optional[float] = None
     test_seconds: Optional[float] = None
     ab_pairs: int = 0
+    #: duet pairs a cell gets before its first look; one for the cells of ``one_pair_cells``
+    #: (``first_pairs``)
     duet_pairs: int = 0
+    one_pair_cells: Tuple[str, ...] = ()
     deselected_slow: int = 0
     #: what each measuring test is expected to take (node id -> seconds; baseline mode), for
     #: the progress line's time left
@@ -49,6 +52,11 @@ class Plan:
     #: store's last sessions: (family, sum of squares, degrees of freedom); the pair-by-pair
     #: rule pools the session's own pairs with it (``comparators.history_spreads``)
     pair_spreads: Tuple[Tuple[str, float, int], ...] = ()
+
+    def first_pairs_of(self, key: str, default: int) -> int:
+        """The duet pairs cell ``key`` gets before its first look (``default``: the options'
+        when the plan sets none)."""
+        return FirstPairs(self.duet_pairs or default, cells=self.one_pair_cells).of(key)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -697,36 +705,52 @@ def first_path(summary: Mapping[str, Any], duet_shares: Sequence[float], provisi
                             f"resolution of up to {int(summary.get('sessions') or 0)} recorded sessions{said})")
 
 
-#: the degrees of freedom this machine's history must hold of every kind of rounds figure
-#: (``rounds/<kind>``) for a paired or A/B session's cells to get one duet pair before their
-#: first look instead of ``options.DUET_PAIRS``: the pair-by-pair rule judges a figure at its
-#: kind's pooled spread, so a cell's own first pairs only add to what is known; at 12 df the
-#: boundary is widened by Student's t (``sequential.widened``). Why one: three pairs a cell were
-#: 13 of an unchanged session's 17-34 minutes on the Zen 4, one pair 7.4-7.7; a cell not called
-#: after it gets up to three at its first look (evidence: docs/baselines.md, the Zen 4 rows)
+#: the degrees of freedom this machine's history must hold of each kind of figure a kind of
+#: cell has (its rounds figure, ``rounds/<kind>``, or a latency cell's percentiles) for a paired
+#: or A/B session's cells of that kind to get one duet pair before their first look instead of
+#: ``options.DUET_PAIRS``: the pair-by-pair rule judges a figure at its kind's pooled spread, so
+#: a cell's own first pairs only add to what is known; at 12 df the boundary is widened by
+#: Student's t (``sequential.widened``). Why one: three pairs a cell were 13 of an unchanged
+#: session's 17-34 minutes on the Zen 4, one pair 7.4-7.7; a cell not called after it gets up to
+#: three at its first look (evidence: docs/baselines.md, the Zen 4 rows). Decided per cell
+#: (``first_pairs``): a kind of two cells (the distributed ones, kvstore) keeps three pairs
+#: until its history is long enough, and does not hold the other kinds to three
 ONE_PAIR_DF = 12
 
 
 @dataclasses.dataclass(frozen=True)
 class FirstPairs:
-    """The duet pairs each cell gets before its first look, and why (said on the first line)."""
+    """The duet pairs each cell gets before its first look, and why (said on the first line):
+    ``pairs`` for any cell but those of ``cells`` (cell keys), which get one."""
 
     pairs: int
     why: str = ""
+    cells: Tuple[str, ...] = ()
+
+    def of(self, key: str) -> int:
+        """The pairs cell ``key`` (or a figure key of it) gets before its first look."""
+        return 1 if key.partition("#")[0] in self.cells else self.pairs
 
 
-def first_pairs(default: int, family_df: Mapping[str, int]) -> FirstPairs:
-    """How many duet pairs a cell gets before its first look: one when this machine's history
-    (``family_df``: the degrees of freedom of its duet pair spreads per kind of figure,
-    ``ab_judging.spread_family``) holds at least ``ONE_PAIR_DF`` of every kind of rounds figure
-    it has seen, else ``default``. A cell of a kind the history lacks is judged at its own pairs
-    and gets more at its first look (``verdict_duet.next_look``). Pure."""
-    rounds = {f: int(df) for f, df in family_df.items() if f.startswith("rounds/")}
-    if default <= 1 or not rounds or min(rounds.values()) < ONE_PAIR_DF:
+def first_pairs(default: int, kind_df: Mapping[str, Mapping[str, int]], own_df: Mapping[str, int],
+                min_own_df: int) -> FirstPairs:
+    """How many duet pairs a cell gets before its first look: one for a cell whose own figures
+    this machine's history holds at least ``min_own_df`` degrees of freedom of (``own_df``: cell
+    key -> the least over its figures) and whose kind of cell's figures' kinds (``kind_df``: kind
+    of cell -> the degrees of freedom per kind of figure, ``ab_judging.spread_family``) all hold
+    at least ``ONE_PAIR_DF``; else ``default``. Its own spread is what keeps a noisy cell of a
+    quiet kind from being judged at its kind's after one pair (replayed: unchanged sessions of 6
+    cells failed in 4 of 59 with the kind's alone, docs/baselines.md). Pure."""
+    if default <= 1:
         return FirstPairs(default)
-    kinds = ", ".join(f"{f.split('/', 1)[1]} {df} df" for f, df in sorted(rounds.items()))
-    return FirstPairs(1, f"this machine's history holds the spread of duet pairs of every kind of cell it has "
-                         f"seen ({kinds})")
+    known = {kind: {f: int(df) for f, df in fams.items()} for kind, fams in kind_df.items() if fams}
+    kinds = {kind for kind, fams in known.items() if min(fams.values()) >= ONE_PAIR_DF}
+    cells = tuple(sorted(c for c, df in own_df.items() if c.split("/", 1)[0] in kinds and df >= min_own_df))
+    if not cells:
+        return FirstPairs(default)
+    said = ", ".join(f"{kind} {min(known[kind].values())} df" for kind in sorted(kinds))
+    return FirstPairs(default, f"1 for the {len(cells)} cell(s) whose own spread of duet pairs and their kind's this "
+                               f"machine's history holds: {said}", cells)
 
 
 def first_stage_late(plan: "Plan", deadline: Optional[float]) -> str:

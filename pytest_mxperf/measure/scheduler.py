@@ -307,7 +307,7 @@ class Scheduler:
         key = workload.key()
         duet_pair = how.duet if self._fallback(key) is None else None
         i = 0
-        while i < (processes or (ctx.plan.duet_pairs or ctx.options.duet_pairs if duet_pair is not None
+        while i < (processes or (ctx.plan.first_pairs_of(key, ctx.options.duet_pairs) if duet_pair is not None
                                  else ctx.plan.ab_pairs or ctx.options.ab_pairs)):
             paired = None
             if duet_pair is not None:  # resident workers taking turns (duet.py): the pair is one unit
@@ -447,8 +447,8 @@ class Scheduler:
                 pairing.setdefault(side, []).append(w)
         out: Dict[Workload, CellMeasurement] = {}
         for reference, cells in pairing.items():
-            n = processes or self.context.plan.duet_pairs or o.duet_pairs
-            out.update(self._pairs_together(cells, Side(o.python), reference, extra_env, dict.fromkeys(cells, n)))
+            n = {w: processes or self.context.plan.first_pairs_of(w.key(), o.duet_pairs) for w in cells}
+            out.update(self._pairs_together(cells, Side(o.python), reference, extra_env, n))
         workloads = [w for w in workloads if w not in out]
         if not workloads:
             return out

@@ -154,6 +154,12 @@ class SessionContext:
         return (max(1, self.plan.duet_pairs or self.options.duet_pairs) if self.comparison.paired
                 else self.options.processes)
 
+    def per_cell_of(self, key: str) -> int:
+        """``per_cell`` of cell ``key``: one duet pair for a kind of cell this machine's history
+        knows the spread of (``Plan.first_pairs_of``)."""
+        return (max(1, self.plan.first_pairs_of(key, self.options.duet_pairs)) if self.comparison.paired
+                else self.options.processes)
+
 
 # ----------------------------------------------------------------------------- the clock
 
@@ -247,7 +253,7 @@ class Clock:
         gone = self.gone()
         # a cell counts once it has the processes a cell gets: one that runs more (12 process
         # pairs of a distributed cell in A/B mode) is still one cell
-        done = (sum(min(1.0, n / ctx.per_cell) for n in self._runs_by_cell.values()) if self._runs_by_cell
+        done = (sum(min(1.0, n / ctx.per_cell_of(k)) for k, n in self._runs_by_cell.items()) if self._runs_by_cell
                 else self.runs_done / ctx.per_cell)
         expected = ctx.plan.cells
         parts = [f"mxperf: {done:.0f} of {expected} cell(s) measured" if expected

@@ -194,8 +194,8 @@ def plan_line(tests: int, options, ab_pairs: int, duet_pairs: int = 3, duet_test
     baseline mode's ``planning.estimate`` (which cells share worker processes, which tests
     have their own); ``speed``: this machine's MXNet speed against the reference machine's
     (``planning.Speed``), which scales the costs; ``settling``: baseline mode's
-    ``settling_words``; ``first_why``: why a cell gets ``duet_pairs`` before its first look
-    (``planning.first_pairs``), when not the default's."""
+    ``settling_words``; ``first_why``: which kinds of cell get one duet pair before their
+    first look instead of ``duet_pairs`` and why (``planning.first_pairs``), when any do."""
     duet_tests = tests if duet_tests is None else duet_tests
     slow = f"; {slow_note(deselected_slow)}" if deselected_slow else ""
     factor = speed.factor if speed else 1.0
@@ -211,7 +211,7 @@ def plan_line(tests: int, options, ab_pairs: int, duet_pairs: int = 3, duet_test
         cut = f"; --perf-deadline {duration_text(options.deadline)} will leave some not reached"
     if ab:
         mode = "against the baseline, its recorded setup as the reference" if paired else "A/B mode"
-        first = f" before its first look, as {first_why}" if first_why else ""
+        first = f" before its first look, or {first_why}" if first_why else ""
         pairs = f"{duet_pairs} duet pair{'' if duet_pairs == 1 else 's'}"
         what = (f"mxperf: {mode}: {tests} cell(s) x {pairs}{first} (resident candidate and "
                 f"reference workers taking turns at timed rounds: score, train, latency, io, kvstore, time to accuracy, "
