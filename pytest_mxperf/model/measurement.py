@@ -50,6 +50,11 @@ class Metric:
         """``change`` signed so that negative means worse, whatever the metric's direction."""
         return change if self.higher_is_better else -change
 
+    def as_speed(self, change: float) -> float:
+        """``change`` (a fraction: x(1 + change)) as the change of speed it implies: a rate's
+        own; a time's the inverse (a latency x1.69 is a speed x0.59, not one 69% slower)."""
+        return change if self.higher_is_better else 1.0 / (1.0 + change) - 1.0
+
     @property
     def judged(self) -> bool:
         return self.rule != "derived"

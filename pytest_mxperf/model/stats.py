@@ -316,11 +316,8 @@ def fast_end_paired_p(better: Sequence[float], worse: Sequence[float], shift: fl
     2^-n, as for the signed-rank test."""
     import numpy as np
 
-    b = np.asarray(better, dtype=float)
-    w = np.asarray(worse, dtype=float)
-    if len(b) == 0 or len(b) != len(w):
-        return None
-    return _FastEnds(b, w).p(shift)
+    ends = _FastEnds.of(better, worse)
+    return None if ends is None else ends.p(shift)
 
 
 class _FastEnds:
@@ -329,6 +326,15 @@ class _FastEnds:
     swapped pairs, max(where(F, w, b - s)) is max(max of w over F, max of b off F - s), the
     same floating-point value (subtracting s keeps the order); a bound's bisection asks ~19
     shifts of the same pairs."""
+
+    @classmethod
+    def of(cls, better: Sequence[float], worse: Sequence[float]) -> Optional["_FastEnds"]:
+        """Those of the pairs ``better[i]``, ``worse[i]``; None when there are none (no values,
+        or two sides of different lengths)."""
+        import numpy as np
+        if len(better) == 0 or len(better) != len(worse):
+            return None
+        return cls(np.asarray(better, dtype=float), np.asarray(worse, dtype=float))
 
     def __init__(self, b, w):
         import numpy as np
@@ -363,13 +369,11 @@ def _fast_end_paired_bound(better: Tuple[float, ...], worse: Tuple[float, ...], 
     p > alpha), so a lower bound above 0 is the test's rejection of "no faster" at level
     alpha. side="upper": the same with the roles swapped. Returns -inf / inf when no shift
     within +-2 (a factor e^2) is rejected (too few pairs for this alpha)."""
-    import numpy as np
-
     sign = 1.0 if side == "lower" else -1.0
     b, w = (better, worse) if side == "lower" else (worse, better)
-    if len(b) == 0 or len(b) != len(w):
+    ends = _FastEnds.of(b, w)
+    if ends is None:
         return -math.inf * sign  # no pairs: no shift is rejected
-    ends = _FastEnds(np.asarray(b, dtype=float), np.asarray(w, dtype=float))
 
     def rejected(s: float) -> bool:
         return ends.p(s) <= alpha

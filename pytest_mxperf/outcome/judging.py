@@ -465,9 +465,7 @@ def _both_agree(b: vd.Verdict, said: str, key: str, baseline: Baseline,
         return UNEXPLAINED, f"{head}; {method}, so its figures are not compared figure for figure{probes}"
     if shift is None:
         return UNEXPLAINED, f"{head}; {no_shift}: nothing tells the machine from the system"
-    # the probes' readings are speeds: a figure where lower is better is held to them as the speed
-    # it implies (a latency x1.69 is a speed x0.59, not one 69% slower)
-    what = shift.explains(b.change if metric.higher_is_better else 1.0 / (1.0 + b.change) - 1.0)
+    what = shift.explains(metric.as_speed(b.change))  # the probes' readings are speeds
     evidence = f"({shift.said()}; the figure x{1 + b.change:.2f})"
     if what == machine_states.MACHINE:
         return MACHINE_DIFFERS, f"{head}: the machine differs {evidence}"
