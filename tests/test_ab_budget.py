@@ -358,3 +358,35 @@ def test_a_session_that_says_nothing_while_settling_foretells_nothing():
     said, silent = rounds(True), rounds(False)
     assert said and [w for w, _ in said] == [w for w, _ in silent]
     assert said[0][1] > 0 and all(after is None for _, after in silent)
+
+
+def test_a_figure_measured_after_the_rounds_is_complete_when_its_cell_has_every_pair_before_its_duet_is_called():
+    """An unchanged paired session on the Zen 3 (benchmarks/results/paired-session-zen3-2026-12-03b.txt)
+    failed on LeNet b64's trainer alone: 12 pairs, median pair ratio 1.001, its fast end x0.906,
+    "unresolved". The cell's duet figure was called at its 12th pair, as many as a figure measured
+    after the rounds gets (``planning.ab_pairs``), so its last look asked for nothing more (0,
+    final) and the cell never counted as having every pair it was planned: it was judged as if
+    cut. With nothing cut it is below its resolution, as a cell whose last look asked for pairs."""
+    from pytest_mxperf.measure.session import SessionContext
+    from pytest_mxperf.outcome import comparators
+
+    w = Workload("lenet", mode="score", batch_size=8)
+    n = planning.ab_pairs(1)
+    trainer = [(100.0, 100.0)] * (n - 1) + [(100.0, 110.0)]  # (candidate, reference): the fast end x0.909, pairs alike
+
+    def run(seconds, trainer_rate):
+        return RunResult(w, "ok", batches_per_round=1, round_seconds=[seconds] * 6, wall_seconds=30.0,
+                         meta={"duet": {}}, figures={"trainer_samples_per_s": trainer_rate})
+    cand = [run(0.08 * (1.0 + 0.03 * (-1) ** i), c) for i, (c, _) in enumerate(trainer)]
+    ref = [run(0.08, r) for _, r in trainer]
+    cells = {w.key(): CellRecord("t", CellMeasurement(w, cand, ref), remeasure=lambda more: None, duets=True)}
+    ctx = SessionContext(PerfOptions(reference="/ref/python"), {}, comparison=comparison_for("/ref/python"),
+                         plan=planning.Plan(tests=1, cells=1, ab_pairs=n, duet_pairs=3))
+    asked = []
+    v = comparators.settle(comparators.ABComparator(ctx, lambda: None), lambda: cells,
+                           _each(lambda more: asked.append(more)), lambda what: None, time.monotonic).verdicts
+    key = w.key() + "#trainer_samples_per_s"
+    assert v[w.key()].kind == "unchanged", v[w.key()]
+    assert not asked  # nothing more to measure: the cell had every pair its figures ask for
+    assert v[key].kind == "below-resolution" and not v[key].failed, v[key]
+    assert v[key].change < -0.05 and "median within -5%" in v[key].reason, v[key].reason

@@ -250,7 +250,9 @@ class BaselineComparator:
             sides[k] = Side(self.setup.python, tuple(sorted(env.items())))
         kept, deadline_cut = ab_judging.within_deadline(wanted, each, self.left())
         after = _after(looks, kept, each) if foretell else None
-        self._complete |= frozenset(k for k in wanted if last[k] and kept.get(k, 0) >= wanted[k])
+        # complete: at its last look with every pair it asked for, none (0, final: nothing more to
+        # measure) counted as every one
+        self._complete |= frozenset(k for k in last if last[k] and kept.get(k, 0) >= wanted.get(k, 0))
         for k in wanted:
             if kept.get(k, 0) < wanted[k] and k not in paired:
                 self._cut[k] = "cut by --perf-deadline before its duet against the recorded setup"
@@ -328,7 +330,9 @@ class ABComparator:
         each = {k: planning.pair_seconds(cells[k].cell) or 0.0 for k in wanted}
         kept, deadline_cut = ab_judging.within_deadline(wanted, each, self.left())
         after = _after(looks, kept, each) if foretell else None
-        self._complete |= frozenset(k for k in wanted if last[k] and kept.get(k, 0) >= wanted[k])
+        # complete: at its last look with every pair it asked for, none (0, final: nothing more to
+        # measure) counted as every one
+        self._complete |= frozenset(k for k in last if last[k] and kept.get(k, 0) >= wanted.get(k, 0))
         more = tuple(MoreToMeasure(k, n, "duet" if ab_judging.is_duet(cells[k].cell) else "process-pairs",
                                    Side(o.python), Side(ctx.comparison.reference), each[k], min_effect(ctx, k))
                      for k, n in kept.items())
