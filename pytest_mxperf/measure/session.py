@@ -155,8 +155,8 @@ class SessionContext:
                 else self.options.processes)
 
     def per_cell_of(self, key: str) -> int:
-        """``per_cell`` of cell ``key``: one duet pair for a kind of cell this machine's history
-        knows the spread of (``Plan.first_pairs_of``)."""
+        """``per_cell`` of cell ``key``: one duet pair for a cell whose own spread of pairs and its
+        kind's this machine's history holds (``Plan.first_pairs_of``)."""
         return (max(1, self.plan.first_pairs_of(key, self.options.duet_pairs)) if self.comparison.paired
                 else self.options.processes)
 

@@ -314,8 +314,6 @@ def fast_end_paired_p(better: Sequence[float], worse: Sequence[float], shift: fl
     distribution swaps the two members of each pair (the order inside a pair was alternated,
     so under H0 either member could have been either side). With n pairs the smallest p is
     2^-n, as for the signed-rank test."""
-    import numpy as np
-
     ends = _FastEnds.of(better, worse)
     return None if ends is None else ends.p(shift)
 
