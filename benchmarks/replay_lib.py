@@ -462,11 +462,11 @@ def run_session(corpus: Corpus, measures: Sequence[Callable[..., CellMeasurement
                 session.ledger.probed([ms.get("probe_before"), ms.get("probe_after")])
             return cell
 
-        workload = getattr(measure, "workload", None)  # the plan's pairs before a cell's first look, by its kind
+        workload = getattr(measure, "workload", None)  # the plan's pairs before a cell's first look, by cell
         duet_pairs = plan.first_pairs_of(workload.key(), options.duet_pairs) if workload else plan.duet_pairs
-        n_first = ((duet_pairs if (duet[i] if i < len(duet) else True) else plan.ab_pairs) if ab
-                   else options.processes)
-        if ab and (duet[i] if i < len(duet) else True):
+        in_duet = ab and (duet[i] if i < len(duet) else True)
+        n_first = duet_pairs if in_duet else plan.ab_pairs if ab else options.processes
+        if in_duet:
             firsts.append(n_first)
         first = remeasure(n_first)
         key = first.workload.key()

@@ -250,9 +250,7 @@ class BaselineComparator:
             sides[k] = Side(self.setup.python, tuple(sorted(env.items())))
         kept, deadline_cut = ab_judging.within_deadline(wanted, each, self.left())
         after = _after(looks, kept, each) if foretell else None
-        # complete: at its last look with every pair it asked for, none (0, final: nothing more to
-        # measure) counted as every one
-        self._complete |= frozenset(k for k in last if last[k] and kept.get(k, 0) >= wanted.get(k, 0))
+        self._complete |= _completed(last, wanted, kept)
         for k in wanted:
             if kept.get(k, 0) < wanted[k] and k not in paired:
                 self._cut[k] = "cut by --perf-deadline before its duet against the recorded setup"
@@ -330,9 +328,7 @@ class ABComparator:
         each = {k: planning.pair_seconds(cells[k].cell) or 0.0 for k in wanted}
         kept, deadline_cut = ab_judging.within_deadline(wanted, each, self.left())
         after = _after(looks, kept, each) if foretell else None
-        # complete: at its last look with every pair it asked for, none (0, final: nothing more to
-        # measure) counted as every one
-        self._complete |= frozenset(k for k in last if last[k] and kept.get(k, 0) >= wanted.get(k, 0))
+        self._complete |= _completed(last, wanted, kept)
         more = tuple(MoreToMeasure(k, n, "duet" if ab_judging.is_duet(cells[k].cell) else "process-pairs",
                                    Side(o.python), Side(ctx.comparison.reference), each[k], min_effect(ctx, k))
                      for k, n in kept.items())
@@ -353,6 +349,13 @@ def choose(context: SessionContext, clock) -> "BaselineComparator | ABComparator
     if context.comparison.ab:
         return ABComparator(context, clock.measuring_left)
     return BaselineComparator(context, clock.now, clock.measuring_left)
+
+
+def _completed(last: Mapping[str, bool], wanted: Mapping[str, int], kept: Mapping[str, int]) -> FrozenSet[str]:
+    """The cells at their last look (``last``) that got every pair they asked for (``wanted``,
+    ``kept`` within the deadline): one that asked for none (0, final: nothing more to measure)
+    has every pair it was planned."""
+    return frozenset(k for k, final in last.items() if final and kept.get(k, 0) >= wanted.get(k, 0))
 
 
 def _after(looks: Callable[[str], object], kept: Mapping[str, int], each: Mapping[str, float]) -> float:

@@ -194,8 +194,8 @@ def plan_line(tests: int, options, ab_pairs: int, duet_pairs: int = 3, duet_test
     baseline mode's ``planning.estimate`` (which cells share worker processes, which tests
     have their own); ``speed``: this machine's MXNet speed against the reference machine's
     (``planning.Speed``), which scales the costs; ``settling``: baseline mode's
-    ``settling_words``; ``first_why``: which kinds of cell get one duet pair before their
-    first look instead of ``duet_pairs`` and why (``planning.first_pairs``), when any do."""
+    ``settling_words``; ``first_why``: which cells get one duet pair before their first look
+    instead of ``duet_pairs`` and why (``planning.first_pairs``), when any do."""
     duet_tests = tests if duet_tests is None else duet_tests
     slow = f"; {slow_note(deselected_slow)}" if deselected_slow else ""
     factor = speed.factor if speed else 1.0
