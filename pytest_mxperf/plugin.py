@@ -20,18 +20,15 @@ from pytest_mxperf.measure.fixture import Measurer
 from pytest_mxperf.measure.ledger import NOT_REACHED, Event
 from pytest_mxperf.measure.planning import Plan
 from pytest_mxperf.measure.session import PerfSession
+from pytest_mxperf.model import kinds
 from pytest_mxperf.model.outcome import EXIT_NONE_SELECTED
 
+#: the markers that are no kind's own (each kind's: ``model/kinds.py``, ``markers()``)
 MARKERS = {
     "cpu": "measures on CPU contexts",
     "gpu": "measures on GPU contexts (with no usable GPU: one line naming the cause and the fix, the tests "
            "skip with it, and a session that asked for them fails unless --perf-fail-on=-no-gpu)",
-    "scoring": "forward-only throughput, as MXNet's benchmark_score.py",
-    "training": "forward, backward and optimizer update throughput",
     "multi_device": "data parallel over several contexts",
-    "distributed": "distributed kvstore (ps-lite roles on 127.0.0.1)",
-    "latency": "batch-by-batch latency percentiles (serving)",
-    "io": "input pipeline: loader alone, trainer alone, and the two end to end (RecordIO, NDArrayIter)",
     "slow": "heavy CPU cells; deselected unless --perf-slow, a -m expression that names 'slow', or the cell is named: "
             "its node id with its parameters, or its model and batch size in --perf-models and --perf-batch-sizes "
             "(GPU cells run)",
@@ -65,8 +62,18 @@ def pytest_addoption(parser):
     command_line.add_options(parser)
 
 
+def markers() -> dict:
+    """Every marker the plugin declares: ``MARKERS`` and each kind's own (``model/kinds.py``),
+    the first kind's description for a marker two kinds share."""
+    out = dict(MARKERS)
+    for k in kinds.kinds():
+        if k.marker:
+            out.setdefault(k.marker, k.description)
+    return out
+
+
 def pytest_configure(config):
-    for name, doc in MARKERS.items():
+    for name, doc in markers().items():
         config.addinivalue_line("markers", f"{name}: {doc}")
     config.stash[SESSION] = command_line.start_session(config)
 

@@ -8,7 +8,7 @@ import dataclasses
 import fnmatch
 from typing import Mapping, Optional, Tuple
 
-from pytest_mxperf.model import options
+from pytest_mxperf.model import kinds, options
 
 MIN_EFFECT = options.MIN_EFFECT  # smallest change (fraction) ever called a regression or improvement
 FDR_Q = 0.05                # Benjamini-Hochberg false discovery rate across a session's figures
@@ -37,7 +37,8 @@ FAILING = ("regression", "unresolved")
 #: session, 1.5-6.4x their rounds' (benchmarks/results/duet-spread-2026-11-26.txt); the setup's speed shows in the p50 and
 #: the rounds, judged at the minimum effect.
 TAIL_MIN_EFFECT = 0.20
-TAILS = ("latency_p99_ms",)
+#: the tail figures: those ``model/kinds.py`` declares ``tail`` (a live view)
+TAILS = kinds.TAILS
 
 
 #: the least minimum effect a threshold may set for a cell: unchanged A/B sessions of 24 cells

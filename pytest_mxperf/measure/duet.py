@@ -76,6 +76,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from pytest_mxperf.machine import cuda_devices, nvml
 from pytest_mxperf.measure import runner
+from pytest_mxperf.model import kinds
 from pytest_mxperf.model.measurement import RunResult
 from pytest_mxperf.model.options import TIME_BUDGET_S
 from pytest_mxperf.model.workload import Workload
@@ -96,21 +97,16 @@ SIZING_TRIES = 4
 FINISH_TIMEOUT = 60.0
 
 #: the worker modules that serve duet rounds (``workers/protocol.serve_duet``) when their
-#: spec has ``control``. Declared here, not read from the module: the parent never imports a
-#: worker kind it is given (a user's worker module may import MXNet at its top).
-RESIDENT_MODULES = frozenset({
-    runner.WORKER_MODULE,                 # score, train, latency, your own network
-    "pytest_mxperf.workers.commbench",    # kvstore push+pull
-    "pytest_mxperf.workers.pipeline",     # io: loader alone, or fed training steps
-    "pytest_mxperf.workers.convergence",  # time to accuracy: a training run in rounds (TO_THE_END)
-    "pytest_mxperf.measure.cluster",      # a distributed cell: a ps-lite cluster relaying rounds to its workers
-})
+#: spec has ``control``: those of the kinds ``model/kinds.py`` declares ``resident`` (a live
+#: view). Declared there, not read from the module: the parent never imports a worker kind it
+#: is given (a user's worker module may import MXNet at its top).
+RESIDENT_MODULES = kinds.RESIDENT_MODULES
 #: the resident kinds whose rounds are the measured work itself, not repetitions of it: a
 #: training run to a target accuracy, whose seconds to accuracy are the sum of its rounds.
 #: No untimed round (it would train untimed) and no sizing (the worker cuts its epochs into
 #: rounds, ``convergence.DUET_EPOCH_ROUNDS``): rounds of one unit alternate, A,B,B,A,..., until
 #: each side says it is finished; a side that finishes first waits, its partner runs on alone
-TO_THE_END = frozenset({"pytest_mxperf.workers.convergence"})
+TO_THE_END = kinds.TO_THE_END
 #: bound on the rounds of a run to the end (the worker stops at its own max_epochs first)
 MAX_TO_THE_END_ROUNDS = 10_000
 
@@ -564,7 +560,7 @@ def shares_a_pair(workload: Workload) -> bool:
     (``run_cells_pair``): a CPU cell of the throughput worker (score, train, latency) from the
     zoo. A GPU cell keeps a pair of its own (MXNet's pool and cuDNN's choices would carry over),
     and so does your own network (its worker loads it its own way)."""
-    return workload.device == "cpu" and workload.mode in ("score", "train", "latency") and not workload.source
+    return workload.device == "cpu" and kinds.kind(workload.mode).shares_process and not workload.source
 
 
 def run_cells_pair(workloads: Sequence[Workload], *, candidate: Optional[str], reference: Optional[str],

@@ -12,17 +12,15 @@ import statistics
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from pytest_mxperf.judge import thresholds
-from pytest_mxperf.model import stats
+from pytest_mxperf.model import kinds, stats
 
 #: ``mxperf_priority(n)``: tests of lower n run first under --perf-deadline (unmarked: this)
 DEFAULT_PRIORITY = 100
-#: markers of cells that resident workers measure (duets in A/B mode: the throughput worker,
-#: kvstore push+pull under multi_device, the input pipeline, time to accuracy under
-#: ``training``, a distributed cluster whose launcher relays the rounds), and of those whose
-#: worker kind cannot be resident (process pairs), for the plan's estimate: none of the
-#: suite's own kinds now (a user's worker module that is not resident runs process pairs)
-DUET_MARKERS = ("scoring", "training", "latency", "multi_device", "io", "distributed")
-PROCESS_PAIR_MARKERS: Tuple[str, ...] = ()
+#: markers of cells that resident workers measure (duets in A/B mode), and of those whose
+#: worker kind cannot be resident (process pairs), for the plan's estimate: each kind's marker
+#: as ``model/kinds.py`` declares it (live views; none of the suite's own kinds is not resident)
+DUET_MARKERS = kinds.RESIDENT_MARKERS
+PROCESS_PAIR_MARKERS = kinds.PROCESS_PAIR_MARKERS
 
 
 @dataclasses.dataclass(frozen=True)

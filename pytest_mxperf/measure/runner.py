@@ -11,7 +11,7 @@ import os
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
 
 from pytest_mxperf.machine import topology
-from pytest_mxperf.model import user_network
+from pytest_mxperf.model import kinds, user_network
 from pytest_mxperf.model.options import TIME_BUDGET_S
 from pytest_mxperf.model.measurement import RunResult
 from pytest_mxperf.model.workload import Workload
@@ -104,6 +104,11 @@ def run_result(out: ProcessOutcome, workload: Workload, env: Optional[Mapping[st
                          returncode=out.returncode, wall_seconds=out.wall_seconds)
     if ok and gpu_memory_mib is not None:
         figs = dict(figs, gpu_memory_mib=gpu_memory_mib)
+    try:  # a figure its kind does not declare is an error here, where it is first seen
+        kinds.check_figures(workload.mode, figs)
+    except kinds.UnknownFigure as exc:
+        return RunResult(workload=workload, status="error", meta=meta, stderr_tail=out.stderr_tail,
+                         message=str(exc), returncode=out.returncode, wall_seconds=out.wall_seconds)
     message = out.message
     if workload.device == "gpu" and not ok:
         from pytest_mxperf.machine import hardware

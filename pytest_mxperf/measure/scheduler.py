@@ -19,6 +19,7 @@ from pytest_mxperf.judge import floors
 from pytest_mxperf.machine import hardware
 from pytest_mxperf.measure import duet, runner
 from pytest_mxperf.measure.ledger import DUET_FALLBACK, NO_GPU, CellRecord, Event, Ledger
+from pytest_mxperf.model import kinds
 from pytest_mxperf.model.measurement import CellMeasurement, RunResult
 from pytest_mxperf.model.workload import Workload
 from pytest_mxperf.proc import worker
@@ -185,7 +186,7 @@ class Scheduler:
     def floor_for(self, cell: CellMeasurement) -> floors.Floor:
         w = cell.workload
         tolerance = self.options.floor_tolerance
-        mode = w.mode if w.mode in ("score", "train") else None
+        mode = w.mode if w.mode in kinds.FLOOR_MODES else None
         if mode is None or w.num_devices != 1 or w.model not in zoo.MODELS:
             why = ("published tables are single-device" if mode and w.num_devices != 1
                    else f"no published table for {w.model}" if mode else f"no published table for mode {w.mode}")

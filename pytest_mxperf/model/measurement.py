@@ -26,6 +26,8 @@ import statistics
 from types import MappingProxyType
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
+from pytest_mxperf.model.kinds import (  # noqa: F401 (the registry's views, read from here too)
+    FLOP_MODES, METRICS, PRIMARY, RULES, SECONDARY, SEEDED_MODES, Metric, UnknownFigure)
 from pytest_mxperf.model.run_facts import Facts
 from pytest_mxperf.model.stats import iqr_spread
 from pytest_mxperf.workers.pipeline import HEAP_KEPT_LOADERS
@@ -35,29 +37,6 @@ from pytest_mxperf.model.workload import Workload
 OK = "ok"
 # Outcomes a measurement can have; everything but "ok" carries a one-line message.
 STATUSES = ("ok", "error", "crash", "timeout", "oom", "unavailable", "unsupported")
-RULES = ("processes", "growth", "discrete", "derived")
-
-
-@dataclasses.dataclass(frozen=True)
-class Metric:
-    name: str
-    unit: str
-    higher_is_better: bool
-    rule: str
-    label: str
-
-    def oriented(self, change: float) -> float:
-        """``change`` signed so that negative means worse, whatever the metric's direction."""
-        return change if self.higher_is_better else -change
-
-    def as_speed(self, change: float) -> float:
-        """``change`` (a fraction: x(1 + change)) as the change of speed it implies: a rate's
-        own; a time's the inverse (a latency x1.69 is a speed x0.59, not one 69% slower)."""
-        return change if self.higher_is_better else 1.0 / (1.0 + change) - 1.0
-
-    @property
-    def judged(self) -> bool:
-        return self.rule != "derived"
 
 
 #: how the suite measures a cell's figures: raised whenever a change of pytest-mxperf changes
@@ -142,47 +121,8 @@ def memory_method(key: str, processes: Optional[str] = None) -> int:
         return MEMORY_METHOD_CONVERTED_SHARED if processes == "shared" else MEMORY_METHOD_CONVERTED
     return MEMORY_METHOD_SHARED if processes == "shared" else MEMORY_METHOD
 
-METRICS: Dict[str, Metric] = {m.name: m for m in (
-    Metric("throughput", "img/s", True, "processes", "throughput"),
-    Metric("samples_per_s", "samples/s", True, "processes", "throughput"),
-    Metric("latency_p50_ms", "ms", False, "processes", "batch latency p50"),
-    Metric("latency_p99_ms", "ms", False, "processes", "batch latency p99"),
-    Metric("comm_seconds", "s/batch", False, "processes", "kvstore push+pull per batch"),
-    Metric("seconds_to_target", "s", False, "processes", "seconds to target accuracy"),
-    Metric("epochs_to_target", "epochs", False, "discrete", "epochs to target accuracy"),
-    # the whole worker process's peak resident set (VmHWM / ru_maxrss): Python, numpy, MXNet and
-    # every package its import loads (scipy when installed), plus the network; less the pages
-    # that map files (MEMORY_METHOD)
-    Metric("peak_rss_mib", "MiB", False, "growth", "peak host memory (worker RSS less mapped files)"),
-    # the worker process's own GPU memory (NVML's figure for its PID: its CUDA context and
-    # MXNet's pool), read by the parent; never the device's used memory, which counts every
-    # other process on the GPU (a duet partner, another tenant)
-    Metric("gpu_memory_mib", "MiB", False, "growth", "peak GPU memory (the worker process's own)"),
-    Metric("gpu_device_memory_used_mib", "MiB", False, "derived",
-           "GPU memory in use on the device (device-wide: every process on it)"),
-    Metric("bandwidth_gbps", "GB/s", True, "derived", "kvstore bandwidth (tools/bandwidth formula)"),
-    Metric("moved_gbps", "GB/s", True, "derived", "bytes moved per second"),
-    Metric("ratio_to_local", "x", True, "derived", "throughput relative to one process"),
-    Metric("loader_samples_per_s", "samples/s", True, "processes", "loader alone (trainer mocked)"),
-    Metric("trainer_samples_per_s", "samples/s", True, "processes", "trainer alone (loader mocked)"),
-    Metric("load_seconds_per_batch", "s/batch", False, "derived", "input loading per batch"),
-    Metric("compute_seconds_per_batch", "s/batch", False, "derived", "compute per batch"),
-    Metric("gflops", "GFLOP/s", True, "derived", "achieved GFLOP/s"),
-    Metric("pct_of_peak", "%", True, "derived", "achieved GFLOP/s as % of the measured peak (oneDNN on CPU, cuBLAS/cuDNN on GPUs)"),
-)}
-
-# The primary figure of each kind of cell (what ``median`` and the baseline's
-# ``process_medians`` hold), and the other figures judged beside it when present.
-PRIMARY = {"score": "throughput", "train": "throughput", "latency": "latency_p99_ms",
-           "kvstore": "comm_seconds", "dist": "samples_per_s", "convergence": "seconds_to_target",
-           "io": "samples_per_s"}
-SECONDARY = {"score": ("peak_rss_mib", "gpu_memory_mib"), "train": ("peak_rss_mib", "gpu_memory_mib"),
-             "latency": ("latency_p50_ms", "peak_rss_mib", "gpu_memory_mib"),
-             "convergence": ("epochs_to_target",)}
-#: kinds of cell whose process i runs with seed i (the fixture's default seed; a time-to-accuracy
-#: run's weights and shuffle): its processes differ (1 to 4 epochs to LeNet's target here), and
-#: only the two sides of a pair, which have the same seed, compare like with like
-SEEDED_MODES = ("convergence",)
+# Every figure's Metric and each kind's primary and judged figures are declared once, in
+# ``model/kinds.py``: these names are its live views (METRICS, PRIMARY, SECONDARY, SEEDED_MODES).
 
 
 class CellNotMeasured(Exception):
@@ -623,10 +563,6 @@ class CellMeasurement:
         ref = d.get("reference_runs")
         return cls(workload=Workload.from_dict(d["workload"]), runs=_runs_from(d.get("runs")),
                    reference=_runs_from(ref) if ref is not None else None)
-
-
-#: modes whose throughput is a count of network passes (forward, or forward + backward)
-FLOP_MODES = ("score", "latency", "train")
 
 
 def with_flop_figures(run: RunResult, flops_per_sample: Optional[float],

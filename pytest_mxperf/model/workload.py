@@ -11,17 +11,18 @@ import dataclasses
 import re
 from typing import Any, Dict, Optional, Tuple
 
-# score: forward only (benchmark_score.py); train: forward, backward, update; latency: batch
-# by batch, each one synchronised (what a server sees). Other kinds of measurement (kvstore
-# cost, distributed, convergence, input pipeline) run their own worker modules and name
-# their cells with these modes; samples.PRIMARY says which figure each mode is judged on.
-MODES = ("score", "train", "latency", "kvstore", "dist", "convergence", "io")
+from pytest_mxperf.model import kinds
+from pytest_mxperf.model.kinds import INFERENCE_MODES, MODES  # noqa: F401 (read from here too)
+
+# A cell's mode is its kind (score: forward only, as benchmark_score.py; train: forward,
+# backward, update; latency: batch by batch, each one synchronised; kvstore, dist,
+# convergence, io: their own worker modules), declared with its worker and figures in
+# model/kinds.py; MODES and INFERENCE_MODES are the registry's live views.
 DTYPES = ("float32", "float16", "bfloat16", "int8")
 # bfloat16 (AMP) and int8 (oneDNN quantization) are CPU inference cells: the worker converts
 # the float32 network (workers/precision.py); whether this CPU and build run them is the
 # worker's to say (an "unsupported" cell with the reason).
 CPU_INFERENCE_DTYPES = ("bfloat16", "int8")
-INFERENCE_MODES = ("score", "latency")
 # How the suite fills OpenMP threads that the user left unset:
 #   "auto"        physical cores available to the process, shared by all contexts
 #   "per-context" physical cores divided evenly between the CPU contexts
@@ -82,7 +83,8 @@ class Workload:
 
     def __post_init__(self):
         if self.mode not in MODES:
-            raise WorkloadError(f"unknown mode {self.mode!r} (known: {', '.join(MODES)})")
+            raise WorkloadError(f"unknown mode {self.mode!r} (known: {', '.join(MODES)}; a kind of cell is declared "
+                                "with pytest_mxperf.model.kinds.register)")
         if not isinstance(self.batch_size, int) or isinstance(self.batch_size, bool) or self.batch_size < 1:
             raise WorkloadError(f"batch size must be a positive integer, got {self.batch_size!r}")
         if self.dtype not in DTYPES:
@@ -127,9 +129,10 @@ class Workload:
     def _make_key(self) -> str:
         parts = [self.mode, self.model, f"b{self.batch_size}", ",".join(self.contexts), self.dtype,
                  f"threads={self.threads}"]
-        if self.mode == "train":
+        named = kinds.kind(self.mode).key_fields
+        if "optimizer" in named:
             parts.append(f"opt={self.optimizer}")
-        if self.kvstore and self.mode in ("train", "kvstore", "dist", "convergence"):
+        if self.kvstore and "kvstore" in named:
             parts.append(f"kv={self.kvstore}")
         return "/".join(parts)
 

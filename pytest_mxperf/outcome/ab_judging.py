@@ -18,14 +18,15 @@ from pytest_mxperf.judge import verdict as vd
 from pytest_mxperf.judge.sequential import Spread
 from pytest_mxperf.judge.thresholds import FDR_Q, effect_for
 from pytest_mxperf.measure.ledger import CellRecord
-from pytest_mxperf.model import stats
+from pytest_mxperf.model import kinds, stats
 from pytest_mxperf.model.measurement import METRICS, PRIMARY, SEEDED_MODES, cell_of, metric_key, split_metric_key
 
 
 #: figures that are a rate of a duet's timed rounds (higher is better: score / train
 #: throughput, an io cell's samples/s) or their time per unit (lower is better: a kvstore
-#: cell's seconds per push+pull round); each worker kind's rounds time its primary figure
-_ROUND_FIGURES = ("throughput", "samples_per_s", "comm_seconds")
+#: cell's seconds per push+pull round); each worker kind's rounds time its primary figure.
+#: Declared with each figure (``Metric.paired``, model/kinds.py), as the two below
+_ROUND_FIGURES = kinds.ROUND_FIGURES
 
 
 #: figures a duet's worker measures after its rounds, each side alone, one side right after the
@@ -34,12 +35,12 @@ _ROUND_FIGURES = ("throughput", "samples_per_s", "comm_seconds")
 #: processes; they are judged as process pairs are (``ab_pairs``, the fast-end rule). In an A/A
 #: of LeNet b64's input pipeline (40 duet pairs, 2-vCPU Zen 4) the trainer alone read up to 28%
 #: apart on the two sides of a pair (pair spread 8.6%) while its rounds spread 1.2%
-AFTER_ROUNDS = ("loader_samples_per_s", "trainer_samples_per_s")
+AFTER_ROUNDS = kinds.AFTER_ROUNDS
 
 
 #: figures that are the sum of a duet's rounds, each side run to its own end (time to
 #: accuracy: ``duet.TO_THE_END``)
-_RUN_FIGURES = ("seconds_to_target",)
+_RUN_FIGURES = kinds.RUN_FIGURES
 
 
 def duet_log_ratio(c, r, metric) -> float:

@@ -1,0 +1,355 @@
+"""The kinds of cell and their figures, each declared once: the registry the rest reads.
+
+A *figure* (``Metric``) is a named number a worker's process yields: its unit, its direction,
+the rule that judges it (``RULES``), how a duet pair estimates it and whether it is a tail.
+A *kind* (``Kind``) is what a cell's ``Workload.mode`` names and its key starts with: the
+pytest marker of its tests, the worker module a process runs, its primary figure (what a
+cell's ``median`` and a baseline's ``process_medians`` hold), the figures judged beside it
+and those only shown, whether its worker serves duet rounds, whether its CPU cells may share
+one worker process, and what else the suite does with it (published floors, FLOPs, reduced
+precision). ``register`` adds one (a test's toy kind, a user's own); everything that used to
+keep a table per kind reads it from here: ``PRIMARY``, ``SECONDARY``, ``MODES``, ... are live
+views of the registry, not copies.
+
+An unknown figure or kind is an error where it is declared or first seen (``UnknownFigure``,
+``UnknownKind``: one line each), never a silent drop. Standard library only: the parent and
+the workers both read it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Set as AbstractSet
+from typing import Callable, Dict, Iterator, Mapping, Optional, Tuple
+
+RULES = ("processes", "growth", "discrete", "derived")
+#: how a duet pair turns a figure's two sides into one log ratio (``outcome/ab_judging.
+#: duet_log_ratio``): "rounds", from the rounds the two sides ran back to back (a rate of the
+#: rounds or their time per unit); "run", from the sums of the rounds each side ran to its own
+#: end (time to accuracy); "after", measured after the rounds, each side alone (judged as process
+#: pairs are); "figure", from the two sides' figures (a latency percentile, memory)
+PAIRED = ("rounds", "run", "after", "figure")
+
+
+class UnknownFigure(ValueError):
+    """A figure name the registry does not declare (one line)."""
+
+
+class UnknownKind(ValueError):
+    """A kind of cell the registry does not declare (one line)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Metric:
+    """A figure: ``rule`` says how it is judged (``RULES``; "derived" ones are shown, never
+    judged), ``paired`` how a duet pair estimates it (``PAIRED``), ``tail`` whether it is a
+    tail of a distribution (a p99: judged beyond a wider minimum effect, ``judge/thresholds``)."""
+
+    name: str
+    unit: str
+    higher_is_better: bool
+    rule: str
+    label: str
+    paired: str = "figure"
+    tail: bool = False
+
+    def __post_init__(self):
+        if self.rule not in RULES:
+            raise ValueError(f"figure {self.name!r}: unknown rule {self.rule!r} (known: {', '.join(RULES)})")
+        if self.paired not in PAIRED:
+            raise ValueError(f"figure {self.name!r}: unknown pairing {self.paired!r} (known: {', '.join(PAIRED)})")
+
+    def oriented(self, change: float) -> float:
+        """``change`` signed so that negative means worse, whatever the metric's direction."""
+        return change if self.higher_is_better else -change
+
+    def as_speed(self, change: float) -> float:
+        """``change`` (a fraction: x(1 + change)) as the change of speed it implies: a rate's
+        own; a time's the inverse (a latency x1.69 is a speed x0.59, not one 69% slower)."""
+        return change if self.higher_is_better else 1.0 / (1.0 + change) - 1.0
+
+    @property
+    def judged(self) -> bool:
+        return self.rule != "derived"
+
+
+#: the throughput worker: score, train, latency and your own network
+THROUGHPUT_WORKER = "pytest_mxperf.workers.throughput"
+
+#: the workload's optional fields a kind's cell key may name (``Kind.key_fields``)
+KEY_FIELDS = ("optimizer", "kvstore")
+
+#: figures any kind's process may yield: its memory (host; GPU, read by the parent from NVML)
+COMMON_FIGURES = ("peak_rss_mib", "gpu_memory_mib", "gpu_device_memory_used_mib")
+
+
+@dataclasses.dataclass(frozen=True)
+class Kind:
+    """A kind of cell (the module doc). ``judged``: the figures judged beside the primary when
+    a cell has them; ``shown``: figures its processes yield that are shown, never judged, or
+    judged only where present (``COMMON_FIGURES`` are every kind's). ``resident``: its worker
+    serves duet rounds (``workers/protocol.serve_duet``) when its spec has ``control``;
+    ``to_the_end``: its rounds are the measured work itself (a training run to a target: no
+    untimed round, no sizing); ``shares_process``: its CPU cells from the zoo may be measured
+    several to a worker process and share one duet pair; ``seeded``: process i runs with seed
+    i, so only the two sides of a pair compare like with like; ``floors``: the published tables
+    hold its floors; ``flops``: its throughput counts network passes (achieved GFLOP/s);
+    ``inference``: reduced precision (bfloat16, int8) applies; ``marker``: its tests' pytest
+    marker (None: the kind has none of its own); ``cost``: the key of its cost in the plan's
+    cost model (``measure/planning``; its name by default); ``key_fields``: which of the
+    workload's optional fields (``KEY_FIELDS``: its optimizer, its kvstore when set) its cell
+    key names after the common ones."""
+
+    name: str
+    worker: str
+    primary: str
+    description: str
+    judged: Tuple[str, ...] = ()
+    shown: Tuple[str, ...] = ()
+    marker: Optional[str] = None
+    resident: bool = False
+    to_the_end: bool = False
+    shares_process: bool = False
+    seeded: bool = False
+    floors: bool = False
+    flops: bool = False
+    inference: bool = False
+    cost: str = ""
+    key_fields: Tuple[str, ...] = ()
+
+    def __post_init__(self):
+        if not self.name or "/" in self.name or "#" in self.name:
+            raise ValueError(f"kind {self.name!r}: a name of its own, without '/' or '#'")
+        if not self.cost:
+            object.__setattr__(self, "cost", self.name)
+        for f in self.figures:
+            if f not in _FIGURES:
+                raise UnknownFigure(f"kind {self.name!r} declares the figure {f!r}, which no figure of the registry "
+                                    f"is (known: {', '.join(sorted(_FIGURES))}); declare it first (kinds.add_figure)")
+        if set(self.key_fields) - set(KEY_FIELDS):
+            raise ValueError(f"kind {self.name!r}: key fields {self.key_fields} (known: {', '.join(KEY_FIELDS)})")
+        if self.to_the_end and not self.resident:
+            raise ValueError(f"kind {self.name!r}: a run to the end is a duet's (resident) way")
+
+    @property
+    def figures(self) -> Tuple[str, ...]:
+        """Every figure a process of this kind may yield, the primary first."""
+        return tuple(dict.fromkeys((self.primary,) + self.judged + self.shown + COMMON_FIGURES))
+
+
+_FIGURES: Dict[str, Metric] = {}
+_KINDS: Dict[str, Kind] = {}
+
+
+def add_figure(metric: Metric) -> Metric:
+    """Declare a figure; a name declared again must be the same figure."""
+    known = _FIGURES.get(metric.name)
+    if known is not None and known != metric:
+        raise ValueError(f"figure {metric.name!r} is declared already, otherwise ({known})")
+    _FIGURES[metric.name] = metric
+    return metric
+
+
+def register(kind: Kind) -> Kind:
+    """Declare a kind of cell (its figures must be declared: ``UnknownFigure``); a name
+    declared again must be the same kind."""
+    known = _KINDS.get(kind.name)
+    if known is not None and known != kind:
+        raise ValueError(f"kind {kind.name!r} is declared already, otherwise")
+    _KINDS[kind.name] = kind
+    return kind
+
+
+def unregister(name: str) -> None:
+    """Take a kind out of the registry (a test's toy kind, after the test)."""
+    _KINDS.pop(name, None)
+
+
+def kind(name: str) -> Kind:
+    """The kind ``name``; ``UnknownKind`` (one line) for one the registry does not declare."""
+    k = _KINDS.get(name)
+    if k is None:
+        raise UnknownKind(f"unknown kind of cell {name!r} (known: {', '.join(_KINDS)}); declare it with "
+                          "pytest_mxperf.model.kinds.register")
+    return k
+
+
+def figure(name: str) -> Metric:
+    """The figure ``name``; ``UnknownFigure`` (one line) for one the registry does not declare."""
+    m = _FIGURES.get(name)
+    if m is None:
+        raise UnknownFigure(f"unknown figure {name!r} (known: {', '.join(sorted(_FIGURES))})")
+    return m
+
+
+def kinds() -> Tuple[Kind, ...]:
+    return tuple(_KINDS.values())
+
+
+def check_figures(mode: str, names) -> None:
+    """``UnknownFigure`` (one line) when a process of kind ``mode`` yielded a figure that is
+    not one of its kind's (``Kind.figures``)."""
+    k = kind(mode)
+    extra = [n for n in names if n not in k.figures]
+    if extra:
+        raise UnknownFigure(f"a {mode} process yielded the figure(s) {', '.join(map(repr, extra))}, which its kind "
+                            f"does not declare (its figures: {', '.join(k.figures)})")
+
+
+class _Views(Mapping):
+    """A live, read-only mapping kind name -> ``get(kind)`` over the kinds ``keep`` takes."""
+
+    def __init__(self, get: Callable[[Kind], object], keep: Callable[[Kind], bool] = lambda k: True):
+        self._get, self._keep = get, keep
+
+    def __getitem__(self, name: str):
+        k = _KINDS.get(name)
+        if k is None or not self._keep(k):
+            raise KeyError(name)
+        return self._get(k)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter([k.name for k in _KINDS.values() if self._keep(k)])
+
+    def __len__(self) -> int:
+        return sum(1 for k in _KINDS.values() if self._keep(k))
+
+    def __repr__(self) -> str:
+        return repr(dict(self))
+
+
+class _Names(AbstractSet):
+    """A live, read-only set of names (kinds, figures or worker modules) the registry gives, in
+    declaration order (``', '.join(...)``); equal to a set of the same names, or to a tuple of
+    them in that order."""
+
+    def __init__(self, names: Callable[[], Tuple[str, ...]]):
+        self._names = names
+
+    def __contains__(self, name) -> bool:
+        return name in self._names()
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._names())
+
+    def __len__(self) -> int:
+        return len(self._names())
+
+    def __eq__(self, other) -> bool:
+        if isinstance(other, (tuple, list)):
+            return self._names() == tuple(other)
+        return super().__eq__(other)
+
+    __hash__ = None
+
+    def __repr__(self) -> str:
+        return repr(self._names())
+
+
+class _FiguresView(Mapping):
+    """A live, read-only mapping figure name -> Metric over every declared figure."""
+
+    def __getitem__(self, name: str) -> Metric:
+        return _FIGURES[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(list(_FIGURES))
+
+    def __len__(self) -> int:
+        return len(_FIGURES)
+
+    def __repr__(self) -> str:
+        return repr(dict(_FIGURES))
+
+
+#: figure name -> Metric, every declared figure
+METRICS: Mapping[str, Metric] = _FiguresView()
+#: kind -> its primary figure's name
+PRIMARY: Mapping[str, str] = _Views(lambda k: k.primary)
+#: kind -> the figures judged beside its primary, when present (kinds with any)
+SECONDARY: Mapping[str, Tuple[str, ...]] = _Views(lambda k: k.judged, lambda k: bool(k.judged))
+#: every kind's name
+MODES = _Names(lambda: tuple(_KINDS))
+#: kinds whose process i runs with seed i
+SEEDED_MODES = _Names(lambda: tuple(k.name for k in _KINDS.values() if k.seeded))
+#: kinds reduced precision applies to
+INFERENCE_MODES = _Names(lambda: tuple(k.name for k in _KINDS.values() if k.inference))
+#: kinds whose throughput counts network passes
+FLOP_MODES = _Names(lambda: tuple(k.name for k in _KINDS.values() if k.flops))
+#: kinds the published tables hold floors of
+FLOOR_MODES = _Names(lambda: tuple(k.name for k in _KINDS.values() if k.floors))
+#: the markers of the kinds whose workers serve duet rounds, and of those whose do not
+RESIDENT_MARKERS = _Names(lambda: tuple(dict.fromkeys(k.marker for k in _KINDS.values() if k.resident and k.marker)))
+PROCESS_PAIR_MARKERS = _Names(lambda: tuple(dict.fromkeys(
+    k.marker for k in _KINDS.values() if not k.resident and k.marker and k.marker not in RESIDENT_MARKERS)))
+#: worker modules that serve duet rounds
+RESIDENT_MODULES = _Names(lambda: tuple(dict.fromkeys(k.worker for k in _KINDS.values() if k.resident)))
+#: worker modules whose rounds are the measured work itself
+TO_THE_END = _Names(lambda: tuple(dict.fromkeys(k.worker for k in _KINDS.values() if k.to_the_end)))
+#: figures a duet estimates from its rounds run back to back / each side's run to its end /
+#: measured after the rounds; tails
+ROUND_FIGURES = _Names(lambda: tuple(n for n, m in _FIGURES.items() if m.paired == "rounds"))
+RUN_FIGURES = _Names(lambda: tuple(n for n, m in _FIGURES.items() if m.paired == "run"))
+AFTER_ROUNDS = _Names(lambda: tuple(n for n, m in _FIGURES.items() if m.paired == "after"))
+TAILS = _Names(lambda: tuple(n for n, m in _FIGURES.items() if m.tail))
+
+
+for _m in (
+    Metric("throughput", "img/s", True, "processes", "throughput", paired="rounds"),
+    Metric("samples_per_s", "samples/s", True, "processes", "throughput", paired="rounds"),
+    Metric("latency_p50_ms", "ms", False, "processes", "batch latency p50"),
+    Metric("latency_p99_ms", "ms", False, "processes", "batch latency p99", tail=True),
+    Metric("comm_seconds", "s/batch", False, "processes", "kvstore push+pull per batch", paired="rounds"),
+    Metric("seconds_to_target", "s", False, "processes", "seconds to target accuracy", paired="run"),
+    Metric("epochs_to_target", "epochs", False, "discrete", "epochs to target accuracy"),
+    # the whole worker process's peak resident set (VmHWM / ru_maxrss): Python, numpy, MXNet and
+    # every package its import loads (scipy when installed), plus the network; less the pages
+    # that map files (measurement.MEMORY_METHOD)
+    Metric("peak_rss_mib", "MiB", False, "growth", "peak host memory (worker RSS less mapped files)"),
+    # the worker process's own GPU memory (NVML's figure for its PID: its CUDA context and
+    # MXNet's pool), read by the parent; never the device's used memory, which counts every
+    # other process on the GPU (a duet partner, another tenant)
+    Metric("gpu_memory_mib", "MiB", False, "growth", "peak GPU memory (the worker process's own)"),
+    Metric("gpu_device_memory_used_mib", "MiB", False, "derived",
+           "GPU memory in use on the device (device-wide: every process on it)"),
+    Metric("bandwidth_gbps", "GB/s", True, "derived", "kvstore bandwidth (tools/bandwidth formula)"),
+    Metric("moved_gbps", "GB/s", True, "derived", "bytes moved per second"),
+    Metric("ratio_to_local", "x", True, "derived", "throughput relative to one process"),
+    # an input pipeline's parts, each side alone after the rounds (workers/pipeline.py)
+    Metric("loader_samples_per_s", "samples/s", True, "processes", "loader alone (trainer mocked)", paired="after"),
+    Metric("trainer_samples_per_s", "samples/s", True, "processes", "trainer alone (loader mocked)", paired="after"),
+    Metric("load_seconds_per_batch", "s/batch", False, "derived", "input loading per batch"),
+    Metric("compute_seconds_per_batch", "s/batch", False, "derived", "compute per batch"),
+    Metric("gflops", "GFLOP/s", True, "derived", "achieved GFLOP/s"),
+    Metric("pct_of_peak", "%", True, "derived",
+           "achieved GFLOP/s as % of the measured peak (oneDNN on CPU, cuBLAS/cuDNN on GPUs)"),
+):
+    add_figure(_m)
+
+_FLOP_FIGURES = ("gflops", "pct_of_peak")
+_MEMORY = ("peak_rss_mib", "gpu_memory_mib")
+for _k in (
+    Kind("score", THROUGHPUT_WORKER, "throughput", "forward-only throughput, as MXNet's benchmark_score.py",
+         marker="scoring", judged=_MEMORY, shown=_FLOP_FIGURES, resident=True, shares_process=True, floors=True, flops=True,
+         inference=True),
+    Kind("train", THROUGHPUT_WORKER, "throughput", "forward, backward and optimizer update throughput",
+         marker="training", judged=_MEMORY, shown=_FLOP_FIGURES, resident=True, shares_process=True, floors=True, flops=True,
+         key_fields=("optimizer", "kvstore")),
+    Kind("latency", THROUGHPUT_WORKER, "latency_p99_ms", "batch-by-batch latency percentiles (serving)",
+         judged=("latency_p50_ms",) + _MEMORY, shown=_FLOP_FIGURES, marker="latency", resident=True, shares_process=True,
+         flops=True, inference=True),
+    Kind("kvstore", "pytest_mxperf.workers.commbench", "comm_seconds",
+         "kvstore push+pull per batch across devices", shown=("bandwidth_gbps", "moved_gbps",
+                                                              "compute_seconds_per_batch"),
+         marker="multi_device", resident=True, key_fields=("kvstore",)),
+    Kind("dist", "pytest_mxperf.measure.cluster", "samples_per_s", "distributed kvstore (ps-lite roles on 127.0.0.1)",
+         shown=("ratio_to_local",), marker="distributed", resident=True, key_fields=("kvstore",)),
+    Kind("convergence", "pytest_mxperf.workers.convergence", "seconds_to_target",
+         "time to a target accuracy (a training run per process)", judged=("epochs_to_target",), marker="training",
+         resident=True, to_the_end=True, seeded=True, key_fields=("kvstore",)),
+    Kind("io", "pytest_mxperf.workers.pipeline", "samples_per_s",
+         "input pipeline: loader alone, trainer alone, and the two end to end (RecordIO, NDArrayIter)",
+         shown=("loader_samples_per_s", "trainer_samples_per_s", "load_seconds_per_batch",
+                "compute_seconds_per_batch"), marker="io", resident=True),
+):
+    register(_k)
