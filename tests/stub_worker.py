@@ -481,6 +481,11 @@ def main(argv):
             return peak(*rest)
         if module == "pytest_mxperf.workers.profile":
             return profile(*rest)
+        if not module.startswith("pytest_mxperf."):  # a project's own worker (its own kind of cell)
+            import runpy
+            sys.argv = [module] + rest
+            runpy.run_module(module, run_name="__main__", alter_sys=True)
+            return 0
     print(f"stub worker: unsupported call {argv}", file=sys.stderr)
     return 2
 

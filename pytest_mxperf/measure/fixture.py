@@ -34,6 +34,7 @@ from pytest_mxperf.model.measurement import (
     with_flop_figures,
 )
 from pytest_mxperf.model.options import PerfOptions
+from pytest_mxperf.model import kinds
 from pytest_mxperf.model.workload import Workload
 
 
@@ -291,6 +292,21 @@ class Measurer:
         except usermodel.UserModelError as exc:
             self._fail(f"{model}: {exc}")
 
+    def measure_kind(self, workload: Workload, spec: Dict[str, Any], *, processes: Optional[int] = None,
+                     timeout: Optional[float] = None, extra_env: Optional[Mapping[str, str]] = None
+                     ) -> CellMeasurement:
+        """Measure a cell of the kind its ``workload.mode`` names (``model/kinds.py``): its
+        worker module runs ``spec``, the kind reads its figures (``Kind.read_figures``); as
+        ``measure_module`` otherwise (duets in A/B mode when the kind is resident). A worker module
+        outside the package is found where pytest runs (the current directory on its
+        ``PYTHONPATH``, as a user's own network is)."""
+        k = kinds.kind(workload.mode)
+        if not k.worker.startswith("pytest_mxperf."):  # a project's own worker: importable from where pytest runs
+            paths = [os.getcwd(), (extra_env or {}).get("PYTHONPATH") or os.environ.get("PYTHONPATH")]
+            extra_env = dict(extra_env or {}, PYTHONPATH=os.pathsep.join(p for p in paths if p))
+        return self.measure_module(k.worker, spec, workload, k.read_figures, processes=processes,
+                                   timeout=timeout, extra_env=extra_env)
+
     def measure_module(self, module: str, spec: Dict[str, Any], workload: Workload,
                        figures: Callable[[Dict[str, Any]], Dict[str, float]], *,
                        processes: Optional[int] = None, timeout: Optional[float] = None,
@@ -300,8 +316,8 @@ class Measurer:
         samples.METRICS for names and units). One process of a distributed cell is one
         whole cluster launch.
 
-        In A/B mode a resident kind (``duet.RESIDENT_MODULES``: kvstore, io, time to
-        accuracy, a distributed cluster) runs as duet pairs: both workers get the spec with
+        In A/B mode a resident kind (``duet.RESIDENT_MODULES``: the workers of the kinds
+        ``model/kinds.py`` declares resident) runs as duet pairs: both workers get the spec with
         ``control`` and serve timed rounds in turn (``duet.run_pair``); any other kind runs
         fresh process pairs back to back."""
         self.require(workload.contexts)

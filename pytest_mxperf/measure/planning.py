@@ -103,6 +103,33 @@ def ab_pairs(measuring_tests: int) -> int:
     return stats.pairs_needed(measuring_tests, thresholds.FDR_Q)
 
 
+class _MarkerCosts(Mapping):
+    """A live view marker -> ``get(kind)`` over the kinds whose cells have processes of their
+    own (``Kind.process_seconds``, ``model/kinds.py``), the first kind's for a marker two
+    share; ``other``: the value of "" (a test of no such kind), if any."""
+
+    def __init__(self, get, other=None):
+        self._get, self._other = get, other
+
+    def _table(self) -> Dict[str, Any]:
+        out: Dict[str, Any] = {}
+        for k in kinds.kinds():
+            if k.marker and k.process_seconds is not None:
+                out.setdefault(k.marker, self._get(k))
+        if self._other is not None:
+            out[""] = self._other
+        return out
+
+    def __getitem__(self, marker: str):
+        return self._table()[marker]
+
+    def __iter__(self):
+        return iter(self._table())
+
+    def __len__(self) -> int:
+        return len(self._table())
+
+
 #: The constants below were measured on a 2-vCPU AMD EPYC family 25 model 1 (Zen 3), which was
 #: the reference machine then; the reference is now a Zen 4 (``data/reference-costs.json``), and
 #: the estimate scales every reference second by this machine's speed against the Zen 4's. A
@@ -119,18 +146,17 @@ ZEN3_SECOND = 248.5 / 347.8
 SHARED_PROCESS_S = 3.0 * ZEN3_SECOND
 SHARED_CELL_S = 3.9 * ZEN3_SECOND
 #: a fresh worker process of a test that has processes of its own, by its marker (the first
-#: that applies), there: a ps-lite cluster launch 13.7 s, a time-to-accuracy run (``training``
+#: kind's that applies): what its kind declares (``Kind.process_seconds``, model/kinds.py),
+#: measured there: a ps-lite cluster launch 13.7 s, a time-to-accuracy run (``training``
 #: without a grid) 14.6 s, the input pipeline 5.9 s (4.6-7.0), a multi-device test 5.6 s (weak
 #: scaling 9-13 s, a data-parallel check 1.1-1.4 s); other 12.0 s (reduced precision 2-28 s,
 #: training throughput 15.6 s, kvstore 6.5-7.9 s)
-FRESH_PROCESS_S = tuple((m, s * ZEN3_SECOND) for m, s in
-                        (("distributed", 13.7), ("io", 5.9), ("multi_device", 5.6), ("training", 14.6)))
+FRESH_PROCESS_S = _MarkerCosts(lambda k: k.process_seconds * ZEN3_SECOND)
 FRESH_OTHER_S = 12.0 * ZEN3_SECOND
 #: the session's own start and end (the MXNet probe, judging, reports)
 SESSION_S = 5.0 * ZEN3_SECOND
 #: markers of tests whose processes are their own, as the estimate names them
-FRESH_NAMES = {"distributed": "distributed launches", "io": "input pipeline", "multi_device": "multi-device",
-               "training": "time to accuracy", "": "other"}
+FRESH_NAMES = _MarkerCosts(lambda k: k.cost, other="other")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -302,7 +328,7 @@ def estimate(tests: Sequence[Planned], processes: int, can_share: bool = True,
         per.update((t.nodeid, group_s if i == 0 else 0.0) for i, t in enumerate(members))
     fresh_s, kinds = 0.0, []
     for t in fresh:
-        kind = next((m for m, _ in FRESH_PROCESS_S if m in t.markers and not (m == "training" and t.cell)), "")
+        kind = next((m for m in FRESH_PROCESS_S if m in t.markers and not (m == "training" and t.cell)), "")
         test_s = processes * dict(FRESH_PROCESS_S).get(kind, FRESH_OTHER_S) * factor
         fresh_s += test_s
         per[t.nodeid] = test_s

@@ -385,8 +385,8 @@ class Scheduler:
         kept processes of their own judged no grid cell against a baseline the default command
         recorded; the deadline expects a grid's first test to take the grid,
         ``Clock.past_deadline``). GPU cells keep a process of their own: MXNet's GPU memory
-        pool and cuDNN's autotune choices would carry over."""
-        return (workload.device == "cpu" and workload.mode in ("score", "train", "latency")
+        pool and cuDNN's autotune choices would carry over. Which kinds may: ``Kind.shares_process``."""
+        return (workload.device == "cpu" and kinds.kind(workload.mode).shares_process
                 and (self.paired_with(workload) is None or duet.shares_a_pair(workload)))
 
     def measure_cells(self, workloads: Sequence[Workload], extra_env: Optional[Mapping[str, str]] = None,

@@ -95,8 +95,13 @@ class Kind:
     i, so only the two sides of a pair compare like with like; ``floors``: the published tables
     hold its floors; ``flops``: its throughput counts network passes (achieved GFLOP/s);
     ``inference``: reduced precision (bfloat16, int8) applies; ``marker``: its tests' pytest
-    marker (None: the kind has none of its own); ``cost``: the key of its cost in the plan's
-    cost model (``measure/planning``; its name by default); ``key_fields``: which of the
+    marker (None: the kind has none of its own); ``cost``: how the plan's first line names its
+    processes (its name by default); ``process_seconds``: what one process of a cell of it takes
+    on the 2-vCPU Zen 3 the plan's constants were measured on, when its cells are not measured
+    several to a process (``measure/planning`` scales it to this machine; required then: a kind
+    the plan would have to guess is an error where declared); ``read``: a worker's result as
+    the cell's figures (default ``read_figures``: the result's numbers named as the kind's
+    figures); ``key_fields``: which of the
     workload's optional fields (``KEY_FIELDS``: its optimizer, its kvstore when set) its cell
     key names after the common ones."""
 
@@ -116,6 +121,8 @@ class Kind:
     inference: bool = False
     cost: str = ""
     key_fields: Tuple[str, ...] = ()
+    process_seconds: Optional[float] = None
+    read: Optional[Callable[[Dict], Dict[str, float]]] = dataclasses.field(default=None, compare=False)
 
     def __post_init__(self):
         if not self.name or "/" in self.name or "#" in self.name:
@@ -128,8 +135,23 @@ class Kind:
                                     f"is (known: {', '.join(sorted(_FIGURES))}); declare it first (kinds.add_figure)")
         if set(self.key_fields) - set(KEY_FIELDS):
             raise ValueError(f"kind {self.name!r}: key fields {self.key_fields} (known: {', '.join(KEY_FIELDS)})")
+        if not self.shares_process and self.process_seconds is None:
+            raise ValueError(f"kind {self.name!r}: declare process_seconds (what one of its processes takes on the "
+                             "plan's reference Zen 3), or its cells' cost would be a guess")
         if self.to_the_end and not self.resident:
             raise ValueError(f"kind {self.name!r}: a run to the end is a duet's (resident) way")
+
+    def read_figures(self, payload: Dict) -> Dict[str, float]:
+        """A worker's result as this kind's figures: ``read(payload)`` when declared, else the
+        result's numbers named as the kind's figures (its primary required: KeyError)."""
+        if self.read is not None:
+            return self.read(payload)
+        out = {self.primary: float(payload[self.primary])}
+        for name in self.figures:
+            v = payload.get(name)
+            if name != self.primary and isinstance(v, (int, float)) and not isinstance(v, bool):
+                out[name] = float(v)
+        return out
 
     @property
     def figures(self) -> Tuple[str, ...]:
@@ -278,10 +300,14 @@ INFERENCE_MODES = _Names(lambda: tuple(k.name for k in _KINDS.values() if k.infe
 FLOP_MODES = _Names(lambda: tuple(k.name for k in _KINDS.values() if k.flops))
 #: kinds the published tables hold floors of
 FLOOR_MODES = _Names(lambda: tuple(k.name for k in _KINDS.values() if k.floors))
+#: the kinds whose workers serve duet rounds
+RESIDENT_KINDS = _Names(lambda: tuple(k.name for k in _KINDS.values() if k.resident))
 #: the markers of the kinds whose workers serve duet rounds, and of those whose do not
 RESIDENT_MARKERS = _Names(lambda: tuple(dict.fromkeys(k.marker for k in _KINDS.values() if k.resident and k.marker)))
 PROCESS_PAIR_MARKERS = _Names(lambda: tuple(dict.fromkeys(
     k.marker for k in _KINDS.values() if not k.resident and k.marker and k.marker not in RESIDENT_MARKERS)))
+#: kinds the throughput worker measures (score, train, latency: what the profile worker can profile)
+THROUGHPUT_MODES = _Names(lambda: tuple(k.name for k in _KINDS.values() if k.worker == THROUGHPUT_WORKER))
 #: worker modules that serve duet rounds
 RESIDENT_MODULES = _Names(lambda: tuple(dict.fromkeys(k.worker for k in _KINDS.values() if k.resident)))
 #: worker modules whose rounds are the measured work itself
@@ -341,15 +367,18 @@ for _k in (
     Kind("kvstore", "pytest_mxperf.workers.commbench", "comm_seconds",
          "kvstore push+pull per batch across devices", shown=("bandwidth_gbps", "moved_gbps",
                                                               "compute_seconds_per_batch"),
-         marker="multi_device", resident=True, key_fields=("kvstore",)),
+         marker="multi_device", resident=True, key_fields=("kvstore",), cost="multi-device", process_seconds=5.6),
     Kind("dist", "pytest_mxperf.measure.cluster", "samples_per_s", "distributed kvstore (ps-lite roles on 127.0.0.1)",
-         shown=("ratio_to_local",), marker="distributed", resident=True, key_fields=("kvstore",)),
+         shown=("ratio_to_local",), marker="distributed", resident=True, key_fields=("kvstore",),
+         cost="distributed launches", process_seconds=13.7),
     Kind("convergence", "pytest_mxperf.workers.convergence", "seconds_to_target",
          "time to a target accuracy (a training run per process)", judged=("epochs_to_target",), marker="training",
-         resident=True, to_the_end=True, seeded=True, key_fields=("kvstore",)),
+         resident=True, to_the_end=True, seeded=True, key_fields=("kvstore",), cost="time to accuracy",
+         process_seconds=14.6),
     Kind("io", "pytest_mxperf.workers.pipeline", "samples_per_s",
          "input pipeline: loader alone, trainer alone, and the two end to end (RecordIO, NDArrayIter)",
          shown=("loader_samples_per_s", "trainer_samples_per_s", "load_seconds_per_batch",
-                "compute_seconds_per_batch"), marker="io", resident=True),
+                "compute_seconds_per_batch"), marker="io", resident=True, cost="input pipeline",
+         process_seconds=5.9),
 ):
     register(_k)

@@ -13,12 +13,15 @@ from collections import defaultdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
+from pytest_mxperf.model import kinds
 from pytest_mxperf.model.measurement import CellMeasurement
 
 if TYPE_CHECKING:
     from pytest_mxperf.store.baselines import Baseline
 
-PLOTTED_MODES = ("score", "train")
+#: the kinds whose throughput is plotted against batch size: those the published tables hold
+#: floors of (drawn beside them), as ``model/kinds.py`` declares
+PLOTTED_MODES = kinds.FLOOR_MODES
 
 
 def _as_record(r: Union[CellMeasurement, Mapping[str, Any]]) -> Dict[str, Any]:
@@ -97,7 +100,7 @@ def plot_throughput(records: Sequence[Union[CellMeasurement, Mapping[str, Any]]]
             batches.update(xs)
             ax.errorbar(xs, [p[1] for p in pts], yerr=[[p[2] for p in pts], [p[3] for p in pts]], marker="s",
                         linestyle="--", linewidth=1.5, capsize=3, alpha=0.8, label=f"baseline ({variant})", zorder=4)
-        if mode in ("score", "train"):
+        if mode in PLOTTED_MODES:
             try:
                 curves = documented_curves(model, mode, tables) if tables is not None else documented_curves(model, mode)
             except Exception:  # a broken table file must not break the report

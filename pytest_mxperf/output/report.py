@@ -11,6 +11,7 @@ from pytest_mxperf.judge import answers as answers_rule
 from pytest_mxperf.judge.verdict import NOT_COMPARED_UNLIKE
 from pytest_mxperf.measure import planning
 from pytest_mxperf.measure.ledger import CellRecord, Finding
+from pytest_mxperf.model import kinds
 from pytest_mxperf.model.measurement import METRICS, metric_key
 from pytest_mxperf.model.options import duration_text
 from pytest_mxperf.model.outcome import EXIT_PASSED, SessionOutcome
@@ -66,7 +67,7 @@ def cell_label(rec: CellRecord) -> str:
     ctx = ",".join(w.contexts)
     extra = f" t={w.threads}" if w.threads != "auto" else ""
     extra += f" {w.dtype}" if w.dtype != "float32" else ""
-    if w.mode == "train":
+    if "optimizer" in kinds.kind(w.mode).key_fields:
         extra += f" {w.optimizer}"
     if w.kvstore:
         extra += f" kv={w.kvstore}"
@@ -214,8 +215,8 @@ def plan_line(tests: int, options, ab_pairs: int, duet_pairs: int = 3, duet_test
         first = f" before its first look, or {first_why}" if first_why else ""
         pairs = f"{duet_pairs} duet pair{'' if duet_pairs == 1 else 's'}"
         what = (f"mxperf: {mode}: {tests} cell(s) x {pairs}{first} (resident candidate and "
-                f"reference workers taking turns at timed rounds: score, train, latency, io, kvstore, time to accuracy, "
-                f"distributed clusters, your own network; a worker kind that cannot be resident runs {ab_pairs} "
+                f"reference workers taking turns at timed rounds: {', '.join(kinds.RESIDENT_KINDS)}, your own network; "
+                f"a worker kind that cannot be resident runs {ab_pairs} "
                 f"process pairs); ")
         kind = "paired" if paired else "A/B"
         cut += settling if paired else ""

@@ -73,6 +73,8 @@ from pytest_mxperf.workers.protocol import (
 BULK_VARS = ("MXNET_EXEC_BULK_EXEC_INFERENCE", "MXNET_EXEC_BULK_EXEC_TRAIN")
 OTHER = "other"
 OPERATOR_DOMAIN = "operator"
+#: the throughput worker's kinds (the child side reads no registry: tests/test_kind_registry.py holds
+#: this to ``model/kinds.THROUGHPUT_MODES``)
 PROFILED_MODES = ("score", "latency", "train")
 PROFILED_DTYPES = ("float32", "float16")
 

@@ -1,0 +1,175 @@
+"""A kind of cell declared in one place (``pytest_mxperf/model/kinds.py``): a toy kind
+registered from a test's own files (its worker module and its entry, nothing of the package
+touched) is measured, judged, dueted in A/B mode, estimated and reported; a figure or a kind
+the registry does not know is an error where it is declared or first seen, in one line."""
+
+import json
+
+import pytest
+import stand_ins
+from stand_ins import session
+
+from pytest_mxperf.measure import runner
+from pytest_mxperf.model import kinds
+from pytest_mxperf.model.workload import Workload, WorkloadError
+from pytest_mxperf.proc.worker import ProcessOutcome
+
+#: the toy kind's entry: its figure and its kind, as a team's own conftest.py declares them
+TOY_CONFTEST = '''
+from pytest_mxperf.model import kinds
+
+kinds.add_figure(kinds.Metric("toy_rate", "toys/s", True, "processes", "toys made per second", paired="rounds"))
+kinds.register(kinds.Kind("toy", "toy_worker", "toy_rate", "toys made per second (a kind of this project's own)",
+                          marker="toy", resident=True, process_seconds=2.0, cost="toy workshops"))
+
+
+def pytest_unconfigure(config):
+    kinds.unregister("toy")
+'''
+
+#: the toy kind's worker: no MXNet; a toy takes 1/toy_rate seconds (reported, not slept), the
+#: rate from the stand-in interpreter's configuration (MXPERF_STUB), one process a little off
+#: another by its seed; in a duet it serves the parent's rounds through the real protocol
+TOY_WORKER = '''
+import json
+import os
+import sys
+
+from pytest_mxperf.workers import protocol
+
+
+def main(spec_path, result_path):
+    with open(spec_path) as fh:
+        spec = json.load(fh)
+    config = json.loads(os.environ.get("MXPERF_STUB") or "{}")
+    seed = int(spec.get("seed", 0))
+    per_toy = (1.0 + 0.01 * (((seed * 7919) % 21) - 10) / 10.0) / float(config.get("toy_rate", 50.0))
+    rounds, k, extra = [per_toy] * 6, 1, {}
+    if spec.get("control"):
+
+        class Cell:
+            def timed(self, n):
+                return n * per_toy
+
+        rounds, k = protocol.serve_rounds(Cell(), spec["control"], {"warmup_window": None})
+        extra = {"duet": True}
+    with open(result_path, "w") as fh:
+        json.dump(dict({"status": "ok", "message": "", "toy_rate": k * len(rounds) / sum(rounds),
+                        "round_seconds": rounds, "batches_per_round": k,
+                        "meta": {"mxnet_version": config.get("version", "1.9.1")}}, **extra), fh)
+
+
+if __name__ == "__main__":
+    main(*sys.argv[-2:])
+'''
+
+TOY_TEST = '''
+import pytest
+from pytest_mxperf.model.workload import Workload
+
+
+@pytest.mark.cpu
+@pytest.mark.toy
+def test_toys(mxperf):
+    mxperf.expect_ok(mxperf.measure_kind(Workload(model="workshop", mode="toy", batch_size=4), {"toys": 4}))
+'''
+
+KEY = "toy/workshop/b4/cpu:0/float32/threads=auto"
+
+
+@pytest.fixture
+def toy_project(pytester):
+    """A project with its own kind of cell: conftest.py (the entry), toy_worker.py (the worker),
+    test_toys.py; the kind unregistered again whatever happens."""
+    pytester.makeconftest(TOY_CONFTEST)
+    pytester.makepyfile(toy_worker=TOY_WORKER, test_toys=TOY_TEST)
+    yield pytester
+    kinds.unregister("toy")
+
+
+def _run(pytester, *args):
+    return session(pytester, "-p", "no:cacheprovider", "-m", "cpu", "--perf-machine", "box", "--perf-no-probe",
+                   "--perf-baselines-dir", str(pytester.path / "bl"), *args)
+
+
+def test_a_toy_kind_is_measured_estimated_judged_and_reported_against_its_baseline(toy_project, make_stub_python):
+    base, now = make_stub_python("base", toy_rate=50.0), make_stub_python("now", toy_rate=40.0)
+    r = _run(toy_project, "--perf-python", base, "--perf-update-baselines")
+    out = r.stdout.str()
+    assert r.ret == 0, out
+    # estimated from its entry's cost, named as it names its processes
+    assert "toy workshops" in out, out
+    recorded = json.loads((toy_project.path / "bl" / "box.json").read_text())["cells"][KEY]["history"][-1]
+    assert recorded["metric"] == "toy_rate" and recorded["unit"] == "toys/s", recorded
+    assert all(abs(v - 50.0) < 1.0 for v in recorded["process_medians"]), recorded
+    stand_ins.recorded_setup_is(toy_project.path, toy_project.path / "bl", base, now)
+    r = _run(toy_project, "--perf-python", now, "--perf-report", "rep")
+    out = r.stdout.str()
+    assert r.ret == pytest.ExitCode.TESTS_FAILED, out
+    line = next(x for x in out.splitlines() if x.startswith(f"mxperf: REGRESSION {KEY}"))
+    assert "x0.800" in line, line
+    report = (toy_project.path / "rep" / "report.txt").read_text()
+    assert KEY in report and "toys/s" in report, report
+
+
+def test_a_toy_kind_duets_in_ab_mode(toy_project, make_stub_python):
+    cand, ref = make_stub_python("cand", toy_rate=40.0), make_stub_python("ref", toy_rate=50.0)
+    r = _run(toy_project, "--perf-python", cand, "--perf-reference", ref, "--perf-report", "rep")
+    out = r.stdout.str()
+    assert r.ret == pytest.ExitCode.TESTS_FAILED, out
+    assert "timed rounds: score, train, latency, kvstore, dist, convergence, io, toy, your own network" in out, out
+    line = next(x for x in out.splitlines() if x.startswith(f"mxperf: REGRESSION {KEY}"))
+    assert "candidate/reference 0.800 [" in line and "duet pair(s)" in line, line
+    record = next(c for c in json.loads((toy_project.path / "rep" / "results.json").read_text())["records"]
+                  if c["key"] == KEY)
+    # every pair a duet of two resident toy workers, the rounds taken in turns
+    assert record["reference_runs"] and all(run["meta"]["duet"]["rounds"] >= 6 for run in record["reference_runs"])
+    assert {run["meta"]["duet"]["side"] for run in record["reference_runs"]} == {"reference"}
+
+
+def test_a_figure_the_registry_does_not_know_fails_at_once_in_one_line():
+    with pytest.raises(kinds.UnknownFigure) as info:
+        kinds.Kind("toy2", "toy_worker", "toys_per_hour", "toys", process_seconds=1.0)
+    assert "toys_per_hour" in str(info.value) and "\n" not in str(info.value)
+    assert "toy2" not in kinds.MODES
+
+
+def test_an_unknown_kind_is_an_error_where_first_seen_in_one_line():
+    with pytest.raises(WorkloadError) as info:
+        Workload(model="lenet", mode="toys", batch_size=4)
+    assert "'toys'" in str(info.value) and "\n" not in str(info.value)
+    with pytest.raises(kinds.UnknownKind) as info:
+        kinds.kind("toys")
+    assert "\n" not in str(info.value)
+
+
+def test_a_kind_whose_cost_the_plan_would_guess_is_refused():
+    with pytest.raises(ValueError, match="process_seconds"):
+        kinds.Kind("toy3", "toy_worker", "throughput", "toys")
+
+
+def test_a_figure_a_worker_yields_that_its_kind_does_not_declare_is_the_processs_error():
+    out = ProcessOutcome(status="ok", message="", payload={"status": "ok", "comm_seconds": 0.05, "toy_rate": 3.0},
+                         stderr_tail=[], returncode=0, wall_seconds=1.0)
+    w = Workload(model="resnet50_v2", mode="kvstore", batch_size=8, contexts=("cpu:0", "cpu:1"))
+    r = runner.run_result(out, w, {}, figures=lambda p: {"comm_seconds": p["comm_seconds"], "toy_rate": p["toy_rate"]})
+    assert r.status == "error" and "'toy_rate'" in r.message and "\n" not in r.message, r
+    ok = runner.run_result(out, w, {}, figures=lambda p: {"comm_seconds": p["comm_seconds"]})
+    assert ok.status == "ok" and ok.figures == {"comm_seconds": 0.05}
+
+
+def test_the_registrys_views_follow_it():
+    toy = kinds.Kind("toyv", "toyv_worker", "throughput", "toys", marker="toyv", resident=True, process_seconds=1.0)
+    kinds.register(toy)
+    try:
+        assert "toyv" in kinds.MODES and kinds.PRIMARY["toyv"] == "throughput"
+        assert "toyv_worker" in kinds.RESIDENT_MODULES and "toyv" in kinds.RESIDENT_MARKERS
+        assert Workload(model="m", mode="toyv", batch_size=2).key() == "toyv/m/b2/cpu:0/float32/threads=auto"
+    finally:
+        kinds.unregister("toyv")
+    assert "toyv" not in kinds.MODES and "toyv_worker" not in kinds.RESIDENT_MODULES
+
+
+def test_the_child_sides_copy_of_the_throughput_kinds_is_the_registrys():
+    from pytest_mxperf.workers import profile
+    assert set(profile.PROFILED_MODES) == set(kinds.THROUGHPUT_MODES) == {"score", "train", "latency"}
