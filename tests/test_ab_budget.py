@@ -320,16 +320,16 @@ def test_settle_adds_the_looks_after_a_round_to_its_progress_lines():
         confirms, rounds, late_final = True, 1, False
         context = SimpleNamespace(started=0.0)
 
-        def judge(self, cells, final):
-            return {"a": SimpleNamespace(kind="suspect")}, {}
+        def judge(self, cells, final, state):
+            return {"a": SimpleNamespace(kind="suspect")}, {}, state
 
-        def suspects(self, verdicts, judged):
-            return frozenset({"a"})
+        def suspects(self, verdicts, judged, state):
+            return frozenset({"a"}), state
 
-        def more(self, verdicts, judged, suspects, spent, foretell=True):
-            return Confirmation("look", (MoreToMeasure("a", 2, seconds=10.0),), after=70.0), frozenset()
+        def more(self, verdicts, judged, suspects, spent, state, foretell=True):
+            return Confirmation("look", (MoreToMeasure("a", 2, seconds=10.0),), after=70.0), frozenset(), state
 
-        def conclude(self, verdicts, judged):
+        def conclude(self, verdicts, judged, state):
             return verdicts
     got = []
     comparators.settle(Two(), dict, lambda wanted, done: [done(m) for m in wanted], got.append, lambda: 5.0)

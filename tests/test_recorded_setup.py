@@ -451,7 +451,7 @@ def test_a_cell_of_process_pairs_gets_as_many_pairs_against_the_setup_as_ab_mode
                          comparison=Comparison("baseline", setup=RecordedSetup("ready", "mxnet==1.9.1", "/r/python")),
                          plan=planning.Plan(tests=25, cells=25))
     comparator = comparators.BaselineComparator(ctx, now=lambda: 0.0, left=lambda: None)
-    asked, _ = comparator.more({}, measured, frozenset({w.key()}), 0.0)
+    asked, _, _ = comparator.more({}, measured, frozenset({w.key()}), 0.0)
     (more,) = asked.wanted
     assert more.kind == "process-pairs" and more.count == planning.ab_pairs(25)
     assert stats.min_signed_rank_p(more.count) <= 0.05 / 25 < stats.min_signed_rank_p(6)
@@ -502,15 +502,16 @@ def test_a_setup_the_suite_sees_changed_sends_every_cell_to_the_duet_not_only_su
     from pytest_mxperf.output import messages
 
     same, cells = _two_cells()
-    verdicts, judged = same.judge(cells, frozenset())
+    verdicts, judged, state = same.judge(cells, frozenset())
     assert {v.kind for v in verdicts.values()} == {"unchanged"}, verdicts
-    assert same.suspects(verdicts, judged) == frozenset()
+    assert same.suspects(verdicts, judged, state)[0] == frozenset()
 
     changed, cells = _two_cells({"MXNET_SUBGRAPH_BACKEND": "NONE"})
-    verdicts, judged = changed.judge(cells, frozenset())
+    verdicts, judged, state = changed.judge(cells, frozenset())
     assert {v.kind for v in verdicts.values()} == {"unchanged"}, verdicts
-    assert changed.suspects(verdicts, judged) == frozenset(cells)
-    asked, _ = changed.more(verdicts, judged, frozenset(cells), 0.0)
+    suspects, state = changed.suspects(verdicts, judged, state)
+    assert suspects == frozenset(cells)
+    asked, _, state = changed.more(verdicts, judged, frozenset(cells), 0.0, state)
     assert {m.key for m in asked.wanted} == set(cells)
     line = messages.said(asked)
     assert ("2 cell(s) (every one, as the session's setup is not the recorded one "
@@ -528,19 +529,19 @@ def test_a_round_of_second_stages_only_is_the_last_one_planned():
         return dataclasses.replace(rec, cell=CellMeasurement(rec.cell.workload, rec.cell.runs, list(rec.cell.runs)))
 
     comparator, cells = _two_cells({"MXNET_SUBGRAPH_BACKEND": "NONE"})
-    verdicts, judged = comparator.judge(cells, frozenset())
-    asked, _ = comparator.more(verdicts, judged, frozenset(cells), 0.0)
+    verdicts, judged, state = comparator.judge(cells, frozenset())
+    asked, _, state = comparator.more(verdicts, judged, frozenset(cells), 0.0, state)
     assert len(asked.wanted) == 2 and not asked.last
     comparator, cells = _two_cells({"MXNET_SUBGRAPH_BACKEND": "NONE"})
-    verdicts, judged = comparator.judge(cells, frozenset())
+    verdicts, judged, state = comparator.judge(cells, frozenset())
     both = {k: paired(rec) for k, rec in judged.items()}
-    asked, _ = comparator.more(verdicts, both, frozenset(both), 0.0)
+    asked, _, state = comparator.more(verdicts, both, frozenset(both), 0.0, state)
     assert len(asked.wanted) == 2 and asked.last
     comparator, cells = _two_cells({"MXNET_SUBGRAPH_BACKEND": "NONE"})
-    verdicts, judged = comparator.judge(cells, frozenset())
+    verdicts, judged, state = comparator.judge(cells, frozenset())
     first = sorted(judged)[0]
     one = dict(judged, **{first: paired(judged[first])})
-    asked, _ = comparator.more(verdicts, one, frozenset(one), 0.0)
+    asked, _, state = comparator.more(verdicts, one, frozenset(one), 0.0, state)
     assert len(asked.wanted) == 2 and not asked.last
 
 
@@ -554,16 +555,17 @@ def test_after_a_regression_against_the_recorded_setup_every_cell_goes_to_the_du
 
     comparator, cells = _two_cells()
     first, second = sorted(cells)
-    verdicts, judged = comparator.judge(cells, frozenset())
-    assert comparator.suspects(verdicts, judged) == frozenset()
+    verdicts, judged, state = comparator.judge(cells, frozenset())
+    assert comparator.suspects(verdicts, judged, state)[0] == frozenset()
     # the first cell was measured in pairs against the recorded setup and is a regression there
     rec = judged[first]
     judged = dict(judged, **{first: dataclasses.replace(
         rec, cell=CellMeasurement(rec.cell.workload, rec.cell.runs, list(rec.cell.runs)))})
     verdicts = dict(verdicts, **{first: Verdict("regression", "worse", change=-0.2, interval=(0.78, 0.82),
                                                 n_current=6)})
-    assert comparator.suspects(verdicts, judged) == frozenset({second})
-    asked, _ = comparator.more(verdicts, judged, frozenset({second}), 0.0)
+    suspects, state = comparator.suspects(verdicts, judged, state)
+    assert suspects == frozenset({second})
+    asked, _, state = comparator.more(verdicts, judged, frozenset({second}), 0.0, state)
     assert asked.whole.startswith(f"a regression against the recorded setup ({first}"), asked.whole
 
 
@@ -643,10 +645,10 @@ def test_on_the_paired_path_a_look_says_its_suspects_not_every_cell():
         cand = [side("candidate", i, 100.0, {"MXNET_SUBGRAPH_BACKEND": "NONE"}) for i in range(2)]
         ref = [side("reference", i, rate, {}) for i, rate in enumerate((92.0, 108.0))]
         paired[key] = dataclasses.replace(rec, cell=CellMeasurement(w, cand, ref))
-    verdicts, judged = changed.judge(paired, frozenset())
-    suspects = changed.suspects(verdicts, judged)
-    asked, _ = changed.more(verdicts, judged, suspects, 0.0)
+    verdicts, judged, state = changed.judge(paired, frozenset())
+    suspects, state = changed.suspects(verdicts, judged, state)
+    asked, _, state = changed.more(verdicts, judged, suspects, 0.0, state)
     assert {m.key for m in asked.wanted} == set(paired), (asked, verdicts)
-    assert changed._whole  # the setup differs: a round that brought a cell without pairs would say so
+    assert state.whole  # the setup differs: a round that brought a cell without pairs would say so
     line = messages.said(asked)
     assert "every one" not in line and "2 suspect cell(s) measured again against the recorded setup" in line, line

@@ -22,7 +22,7 @@ times; a suspect left after that is final when the comparator says so (``late_fi
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable, Dict, FrozenSet, Mapping, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, FrozenSet, Mapping, Optional, Sequence, Tuple
 
 from pytest_mxperf.judge import verdict as vd
 from pytest_mxperf.judge.thresholds import MinEffects
@@ -100,6 +100,22 @@ def with_effects_said(verdicts: Dict[str, vd.Verdict], effects_: MinEffects) -> 
             for k, v in verdicts.items()}
 
 
+@dataclasses.dataclass(frozen=True)
+class Settling:
+    """What one step of ``settle`` hands the next, a new value each step (a comparator keeps
+    none): ``reference``, the machine state the cells were labelled against (baseline mode: the
+    last one found); ``budget``, what confirming may take in all (baseline mode without a
+    recorded setup: set at its first round); ``cut``, the cells the duet should have settled
+    and did not, and why; ``complete``, the cells final with every pair planned for them;
+    ``whole``, why every cell is measured against the recorded setup ("": only suspects)."""
+
+    reference: Any = None
+    budget: Optional[float] = None
+    cut: Tuple[Tuple[str, str], ...] = ()
+    complete: FrozenSet[str] = frozenset()
+    whole: str = ""
+
+
 def _suspects(verdicts: Dict[str, vd.Verdict]) -> FrozenSet[str]:
     return frozenset(cell_of(k) for k, v in verdicts.items() if v.kind == "suspect")
 
@@ -134,11 +150,6 @@ class BaselineComparator:
         self.now = now
         self.left = left
         self.setup = context.comparison.setup
-        self._reference = None
-        self._budget: Optional[float] = None
-        self._cut: Dict[str, str] = {}  # cells the duet should have settled and did not: why
-        self._complete: FrozenSet[str] = frozenset()  # cells final with every pair planned for them
-        self._whole = ""  # why every cell is measured against the recorded setup ("": only suspects)
 
     @property
     def rounds(self) -> int:
@@ -159,36 +170,37 @@ class BaselineComparator:
         o = self.context.options
         return not o.smoke and not o.update_baselines
 
-    def judge(self, cells: Dict[str, CellRecord], final: FrozenSet[str]
-              ) -> Tuple[Dict[str, vd.Verdict], Dict[str, CellRecord]]:
+    def judge(self, cells: Dict[str, CellRecord], final: FrozenSet[str], state: Settling = Settling()
+              ) -> Tuple[Dict[str, vd.Verdict], Dict[str, CellRecord], Settling]:
         labelled, reference = judging.label_machine_states(cells, self.baseline)
-        self._reference = reference or self._reference
+        state = dataclasses.replace(state, reference=reference or state.reference)
         if self.baseline is None:
-            return {}, labelled
+            return {}, labelled, state
         e = effects(self.context, labelled)
-        verdicts = judging.judge_baseline_once(labelled, self.baseline, self._reference, set(final), e)
+        verdicts = judging.judge_baseline_once(labelled, self.baseline, state.reference, set(final), e)
         verdicts = judging.not_compared(verdicts, judging.other_methods(labelled, self.baseline), e)
         paired = {k: rec for k, rec in labelled.items() if rec.cell.reference is not None}
         if paired:
-            duets = ab_judging.judge_ab_once(paired, set(final) & set(paired), e, complete=self._complete & final,
+            duets = ab_judging.judge_ab_once(paired, set(final) & set(paired), e, complete=state.complete & final,
                                              known=history_spreads(self.context))
             unrecorded = (self.setup.requirement if self.setup is not None and not self.setup.build_recorded
                           else None)
             verdicts = judging.against_recorded_setup(verdicts, duets, self.baseline, e,
                                                       judging.machine_shifts(paired, self.baseline),
                                                       unrecorded_build=unrecorded)
-        return verdicts, labelled
+        return verdicts, labelled, state
 
-    def suspects(self, verdicts: Dict[str, vd.Verdict], cells: Dict[str, CellRecord]) -> FrozenSet[str]:
+    def suspects(self, verdicts: Dict[str, vd.Verdict], cells: Dict[str, CellRecord], state: Settling = Settling()
+                 ) -> Tuple[FrozenSet[str], Settling]:
         if not self.against_setup:
-            return _suspects(verdicts)
+            return _suspects(verdicts), state
         paired = {k for k, rec in cells.items() if rec.cell.reference is not None}
         first = judging.setup_suspects(verdicts, effects(self.context, cells))
-        if not self._whole:
-            self._whole = self._why_every_cell(verdicts, cells, paired)
-        if self._whole:
+        if not state.whole:
+            state = dataclasses.replace(state, whole=self._why_every_cell(verdicts, cells, paired))
+        if state.whole:
             first = judging.judged_between_processes(verdicts)
-        return _suspects({k: v for k, v in verdicts.items() if cell_of(k) in paired}) | (first - paired)
+        return _suspects({k: v for k, v in verdicts.items() if cell_of(k) in paired}) | (first - paired), state
 
     def _why_every_cell(self, verdicts: Dict[str, vd.Verdict], cells: Dict[str, CellRecord], paired) -> str:
         """Why every cell is measured against the recorded setup, or "" (only suspects)."""
@@ -207,20 +219,20 @@ class BaselineComparator:
         return ""
 
     def more(self, verdicts, cells: Dict[str, CellRecord], suspects: FrozenSet[str], spent: float,
-             foretell: bool = True) -> Tuple[Confirmation, FrozenSet[str]]:
+             state: Settling = Settling(), foretell: bool = True) -> Tuple[Confirmation, FrozenSet[str], Settling]:
         o = self.context.options
         if self.against_setup:
-            return self._against_setup(verdicts, cells, suspects, foretell)
-        if self._budget is None:  # confirming costs at most the first stage again, or a minute
-            self._budget = max(planning.CONFIRM_FLOOR_S, self.now() - self.context.started)
-        left = self._budget - spent
+            return self._against_setup(verdicts, cells, suspects, state, foretell)
+        if state.budget is None:  # confirming costs at most the first stage again, or a minute
+            state = dataclasses.replace(state, budget=max(planning.CONFIRM_FLOOR_S, self.now() - self.context.started))
+        left = state.budget - spent
         plan, cut = judging.confirmation_plan({k: cells[k] for k in suspects}, left, o)
         wanted = tuple(MoreToMeasure(k, n, "processes", Side(o.python), None, per, min_effect(self.context, k))
                        for k, (n, per) in sorted(plan.items()))
-        return Confirmation("confirm", wanted, budget=left, cut=cut), frozenset(plan)
+        return Confirmation("confirm", wanted, budget=left, cut=cut), frozenset(plan), state
 
-    def _against_setup(self, verdicts, cells: Dict[str, CellRecord], suspects: FrozenSet[str],
-                       foretell: bool = True) -> Tuple[Confirmation, FrozenSet[str]]:
+    def _against_setup(self, verdicts, cells: Dict[str, CellRecord], suspects: FrozenSet[str], state: Settling,
+                       foretell: bool = True) -> Tuple[Confirmation, FrozenSet[str], Settling]:
         """Pairs against the recorded setup for ``suspects``: a first stage for a cell without
         pairs yet; for a duet cell with pairs, as many more as its next look asks for
         (``ab_judging.next_looks``, final at its last); for a cell of process pairs, a second
@@ -250,10 +262,12 @@ class BaselineComparator:
             sides[k] = Side(self.setup.python, tuple(sorted(env.items())))
         kept, deadline_cut = ab_judging.within_deadline(wanted, each, self.left())
         after = _after(looks, kept, each) if foretell else None
-        self._complete |= _completed(last, wanted, kept)
+        cut = dict(state.cut)
         for k in wanted:
             if kept.get(k, 0) < wanted[k] and k not in paired:
-                self._cut[k] = "cut by --perf-deadline before its duet against the recorded setup"
+                cut[k] = "cut by --perf-deadline before its duet against the recorded setup"
+        state = dataclasses.replace(state, complete=state.complete | _completed(last, wanted, kept),
+                                    cut=tuple(sorted(cut.items())))
         more = tuple(MoreToMeasure(k, n, "duet" if cells[k].duets else "process-pairs", Side(o.python), sides[k],
                                    each[k], min_effect(self.context, k))
                      for k, n in kept.items())
@@ -265,12 +279,13 @@ class BaselineComparator:
         # send every cell there: that round is said with its own cost)
         # "every one" only for a round that brings cells not paired yet: on the paired path (or once
         # every cell has pairs) a look measures its suspects, whatever sent every cell there
-        whole = self._whole if any(k not in paired for k in kept) else ""
+        whole = state.whole if any(k not in paired for k in kept) else ""
         return Confirmation("recorded-setup", more, deadline_cut=deadline_cut, setup=self.setup.requirement,
                             whole=whole, last=bool(kept) and all(last.get(k, False) for k in kept),
-                            after=after), settled
+                            after=after), settled, state
 
-    def conclude(self, verdicts: Dict[str, vd.Verdict], cells: Dict[str, CellRecord]) -> Dict[str, vd.Verdict]:
+    def conclude(self, verdicts: Dict[str, vd.Verdict], cells: Dict[str, CellRecord], state: Settling = Settling()
+                 ) -> Dict[str, vd.Verdict]:
         if self.baseline is None:
             return verdicts
         setup = self.setup
@@ -279,8 +294,8 @@ class BaselineComparator:
             why = ("the recorded setup could not be rebuilt to settle it" if setup.status == "unbuilt" else
                    "no install fits the setup the baseline recorded, to settle it")
             verdicts = judging.unsettled(verdicts, {cell_of(k): why for k in judging.setup_suspects(verdicts, e)}, e)
-        elif self.against_setup and self._cut:
-            verdicts = judging.unsettled(verdicts, self._cut, e)
+        elif self.against_setup and state.cut:
+            verdicts = judging.unsettled(verdicts, dict(state.cut), e)
         return with_effects_said(judging.with_context(verdicts, cells, self.baseline), e)
 
 
@@ -298,20 +313,20 @@ class ABComparator:
     def __init__(self, context: SessionContext, left: Callable[[], Optional[float]]):
         self.context = context
         self.left = left
-        self._complete: FrozenSet[str] = frozenset()  # cells final with every pair planned for them
 
     @property
     def confirms(self) -> bool:
         return not self.context.options.smoke
 
-    def judge(self, cells: Dict[str, CellRecord], final: FrozenSet[str]
-              ) -> Tuple[Dict[str, vd.Verdict], Dict[str, CellRecord]]:
+    def judge(self, cells: Dict[str, CellRecord], final: FrozenSet[str], state: Settling = Settling()
+              ) -> Tuple[Dict[str, vd.Verdict], Dict[str, CellRecord], Settling]:
         labelled, _ = judging.label_machine_states(cells, None)
         return ab_judging.judge_ab_once(labelled, set(final), effects(self.context, labelled),
-                                        complete=self._complete & final, known=history_spreads(self.context)), labelled
+                                        complete=state.complete & final,
+                                        known=history_spreads(self.context)), labelled, state
 
     def more(self, verdicts, cells: Dict[str, CellRecord], suspects: FrozenSet[str], spent: float,
-             foretell: bool = True) -> Tuple[Confirmation, FrozenSet[str]]:
+             state: Settling = Settling(), foretell: bool = True) -> Tuple[Confirmation, FrozenSet[str], Settling]:
         ctx = self.context
         o = ctx.options
         looks = ab_judging.next_looks(cells, verdicts, effects(ctx, cells), ctx.plan.ab_pairs or o.ab_pairs,
@@ -328,19 +343,21 @@ class ABComparator:
         each = {k: planning.pair_seconds(cells[k].cell) or 0.0 for k in wanted}
         kept, deadline_cut = ab_judging.within_deadline(wanted, each, self.left())
         after = _after(looks, kept, each) if foretell else None
-        self._complete |= _completed(last, wanted, kept)
+        state = dataclasses.replace(state, complete=state.complete | _completed(last, wanted, kept))
         more = tuple(MoreToMeasure(k, n, "duet" if ab_judging.is_duet(cells[k].cell) else "process-pairs",
                                    Side(o.python), Side(ctx.comparison.reference), each[k], min_effect(ctx, k))
                      for k, n in kept.items())
         # final: a cell at its last look, one the deadline cut, one with nothing more to measure
         settled = frozenset(k for k in suspects if last.get(k, True) or kept.get(k, 0) < wanted.get(k, 0))
         return Confirmation("look", more, deadline_cut=deadline_cut,
-                            last=all(last.get(k, True) for k in kept), after=after), settled
+                            last=all(last.get(k, True) for k in kept), after=after), settled, state
 
-    def suspects(self, verdicts: Dict[str, vd.Verdict], cells: Dict[str, CellRecord]) -> FrozenSet[str]:
-        return _suspects(verdicts)
+    def suspects(self, verdicts: Dict[str, vd.Verdict], cells: Dict[str, CellRecord], state: Settling = Settling()
+                 ) -> Tuple[FrozenSet[str], Settling]:
+        return _suspects(verdicts), state
 
-    def conclude(self, verdicts: Dict[str, vd.Verdict], cells: Dict[str, CellRecord]) -> Dict[str, vd.Verdict]:
+    def conclude(self, verdicts: Dict[str, vd.Verdict], cells: Dict[str, CellRecord], state: Settling = Settling()
+                 ) -> Dict[str, vd.Verdict]:
         return with_effects_said(verdicts, effects(self.context, cells))
 
 
@@ -369,7 +386,9 @@ def _after(looks: Callable[[str], object], kept: Mapping[str, int], each: Mappin
 def settle(comparator, cells: Callable[[], Dict[str, CellRecord]],
            confirm: Callable[[Sequence[MoreToMeasure], Callable[[MoreToMeasure], None]], object],
            say: Callable[[object], None], now: Callable[[], float], foretell: bool = True) -> judging.Judged:
-    """The one loop both modes use: judge the measured ``cells()``; while the comparator finds
+    """The one loop both modes use (each comparator step returns its result and a new ``Settling``,
+    which the next step takes: the comparator keeps nothing between them): judge the measured
+    ``cells()``; while the comparator finds
     suspects and may measure (``rounds``), say what it asks for (``say(Confirmation)``), measure
     it (``confirm(wanted, done)``: the round's cells, ``done(more)`` as each has what it will
     get; each cell's progress said as ``say((i, n, more, seconds gone, seconds left))``: the
@@ -380,15 +399,16 @@ def settle(comparator, cells: Callable[[], Dict[str, CellRecord]],
     the expectation follows each suspect's looks forward, the costliest part of a replayed
     session's judging). Returns the verdicts as concluded."""
     final: FrozenSet[str] = frozenset()
-    verdicts, judged = comparator.judge(cells(), final)
+    verdicts, judged, state = comparator.judge(cells(), final, Settling())
     confirmed: FrozenSet[str] = frozenset()
     if comparator.confirms:
         spent = 0.0
         for _ in range(comparator.rounds):
-            suspects = comparator.suspects(verdicts, judged) - final
+            suspects, state = comparator.suspects(verdicts, judged, state)
+            suspects -= final
             if not suspects:
                 break
-            asked, settled = comparator.more(verdicts, judged, suspects, spent, foretell)
+            asked, settled, state = comparator.more(verdicts, judged, suspects, spent, state, foretell)
             if asked.wanted or asked.deadline_cut:
                 say(asked)
             t0 = now()
@@ -402,12 +422,13 @@ def settle(comparator, cells: Callable[[], Dict[str, CellRecord]],
             spent += now() - t0
             final |= settled
             confirmed |= frozenset(m.key for m in asked.wanted)  # the cells measured again
-            verdicts, judged = comparator.judge(cells(), final)
-        late = comparator.suspects(verdicts, judged) - final
+            verdicts, judged, state = comparator.judge(cells(), final, state)
+        late, state = comparator.suspects(verdicts, judged, state)
+        late -= final
         if late and comparator.late_final:
             final |= late
-            verdicts, judged = comparator.judge(cells(), final)
-    return judging.Judged(comparator.conclude(verdicts, judged), len(confirmed), judged)
+            verdicts, judged, state = comparator.judge(cells(), final, state)
+    return judging.Judged(comparator.conclude(verdicts, judged, state), len(confirmed), judged)
 
 
 def interim(comparator, cells: Dict[str, CellRecord]) -> Dict[str, vd.Verdict]:
@@ -415,4 +436,4 @@ def interim(comparator, cells: Dict[str, CellRecord]) -> Dict[str, vd.Verdict]:
     interim results file says after each cell. The same judging call as at the end."""
     if not cells:
         return {}
-    return comparator.judge(cells, frozenset())[0]
+    return comparator.judge(cells, frozenset(), Settling())[0]
