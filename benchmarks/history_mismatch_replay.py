@@ -1,7 +1,7 @@
 """Replayed A/B sessions whose history comes from another state of the machine than the session:
 a quiet history before a loaded session, a loaded history before a quiet one (the two Zen 4 A/A
 corpora of ``tests/test_error_rates.py``, 64 cells), with the history pooled always (the rule
-before ``ab_judging.HISTORY_AGREES_P``; set to 0 here) and with a history the session's pairs
+before ``thresholds.HISTORY_AGREES_P``; set to 0 here) and with a history the session's pairs
 contradict left out (the rule now). The product's end of a session (``replay_lib.rates``), the
 claims' session count and seed.
 
@@ -20,7 +20,7 @@ sys.path.insert(0, str(HERE))
 
 import replay_lib as L  # noqa: E402
 
-from pytest_mxperf.outcome import ab_judging  # noqa: E402
+from pytest_mxperf.judge import thresholds  # noqa: E402
 
 SESSIONS, SEED = 59, 20261125  # tests/test_error_rates.py's CLAIM_SESSIONS and SEED
 
@@ -28,9 +28,9 @@ SESSIONS, SEED = 59, 20261125  # tests/test_error_rates.py's CLAIM_SESSIONS and 
 def main() -> None:
     quiet = L.load_aa_corpus(L.DATA_DIR / "aa-corpus-amd-epyc-2c-9e858421-quiet.json").with_pairs()
     loaded = L.load_aa_corpus(L.DATA_DIR / "aa-corpus-amd-epyc-2c-9e858421.json").with_pairs()
-    rule_now = ab_judging.HISTORY_AGREES_P
+    rule_now = thresholds.HISTORY_AGREES_P
     for rule, p in (("always pooled", 0.0), ("left out when contradicted", rule_now)):
-        ab_judging.HISTORY_AGREES_P = p
+        thresholds.HISTORY_AGREES_P = p
         for session, history in ((quiet, loaded), (loaded, quiet), (quiet, quiet)):
             for effect in (1.0, 0.9):
                 t0 = time.time()

@@ -9,10 +9,10 @@ baseline recorded in another of the VM's speed regimes. This replays baseline-mo
 (``replay_lib.baseline_session``, mode ``setup``: the product's end of a session, the corpus's
 A/A duet pairs as the pairs against the recorded setup) under triggers that send more cells:
 
-* ``trigger T``: the rule before ``judging.SETUP_CLEARANCE`` (turned off), with
-  ``judging.SETUP_TRIGGER`` = T (an unchanged figure worse than the session's common shift
+* ``trigger T``: the rule before ``thresholds.SETUP_CLEARANCE`` (turned off), with
+  ``thresholds.SETUP_TRIGGER`` = T (an unchanged figure worse than the session's common shift
   minus T x the minimum effect is a suspect; 0.5 is the product's);
-* ``clearance K``: the product's rule with ``judging.SETUP_CLEARANCE`` = K (1.645 is the
+* ``clearance K``: the product's rule with ``thresholds.SETUP_CLEARANCE`` = K (1.645 is the
   product's): also every unchanged figure whose reading, less the session's common gain,
   does not clear -min_effect by K x the scale of the resolution its baseline states (the
   drift between sessions the baseline knows of): the baseline settles a cell alone only when
@@ -20,13 +20,13 @@ A/A duet pairs as the pairs against the recorded setup) under triggers that send
   2026-11-27 to 2026-11-29: the same rule tried here before the product had it, the common
   gain taken off the log reading unlogged);
 * ``provisional-clears K``: ``clearance K`` with a one-session baseline's provisional
-  resolution clearing cells too (``judging.PROVISIONAL_CLEARS`` on: the product's rule from
+  resolution clearing cells too (``thresholds.PROVISIONAL_CLEARS`` on: the product's rule from
   dbe65db until it was turned off);
 * ``every cell``: mode ``setup-visible`` (the setup visibly changed: every cell to the duet),
   the most any trigger can send;
 * ``without improvements`` / ``without busy baselines`` / ``shift only``: the product's rule
-  with one or both of its other parts off (``judging.SUSPECT_IMPROVEMENTS``,
-  ``judging.SUSPECT_BUSY_BASELINES``): what each part costs an unchanged session and what it
+  with one or both of its other parts off (``thresholds.SUSPECT_IMPROVEMENTS``,
+  ``thresholds.SUSPECT_BUSY_BASELINES``): what each part costs an unchanged session and what it
   catches.
 
 And, for the product's rule, a change of the setup that slows several cells at once (2, a third
@@ -52,12 +52,12 @@ sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
 import replay_lib as L  # noqa: E402
-from pytest_mxperf.outcome import judging  # noqa: E402
+from pytest_mxperf.judge import thresholds  # noqa: E402
 
 SEED = 20261125
-PRODUCT_TRIGGER = judging.SETUP_TRIGGER
-PRODUCT_CLEARANCE = judging.SETUP_CLEARANCE
-PRODUCT_PROVISIONAL = judging.PROVISIONAL_CLEARS
+PRODUCT_TRIGGER = thresholds.SETUP_TRIGGER
+PRODUCT_CLEARANCE = thresholds.SETUP_CLEARANCE
+PRODUCT_PROVISIONAL = thresholds.PROVISIONAL_CLEARS
 
 
 def rule(name: str):
@@ -66,30 +66,30 @@ def rule(name: str):
     if kind == "every":
         return "setup-visible", lambda: None
     if kind == "trigger":
-        return "setup", lambda: (setattr(judging, "SETUP_TRIGGER", float(value)),
-                                 setattr(judging, "SETUP_CLEARANCE", None))
+        return "setup", lambda: (setattr(thresholds, "SETUP_TRIGGER", float(value)),
+                                 setattr(thresholds, "SETUP_CLEARANCE", None))
     if kind == "clearance":
-        return "setup", lambda: setattr(judging, "SETUP_CLEARANCE", float(value))
-    if kind == "provisional-clears":  # the rule of 2026-11-29 before judging.PROVISIONAL_CLEARS
-        return "setup", lambda: (setattr(judging, "SETUP_CLEARANCE", float(value)),
-                                 setattr(judging, "PROVISIONAL_CLEARS", True))
+        return "setup", lambda: setattr(thresholds, "SETUP_CLEARANCE", float(value))
+    if kind == "provisional-clears":  # the rule of 2026-11-29 before thresholds.PROVISIONAL_CLEARS
+        return "setup", lambda: (setattr(thresholds, "SETUP_CLEARANCE", float(value)),
+                                 setattr(thresholds, "PROVISIONAL_CLEARS", True))
     parts = {"without improvements": ("SUSPECT_IMPROVEMENTS",), "without busy baselines": ("SUSPECT_BUSY_BASELINES",),
              "shift only": ("SUSPECT_IMPROVEMENTS", "SUSPECT_BUSY_BASELINES")}
     if name in parts:
-        return "setup", lambda: [setattr(judging, part, False) for part in parts[name]]
+        return "setup", lambda: [setattr(thresholds, part, False) for part in parts[name]]
     raise ValueError(name)
 
 
-PRODUCT_PARTS = {"SUSPECT_IMPROVEMENTS": judging.SUSPECT_IMPROVEMENTS,
-                 "SUSPECT_BUSY_BASELINES": judging.SUSPECT_BUSY_BASELINES}
+PRODUCT_PARTS = {"SUSPECT_IMPROVEMENTS": thresholds.SUSPECT_IMPROVEMENTS,
+                 "SUSPECT_BUSY_BASELINES": thresholds.SUSPECT_BUSY_BASELINES}
 
 
 def reset() -> None:
-    judging.SETUP_TRIGGER = PRODUCT_TRIGGER
-    judging.SETUP_CLEARANCE = PRODUCT_CLEARANCE
-    judging.PROVISIONAL_CLEARS = PRODUCT_PROVISIONAL
+    thresholds.SETUP_TRIGGER = PRODUCT_TRIGGER
+    thresholds.SETUP_CLEARANCE = PRODUCT_CLEARANCE
+    thresholds.PROVISIONAL_CLEARS = PRODUCT_PROVISIONAL
     for part, value in PRODUCT_PARTS.items():
-        setattr(judging, part, value)
+        setattr(thresholds, part, value)
 
 
 def misses(corpus, n: int, sessions: int) -> collections.Counter:

@@ -695,11 +695,11 @@ def first_path(options, machine, baseline) -> "planning.FirstPath":
     (``planning.first_path``): from what the baseline says of its resolution and from this
     machine's last sessions against it in the history store (none when the store does not
     exist or cannot be read: the baseline alone then decides)."""
+    from pytest_mxperf.judge import thresholds
     from pytest_mxperf.measure import planning
-    from pytest_mxperf.outcome import judging
     shares = _from_history(options, lambda store: store.duet_shares(str((machine or {}).get("id")), "baseline",
                                                                     KNOWN_SESSIONS)) or []
-    return planning.first_path(baseline.resolution_summary(), shares, judging.PROVISIONAL_CLEARS)
+    return planning.first_path(baseline.resolution_summary(), shares, thresholds.PROVISIONAL_CLEARS)
 
 
 def known_spreads(options, machine) -> Tuple[Tuple[str, float, int], ...]:
@@ -718,7 +718,8 @@ def first_pairs(options, spreads: Sequence[Tuple[str, float, int]]) -> "planning
     kind of cell the kinds of figure its rows have, and each cell's own (its figures' rows)."""
     from pytest_mxperf.judge.sequential import Spread
     from pytest_mxperf.measure import planning
-    from pytest_mxperf.outcome.ab_judging import OWN_DF, family_of_key, history_by_kind
+    from pytest_mxperf.judge.thresholds import OWN_DF
+    from pytest_mxperf.outcome.ab_judging import family_of_key, history_by_kind
     known = {key: Spread(ss, df) for key, ss, df in spreads}
     families = history_by_kind(known)
     kind_df: Dict[str, Dict[str, int]] = {}

@@ -170,6 +170,10 @@ def test_the_registrys_views_follow_it():
     assert "toyv" not in kinds.MODES and "toyv_worker" not in kinds.RESIDENT_MODULES
 
 
-def test_the_child_sides_copy_of_the_throughput_kinds_is_the_registrys():
+def test_the_child_sides_copies_of_the_kinds_are_the_registrys():
     from pytest_mxperf.workers import profile
+    from pytest_mxperf.zoo import flops
     assert set(profile.PROFILED_MODES) == set(kinds.THROUGHPUT_MODES) == {"score", "train", "latency"}
+    # the FLOP counter's kinds: every kind whose throughput counts network passes, each once
+    assert set(flops.SCORE_MODES) | set(flops.TRAIN_MODES) == set(kinds.FLOP_MODES)
+    assert not set(flops.SCORE_MODES) & set(flops.TRAIN_MODES)

@@ -14,6 +14,7 @@ from pytest_mxperf.history.store import open_store
 from pytest_mxperf.judge import sequential
 from pytest_mxperf.judge import verdict_duet as D
 from pytest_mxperf.model.measurement import METRICS
+from pytest_mxperf.judge import thresholds
 from pytest_mxperf.outcome import ab_judging
 
 THROUGHPUT = METRICS["throughput"]
@@ -209,7 +210,7 @@ def test_a_history_whose_spread_this_session_contradicts_is_left_out():
 
     quiet = session(0.027)
     here = sequential.Spread.of(d.signed() for d in quiet.values())
-    assert here.df == 16 >= ab_judging.SESSION_ALONE_DF
+    assert here.df == 16 >= thresholds.SESSION_ALONE_DF
     noisy_history = {"score/old/b1": sequential.Spread(0.045 ** 2 * 120, 120)}
     judged = ab_judging.pooled_spreads(quiet, noisy_history)["score/m0/b1"]
     assert (judged.ss, judged.df) == (pytest.approx(here.ss), here.df)  # the session's own: the history disagrees
@@ -238,7 +239,7 @@ def test_a_figure_with_pairs_enough_of_its_own_is_judged_at_its_own_spread_below
     assert few["train/lenet/b32"].df == 6 and few["train/lenet/b32"].sd > 0.05
     # with this machine's history of the cell, its own degrees of freedom reach OWN_ALONE_DF
     own_history = sequential.Spread(0.012 ** 2 * 8, 8)
-    assert 3 + own_history.df >= ab_judging.OWN_ALONE_DF
+    assert 3 + own_history.df >= thresholds.OWN_ALONE_DF
     enough = ab_judging.pooled_spreads(duets, {"train/lenet/b32": own_history})
     assert enough["train/lenet/b32"].df == 11 and enough["train/lenet/b32"].sd < 0.015
     # the noisy cell is judged at its own spread, larger than the kind's, as before

@@ -368,6 +368,7 @@ def test_an_unchanged_figure_its_resolution_cannot_clear_of_a_slowdown_is_a_susp
     scale of its stated resolution; on the Intel VM an input-pipeline cell read "better by
     32.3%" against a resolution of scale 0.233 and was not measured again."""
     from pytest_mxperf.judge.verdict_record import Verdict
+    from pytest_mxperf.judge import thresholds
     from pytest_mxperf.outcome import judging
 
     def v(change, scale):
@@ -388,7 +389,7 @@ def test_an_unchanged_figure_its_resolution_cannot_clear_of_a_slowdown_is_a_susp
     faster = {k: dataclasses.replace(x, change=(1 + x.change) * 1.2 - 1) for k, x in verdicts.items()}
     assert abs(judging.session_shift(faster) - 0.2) < 1e-9
     assert judging.setup_suspects(faster, 0.05) == {"score/flat-wide", "score/up-wide", "io/ndarray"}
-    monkeypatch.setattr(judging, "SETUP_CLEARANCE", None)  # the earlier rule: only figures worse
+    monkeypatch.setattr(thresholds, "SETUP_CLEARANCE", None)  # the earlier rule: only figures worse
     assert judging.setup_suspects(verdicts, 0.05) == set()   # than half the minimum effect
 
 
@@ -401,6 +402,7 @@ def test_a_one_session_baseline_clears_no_cell_and_few_sessions_clear_at_student
     (t(1) 6.31); one 2 scales above clears with many sessions (SETUP_CLEARANCE's 1.645), not
     with 5. (Every reading here is above SETUP_TRIGGER's -2.5%: only the clearance decides.)"""
     from pytest_mxperf.judge.verdict_record import Verdict
+    from pytest_mxperf.judge import thresholds
     from pytest_mxperf.outcome import judging
 
     def v(change, scale, **res):
@@ -419,7 +421,7 @@ def test_a_one_session_baseline_clears_no_cell_and_few_sessions_clear_at_student
     assert judging.setup_suspects(verdicts, 0.05) == {"score/one-session", "score/two-sessions",
                                                       "score/five-sessions-2"}
     # the provisional resolution clears again only where the rule is turned off (the replays' earlier rule)
-    monkeypatch.setattr(judging, "PROVISIONAL_CLEARS", True)
+    monkeypatch.setattr(thresholds, "PROVISIONAL_CLEARS", True)
     assert "score/one-session" not in judging.setup_suspects(verdicts, 0.05)
 
 

@@ -189,3 +189,50 @@ def test_the_repository_ships_no_machines_baseline():
         names = sorted(Path(p).name for p in tracked.stdout.split())
     assert names == ["README.md"], names
     assert sorted((ROOT / "tests" / "data").glob("baseline-*.json"))
+
+
+def _literal_constants(path):
+    """The module-level UPPER_CASE names ``path`` binds to a number or a truth value (the
+    rules' numbers), with or without an annotation."""
+    import ast
+    tree = ast.parse(path.read_text())
+    out = []
+    for node in tree.body:
+        targets, value = ([node.target], node.value) if isinstance(node, ast.AnnAssign) else (
+            (node.targets, node.value) if isinstance(node, ast.Assign) else ((), None))
+        for t in targets:
+            if isinstance(t, ast.Name) and t.id.isupper() and isinstance(value, ast.Constant) \
+                    and isinstance(value.value, (int, float, bool)):
+                out.append(t.id)
+    return out
+
+
+def test_the_end_of_a_sessions_rules_keep_their_numbers_in_judge():
+    """docs/architecture.md, "Constants, defined once": the rules' numbers live in judge/
+    (``judge/thresholds.py``; a rule's own module there); outcome/ applies them and binds none."""
+    found = {p.name: _literal_constants(p) for p in sorted((ROOT / "pytest_mxperf" / "outcome").glob("*.py"))}
+    assert not {name: c for name, c in found.items() if c}, found
+    assert {"SETUP_CLEARANCE", "PROVISIONAL_CLEARS", "OWN_DF", "LOOKS"} <= set(
+        _literal_constants(ROOT / "pytest_mxperf" / "judge" / "thresholds.py"))
+
+
+def test_every_kind_of_cell_is_declared_in_the_registry_alone():
+    """docs/architecture.md, "One measurement model": the package names no kind's list of modes
+    outside model/kinds.py (a tuple of two or more kinds' names, as the tables before it were).
+    The child side (workers/, zoo/) reads no registry: its copies (the profile worker's kinds,
+    the FLOP counter's forward-only and training kinds) are held to it by
+    tests/test_kind_registry.py."""
+    import ast
+    from pytest_mxperf.model import kinds
+    names = set(kinds.MODES)
+    found = []
+    for path in (ROOT / "pytest_mxperf").rglob("*.py"):
+        rel = path.relative_to(ROOT / "pytest_mxperf").as_posix()
+        if rel == "model/kinds.py" or rel.startswith(("workers/", "zoo/")):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+                strs = [e.value for e in node.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)]
+                if len(strs) >= 2 and len(strs) == len(node.elts) and set(strs) <= names:
+                    found.append(f"{path.relative_to(ROOT)}:{node.lineno} {strs}")
+    assert not found, found

@@ -17,6 +17,7 @@ from types import MappingProxyType
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from pytest_mxperf import zoo as _zoo
+from pytest_mxperf.model import kinds
 
 SCHEMA_VERSION = 1
 
@@ -52,7 +53,8 @@ C4_CPU_MARKER = "E5-2666 v3"
 DOCUMENTED_GPUS: Dict[str, str] = {"K80": "k80", "M40": "m40", "P100": "p100"}
 
 
-MODES = ("score", "train")
+#: the kinds the tables publish: those the registry declares ``floors`` (model/kinds.py)
+MODES = kinds.FLOOR_MODES
 
 
 DEVICES = ("cpu", "gpu")

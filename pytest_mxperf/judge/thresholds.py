@@ -154,3 +154,81 @@ SYSTEM_DIFFERS = "system-differs"
 #: b2 with oneDNN fusion off, -9.4% with 90% of the current and 80% of the baseline in spells)
 SPELL_SHARE = 0.5
 SPELL_MARGIN = 0.25
+
+
+# ----------------------------------------------------------------------------- the end of a session
+# (outcome/: judging.py, ab_judging.py, comparators.py read these here, when they run)
+
+#: the software facts a duet against the recorded setup rebuilds on its reference side (the
+#: MXNet build and numpy; the interpreter's own version is the session's on both sides)
+SETUP_FACTS = ("mxnet_version", "features", "numpy_version")
+
+#: the baseline's verdicts that a duet against the recorded setup settles: what the baseline
+#: alone cannot (a suspect, a slowdown within its resolution, one beyond it but not significant,
+#: one the machine's state left unresolved), and a regression, which the baseline alone cannot
+#: tell from a slower host or another build of the system (issue 75: the same MXNet 1.9.1 read
+#: 25-60% slower on another host of one machine type), of figures judged between processes
+SETTLED_BY_SETUP = ("suspect", "below-resolution", "unclear", "unresolved", "regression")
+
+#: an unchanged figure worse than the baseline by more than this share of the minimum effect
+#: is a suspect too: the machine's drift between sessions can hide a real slowdown under a
+#: change the baseline calls unchanged
+SETUP_TRIGGER = 0.5
+
+#: an unchanged figure is a suspect too unless the baseline clears it of a slowdown of the
+#: minimum effect: its log reading, less the session's common gain, must be above -min_effect
+#: by this many times the scale of the resolution the baseline states for it (the drift
+#: between sessions the baseline knows of; 1.645: one-sided 95%, or Student's t for the
+#: resolution's degrees of freedom where larger: ``_cleared``). The baseline alone settles a
+#: cell only when it can exclude the change the gate exists to catch (``benchmarks/
+#: replay_triggers.py``: a hidden -10% cell caught in 77-81% of replayed sessions without it,
+#: 94-98% with it). None: off (the replays' earlier rule)
+SETUP_CLEARANCE: Optional[float] = 1.645
+
+#: whether a provisional resolution (a one-session baseline: the spread of that session's
+#: processes standing in for the drift between sessions, which it does not know) can clear a
+#: cell. It cannot: a cell whose processes agree within one session still drifts between
+#: sessions, and the default selection's replays missed a hidden -10% cell so (train mlp b256,
+#: train lenet b256 on two devices: benchmarks/results/replay-clearance-2026-11-29.txt); with
+#: every such cell to the duet, 99, 99 and 100% were caught at N = 6, 24 and 25 against 96,
+#: 97 and 98%, for 5-7% more of the duet's minutes (error-rates-default-2026-11-29.txt). A
+#: baseline of two or more sessions knows its drift and clears at the one-sided 95% quantile
+#: of Student's t with its degrees of freedom
+PROVISIONAL_CLEARS = False
+
+#: the parts of the trigger beside it, each a rule of its own that the replays can turn off
+#: (``benchmarks/replay_triggers.py``): an improvement is a suspect; an unchanged figure the
+#: baseline's own slowed processes left undecided is a suspect
+SUSPECT_IMPROVEMENTS = True
+
+SUSPECT_BUSY_BASELINES = True
+
+#: the fewest figures whose median says how much faster than the baseline's the session ran
+SHIFT_FIGURES = 5
+
+#: the fewest degrees of freedom of a figure's own spread (its pairs in this session and in this
+#: machine's history) for it to count against its kind's pooled one
+OWN_DF = 2
+
+#: from this many degrees of freedom a figure is judged at its own spread, below its kind's too
+#: (the boundary widened by Student's t at its degrees of freedom): one noisy cell of a kind
+#: (AlexNet b8's training, its pairs at 8.4% on the Zen 4, where the other training cells' read
+#: 1.8-2.8%) no longer holds the others to its spread once they have pairs enough of their own
+OWN_ALONE_DF = 10
+
+#: a kind's spread in this machine's history is pooled with this session's unless the session
+#: has ``SESSION_ALONE_DF`` degrees of freedom of the kind and the F test of the two variances
+#: rejects their equality at ``HISTORY_AGREES_P``: a VM's noise changes between sessions (on the
+#: Zen 4 an unchanged session's score pairs read about 2.7% where its history, from a slow spell,
+#: said 4.2%: paired-session-zen4-2026-12-03c.txt), and a history that disagrees would hold a
+#: quiet session to a slow spell's pairs, or a noisy one to a quiet spell's boundary
+SESSION_ALONE_DF = 10
+
+HISTORY_AGREES_P = 0.05
+
+#: the most rounds of looks the end of a session takes: a duet cell's pairs after its first
+#: stage grow look by look (``ab_judging.next_looks``: at most as many again each time) to
+#: ``verdict_duet.SEQUENTIAL_MAX_PAIRS``; with the first stage's 3, four looks reach 12 and
+#: the rest is room for the cells a regression sends to the recorded setup
+LOOKS = 8
+

@@ -27,7 +27,7 @@ from types import MappingProxyType
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from pytest_mxperf.model.kinds import (  # noqa: F401 (the registry's views, read from here too)
-    FLOP_MODES, METRICS, PRIMARY, RULES, SECONDARY, SEEDED_MODES, Metric, UnknownFigure)
+    FLOP_MODES, INFERENCE_MODES, METRICS, PRIMARY, RULES, SECONDARY, SEEDED_MODES, Metric, UnknownFigure)
 from pytest_mxperf.model.run_facts import Facts
 from pytest_mxperf.model.stats import iqr_spread
 from pytest_mxperf.workers.pipeline import HEAP_KEPT_LOADERS
@@ -117,7 +117,7 @@ def memory_method(key: str, processes: Optional[str] = None) -> int:
     if kind == "io" and parts[-1].startswith(_HEAP_KEPT_PREFIXES):
         return MEMORY_METHOD_HEAP_KEPT
     segments = key.split("/")
-    if kind in ("score", "latency") and len(segments) > 4 and segments[4] in CONVERTED_DTYPES:
+    if kind in INFERENCE_MODES and len(segments) > 4 and segments[4] in CONVERTED_DTYPES:
         return MEMORY_METHOD_CONVERTED_SHARED if processes == "shared" else MEMORY_METHOD_CONVERTED
     return MEMORY_METHOD_SHARED if processes == "shared" else MEMORY_METHOD
 

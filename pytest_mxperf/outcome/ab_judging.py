@@ -14,6 +14,7 @@ import math
 from typing import Callable, Dict, Mapping, Optional, Sequence, Tuple
 
 from pytest_mxperf.judge import ab_pairs, machine_states, verdict_duet
+from pytest_mxperf.judge import thresholds
 from pytest_mxperf.judge import verdict as vd
 from pytest_mxperf.judge.sequential import Spread
 from pytest_mxperf.judge.thresholds import FDR_Q, effect_for
@@ -118,24 +119,6 @@ def family_q(pairings, duets, q: float = FDR_Q) -> Tuple[float, float]:
     return q * n_p / (n_p + n_d), q * n_d / (n_p + n_d)
 
 
-#: the fewest degrees of freedom of a figure's own spread (its pairs in this session and in this
-#: machine's history) for it to count against its kind's pooled one
-OWN_DF = 2
-#: from this many degrees of freedom a figure is judged at its own spread, below its kind's too
-#: (the boundary widened by Student's t at its degrees of freedom): one noisy cell of a kind
-#: (AlexNet b8's training, its pairs at 8.4% on the Zen 4, where the other training cells' read
-#: 1.8-2.8%) no longer holds the others to its spread once they have pairs enough of their own
-OWN_ALONE_DF = 10
-#: a kind's spread in this machine's history is pooled with this session's unless the session
-#: has ``SESSION_ALONE_DF`` degrees of freedom of the kind and the F test of the two variances
-#: rejects their equality at ``HISTORY_AGREES_P``: a VM's noise changes between sessions (on the
-#: Zen 4 an unchanged session's score pairs read about 2.7% where its history, from a slow spell,
-#: said 4.2%: paired-session-zen4-2026-12-03c.txt), and a history that disagrees would hold a
-#: quiet session to a slow spell's pairs, or a noisy one to a quiet spell's boundary
-SESSION_ALONE_DF = 10
-HISTORY_AGREES_P = 0.05
-
-
 def pooled_spreads(duets: Mapping[str, verdict_duet.DuetPairing], known: Mapping[str, Spread]
                    ) -> Dict[str, Spread]:
     """The spread each duet figure is judged at: its kind's (``spread_family``: the kind of
@@ -143,13 +126,13 @@ def pooled_spreads(duets: Mapping[str, verdict_duet.DuetPairing], known: Mapping
     it, this machine's history of the kind (the rows of ``known``, figure key -> Spread,
     ``HistoryStore.pair_spreads``, whose figures are of that kind: ``family_of_key``); or the
     figure's own (its pairs here and its history's) when that is larger, with at least
-    ``OWN_DF`` degrees of freedom, or whatever it is from ``OWN_ALONE_DF``. Kinds of cell do
+    ``thresholds.OWN_DF`` degrees of freedom, or whatever it is from ``thresholds.OWN_ALONE_DF``. Kinds of cell do
     not spread alike: in the Intel default-selection corpus an io cell's pairs spread 5.4% and
     a score cell's 1.0%, and judged at the pooled 2% the io cell failed 10% of 24-cell A/A
     sessions; on the Zen 4 a train cell's pairs spread 6.3% pooled and a score cell's 2.6%
     (docs/baselines.md). The history of a kind (its figures' rows too) is left out where this
     session holds enough of the kind to tell that its spread is not the history's
-    (``Spread.agrees_with``, ``SESSION_ALONE_DF``, ``HISTORY_AGREES_P``)."""
+    (``Spread.agrees_with``, ``thresholds.SESSION_ALONE_DF``, ``thresholds.HISTORY_AGREES_P``)."""
     here = _spreads_of(duets)
     history = history_by_kind(known)
     out = {}
@@ -158,10 +141,10 @@ def pooled_spreads(duets: Mapping[str, verdict_duet.DuetPairing], known: Mapping
         # a history of the kind this session contradicts is left out, its figures' rows with it
         # (the machine's state is not the one they were measured in)
         before = history.get(f, Spread())
-        agrees = here[f].agrees_with(before, HISTORY_AGREES_P, SESSION_ALONE_DF)
+        agrees = here[f].agrees_with(before, thresholds.HISTORY_AGREES_P, thresholds.SESSION_ALONE_DF)
         kind = here[f] + before if agrees else here[f]
         own = here[mk] + known.get(mk, Spread()) if agrees else here[mk]
-        out[mk] = own if own.df >= OWN_ALONE_DF or (own.df >= OWN_DF and (kind.sd is None or own.sd > kind.sd)) \
+        out[mk] = own if own.df >= thresholds.OWN_ALONE_DF or (own.df >= thresholds.OWN_DF and (kind.sd is None or own.sd > kind.sd)) \
             else kind
     return out
 

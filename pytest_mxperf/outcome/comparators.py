@@ -24,6 +24,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Callable, Dict, FrozenSet, Mapping, Optional, Sequence, Tuple
 
+from pytest_mxperf.judge import thresholds
 from pytest_mxperf.judge import verdict as vd
 from pytest_mxperf.judge.thresholds import MinEffects
 from pytest_mxperf.measure import planning
@@ -63,13 +64,6 @@ class Confirmation:
     #: seconds the looks after this round are expected to take (``ab_judging.next_looks(...).after``
     #: at each cell's pair cost); None where the comparator cannot say (baseline mode's processes)
     after: Optional[float] = None
-
-
-#: the most rounds of looks the end of a session takes: a duet cell's pairs after its first
-#: stage grow look by look (``ab_judging.next_looks``: at most as many again each time) to
-#: ``verdict_duet.SEQUENTIAL_MAX_PAIRS``; with the first stage's 3, four looks reach 12 and
-#: the rest is room for the cells a regression sends to the recorded setup
-LOOKS = 8
 
 
 def history_spreads(context: SessionContext):
@@ -123,7 +117,7 @@ def _suspects(verdicts: Dict[str, vd.Verdict]) -> FrozenSet[str]:
 class BaselineComparator:
     """Against this machine's baseline. When the baseline's recorded setup is ready
     (``RecordedSetup``), every figure the baseline alone cannot settle
-    (``judging.SETTLED_BY_SETUP``: suspect, below its resolution, unclear, unresolved) is
+    (``thresholds.SETTLED_BY_SETUP``: suspect, below its resolution, unclear, unresolved) is
     measured again as pairs against that setup (a duet where the cell's worker can be
     resident, else process pairs), taking turns so that the machine's spells fall on both
     sides, in two stages as in A/B mode (``DUET_PAIRS`` pairs, then as many as the pairs'
@@ -153,9 +147,9 @@ class BaselineComparator:
 
     @property
     def rounds(self) -> int:
-        # against the recorded setup: a first stage and the looks after it (``LOOKS``: room too
+        # against the recorded setup: a first stage and the looks after it (``thresholds.LOOKS``: room too
         # for the cells a regression sends there); else up to three rounds of more processes
-        return LOOKS + 1 if self.against_setup else 3
+        return thresholds.LOOKS + 1 if self.against_setup else 3
 
     @property
     def against_setup(self) -> bool:
@@ -307,7 +301,7 @@ class ABComparator:
     measured is final (unresolved, never a silent suspect)."""
 
     mode = "ab"
-    rounds = LOOKS
+    rounds = thresholds.LOOKS
     late_final = True
 
     def __init__(self, context: SessionContext, left: Callable[[], Optional[float]]):

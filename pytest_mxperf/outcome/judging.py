@@ -227,11 +227,6 @@ def with_context(verdicts: Dict[str, vd.Verdict], cells: Dict[str, CellRecord], 
     return out
 
 
-#: the software facts a duet against the recorded setup rebuilds on its reference side (the
-#: MXNet build and numpy; the interpreter's own version is the session's on both sides)
-SETUP_FACTS = ("mxnet_version", "features", "numpy_version")
-
-
 def setup_changes(cells: Dict[str, CellRecord], baseline: Optional[Baseline]) -> List[str]:
     """What the session's processes ran with that the baseline's recordings did not, as far
     as a duet against the recorded setup can put it back (its recorded variables, as each
@@ -244,53 +239,16 @@ def setup_changes(cells: Dict[str, CellRecord], baseline: Optional[Baseline]) ->
     for key, rec in cells.items():
         base = baseline.latest(key)
         if base is not None and rec.cell.ok_runs:
-            lines.update(_changes(baseline_store.startup_of(rec.cell), base, software, SETUP_FACTS))
+            lines.update(_changes(baseline_store.startup_of(rec.cell), base, software, thresholds.SETUP_FACTS))
     return sorted(lines)
 
 
 # ----------------------------------------------------------------------------- the recorded setup
 
-#: the baseline's verdicts that a duet against the recorded setup settles: what the baseline
-#: alone cannot (a suspect, a slowdown within its resolution, one beyond it but not significant,
-#: one the machine's state left unresolved), and a regression, which the baseline alone cannot
-#: tell from a slower host or another build of the system (issue 75: the same MXNet 1.9.1 read
-#: 25-60% slower on another host of one machine type), of figures judged between processes
-SETTLED_BY_SETUP = ("suspect", "below-resolution", "unclear", "unresolved", "regression")
-
 
 def _between_processes(v: vd.Verdict) -> bool:
     m = METRICS.get(v.metric)
     return m is not None and m.rule == "processes"
-
-
-#: an unchanged figure worse than the baseline by more than this share of the minimum effect
-#: is a suspect too: the machine's drift between sessions can hide a real slowdown under a
-#: change the baseline calls unchanged
-SETUP_TRIGGER = 0.5
-#: an unchanged figure is a suspect too unless the baseline clears it of a slowdown of the
-#: minimum effect: its log reading, less the session's common gain, must be above -min_effect
-#: by this many times the scale of the resolution the baseline states for it (the drift
-#: between sessions the baseline knows of; 1.645: one-sided 95%, or Student's t for the
-#: resolution's degrees of freedom where larger: ``_cleared``). The baseline alone settles a
-#: cell only when it can exclude the change the gate exists to catch (``benchmarks/
-#: replay_triggers.py``: a hidden -10% cell caught in 77-81% of replayed sessions without it,
-#: 94-98% with it). None: off (the replays' earlier rule)
-SETUP_CLEARANCE: Optional[float] = 1.645
-#: whether a provisional resolution (a one-session baseline: the spread of that session's
-#: processes standing in for the drift between sessions, which it does not know) can clear a
-#: cell. It cannot: a cell whose processes agree within one session still drifts between
-#: sessions, and the default selection's replays missed a hidden -10% cell so (train mlp b256,
-#: train lenet b256 on two devices: benchmarks/results/replay-clearance-2026-11-29.txt); with
-#: every such cell to the duet, 99, 99 and 100% were caught at N = 6, 24 and 25 against 96,
-#: 97 and 98%, for 5-7% more of the duet's minutes (error-rates-default-2026-11-29.txt). A
-#: baseline of two or more sessions knows its drift and clears at the one-sided 95% quantile
-#: of Student's t with its degrees of freedom
-PROVISIONAL_CLEARS = False
-#: the parts of the trigger beside it, each a rule of its own that the replays can turn off
-#: (``benchmarks/replay_triggers.py``): an improvement is a suspect; an unchanged figure the
-#: baseline's own slowed processes left undecided is a suspect
-SUSPECT_IMPROVEMENTS = True
-SUSPECT_BUSY_BASELINES = True
 
 
 def _against_a_busy_baseline(v: vd.Verdict) -> bool:
@@ -302,40 +260,40 @@ def _against_a_busy_baseline(v: vd.Verdict) -> bool:
 
 
 def setup_suspects(verdicts: Dict[str, vd.Verdict], min_effect: float = 0.05) -> FrozenSet[str]:
-    """The cells with a figure the baseline alone cannot settle (``SETTLED_BY_SETUP``; an
+    """The cells with a figure the baseline alone cannot settle (``thresholds.SETTLED_BY_SETUP``; an
     improvement, which a faster spell of the machine than the baseline's makes of a real
     slowdown too; one the baseline's own slowed processes left undecided), one worse than
-    the baseline by more than ``SETUP_TRIGGER`` x ``min_effect``, or one "unchanged" that
-    its resolution cannot clear of a slowdown of ``min_effect`` (``SETUP_CLEARANCE``): what
+    the baseline by more than ``thresholds.SETUP_TRIGGER`` x ``min_effect``, or one "unchanged" that
+    its resolution cannot clear of a slowdown of ``min_effect`` (``thresholds.SETUP_CLEARANCE``): what
     baseline mode measures again against the recorded setup. Pure."""
     shift = session_shift(verdicts)
 
     def suspect(k: str, v: vd.Verdict) -> bool:
         if not _between_processes(v):
             return False
-        if (v.kind in SETTLED_BY_SETUP or (SUSPECT_IMPROVEMENTS and v.kind == "improvement")
-                or (SUSPECT_BUSY_BASELINES and _against_a_busy_baseline(v))):
+        if (v.kind in thresholds.SETTLED_BY_SETUP or (thresholds.SUSPECT_IMPROVEMENTS and v.kind == "improvement")
+                or (thresholds.SUSPECT_BUSY_BASELINES and _against_a_busy_baseline(v))):
             return True
         if v.kind != "unchanged" or v.change is None:
             return False
         read, effect = METRICS[v.metric].oriented(v.change), effect_for(v.metric, min_effect, k)
-        if read < shift - SETUP_TRIGGER * effect:
+        if read < shift - thresholds.SETUP_TRIGGER * effect:
             return True
-        return SETUP_CLEARANCE is not None and not _cleared(v, read, shift, effect)
+        return thresholds.SETUP_CLEARANCE is not None and not _cleared(v, read, shift, effect)
     return frozenset(cell_of(k) for k, v in verdicts.items() if suspect(k, v))
 
 
 def _cleared(v: vd.Verdict, read: float, shift: float, effect: float) -> bool:
     """Whether an unchanged figure's reading (oriented: positive is better) clears a slowdown
     of ``effect`` by k x its resolution's scale, the session's common gain ``shift`` taken
-    off: k is ``SETUP_CLEARANCE``, or the one-sided 95% Student t quantile of the
+    off: k is ``thresholds.SETUP_CLEARANCE``, or the one-sided 95% Student t quantile of the
     resolution's degrees of freedom where that is larger (a scale estimated from few
-    sessions). A provisional resolution clears nothing (``PROVISIONAL_CLEARS``)."""
+    sessions). A provisional resolution clears nothing (``thresholds.PROVISIONAL_CLEARS``)."""
     res = v.resolution or {}
-    if res.get("provisional") and not PROVISIONAL_CLEARS:
+    if res.get("provisional") and not thresholds.PROVISIONAL_CLEARS:
         return False
     scale = res.get("scale") or 0.0
-    k = SETUP_CLEARANCE
+    k = thresholds.SETUP_CLEARANCE
     df = res.get("df")
     if isinstance(df, (int, float)) and not isinstance(df, bool) and df >= 1:
         from scipy.special import stdtrit  # the Student t quantile
@@ -349,10 +307,6 @@ def judged_between_processes(verdicts: Dict[str, vd.Verdict]) -> FrozenSet[str]:
     return frozenset(cell_of(k) for k, v in verdicts.items() if _between_processes(v))
 
 
-#: the fewest figures whose median says how much faster than the baseline's the session ran
-SHIFT_FIGURES = 5
-
-
 def session_shift(verdicts: Dict[str, vd.Verdict]) -> float:
     """How much better than the baseline the session's figures read in common (the median of
     their oriented changes, figures judged between processes on a quiet machine), when it is
@@ -360,7 +314,7 @@ def session_shift(verdicts: Dict[str, vd.Verdict]) -> float:
     that reads "unchanged" in such a session may have lost that much. Pure."""
     xs = [METRICS[v.metric].oriented(v.change) for v in verdicts.values()
           if _between_processes(v) and v.change is not None and not v.busy]
-    return max(0.0, statistics.median(xs)) if len(xs) >= SHIFT_FIGURES else 0.0
+    return max(0.0, statistics.median(xs)) if len(xs) >= thresholds.SHIFT_FIGURES else 0.0
 
 
 def _beyond_resolution(v: vd.Verdict) -> bool:
@@ -531,7 +485,7 @@ def unsettled(verdicts: Dict[str, vd.Verdict], why: Dict[str, str], min_effect: 
     for mk, v in verdicts.items():
         reason = why.get(cell_of(mk))
         effect = effect_for(v.metric, min_effect, mk)
-        if (reason is None or v.kind not in SETTLED_BY_SETUP or v.kind == "unresolved" or v.change is None
+        if (reason is None or v.kind not in thresholds.SETTLED_BY_SETUP or v.kind == "unresolved" or v.change is None
                 or not _between_processes(v) or METRICS[v.metric].oriented(v.change) >= -effect):
             continue
         out[mk] = dataclasses.replace(v, kind="unresolved", reason=(
