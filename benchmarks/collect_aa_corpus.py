@@ -50,7 +50,7 @@ sys.path.insert(0, str(HERE.parent))
 from pytest_mxperf.machine import state as machine_state  # noqa: E402
 from pytest_mxperf.machine.fingerprint import machine_fingerprint  # noqa: E402
 from pytest_mxperf.measure.session import PerfSession  # noqa: E402
-from pytest_mxperf.outcome.comparators import comparison_for  # noqa: E402
+from pytest_mxperf.measure.comparison import comparison_for  # noqa: E402
 from pytest_mxperf.model.jsonio import atomic_write_text  # noqa: E402
 from pytest_mxperf.model.measurement import RunResult  # noqa: E402
 from pytest_mxperf.model.options import PerfOptions  # noqa: E402

@@ -80,7 +80,8 @@ from pytest_mxperf.model.measurement import METRICS, CellMeasurement, RunResult,
 from pytest_mxperf.model.options import PerfOptions
 from pytest_mxperf.model.run_facts import Facts
 from pytest_mxperf.model.workload import Workload
-from pytest_mxperf.outcome import ab_judging, comparators, finish
+from pytest_mxperf.measure import comparison
+from pytest_mxperf.outcome import ab_judging, finish
 from pytest_mxperf.store import baseline_store
 from pytest_mxperf.store.baselines import Baseline
 
@@ -379,7 +380,7 @@ def replay_session(options: PerfOptions, corpus: Corpus, baseline: Optional[Base
     session.clock.now = clock
     session.context = dataclasses.replace(session.context, started=0.0)
     session.begin({"id": corpus.machine_id}, baseline, options,
-                  comparators.comparison_for(options.reference))
+                  comparison.comparison_for(options.reference))
     probe = {"status": "ok", "mxnet_version": corpus.mxnet_version, "features": corpus.features, "num_gpus": 0}
     sched = session.scheduler
     sched._probe_cache.update({options.python: probe, options.reference: probe})   # stand-ins for the probe

@@ -150,7 +150,7 @@ def cached_setup_in(cache, baselines_dir, machine, python, like):
     the wheel that fits its recorded release, with its recorded numpy."""
     from pathlib import Path
 
-    from pytest_mxperf.command_line import _fitted_requirement
+    from pytest_mxperf.measure.comparison import _fitted_requirement
     from pytest_mxperf.store.baselines import Baseline
     b = Baseline.load(Path(baselines_dir) / f"{machine}.json")
     spec = b.recorded_requirement() or _fitted_requirement(b)[0]

@@ -15,7 +15,7 @@ from pytest_mxperf.model.measurement import METRICS, CellMeasurement, RunResult
 from pytest_mxperf.model.options import PerfOptions
 from pytest_mxperf.model.workload import Workload
 from pytest_mxperf.outcome import ab_judging
-from pytest_mxperf.outcome.comparators import comparison_for
+from pytest_mxperf.measure.comparison import comparison_for
 
 
 def test_the_two_families_share_one_budget_in_proportion():

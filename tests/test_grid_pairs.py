@@ -86,7 +86,7 @@ def test_a_looks_grid_cells_share_pairs_each_to_its_own_count_and_other_cells_ru
     from pytest_mxperf.measure.session import PerfSession
     from pytest_mxperf.model.measurement import CellMeasurement, RunResult
     from pytest_mxperf.model.options import PerfOptions
-    from pytest_mxperf.outcome.comparators import comparison_for
+    from pytest_mxperf.measure.comparison import comparison_for
 
     def ok(w, side, seed):
         return RunResult(workload=w, status="ok", batches_per_round=1, round_seconds=[0.01] * 6,

@@ -22,7 +22,7 @@ from pytest_mxperf.model.options import PerfOptions, parse_fail_on
 from pytest_mxperf.model.outcome import EXIT_FAILED, EXIT_PASSED, EXIT_WRITER, WRITER, Failure, SessionOutcome
 from pytest_mxperf.model.workload import Workload
 from pytest_mxperf.outcome import finish
-from pytest_mxperf.outcome.comparators import comparison_for
+from pytest_mxperf.measure.comparison import comparison_for
 from pytest_mxperf.outcome.session_files import results_document
 from pytest_mxperf.output import messages, report
 from pytest_mxperf.store.results import Results

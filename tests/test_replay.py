@@ -48,7 +48,7 @@ from pytest_mxperf.model.measurement import CellMeasurement, RunResult
 from pytest_mxperf.model.options import PerfOptions
 from pytest_mxperf.model.workload import Workload
 from pytest_mxperf.outcome import finish as gate
-from pytest_mxperf.outcome.comparators import comparison_for
+from pytest_mxperf.measure.comparison import comparison_for
 from pytest_mxperf.store import baseline_store
 from pytest_mxperf.store.baselines import Baseline
 

@@ -43,7 +43,7 @@ from pytest_mxperf.model.options import PerfOptions, parse_fail_on
 from pytest_mxperf.model.run_facts import Facts
 from pytest_mxperf.model.workload import Workload
 from pytest_mxperf.outcome import finish as gate
-from pytest_mxperf.outcome.comparators import comparison_for
+from pytest_mxperf.measure.comparison import comparison_for
 from pytest_mxperf.output import messages
 from pytest_mxperf.store import baseline_store, baselines
 

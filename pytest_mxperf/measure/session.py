@@ -84,7 +84,7 @@ class RecordedSetup:
         return self.line
 
 
-#: how a ready recorded setup's line begins (``command_line.recorded_setup``), and on the paired path
+#: how a ready recorded setup's line begins (``measure/comparison.recorded_setup``), and on the paired path
 SETTLED_SAID = "mxperf: suspects are settled in a duet against the recorded setup: "
 PAIRED_SAID = "mxperf: every cell the baseline records is measured in pairs with the recorded setup from its first process: "
 
@@ -313,7 +313,7 @@ class PerfSession:
 
     def planned(self, plan: Plan, setup: Optional[RecordedSetup] = None, from_start: str = "") -> None:
         """The plan, when collection ends (before any test measures), and in baseline mode the
-        recorded setup, rebuilt then (``command_line.recorded_setup``), and why every cell is
+        recorded setup, rebuilt then (``measure/comparison.recorded_setup``), and why every cell is
         measured in pairs with it from the first process ("": the cheap path)."""
         comparison = self.context.comparison
         if setup is not None:

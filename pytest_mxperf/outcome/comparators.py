@@ -2,19 +2,23 @@
 
 A comparator implements one small interface:
 
-* ``judge(cells, final)``: every judged figure of the measured ``cells`` (each process
+* ``judge(cells, final, state)``: every judged figure of the measured ``cells`` (each process
   labelled with the machine's state, as new values), ``final`` the cells that get no more
-  measuring: (verdicts, the cells as judged). The interim results after each cell use the
-  same call (``final`` empty).
-* ``more(verdicts, cells, suspects, spent)``: what more to measure to settle ``suspects``,
-  as ``MoreToMeasure`` values naming both sides (install and environment), the kind (more
-  processes, duet pairs or process pairs), the count, the cost and the cell's minimum effect;
-  with the cells that become final and what the confirmation said (``Confirmation``).
-* ``conclude(verdicts, cells)``: the verdicts with what the comparator adds last (baseline
-  mode: what changed around each figure since the baseline).
+  measuring: (verdicts, the cells as judged, the next state). The interim results after each
+  cell use the same call (``final`` empty, a fresh state).
+* ``suspects(verdicts, cells, state)``: the cells to measure again, and the next state.
+* ``more(verdicts, cells, suspects, spent, state)``: what more to measure to settle
+  ``suspects``, as ``MoreToMeasure`` values naming both sides (install and environment), the
+  kind (more processes, duet pairs or process pairs), the count, the cost and the cell's
+  minimum effect; with the cells that become final and what the confirmation said
+  (``Confirmation``), and the next state.
+* ``conclude(verdicts, cells, state)``: the verdicts with what the comparator adds last
+  (baseline mode: what changed around each figure since the baseline).
 
-``choose`` decides the mode, in one place: A/B when a reference install is named, else this
-machine's baseline. ``settle`` is the loop both use: judge, measure what the comparator asks
+The state (``Settling``) is a value each step returns and the next takes: a comparator keeps
+nothing between calls. ``choose`` picks the comparator of the session's comparison, decided
+once (``measure/comparison.py``: A/B when a reference install is named, else this machine's
+baseline). ``settle`` is the loop both use: judge, measure what the comparator asks
 for (saying its cost first and its progress as it goes), judge again, at most ``rounds``
 times; a suspect left after that is final when the comparator says so (``late_final``).
 """
@@ -30,17 +34,9 @@ from pytest_mxperf.judge.thresholds import MinEffects
 from pytest_mxperf.measure import planning
 from pytest_mxperf.measure.scheduler import MoreToMeasure, Side
 from pytest_mxperf.measure.ledger import CellRecord
-from pytest_mxperf.measure.session import Comparison, SessionContext
+from pytest_mxperf.measure.session import SessionContext
 from pytest_mxperf.model.measurement import cell_of
 from pytest_mxperf.outcome import ab_judging, judging
-
-def comparison_for(reference: Optional[str], requirement: Optional[str] = None) -> Comparison:
-    """The session's comparison from the settled ``--perf-reference`` (an interpreter, or
-    None): the only place the option decides the mode."""
-    if reference:
-        return Comparison("ab", reference=reference, requirement=requirement)
-    return Comparison("baseline")
-
 
 @dataclasses.dataclass(frozen=True)
 class Confirmation:
