@@ -236,3 +236,15 @@ def test_every_kind_of_cell_is_declared_in_the_registry_alone():
                 if len(strs) >= 2 and len(strs) == len(node.elts) and set(strs) <= names:
                     found.append(f"{path.relative_to(ROOT)}:{node.lineno} {strs}")
     assert not found, found
+
+
+def test_the_results_index_names_what_each_claim_rests_on():
+    """benchmarks/results/INDEX.md is what benchmarks/results_index.py writes from the docs as they
+    are (run it after a doc or a results file changes), and every results file a doc names exists."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("results_index", ROOT / "benchmarks" / "results_index.py")
+    index = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(index)
+    assert index.missing(ROOT) == []
+    assert (ROOT / "benchmarks" / "results" / "INDEX.md").read_text() == index.index_text(ROOT), \
+        "benchmarks/results/INDEX.md is stale: run python benchmarks/results_index.py"
