@@ -110,15 +110,19 @@ class _MarkerCosts(Mapping):
 
     def __init__(self, get, other=None):
         self._get, self._other = get, other
+        self._at: Tuple[int, Dict[str, Any]] = (-1, {})
 
     def _table(self) -> Dict[str, Any]:
-        out: Dict[str, Any] = {}
-        for k in kinds.kinds():
-            if k.marker and k.process_seconds is not None:
-                out.setdefault(k.marker, self._get(k))
-        if self._other is not None:
-            out[""] = self._other
-        return out
+        """The table at the registry's version (made again only after it changed)."""
+        if self._at[0] != kinds.version():
+            out: Dict[str, Any] = {}
+            for k in kinds.kinds():
+                if k.marker and k.process_seconds is not None:
+                    out.setdefault(k.marker, self._get(k))
+            if self._other is not None:
+                out[""] = self._other
+            self._at = (kinds.version(), out)
+        return self._at[1]
 
     def __getitem__(self, marker: str):
         return self._table()[marker]

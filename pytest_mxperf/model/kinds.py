@@ -19,6 +19,7 @@ the workers both read it.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Set as AbstractSet
 from typing import Callable, Dict, Iterator, Mapping, Optional, Tuple
 
@@ -153,7 +154,7 @@ class Kind:
                 out[name] = float(v)
         return out
 
-    @property
+    @functools.cached_property
     def figures(self) -> Tuple[str, ...]:
         """Every figure a process of this kind may yield, the primary first."""
         return tuple(dict.fromkeys((self.primary,) + self.judged + self.shown + COMMON_FIGURES))
@@ -161,6 +162,13 @@ class Kind:
 
 _FIGURES: Dict[str, Metric] = {}
 _KINDS: Dict[str, Kind] = {}
+#: raised by every change of the registry: what the views below computed from it stands until then
+_VERSION = [0]
+
+
+def version() -> int:
+    """How many times the registry changed: a view computed at one version holds until the next."""
+    return _VERSION[0]
 
 
 def add_figure(metric: Metric) -> Metric:
@@ -168,7 +176,9 @@ def add_figure(metric: Metric) -> Metric:
     known = _FIGURES.get(metric.name)
     if known is not None and known != metric:
         raise ValueError(f"figure {metric.name!r} is declared already, otherwise ({known})")
-    _FIGURES[metric.name] = metric
+    if known is None:
+        _FIGURES[metric.name] = metric
+        _VERSION[0] += 1
     return metric
 
 
@@ -178,13 +188,16 @@ def register(kind: Kind) -> Kind:
     known = _KINDS.get(kind.name)
     if known is not None and known != kind:
         raise ValueError(f"kind {kind.name!r} is declared already, otherwise")
-    _KINDS[kind.name] = kind
+    if known is None:
+        _KINDS[kind.name] = kind
+        _VERSION[0] += 1
     return kind
 
 
 def unregister(name: str) -> None:
     """Take a kind out of the registry (a test's toy kind, after the test)."""
-    _KINDS.pop(name, None)
+    if _KINDS.pop(name, None) is not None:
+        _VERSION[0] += 1
 
 
 def kind(name: str) -> Kind:
@@ -246,10 +259,22 @@ class _Names(AbstractSet):
     them in that order."""
 
     def __init__(self, names: Callable[[], Tuple[str, ...]]):
-        self._names = names
+        self._make = names
+        self._at: Tuple[int, Tuple[str, ...], frozenset] = (-1, (), frozenset())
+
+    def _names(self) -> Tuple[str, ...]:
+        return self._now()[1]
+
+    def _now(self) -> Tuple[int, Tuple[str, ...], frozenset]:
+        """The names at the registry's version, made again only after it changed (a workload
+        checks its mode against ``MODES``: a replayed study makes millions)."""
+        if self._at[0] != _VERSION[0]:
+            names = self._make()
+            self._at = (_VERSION[0], names, frozenset(names))
+        return self._at
 
     def __contains__(self, name) -> bool:
-        return name in self._names()
+        return name in self._now()[2]
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._names())
@@ -284,6 +309,16 @@ class _FiguresView(Mapping):
         return repr(dict(_FIGURES))
 
 
+def _kinds_where(keep: Callable[[Kind], bool], name: Callable[[Kind], str] = lambda k: k.name) -> _Names:
+    """The live names (``name(kind)``, each once, in declaration order) of the kinds ``keep`` takes."""
+    return _Names(lambda: tuple(dict.fromkeys(name(k) for k in _KINDS.values() if keep(k))))
+
+
+def _figures_where(keep: Callable[[Metric], bool]) -> _Names:
+    """The live names of the figures ``keep`` takes."""
+    return _Names(lambda: tuple(n for n, m in _FIGURES.items() if keep(m)))
+
+
 #: figure name -> Metric, every declared figure
 METRICS: Mapping[str, Metric] = _FiguresView()
 #: kind -> its primary figure's name
@@ -291,34 +326,33 @@ PRIMARY: Mapping[str, str] = _Views(lambda k: k.primary)
 #: kind -> the figures judged beside its primary, when present (kinds with any)
 SECONDARY: Mapping[str, Tuple[str, ...]] = _Views(lambda k: k.judged, lambda k: bool(k.judged))
 #: every kind's name
-MODES = _Names(lambda: tuple(_KINDS))
+MODES = _kinds_where(lambda k: True)
 #: kinds whose process i runs with seed i
-SEEDED_MODES = _Names(lambda: tuple(k.name for k in _KINDS.values() if k.seeded))
+SEEDED_MODES = _kinds_where(lambda k: k.seeded)
 #: kinds reduced precision applies to
-INFERENCE_MODES = _Names(lambda: tuple(k.name for k in _KINDS.values() if k.inference))
+INFERENCE_MODES = _kinds_where(lambda k: k.inference)
 #: kinds whose throughput counts network passes
-FLOP_MODES = _Names(lambda: tuple(k.name for k in _KINDS.values() if k.flops))
+FLOP_MODES = _kinds_where(lambda k: k.flops)
 #: kinds the published tables hold floors of
-FLOOR_MODES = _Names(lambda: tuple(k.name for k in _KINDS.values() if k.floors))
+FLOOR_MODES = _kinds_where(lambda k: k.floors)
 #: the kinds whose workers serve duet rounds
-RESIDENT_KINDS = _Names(lambda: tuple(k.name for k in _KINDS.values() if k.resident))
+RESIDENT_KINDS = _kinds_where(lambda k: k.resident)
 #: the markers of the kinds whose workers serve duet rounds, and of those whose do not
-RESIDENT_MARKERS = _Names(lambda: tuple(dict.fromkeys(k.marker for k in _KINDS.values() if k.resident and k.marker)))
-PROCESS_PAIR_MARKERS = _Names(lambda: tuple(dict.fromkeys(
-    k.marker for k in _KINDS.values() if not k.resident and k.marker and k.marker not in RESIDENT_MARKERS)))
+RESIDENT_MARKERS = _kinds_where(lambda k: k.resident and bool(k.marker), lambda k: k.marker)
+PROCESS_PAIR_MARKERS = _kinds_where(lambda k: not k.resident and bool(k.marker) and k.marker not in RESIDENT_MARKERS,
+                                    lambda k: k.marker)
 #: kinds the throughput worker measures (score, train, latency: what the profile worker can profile)
-THROUGHPUT_MODES = _Names(lambda: tuple(k.name for k in _KINDS.values() if k.worker == THROUGHPUT_WORKER))
+THROUGHPUT_MODES = _kinds_where(lambda k: k.worker == THROUGHPUT_WORKER)
 #: worker modules that serve duet rounds
-RESIDENT_MODULES = _Names(lambda: tuple(dict.fromkeys(k.worker for k in _KINDS.values() if k.resident)))
+RESIDENT_MODULES = _kinds_where(lambda k: k.resident, lambda k: k.worker)
 #: worker modules whose rounds are the measured work itself
-TO_THE_END = _Names(lambda: tuple(dict.fromkeys(k.worker for k in _KINDS.values() if k.to_the_end)))
+TO_THE_END = _kinds_where(lambda k: k.to_the_end, lambda k: k.worker)
 #: figures a duet estimates from its rounds run back to back / each side's run to its end /
 #: measured after the rounds; tails
-ROUND_FIGURES = _Names(lambda: tuple(n for n, m in _FIGURES.items() if m.paired == "rounds"))
-RUN_FIGURES = _Names(lambda: tuple(n for n, m in _FIGURES.items() if m.paired == "run"))
-AFTER_ROUNDS = _Names(lambda: tuple(n for n, m in _FIGURES.items() if m.paired == "after"))
-TAILS = _Names(lambda: tuple(n for n, m in _FIGURES.items() if m.tail))
-
+ROUND_FIGURES = _figures_where(lambda m: m.paired == "rounds")
+RUN_FIGURES = _figures_where(lambda m: m.paired == "run")
+AFTER_ROUNDS = _figures_where(lambda m: m.paired == "after")
+TAILS = _figures_where(lambda m: m.tail)
 
 for _m in (
     Metric("throughput", "img/s", True, "processes", "throughput", paired="rounds"),
