@@ -433,9 +433,9 @@ def run_session(corpus: Corpus, measures: Sequence[Callable[..., CellMeasurement
     ``measures[i]`` as its ``remeasure``; then ``finish.end_session``, on the session's
     simulated clock. ``known``: this machine's history of duet pair spreads (rows as
     ``HistoryStore.pair_spreads`` gives them), read into the plan as the plugin reads it, with
-    the pairs a cell gets before its first look that follow from it (``command_line.first_pairs``).
+    the pairs a cell gets before its first look that follow from it (``known.first_pairs``).
     ``say``: given what the end of the session says while it settles (``finish.end_session``'s)."""
-    from pytest_mxperf import command_line
+    from pytest_mxperf.measure import known as known_history
     from pytest_mxperf.measure import planning
     options = PerfOptions(reference=REFERENCE) if ab else PerfOptions()
     clock = ReplayClock(FIXED_BUDGET, options.time_budget + planning.PROCESS_OVERHEAD_S)
@@ -445,7 +445,7 @@ def run_session(corpus: Corpus, measures: Sequence[Callable[..., CellMeasurement
     made = planning.plan_for([planning.Planned(measuring=True, markers=m) for m in markers], options, ab)
     plan = made.plan
     if known:
-        first = command_line.first_pairs(options, known) if ab else planning.FirstPairs(plan.duet_pairs)
+        first = known_history.first_pairs(options, known) if ab else planning.FirstPairs(plan.duet_pairs)
         plan = dataclasses.replace(plan, pair_spreads=tuple(known), duet_pairs=first.pairs, one_pair_cells=first.cells)
     session.planned(plan, setup)
     plan = session.context.plan
@@ -715,7 +715,7 @@ def rates(mode: str, corpus: Corpus, n_cells: int, effect: float, sessions: int,
 
 
 #: the sessions an "ab-history" replay's history holds before it: as many as the plugin reads
-#: (``command_line.KNOWN_SESSIONS``)
+#: (``measure/known.KNOWN_SESSIONS``)
 HISTORY_SESSIONS = 3
 
 

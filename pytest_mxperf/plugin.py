@@ -1,5 +1,6 @@
 """pytest wiring: markers, fixtures and hooks, each delegating in a few lines. The options
-are ``command_line.py``'s, the plan ``measure/planning.py``'s, the end of a session
+are ``command_line.py``'s; the session's start and its plan ``session_start.py``'s, the grid
+and the selection ``collection.py``'s (the cost model ``measure/planning.py``'s); the end of a session
 ``outcome/finish.py``'s, what it shows ``output/``'s. State on pytest's config goes through
 ``config.stash``.
 
@@ -14,7 +15,7 @@ import time
 
 import pytest
 
-from pytest_mxperf import command_line
+from pytest_mxperf import collection, command_line, session_start
 from pytest_mxperf.measure import planning
 from pytest_mxperf.measure.fixture import Measurer
 from pytest_mxperf.measure.ledger import NOT_REACHED, Event
@@ -43,11 +44,12 @@ MARKERS = {
 }
 
 #: what the plugin keeps on pytest's config: the session, the grids of the collected tests,
-#: what its selection deselected, every test deselected (by anything), whether the selection
+#: what its selection deselected, the project's thresholds (read once with the options), every test deselected (by anything), whether the selection
 #: left no measuring test, and the end of the session's outcome
 SESSION = pytest.StashKey[PerfSession]()
 GRIDS = pytest.StashKey[dict]()
-SELECTION = pytest.StashKey[command_line.Selection]()
+SELECTION = pytest.StashKey[collection.Selection]()
+THRESHOLDS = pytest.StashKey[tuple]()
 DESELECTED = pytest.StashKey[list]()
 NONE_SELECTED = pytest.StashKey[bool]()
 OUTCOME = pytest.StashKey[object]()
@@ -75,7 +77,8 @@ def markers() -> dict:
 def pytest_configure(config):
     for name, doc in markers().items():
         config.addinivalue_line("markers", f"{name}: {doc}")
-    config.stash[SESSION] = command_line.start_session(config)
+    options, config.stash[THRESHOLDS] = command_line.read(config)
+    config.stash[SESSION] = session_start.start_session(config, options)
 
 
 def _session(config) -> PerfSession:
@@ -83,12 +86,12 @@ def _session(config) -> PerfSession:
 
 
 def pytest_generate_tests(metafunc):
-    command_line.parametrize(metafunc, _session(metafunc.config).context.options)
+    collection.parametrize(metafunc, _session(metafunc.config).context.options)
 
 
 @pytest.hookimpl(trylast=True)  # after -m/-k and --deselect
 def pytest_collection_modifyitems(session, config, items):
-    config.stash[SELECTION] = command_line.select(config, items, _session(config).context.options)
+    config.stash[SELECTION] = collection.select(config, items, _session(config).context.options)
 
 
 def pytest_deselected(items):
@@ -97,16 +100,17 @@ def pytest_deselected(items):
 
 
 def pytest_collection_finish(session):
-    """Say what the session will cost before it starts (``command_line.plan``), or, when the
-    selection left none of the measuring tests collected, why (``command_line.none_selected``)."""
+    """Say what the session will cost before it starts (``session_start.plan``), or, when the
+    selection left none of the measuring tests collected, why (``collection.none_selected``)."""
     config = session.config
     s = config.stash.get(SESSION, None)
     if s is not None:
-        selection = config.stash.get(SELECTION, command_line.Selection())
+        selection = config.stash.get(SELECTION, collection.Selection())
         plan, setup, from_start = None, None, ""
-        config.stash[NONE_SELECTED] = command_line.none_selected(session, selection, config.stash.get(DESELECTED, []))
+        config.stash[NONE_SELECTED] = collection.none_selected(session, selection, config.stash.get(DESELECTED, []))
         if not config.stash[NONE_SELECTED]:
-            plan, config.stash[GRIDS], setup, from_start = command_line.plan(session, s, selection.slow)
+            plan, config.stash[GRIDS], setup, from_start = session_start.plan(session, s, selection.slow,
+                                                                            config.stash.get(THRESHOLDS, ()))
         s.planned(plan or Plan(deselected_slow=selection.slow), setup, from_start)
 
 
@@ -121,9 +125,7 @@ def mxperf(request, record_property, mxperf_session):
     node, s = request.node, mxperf_session
     params = planning.grid_params(node)
     grid = request.config.stash.get(GRIDS, {}).get(planning.grid_key(node), ()) if params else ()
-    # a grid of CPU cells shares worker processes (Scheduler.can_share_process): its first test measures it all
-    shares = len(grid) >= 2 and all(str(c).startswith("cpu") for c in params.get("ctx", ("cpu",)))
-    late = s.clock.past_deadline(node.nodeid, grid=shares)
+    late = s.clock.past_deadline(node.nodeid, grid=planning.grid_shares_workers(node, grid))
     if late:
         s.ledger.event(Event(NOT_REACHED, late, node.nodeid))
         pytest.skip(late)

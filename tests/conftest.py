@@ -7,7 +7,9 @@ import pytest
 # imports these lazily) would be a new object in the next, and its exceptions another class
 # than the one an older module's ``except`` names (seen: distributions.InstallError raised
 # past ``baseline_requirement``'s handler as an INTERNALERROR, only after test_deadline ran)
+import pytest_mxperf.collection  # noqa: E402,F401
 import pytest_mxperf.command_line  # noqa: E402,F401
+import pytest_mxperf.session_start  # noqa: E402,F401
 import pytest_mxperf.proc.distributions  # noqa: E402,F401
 
 pytest_plugins = ["pytester"]

@@ -225,20 +225,20 @@ def test_one_pair_first_for_each_cell_whose_own_spread_and_its_kind_s_the_histor
 def test_the_history_s_figure_rows_are_summed_per_kind_and_its_kind_rows_not_counted_again():
     from types import SimpleNamespace
 
-    from pytest_mxperf import command_line
+    from pytest_mxperf.measure import known
     o = SimpleNamespace(duet_pairs=3)
     rows = [(KEYS[0], 0.01, 6), (KEYS[1], 0.01, 6), ("rounds/score", 0.02, 12)]
-    assert command_line.first_pairs(o, rows).cells == tuple(sorted(KEYS))
-    assert command_line.first_pairs(o, rows[:1] + rows[2:]).cells == ()  # 6 df of score figures, the kind row aside
+    assert known.first_pairs(o, rows).cells == tuple(sorted(KEYS))
+    assert known.first_pairs(o, rows[:1] + rows[2:]).cells == ()  # 6 df of score figures, the kind row aside
     # another kind short of degrees of freedom does not hold the score cells to three pairs
     dist = "dist/mlp/b256/cpu:0/float32/threads=1/kv=local"
-    first = command_line.first_pairs(o, rows + [(dist, 0.0001, 2)])
+    first = known.first_pairs(o, rows + [(dist, 0.0001, 2)])
     assert first.cells == tuple(sorted(KEYS)) and first.of(dist) == 3, first
     # a cell's own rows: the least of its figures' degrees of freedom
     lat = "latency/lenet/b1/cpu:0/float32/threads=auto"
     rows = [(lat, 0.1, 12), (lat + "#latency_p50_ms", 0.01, 1), (lat.replace("lenet", "mlp"), 0.1, 12),
             (lat.replace("lenet", "mlp") + "#latency_p50_ms", 0.01, 12)]
-    assert command_line.first_pairs(o, rows).cells == (lat.replace("lenet", "mlp"),)
+    assert known.first_pairs(o, rows).cells == (lat.replace("lenet", "mlp"),)
 
 
 def test_a_paired_session_whose_machine_knows_the_spread_gives_each_cell_one_pair_before_its_first_look(box):

@@ -177,3 +177,38 @@ def test_the_child_sides_copies_of_the_kinds_are_the_registrys():
     # the FLOP counter's kinds: every kind whose throughput counts network passes, each once
     assert set(flops.SCORE_MODES) | set(flops.TRAIN_MODES) == set(kinds.FLOP_MODES)
     assert not set(flops.SCORE_MODES) & set(flops.TRAIN_MODES)
+
+
+def test_a_tests_kind_is_read_from_its_markers_and_decides_whether_its_grid_shares_workers():
+    """The plan and the deadline read a collected test's kind from the registry
+    (``kinds.of_test``): ``training`` is a grid's training throughput with a grid cell and a
+    time-to-accuracy run without; a grid whose kind keeps processes of its own is not priced
+    nor scheduled as one worker process measuring every cell."""
+    from types import SimpleNamespace
+
+    from pytest_mxperf.measure import planning
+    assert kinds.of_test({"cpu", "training"}, True).name == "train"
+    assert kinds.of_test({"cpu", "training"}, False).name == "convergence"
+    assert kinds.of_test({"cpu", "scoring"}, False).name == "score"  # no kind of its own: the marker's
+    assert kinds.of_test({"cpu", "slow"}, True) is None
+    assert planning.kind_shares({"latency"}) and planning.kind_shares({"cpu"})
+    assert not planning.kind_shares({"io"})
+
+    def item(*marks, ctx=("cpu:0",)):
+        return SimpleNamespace(callspec=SimpleNamespace(params={"model": "m", "batch_size": 1, "ctx": list(ctx)}),
+                               iter_markers=lambda: [SimpleNamespace(name=m) for m in marks])
+    two = [{"model": "m"}, {"model": "n"}]
+    assert planning.grid_shares_workers(item("scoring"), two)
+    assert not planning.grid_shares_workers(item("scoring"), two[:1])
+    assert not planning.grid_shares_workers(item("scoring", ctx=("gpu:0",)), two)
+    lone = kinds.Kind("toyg", "toyg_worker", "throughput", "toys", marker="toyg", process_seconds=2.0)
+    kinds.register(lone)
+    try:
+        assert not planning.grid_shares_workers(item("toyg"), two)
+        tests = [planning.Planned(measuring=True, priority=None, group=("t", m), markers=frozenset({"toyg", "cpu"}),
+                                  cell=(m, 1, "cpu"), function="f.py::t", nodeid=f"f.py::t[{m}]") for m in "mn"]
+        est = planning.estimate(tests, processes=1, can_share=True)
+        assert est.shared_cells == 0 and est.fresh_tests == 2 and est.fresh_kinds == ("toyg",)
+        assert est.fresh_seconds == pytest.approx(2 * 2.0 * planning.ZEN3_SECOND)  # its own cost, twice
+    finally:
+        kinds.unregister("toyg")

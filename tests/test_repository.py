@@ -92,7 +92,7 @@ FLOORS = [
     {"output"},                   # what a session shows and writes
     {"outcome"},                  # the end of a session: judge, confirm, record, write
     {"cli"},                      # command-line tools
-    {"plugin", "command_line", "hookspecs", ""},  # the pytest wiring and the package itself
+    {"plugin", "command_line", "collection", "session_start", "hookspecs", ""},  # the pytest wiring, the package
 ]
 
 

@@ -18,7 +18,7 @@ import pytest
 
 import stand_ins
 
-from pytest_mxperf import command_line
+from pytest_mxperf import collection
 from pytest_mxperf.history.fleet import shard_of
 from pytest_mxperf.model.options import PerfOptions
 from pytest_mxperf.model.outcome import EXIT_NONE_SELECTED
@@ -81,38 +81,38 @@ def _config(directory, *args):
 def test_a_test_named_by_its_node_id_is_asked_for(tmp_path):
     sub = tmp_path / "sub"
     sub.mkdir()
-    named = command_line.named_on_the_command_line(
+    named = collection.named_on_the_command_line(
         _config(sub, "../test_x.py::test_grid[cpu0-mlp-b64]", "../test_x.py::test_plain", "other.py::test_grid[b1]",
                 "../test_x.py"))
     options = PerfOptions()
     cell = _item(tmp_path, "test_grid[cpu0-mlp-b64]", model="mlp", batch_size=64)
-    assert command_line.asked_for(cell, named, options)
-    assert command_line.asked_for(_item(tmp_path, "test_plain"), named, options)  # no parameters: its id names it
-    assert not command_line.asked_for(_item(tmp_path, "test_grid[cpu0-mlp-b1]", model="mlp", batch_size=1),
+    assert collection.asked_for(cell, named, options)
+    assert collection.asked_for(_item(tmp_path, "test_plain"), named, options)  # no parameters: its id names it
+    assert not collection.asked_for(_item(tmp_path, "test_grid[cpu0-mlp-b1]", model="mlp", batch_size=1),
                                       named, options)
     # the function without its parameters names the grid, not a cell; another file's test is another test
-    grid_only = command_line.named_on_the_command_line(_config(tmp_path, "test_x.py::test_grid", "other.py::"
+    grid_only = collection.named_on_the_command_line(_config(tmp_path, "test_x.py::test_grid", "other.py::"
                                                                 "test_grid[cpu0-mlp-b64]"))
-    assert not command_line.asked_for(cell, grid_only, options)
+    assert not collection.asked_for(cell, grid_only, options)
 
 
 def test_a_grid_cell_is_asked_for_by_its_model_and_batch_size_both_given(tmp_path):
     none = frozenset()
     cell = _item(tmp_path, "test_grid[cpu0-mlp-b64]", model="mlp", batch_size=64, ctx=["cpu:0"])
     both = PerfOptions(models=("lenet", "mlp"), batch_sizes=(1, 64))
-    assert command_line.asked_for(cell, none, both)
-    assert not command_line.asked_for(_item(tmp_path, "t[alexnet-b64]", model="alexnet", batch_size=64), none, both)
-    assert not command_line.asked_for(_item(tmp_path, "t[mlp-b8]", model="mlp", batch_size=8), none, both)
-    assert not command_line.asked_for(cell, none, PerfOptions(batch_sizes=(64,)))    # the model not named
-    assert not command_line.asked_for(cell, none, PerfOptions(models=("mlp",)))      # the batch size not named
-    assert not command_line.asked_for(cell, none, PerfOptions())
+    assert collection.asked_for(cell, none, both)
+    assert not collection.asked_for(_item(tmp_path, "t[alexnet-b64]", model="alexnet", batch_size=64), none, both)
+    assert not collection.asked_for(_item(tmp_path, "t[mlp-b8]", model="mlp", batch_size=8), none, both)
+    assert not collection.asked_for(cell, none, PerfOptions(batch_sizes=(64,)))    # the model not named
+    assert not collection.asked_for(cell, none, PerfOptions(models=("mlp",)))      # the batch size not named
+    assert not collection.asked_for(cell, none, PerfOptions())
     # a grid of batch sizes only (the test fixes its model): the batch size names the cell
     batch_only = _item(tmp_path, "t[b64]", batch_size=64)
-    assert command_line.asked_for(batch_only, none, PerfOptions(batch_sizes=(64,)))
-    assert not command_line.asked_for(batch_only, none, PerfOptions(batch_sizes=(1,)))
+    assert collection.asked_for(batch_only, none, PerfOptions(batch_sizes=(64,)))
+    assert not collection.asked_for(batch_only, none, PerfOptions(batch_sizes=(1,)))
     # a test with cells of its own (no batch_size parameter): only its node id names it
     fixed = _item(tmp_path, "t[bfloat16]", dtype="bfloat16")
-    assert not command_line.asked_for(fixed, none, PerfOptions(models=("resnet50_v2",), batch_sizes=(8,)))
+    assert not collection.asked_for(fixed, none, PerfOptions(models=("resnet50_v2",), batch_sizes=(8,)))
 
 
 # ----------------------------------------------------------------------------- rule 1, end to end

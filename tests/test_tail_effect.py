@@ -112,7 +112,7 @@ def test_spread_families():
     assert fam(THROUGHPUT, "train/a/b8") == "rounds/train" and fam(METRICS["comm_seconds"], "kvstore/a") == "rounds/kvstore"
     assert fam(P99, "latency/a/b1") == "latency_p99_ms" != fam(P50, "latency/a/b1#latency_p50_ms")
     # a history row is read by its figure key alone; a family's own row names no figure
-    assert ab_judging.family_of_key("score/a/b1") == "rounds/score"
-    assert ab_judging.family_of_key("latency/a/b1") == "latency_p99_ms"
-    assert ab_judging.family_of_key("latency/a/b1#latency_p50_ms") == "latency_p50_ms"
-    assert ab_judging.family_of_key("rounds/score") is None and ab_judging.family_of_key("rounds") is None
+    assert verdict_duet.family_of_key("score/a/b1") == "rounds/score"
+    assert verdict_duet.family_of_key("latency/a/b1") == "latency_p99_ms"
+    assert verdict_duet.family_of_key("latency/a/b1#latency_p50_ms") == "latency_p50_ms"
+    assert verdict_duet.family_of_key("rounds/score") is None and verdict_duet.family_of_key("rounds") is None

@@ -37,7 +37,10 @@ import statistics
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 from pytest_mxperf.judge.thresholds import FDR_Q, MIN_EFFECT, NOISE_LIMIT_Z, effect_for
+from pytest_mxperf.judge.sequential import Spread
 from pytest_mxperf.judge.verdict_record import Verdict
+from pytest_mxperf.model import kinds
+from pytest_mxperf.model.measurement import METRICS, PRIMARY, cell_of, split_metric_key
 from pytest_mxperf.model import options, stats
 from pytest_mxperf.model.measurement import Metric
 
@@ -93,7 +96,7 @@ SEQUENTIAL_MAX_PAIRS = MAX_PAIRS
 ALPHA_PASS = 0.05
 
 
-def judge_duet_sequential(cells: Mapping[str, DuetPairing], spreads: Mapping[str, "sequential.Spread"], *,
+def judge_duet_sequential(cells: Mapping[str, DuetPairing], spreads: Mapping[str, Spread], *,
                           min_effect: float = MIN_EFFECT, q: float = FDR_Q,
                           max_pairs: int = SEQUENTIAL_MAX_PAIRS) -> Dict[str, Verdict]:
     """Duet verdicts by the pair-by-pair rule (``judge/sequential.py``): each figure judged on
@@ -282,3 +285,38 @@ def next_look(signed: Sequence[float], sd: Optional[float], df: Optional[int], *
         return 0
     need = pairs_to_call(signed, sd, df, min_effect=min_effect, q=q, n_figures=n_figures, max_pairs=max_pairs) - n
     return int(min(left, max(1, min(need, max(n, STAGE1_PAIRS - n)))))
+
+
+# ----------------------------------------------------------------------------- which spreads pool
+
+def spread_family(metric, key: str) -> str:
+    """Which figures share a pooled spread: the figures the rounds time (``kinds.ROUND_FIGURES``: the
+    ratio of two sides' rounds run back to back) of one kind of cell (the first part of the
+    figure's ``key``: score, train, io, kvstore, ...) are one family, ``rounds/<kind>``; any
+    other figure (a latency percentile: the ratio of the two sides' slowest batches, which a
+    neighbour's timeslice sets) is its own."""
+    if metric.name in kinds.ROUND_FIGURES:
+        return f"rounds/{cell_of(key).split('/', 1)[0]}"
+    return metric.name
+
+
+def family_of_key(key: str) -> Optional[str]:
+    """``spread_family`` of a figure known by its key alone (a history row); None for a key
+    that names no figure of a kind of cell (a family's own row, which the history also keeps)."""
+    cell, metric = split_metric_key(key)
+    if "/" not in cell:
+        return None
+    name = metric or PRIMARY.get(cell.split("/", 1)[0])
+    return spread_family(METRICS[name], key) if name in METRICS else None
+
+
+def history_by_kind(known: Mapping[str, Spread]) -> Dict[str, Spread]:
+    """This machine's history of duet pair spreads (figure key or kind -> Spread,
+    ``HistoryStore.pair_spreads``) summed per kind of figure (``family_of_key``) from its
+    figures' rows; the kinds' own rows, which the history also keeps, are not counted again."""
+    out: Dict[str, Spread] = {}
+    for k, s in known.items():
+        f = family_of_key(k)
+        if f is not None:
+            out[f] = out.get(f, Spread()) + s
+    return out

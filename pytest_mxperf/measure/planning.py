@@ -315,7 +315,7 @@ def estimate(tests: Sequence[Planned], processes: int, can_share: bool = True,
             per[t.nodeid] = ref[t.nodeid] * factor
             scaled += 1
             own += per[t.nodeid]
-        elif can_share and t.cell is not None and t.cell[2] == "cpu":
+        elif can_share and t.cell is not None and t.cell[2] == "cpu" and kind_shares(t.markers):
             groups.setdefault(t.function, []).append(t)
         else:
             fresh.append(t)
@@ -330,13 +330,14 @@ def estimate(tests: Sequence[Planned], processes: int, can_share: bool = True,
         # the first test of a grid measures every cell of it (``Measurer._grid_cells``); the
         # others find theirs measured
         per.update((t.nodeid, group_s if i == 0 else 0.0) for i, t in enumerate(members))
-    fresh_s, kinds = 0.0, []
+    fresh_s, names = 0.0, []
     for t in fresh:
-        kind = next((m for m in FRESH_PROCESS_S if m in t.markers and not (m == "training" and t.cell)), "")
+        k = kinds.of_test(t.markers, t.cell is not None)  # its kind's cost, else "other"'s
+        kind = k.marker if k is not None and k.process_seconds is not None else ""
         test_s = processes * dict(FRESH_PROCESS_S).get(kind, FRESH_OTHER_S) * factor
         fresh_s += test_s
         per[t.nodeid] = test_s
-        kinds.append(FRESH_NAMES[kind])
+        names.append(FRESH_NAMES[kind])
     settles = False  # whether the time outside the tests is the reference's, suspects settled included
     if known and mine and known.overhead is not None:
         start_end = known.overhead
@@ -345,7 +346,7 @@ def estimate(tests: Sequence[Planned], processes: int, can_share: bool = True,
     else:
         start_end = SESSION_S * factor
     return Estimate(start_end + own + shared_s + fresh_s, shared_n, shared_s, len(fresh), fresh_s,
-                    tuple(dict.fromkeys(kinds)), tuple(per.items()), mine, known.sessions if known and mine else 0,
+                    tuple(dict.fromkeys(names)), tuple(per.items()), mine, known.sessions if known and mine else 0,
                     known.of_setup if known and mine else None, scaled_tests=scaled, reference_settles=settles)
 
 
@@ -656,7 +657,7 @@ def planned(item) -> Planned:
         function="::".join(grid_key(item)), nodeid=item.nodeid)
 
 
-#: the parameters of the plugin's grid (``command_line.parametrize``): a test's cell
+#: the parameters of the plugin's grid (``collection.parametrize``): a test's cell
 GRID_PARAMS = ("model", "batch_size", "ctx")
 
 
@@ -667,6 +668,24 @@ def grid_params(item) -> dict:
 
 def grid_key(item) -> Tuple[str, str]:
     return (item.nodeid.split("::")[0], getattr(item, "originalname", item.name))
+
+
+def kind_shares(markers) -> bool:
+    """Whether the cells of a grid test with these markers are measured in worker processes of
+    several cells (``Scheduler.can_share_process``), as far as its kind decides: the kind its
+    markers name for a test with a grid cell (``kinds.of_test``) shares a worker, or it names
+    none (a grid of no kind's marker measures throughput cells)."""
+    own = kinds.of_test(markers, True)
+    return own is None or own.shares_process
+
+
+def grid_shares_workers(item, grid: Sequence[Any]) -> bool:
+    """Whether a grid test's first test measures its whole grid in shared worker processes,
+    which the deadline expects of it (``Clock.past_deadline``): two or more cells, all on CPU
+    contexts, of a kind that shares a worker (``kind_shares``)."""
+    ctx = grid_params(item).get("ctx", ("cpu",))
+    return (len(grid) >= 2 and all(str(c).startswith("cpu") for c in ctx)
+            and kind_shares(m.name for m in item.iter_markers()))
 
 
 def grid_seconds(plan: Any, nodeid: str) -> float:

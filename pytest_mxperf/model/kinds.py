@@ -221,6 +221,18 @@ def kinds() -> Tuple[Kind, ...]:
     return tuple(_KINDS.values())
 
 
+def of_test(markers, has_cell: bool) -> Optional[Kind]:
+    """The kind of cell a collected test measures, read from its markers (``Kind.marker``): of
+    the kinds whose marker it carries, in the registry's order, the first whose cells share a
+    worker (``shares_process``: a grid's kinds) when the test has a grid cell (``has_cell``:
+    model, batch size and contexts), the first whose cells have processes of their own when it
+    has none, else the first (two kinds declare ``training``: a grid's training throughput and
+    a time-to-accuracy run). None for a test that carries no kind's marker."""
+    marks = set(markers)
+    own = [k for k in _KINDS.values() if k.marker and k.marker in marks]
+    return next((k for k in own if k.shares_process == has_cell), own[0] if own else None)
+
+
 def check_figures(mode: str, names) -> None:
     """``UnknownFigure`` (one line) when a process of kind ``mode`` yielded a figure that is
     not one of its kind's (``Kind.figures``)."""

@@ -17,10 +17,11 @@ from pytest_mxperf.judge import ab_pairs, machine_states, verdict_duet
 from pytest_mxperf.judge import thresholds
 from pytest_mxperf.judge import verdict as vd
 from pytest_mxperf.judge.sequential import Spread
+from pytest_mxperf.judge.verdict_duet import history_by_kind, spread_family
 from pytest_mxperf.judge.thresholds import FDR_Q, effect_for
 from pytest_mxperf.measure.ledger import CellRecord
 from pytest_mxperf.model import kinds, stats
-from pytest_mxperf.model.measurement import METRICS, PRIMARY, SEEDED_MODES, cell_of, metric_key, split_metric_key
+from pytest_mxperf.model.measurement import SEEDED_MODES, cell_of, metric_key
 
 
 #: figures that are a rate of a duet's timed rounds (higher is better: score / train
@@ -149,18 +150,6 @@ def pooled_spreads(duets: Mapping[str, verdict_duet.DuetPairing], known: Mapping
     return out
 
 
-def history_by_kind(known: Mapping[str, Spread]) -> Dict[str, Spread]:
-    """This machine's history of duet pair spreads (figure key or kind -> Spread,
-    ``HistoryStore.pair_spreads``) summed per kind of figure (``family_of_key``) from its
-    figures' rows; the kinds' own rows, which the history also keeps, are not counted again."""
-    out: Dict[str, Spread] = {}
-    for k, s in known.items():
-        f = family_of_key(k)
-        if f is not None:
-            out[f] = out.get(f, Spread()) + s
-    return out
-
-
 def _spreads_of(duets: Mapping[str, verdict_duet.DuetPairing]) -> Dict[str, Spread]:
     """The duet figures' spreads in this session: pooled per kind (by family) and each
     figure's own (by its figure key)."""
@@ -226,27 +215,6 @@ def within_deadline(wanted: Dict[str, int], each: Dict[str, float], left: Option
             cut[k] += 1
             spare -= each
     return {k: n for k, n in cut.items() if n > 0}, (sum(cut.values()), sum(wanted.values()), max(left, 0.0))
-
-
-def spread_family(metric, key: str) -> str:
-    """Which figures share a pooled spread: the figures the rounds time (``_ROUND_FIGURES``: the
-    ratio of two sides' rounds run back to back) of one kind of cell (the first part of the
-    figure's ``key``: score, train, io, kvstore, ...) are one family, ``rounds/<kind>``; any
-    other figure (a latency percentile: the ratio of the two sides' slowest batches, which a
-    neighbour's timeslice sets) is its own."""
-    if metric.name in _ROUND_FIGURES:
-        return f"rounds/{cell_of(key).split('/', 1)[0]}"
-    return metric.name
-
-
-def family_of_key(key: str) -> Optional[str]:
-    """``spread_family`` of a figure known by its key alone (a history row); None for a key
-    that names no figure of a kind of cell (a family's own row, which the history also keeps)."""
-    cell, metric = split_metric_key(key)
-    if "/" not in cell:
-        return None
-    name = metric or PRIMARY.get(cell.split("/", 1)[0])
-    return spread_family(METRICS[name], key) if name in METRICS else None
 
 
 def shrunk_means(signed: Mapping[str, Sequence[float]], sds: Mapping[str, Optional[float]]) -> Dict[str, float]:

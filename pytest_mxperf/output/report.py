@@ -272,7 +272,7 @@ def plan_line(tests: int, options, ab_pairs: int, duet_pairs: int = 3, duet_test
             f"longer){cut}{slow}")
 
 
-#: what measures a slow test (``command_line.asked_for``)
+#: what measures a slow test (``collection.asked_for``)
 HOW_TO_ASK_FOR_SLOW = ("--perf-slow runs them, or name the cells: --perf-models and --perf-batch-sizes, "
                        "or a test's node id with its parameters")
 
