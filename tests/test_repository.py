@@ -216,6 +216,34 @@ def test_the_end_of_a_sessions_rules_keep_their_numbers_in_judge():
         _literal_constants(ROOT / "pytest_mxperf" / "judge" / "thresholds.py"))
 
 
+def _phrases(path):
+    """The string literals of ``path`` that are phrases (three words or more), docstrings and
+    annotations aside: text a person reads."""
+    import ast
+    tree = ast.parse(path.read_text())
+    skip = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.body \
+                and isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant):
+            skip.add(id(node.body[0].value))
+        anns = ([node.returns] if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) else []) + (
+            [node.annotation] if isinstance(node, (ast.arg, ast.AnnAssign)) else [])
+        skip.update(id(n) for ann in anns if ann is not None for n in ast.walk(ann))
+    return [f"{path.name}:{n.lineno} {n.value[:50]!r}" for n in ast.walk(tree)
+            if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in skip
+            and len(n.value.split()) >= 3]
+
+
+def test_the_end_of_a_session_words_nothing_itself():
+    """docs/architecture.md, "Why these floors": outcome/ decides kinds and passes facts; every
+    sentence a verdict, a cell or a profile carries from it is worded in output/
+    (``output/reasons.py``, ``output/messages.py``), so rewording a line changes no status. The
+    check finds a phrase where one is put back: output/reasons.py holds them."""
+    found = [p for path in sorted((ROOT / "pytest_mxperf" / "outcome").glob("*.py")) for p in _phrases(path)]
+    assert not found, found
+    assert len(_phrases(ROOT / "pytest_mxperf" / "output" / "reasons.py")) >= 20
+
+
 def test_every_kind_of_cell_is_declared_in_the_registry_alone():
     """docs/architecture.md, "One measurement model": the package names no kind's list of modes
     outside model/kinds.py (a tuple of two or more kinds' names, as the tables before it were).

@@ -16,6 +16,7 @@ from typing import Callable, Dict, Mapping, Optional, Sequence, Tuple
 from pytest_mxperf.judge import ab_pairs, machine_states, verdict_duet
 from pytest_mxperf.judge import thresholds
 from pytest_mxperf.judge import verdict as vd
+from pytest_mxperf.output import reasons
 from pytest_mxperf.judge.sequential import Spread
 from pytest_mxperf.judge.verdict_duet import history_by_kind, spread_family
 from pytest_mxperf.judge.thresholds import FDR_Q, effect_for
@@ -186,9 +187,8 @@ def judge_ab_once(cells: Dict[str, CellRecord], final: set, min_effect: float,
         slowed = sum(machine_states.SLOWED in (c.state, r.state) for c, r in cell.pairs())
         if slowed and v[mk].kind in ("suspect", "unresolved"):
             # rounds cancel a slow spell of the machine, not other work sharing its CPUs: say so
-            v[mk] = dataclasses.replace(v[mk], busy=True, reason=v[mk].reason + (
-                f" ({slowed} of {len(cell.pairs())} pair(s) ran while other processes took the CPUs: "
-                "re-run on a quiet machine)"))
+            v[mk] = dataclasses.replace(v[mk], busy=True, reason=reasons.busy_pairs(v[mk].reason, slowed,
+                                                                                   len(cell.pairs())))
     v.update(vd.judge_session(comparisons, min_effect=min_effect))
     return v
 

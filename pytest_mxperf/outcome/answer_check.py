@@ -15,6 +15,7 @@ from typing import Dict, Optional
 
 from pytest_mxperf.judge import answers as rule
 from pytest_mxperf.judge import verdict as vd
+from pytest_mxperf.output import reasons
 from pytest_mxperf.measure.ledger import CellRecord
 from pytest_mxperf.store.baselines import Baseline
 
@@ -33,8 +34,7 @@ def _unavailable(runs) -> Optional[str]:
     for r in runs:
         why = r.meta.answers_unavailable
         if why:
-            return (f"not compared: mxnet {r.mxnet_version or '(version unknown)'} could not compute this cell's "
-                    f"answers ({why}); its speed is judged all the same")
+            return reasons.answers_unavailable(r.mxnet_version, why)
     return None
 
 
@@ -63,9 +63,8 @@ def answer_verdicts(cells: Dict[str, CellRecord], baseline: Optional[Baseline], 
         version = _version(runs)
         check = rule.compare(current, reference, cell.workload.dtype,
                              same_release=bool(version and version == ref_version))
-        against = f"mxnet {ref_version}" if ref_version else "the reference"
         out[key + SUFFIX] = vd.Verdict(
-            kind=KINDS[check.kind], reason=f"{check.reason} (against {against})", metric="answers",
+            kind=KINDS[check.kind], reason=reasons.answers_against(check.reason, ref_version), metric="answers",
             unit="relative difference", change=check.distance, threshold=check.tolerance,
             n_current=len(current), n_baseline=len(reference))
     return out

@@ -30,6 +30,7 @@ from typing import Any, Callable, Dict, FrozenSet, Mapping, Optional, Sequence, 
 
 from pytest_mxperf.judge import thresholds
 from pytest_mxperf.judge import verdict as vd
+from pytest_mxperf.output import reasons
 from pytest_mxperf.judge.thresholds import MinEffects
 from pytest_mxperf.measure import planning
 from pytest_mxperf.measure.scheduler import MoreToMeasure, Side
@@ -196,16 +197,14 @@ class BaselineComparator:
         """Why every cell is measured against the recorded setup, or "" (only suspects)."""
         changes = judging.setup_changes(cells, self.baseline)
         if changes:
-            return "the session's setup is not the recorded one (" + "; ".join(changes[:4]) + (
-                f"; {len(changes) - 4} more" if len(changes) > 4 else "") + ")"
+            return reasons.setup_differs(changes)
         methods = judging.other_methods(cells, self.baseline)
         if methods:
             key = sorted(methods)[0]
-            return (f"{methods[key]}{f' ({len(methods)} cells)' if len(methods) > 1 else ''}: its figures are not "
-                    "compared figure for figure")
+            return reasons.measured_otherwise(methods[key], len(methods))
         found = sorted(k for k, v in verdicts.items() if v.kind == "regression" and cell_of(k) in paired)
         if found:
-            return f"a regression against the recorded setup ({found[0]}{' and more' if len(found) > 1 else ''})"
+            return reasons.regression_against_setup(found)
         return ""
 
     def more(self, verdicts, cells: Dict[str, CellRecord], suspects: FrozenSet[str], spent: float,
@@ -255,7 +254,7 @@ class BaselineComparator:
         cut = dict(state.cut)
         for k in wanted:
             if kept.get(k, 0) < wanted[k] and k not in paired:
-                cut[k] = "cut by --perf-deadline before its duet against the recorded setup"
+                cut[k] = reasons.CUT_BEFORE_ITS_DUET
         state = dataclasses.replace(state, complete=state.complete | _completed(last, wanted, kept),
                                     cut=tuple(sorted(cut.items())))
         more = tuple(MoreToMeasure(k, n, "duet" if cells[k].duets else "process-pairs", Side(o.python), sides[k],
@@ -281,8 +280,7 @@ class BaselineComparator:
         setup = self.setup
         e = effects(self.context, cells)
         if setup is not None and setup.status in ("unbuilt", "unfit"):
-            why = ("the recorded setup could not be rebuilt to settle it" if setup.status == "unbuilt" else
-                   "no install fits the setup the baseline recorded, to settle it")
+            why = reasons.SETUP_NOT_REBUILT if setup.status == "unbuilt" else reasons.NO_INSTALL_FITS
             verdicts = judging.unsettled(verdicts, {cell_of(k): why for k in judging.setup_suspects(verdicts, e)}, e)
         elif self.against_setup and state.cut:
             verdicts = judging.unsettled(verdicts, dict(state.cut), e)

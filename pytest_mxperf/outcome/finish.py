@@ -24,6 +24,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
 from pytest_mxperf.judge import thresholds
 from pytest_mxperf.judge import verdict as vd
+from pytest_mxperf.output import reasons
 from pytest_mxperf.measure import profiling as profiles
 from pytest_mxperf.measure.ledger import CellRecord
 from pytest_mxperf.measure.scheduler import Side
@@ -266,10 +267,10 @@ def failing_cells(cells: Mapping[str, CellRecord], verdicts: Mapping[str, vd.Ver
     for k, v in verdicts.items():
         key = cell_of(k)
         if v.failed and key in cells:
-            failing.setdefault(key, v.kind if key == k else f"{v.kind} of {k.partition('#')[2]}")
+            failing.setdefault(key, v.kind if key == k else reasons.failing_figure(v.kind, k.partition("#")[2]))
     for key, rec in cells.items():
         if rec.below_floor:
-            failing.setdefault(key, "below its floor")
+            failing.setdefault(key, reasons.BELOW_FLOOR)
     return failing
 
 
@@ -282,8 +283,8 @@ RECORDED_SETUP_TRACE = "recorded-setup"
 def _setup_unready(setup, env: Optional[Mapping[str, str]]) -> str:
     """Why a failing cell's recorded setup cannot be profiled now (its baseline kept no profile)."""
     if setup is None or not setup.ready:
-        return f"the recorded setup is {getattr(setup, 'status', None) or 'not rebuilt'}"
-    return "its recordings ran with different variables"
+        return reasons.setup_status(getattr(setup, "status", None))
+    return reasons.OTHER_VARIABLES
 
 
 def _recorded_env(runs) -> Optional[Dict[str, str]]:
@@ -336,8 +337,6 @@ def _profile(session: PerfSession, cells: Mapping[str, CellRecord], verdicts: Ma
                 then = run(key, setup.python, None, RECORDED_SETUP_TRACE, base=side.environ(environ))
                 out.append(Profiled(key, failing[key], current, then, side=RECORDED_SETUP_SIDE))
                 continue
-            missing = ("this machine has no baseline" if baseline is None else
-                       "the baseline has no operator profile for this cell, and its recorded setup is not at hand "
-                       f"to profile ({_setup_unready(setup, env)})")
+            missing = reasons.NO_BASELINE if baseline is None else reasons.no_profile(_setup_unready(setup, env))
             out.append(Profiled(key, failing[key], current, base, side="baseline", missing=missing))
     return tuple(out)

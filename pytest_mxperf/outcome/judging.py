@@ -21,6 +21,7 @@ from pytest_mxperf.judge import (
     thresholds,
 )
 from pytest_mxperf.judge import verdict as vd
+from pytest_mxperf.output import reasons
 from pytest_mxperf.measure import planning
 from pytest_mxperf.measure.ledger import CellRecord
 from pytest_mxperf.judge.thresholds import MACHINE_DIFFERS, SYSTEM_DIFFERS, UNEXPLAINED, effect_for
@@ -94,11 +95,7 @@ def unlike_sharing(cells: Dict[str, CellRecord], baseline: Baseline) -> Dict[str
         then = (baseline.recorded_suite(key) or {}).get("processes")
         now = rec.cell.sharing
         if then is not None and then != now:
-            def how(kind):
-                return "among other cells in worker processes" if kind == "shared" else "in processes of its own"
-            out[key] = (f"{vd.NOT_COMPARED_UNLIKE} {how(then)}, this session {how(now)} "
-                        "(a figure measured one way is not judged against one measured the other; record the "
-                        "baseline again with --perf-update-baselines)")
+            out[key] = reasons.unlike_sharing(vd.NOT_COMPARED_UNLIKE, then == "shared", now == "shared")
     return out
 
 
@@ -221,8 +218,7 @@ def with_context(verdicts: Dict[str, vd.Verdict], cells: Dict[str, CellRecord], 
             notes.append(note)
         trend = baseline.session_medians(key)
         if len(trend) >= 2:
-            notes.append("trend over recorded sessions: " + " ".join(f"{x:.4g}" for x in trend)
-                         + f" -> {rec.cell.median_or_none:.4g} now")
+            notes.append(reasons.trend(trend, rec.cell.median_or_none))
         out[key] = dataclasses.replace(v, env_diff=list(v.env_diff) + env_diff, notes=notes)
     return out
 
@@ -332,11 +328,9 @@ def other_method(baseline: Baseline, key: str) -> Optional[str]:
     figure (``not_compared``), only settled against the recorded setup."""
     recorded = baseline.recorded_suite(key)
     if recorded is None:
-        return ("the baseline does not say which measuring method recorded it (recorded by a release of "
-                f"pytest-mxperf before it did; now method {MEASURING_METHOD})")
+        return reasons.method_unrecorded(MEASURING_METHOD)
     if recorded.get("method") != MEASURING_METHOD:
-        return (f"the baseline was recorded by measuring method {recorded.get('method')} (pytest-mxperf "
-                f"{recorded.get('version')}; now method {MEASURING_METHOD}, {__version__})")
+        return reasons.method_other(recorded.get("method"), recorded.get("version"), MEASURING_METHOD, __version__)
     return None
 
 
@@ -368,10 +362,9 @@ def not_compared(verdicts: Dict[str, vd.Verdict], why: Dict[str, str], min_effec
         # the threshold a change must pass to be beyond the resolution, kept for the duet's
         # judgement of what both setups agree on (``_beyond_resolution``)
         threshold = v.threshold if v.threshold is not None else max(effect, (v.resolution or {}).get("value") or 0.0)
-        out[mk] = dataclasses.replace(v, kind="unresolved" if slower else "not-gated", threshold=threshold, reason=(
-            f"{reason}: not compared figure for figure (it read {vd.describe_change(v.change, METRICS[v.metric])})"
-            + ("; a slowdown beyond the minimum effect is not passed unless a duet against the recorded setup "
-               "settles it" if slower else "")))
+        out[mk] = dataclasses.replace(v, kind="unresolved" if slower else "not-gated", threshold=threshold,
+                                      reason=reasons.not_compared(reason, vd.describe_change(v.change, METRICS[v.metric]),
+                                                                  slower))
     return out
 
 
@@ -392,14 +385,12 @@ def machine_shifts(cells: Dict[str, CellRecord], baseline: Baseline
         now = _probes_of(r.machine_state for r in list(rec.cell.runs) + list(rec.cell.reference or []))
         then = _probes_of(ms for r in baseline.comparison_set(key) for ms in (r.get("process_probes") or []))
         if not now:
-            out[key] = (None, "this session ran no machine probe (--perf-no-probe)")
+            out[key] = (None, reasons.NO_PROBES_NOW)
         elif not then:
-            out[key] = (None, "the baseline records no machine probe readings (recorded before probes were kept, "
-                              "or without them)")
+            out[key] = (None, reasons.NO_PROBES_THEN)
         else:
             shift = machine_states.probe_shift(now, then)
-            out[key] = (shift, "" if shift is not None else "the session's probes and the baseline's ran on other "
-                                                              "setups")
+            out[key] = (shift, "" if shift is not None else reasons.PROBES_ON_OTHER_SETUPS)
     return out
 
 
@@ -408,27 +399,13 @@ def _both_agree(b: vd.Verdict, said: str, key: str, baseline: Baseline,
     """(kind, reason) of a figure both setups of the duet read alike while the baseline saw
     a change beyond its resolution: what moved, from the evidence (see ``MACHINE_DIFFERS``)."""
     metric = METRICS[b.metric]
-    change = (f"the change against the baseline ({vd.describe_change(b.change, metric)}"
-              + (f", beyond its resolution of {100 * b.threshold:.1f}%" if b.threshold is not None else "") + ")")
-    head = (f"{said}: both setups agree, so {change} is neither the MXNet install's nor the recorded "
-            "variables'")
     method = other_method(baseline, cell_of(key))
-    shift, no_shift = shifts.get(cell_of(key), (None, "no machine probe readings of this cell"))
-    probes = f"; the machine's probes: {shift.said()}" if shift is not None else f"; {no_shift}"
-    if method:
-        return UNEXPLAINED, f"{head}; {method}, so its figures are not compared figure for figure{probes}"
-    if shift is None:
-        return UNEXPLAINED, f"{head}; {no_shift}: nothing tells the machine from the system"
-    what = shift.explains(metric.as_speed(b.change))  # the probes' readings are speeds
-    evidence = f"({shift.said()}; the figure x{1 + b.change:.2f})"
-    if what == machine_states.MACHINE:
-        return MACHINE_DIFFERS, f"{head}: the machine differs {evidence}"
-    if what == machine_states.SYSTEM:
-        return SYSTEM_DIFFERS, (f"{head}: the system differs (the kernel, libraries, preloads: what both sides "
-                                f"share), not the machine, whose probes did not move with it {evidence}")
-    why = ("the machine's probes moved against the figure, so the machine changed too" if what == machine_states.AGAINST
-           else "the machine's probes spread too much to tell the machine from the system")
-    return UNEXPLAINED, f"{head}; {why} {evidence}: nothing tells the machine from the system"
+    shift, no_shift = shifts.get(cell_of(key), (None, reasons.NO_PROBES_OF_CELL))
+    # what the probes say of it (their readings are speeds); nothing, with another method
+    what = shift.explains(metric.as_speed(b.change)) if shift is not None and not method else None
+    kind = {machine_states.MACHINE: MACHINE_DIFFERS, machine_states.SYSTEM: SYSTEM_DIFFERS}.get(what, UNEXPLAINED)
+    return kind, reasons.both_agree(said, vd.describe_change(b.change, metric), b.threshold, method,
+                                    shift.said() if shift is not None else None, no_shift, what, b.change)
 
 
 def against_recorded_setup(verdicts: Dict[str, vd.Verdict], duets: Dict[str, vd.Verdict], baseline: Baseline,
@@ -457,16 +434,11 @@ def against_recorded_setup(verdicts: Dict[str, vd.Verdict], duets: Dict[str, vd.
             # without the setup would have it. Every pair failed: a
             # slowdown the baseline left to the duet is unresolved, never passed
             if not any(o.n_current > 0 for k, o in duets.items() if cell_of(k) == cell_of(mk)):
-                out.update(unsettled({mk: b}, {cell_of(mk): "no pair against the recorded setup gave this figure"},
-                                     min_effect))
+                out.update(unsettled({mk: b}, {cell_of(mk): reasons.NO_PAIR_GAVE_IT}, min_effect))
             continue
-        said = "against the recorded setup"
-        if unrecorded_build:
-            said += f" ({unrecorded_build} from the package index: the baseline did not record its build)"
-        if d.change is not None and d.interval is not None:
-            said += f": x{1 + d.change:.3f} [{d.interval[0]:.3f}, {d.interval[1]:.3f}]"
-        baseline_said = f"against the baseline: {b.kind}, {b.reason}"
-        common = dict(resolution=b.resolution, notes=list(b.notes) + [baseline_said], busy=d.busy)
+        said = reasons.against_setup(unrecorded_build, d.change, d.interval)
+        common = dict(resolution=b.resolution, notes=list(b.notes) + [reasons.against_baseline(b.kind, b.reason)],
+                      busy=d.busy)
         if d.kind == "unchanged" and b.change is not None and _beyond_resolution(b):
             kind, reason = _both_agree(b, said, mk, baseline, shifts or {})
             out[mk] = dataclasses.replace(
@@ -488,8 +460,7 @@ def unsettled(verdicts: Dict[str, vd.Verdict], why: Dict[str, str], min_effect: 
         if (reason is None or v.kind not in thresholds.SETTLED_BY_SETUP or v.kind == "unresolved" or v.change is None
                 or not _between_processes(v) or METRICS[v.metric].oriented(v.change) >= -effect):
             continue
-        out[mk] = dataclasses.replace(v, kind="unresolved", reason=(
-            f"{v.reason}; {reason}: a slowdown beyond the minimum effect ({100 * effect:.0f}%) is not passed"))
+        out[mk] = dataclasses.replace(v, kind="unresolved", reason=reasons.not_passed(v.reason, reason, effect))
     return out
 
 
