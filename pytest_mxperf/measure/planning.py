@@ -396,21 +396,15 @@ def ab_estimate(tests: Sequence[Planned], options, pairs: int, known: Optional[K
 #: all there is to go by (a reference or a probe without the import figure): MXNet's import,
 #: binds, first batches, warm-ups beyond their 1-s floor, the runs of a fixed number of steps.
 #: The rest is clocked by the options (the timed rounds, the warm-ups' floor, the probes'
-#: timing). Measured: the default session on a 2-vCPU AMD EPYC family 25 model 1 (Zen 3),
-#: 2026-11-27 (``benchmarks/results/zen3-sessions-2026-11-27.txt``, f41e4fb): of 358 s in its
-#: tests, 62 s timed, 42 s of warm-up floors, 18 s of probe timing: 122 s clocked, 236 s
-#: (0.66) following the CPU.
+#: timing). Measured on a Zen 3's default session, where a third of the tests' time was
+#: clocked (docs/how-it-measures.md, "What a run does").
 CPU_SHARE = 0.66
 #: the share of the reference's seconds that the options clock, when the speed is read from
-#: MXNet's import: the timed rounds and the warm-ups, 94.5 of the 179.7 s of the reference's
-#: default session on its Zen 4 (``benchmarks/results/zen4-sessions-2026-11-28.txt``: a06be9c,
-#: timed 50.7, warm-up 43.8). The rest (the imports, binds, the processes' starts and ends,
-#: the kinds of worker that run a fixed number of steps, the parent's work around them)
-#: follows the import's CPU seconds. Why the import and not the convolution: against the Zen 4,
-#: the Intel Xeon of family 6 model 207 runs the convolution 1.4x faster and the session 1.08x
-#: slower (its binds 1.27x, imports 1.30x, the parent's work 1.19x, timed and warm-up 0.98 and
-#: 1.09: benchmarks/results/speed-figures-2026-11-29.txt), and a Zen 3 the session 1.40-1.51x
-#: slower with its import 2.0x: 0.53 + 0.47 x the import's ratio says 1.06 and 1.49.
+#: MXNet's import: the timed rounds and the warm-ups of the reference's default session. The
+#: rest (the imports, binds, the processes' starts and ends, the kinds of worker that run a
+#: fixed number of steps, the parent's work around them) follows the import's CPU seconds: a
+#: CPU that runs the convolution faster can run a session slower, and the import's ratio
+#: foretells it (docs/how-it-measures.md, "What a run does").
 CLOCKED_SHARE = 0.53
 #: the range a speed ratio is held to: a figure beyond it is a broken probe, not a CPU
 SPEED_RATIO_RANGE = (0.25, 4.0)
@@ -624,10 +618,8 @@ def duet_pair_from(runs: Sequence[Any], options) -> float:
     sides one at a time, each round as long as ``duet.ROUND_SECONDS`` or one of its batches
     where that is longer (``duet.rounds_for``: fewer rounds then), and the probe around it.
     A cell whose sides warm up one at a time (``duet.warms_up_alone``: a GPU cell): its start
-    counts twice. On the Zen 3 of ``benchmarks/results/zen3-sessions-2026-11-30c.txt`` the
-    constant start (``DUET_STARTUP_S``, a floor) and round (``DUET_ROUND_S``) made a first
-    round of 24 cells +21% (17.1 s for a pair that took 8-16 s); these figures, worked out on
-    the same cells, -7%, and -5% on the session before."""
+    counts twice. Worked out from each cell's own processes, not from constants, which priced a
+    first round of pairs too high (docs/how-it-measures.md, "What a run does")."""
     from pytest_mxperf.measure import duet
     start = statistics.median(_outside_timed(r) for r in runs)
     if duet.warms_up_alone(runs[0].workload):

@@ -241,8 +241,8 @@ def next_looks(cells: Dict[str, CellRecord], verdicts: Mapping[str, vd.Verdict],
     is final after them: the most any of its figures still a suspect asks for
     (``verdict_duet.next_look``, at the spread ``pooled_spreads`` gives it: a cell's few pairs
     can show far less than the machine's by chance). A tail is never pooled with the rounds: a
-    latency cell's p99 pairs spread 6.8-31.4% where its rounds spread 2.0-5.2%
-    (``benchmarks/results/duet-spread-2026-11-26.txt``). A duet cell with figures judged as
+    latency cell's p99 pairs spread several times wider than its rounds (docs/how-it-measures.md,
+    "What is measured, and how each figure is judged"). A duet cell with figures judged as
     process pairs (``AFTER_ROUNDS``) gets at least ``process_pairs`` in all while one of them
     is a suspect, the count a cell of process pairs gets in a stage (``planning.ab_pairs``):
     with 3, the fast-end test cannot reject (its smallest p is 1/8). A cell is final once it

@@ -49,13 +49,12 @@ def _with_session_left(say: Callable[[object], None], session: PerfSession) -> C
     of the session (``planning.time_left``: its time outside the tests, where the suspects of
     this machine's last sessions of the kind were settled) when that is more; in the last round
     planned (``Confirmation.last``: second stages only), the round's alone. The plan's share
-    outlived the settling it stood for: unchanged sessions whose last sessions had settled more
-    said 13.5 min left after their last suspect, then ended (+110% at their last line, AMD EPYC
-    Zen 4, benchmarks/results/zen4-sessions-2026-11-28.txt). A round of pairs, whose comparator
-    says what the looks after it are expected to take (``Confirmation.after``: the pair-by-pair
-    rule's pairs to a call), says that instead: the plan's rest of the session came from this
-    machine's last sessions, under the rules they ran (+36% at the last look of the first Zen 4
-    session judged per kind of cell, paired-session-zen4-2026-12-03.txt)."""
+    outlived the settling it stood for: an unchanged session whose last sessions had settled
+    more said minutes were left after its last suspect, then ended. A round of pairs, whose
+    comparator says what the looks after it are expected to take (``Confirmation.after``: the
+    pair-by-pair rule's pairs to a call), says that instead: the plan's rest of the session came
+    from this machine's last sessions, under the rules they ran (docs/baselines.md, "When both
+    setups agree")."""
     from pytest_mxperf.measure import planning
     rounds_own = [False]  # the round says its own rest: the plan's is not weighed
 
@@ -190,9 +189,8 @@ def keeps_profiles(requirement: Optional[str], install: Optional[Mapping[str, An
     build read, or one installed from a path or URL: a custom build). For a release from a
     package index a later failing cell is profiled beside that setup itself, rebuilt and run
     with the cell's recorded variables on the same machine in the same hour (``_profile``),
-    and the recording spends no process on it (on a 2-vCPU Zen 3 the recording's time outside
-    its measuring tests went from 64.6 s of 678 to 2.4 s of 605:
-    ``benchmarks/results/zen3-sessions-2026-11-30.txt``). ``--perf-profile`` keeps them
+    and the recording spends no process on it (a recording's time outside its measuring tests
+    all but gone: docs/baselines.md, "When both setups agree"). ``--perf-profile`` keeps them
     anyway. Pure."""
     return not requirement or not install or bool(install.get("direct_url"))
 
