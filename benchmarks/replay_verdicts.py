@@ -15,10 +15,9 @@ any machine, however fast it replays. Written per session: corpus, mode, N, effe
 session, failed, kinds, cell_kinds (every cell's verdict kind, cell 0 the changed one),
 confirmed (``SessionResult.second_stage``) and units.
 
-    .venv/bin/python benchmarks/replay_verdicts.py --out benchmarks/results/replay-verdicts-before-2026-11-26.json
-    .venv/bin/python benchmarks/replay_verdicts.py --out /tmp/after.json
-    .venv/bin/python benchmarks/replay_verdicts.py --compare \
-        benchmarks/results/replay-verdicts-before-2026-11-26.json /tmp/after.json
+    .venv/bin/python benchmarks/replay_verdicts.py --out /tmp/before.json      # the code before a change
+    .venv/bin/python benchmarks/replay_verdicts.py --out /tmp/after.json       # the code after it
+    .venv/bin/python benchmarks/replay_verdicts.py --compare /tmp/before.json /tmp/after.json
 
 ``--compare BEFORE AFTER`` prints, per (mode, corpus, N, effect), the sessions and how many
 have the same cell_kinds, failed and kinds in both files, with the first differing
