@@ -145,16 +145,13 @@ def judge_ab(cells: Mapping[str, Pairing], *, min_effect: float = MIN_EFFECT, q:
             # every pair it asked for and still not significant: the machine's noise. Seeded
             # pairs: within NOISE_LIMIT_Z standard errors (a time to accuracy of 0.4-2.4 s, pairs
             # spread 22% here). At the fast end: where the pairs' median is within the minimum
-            # effect (on a 2-vCPU Zen 3, the two distributed cells, kv=dist_sync a ps-lite launch
-            # of 4 processes and kv=local, judged as 24 A/A pairs each: fast ends x0.930 [0.833,
-            # 1.153] and x0.921 [0.800, 1.127], median pair ratios 1.003 and 0.971; an unchanged
-            # daily-gate session, benchmarks/results/daily-gate-zen3-2026-11-28.txt); a slowdown
+            # effect (an unchanged session's distributed cells, their fast ends 30% wide after 24
+            # A/A pairs: docs/upgrade-gate.md, "Gating an MXNet upgrade", process pairs); a slowdown
             # the pairs show stays unresolved (fails), except for figures a duet's workers measure
             # after their rounds, one side after the other (``after_rounds``): their pairs spread
             # as the machine does (a loader alone 28% apart in an A/A), and a median within
-            # NOISE_LIMIT_Z standard errors is that spread (an unchanged session on an Intel
-            # model 207: LeNet b64's loader alone x0.934 and trainer alone x0.949 as medians of
-            # 12 A/A pairs, benchmarks/results/paired-sessions-intel-2026-12-02.txt)
+            # NOISE_LIMIT_Z standard errors is that spread (docs/baselines.md, "Real unchanged
+            # sessions that failed": LeNet b64's input pipeline on an Intel model 207)
             sig = f"not significant (p={p_worse[key]:.3g})"
             why = (f"but {sig}, " + within_noise(diffs) if key in seeded else
                    f"at the fast end but {sig}, and the pairs' median (x{paired:.3f}) "

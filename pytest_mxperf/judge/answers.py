@@ -4,7 +4,9 @@ tolerance that depends on the cell's dtype. Pure: no processes, no files.
 
 The distance of two sketches estimates ||a - b|| / ||b|| (``workers/answers.distance``).
 Each tolerance below is written with its reason and what it was measured against
-(2026-11-25, AMD EPYC, mxnet 1.9.1 / 1.6.0 wheels; ``benchmarks/results/answers-*.txt``):
+(2026-11-25, AMD EPYC, mxnet 1.9.1 / 1.6.0 wheels; the gate on real candidates:
+docs/how-it-measures.md, "What is measured, and how each figure is judged", *Answers beside
+speed*):
 
 * float32, an operator's output: **1e-4**. A different kernel or summation order moves a
   float32 result by a few units in the last place, compounded over the layers: MXNet 1.6.0

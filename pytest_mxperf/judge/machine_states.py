@@ -228,7 +228,7 @@ MACHINE_SHARE = 0.5
 #: reading's move bounded below ``MACHINE_SHARE`` of the change. Between the two, the probes
 #: cannot tell: on a shared 2-vCPU Xeon a GEMM probe read 25-63 GFLOP/s between the processes
 #: of one cell, and a 20% change of a few readings' median was that noise as often as not
-#: (``benchmarks/results/both-agree-2026-12-02.txt``)
+#: (docs/baselines.md, "When both setups agree")
 PROBE_Z = 1.645
 
 #: what ``ProbeShift.explains`` finds: the machine, the system, or the machine moved against the figure

@@ -32,19 +32,17 @@ FAILING = ("regression", "unresolved")
 #: a tail figure (the latency p99: the slowest 1% of a cell's batches) is called changed
 #: only beyond TAIL_MIN_EFFECT (or the session's minimum effect, when larger). On a shared VM
 #: the tail is set by the machine's interruptions (a neighbour's timeslice of 16-100 ms
-#: against a LeNet b1 batch of 0.3 ms), the same for any setup: the latency cells' duet
-#: pairs spread 6.8-8.0% in p99 A/A on a quiet machine and 12.9-31.4% in a daily-gate
-#: session, 1.5-6.4x their rounds' (benchmarks/results/duet-spread-2026-11-26.txt); the setup's speed shows in the p50 and
-#: the rounds, judged at the minimum effect.
+#: against a LeNet b1 batch of 0.3 ms), the same for any setup, so a p99's pairs spread
+#: several times their rounds' (docs/how-it-measures.md, "What is measured, and how each figure
+#: is judged", the tail); the setup's speed shows in the p50 and the rounds, judged at the
+#: minimum effect.
 TAIL_MIN_EFFECT = 0.20
 #: the tail figures: those ``model/kinds.py`` declares ``tail`` (a live view)
 TAILS = kinds.TAILS
 
 
-#: the least minimum effect a threshold may set for a cell: unchanged A/B sessions of 24 cells
-#: with every figure at 1% or 2% failed in 6.8% of replays (the default selection's corpus),
-#: above the 5% budget; at 3% in 3.4%, as at the default 5%
-#: (benchmarks/results/threshold-floor-2026-11-27.txt)
+#: the least minimum effect a threshold may set for a cell: below it unchanged sessions failed
+#: beyond the 5% budget in the replays (docs/options.md, "Thresholds per cell")
 MIN_THRESHOLD = 0.03
 
 
@@ -180,25 +178,22 @@ SETUP_TRIGGER = 0.5
 #: by this many times the scale of the resolution the baseline states for it (the drift
 #: between sessions the baseline knows of; 1.645: one-sided 95%, or Student's t for the
 #: resolution's degrees of freedom where larger: ``_cleared``). The baseline alone settles a
-#: cell only when it can exclude the change the gate exists to catch (``benchmarks/
-#: replay_triggers.py``: a hidden -10% cell caught in 77-81% of replayed sessions without it,
-#: 94-98% with it). None: off (the replays' earlier rule)
+#: cell only when it can exclude the change the gate exists to catch (docs/baselines.md,
+#: "Suspects settled against the recorded setup": what a hidden -10% cell costs without it).
+#: None: off (the replays' earlier rule)
 SETUP_CLEARANCE: Optional[float] = 1.645
 
 #: whether a provisional resolution (a one-session baseline: the spread of that session's
 #: processes standing in for the drift between sessions, which it does not know) can clear a
 #: cell. It cannot: a cell whose processes agree within one session still drifts between
-#: sessions, and the default selection's replays missed a hidden -10% cell so (train mlp b256,
-#: train lenet b256 on two devices: benchmarks/results/replay-clearance-2026-11-29.txt); with
-#: every such cell to the duet, 99, 99 and 100% were caught at N = 6, 24 and 25 against 96,
-#: 97 and 98%, for 5-7% more of the duet's minutes (error-rates-default-2026-11-29.txt). A
-#: baseline of two or more sessions knows its drift and clears at the one-sided 95% quantile
-#: of Student's t with its degrees of freedom
+#: sessions, and the replays missed a hidden -10% cell so (docs/baselines.md, "Suspects settled
+#: against the recorded setup"). A baseline of two or more sessions knows its drift and clears
+#: at the one-sided 95% quantile of Student's t with its degrees of freedom
 PROVISIONAL_CLEARS = False
 
-#: the parts of the trigger beside it, each a rule of its own that the replays can turn off
-#: (``benchmarks/replay_triggers.py``): an improvement is a suspect; an unchanged figure the
-#: baseline's own slowed processes left undecided is a suspect
+#: the parts of the trigger beside it, each a rule of its own that the replays can turn off:
+#: an improvement is a suspect; an unchanged figure the baseline's own slowed processes left
+#: undecided is a suspect (why: docs/baselines.md, "Suspects settled against the recorded setup")
 SUSPECT_IMPROVEMENTS = True
 
 SUSPECT_BUSY_BASELINES = True

@@ -23,10 +23,9 @@ stands: **unresolved** when worse than ``min_effect`` (a slowdown never passes s
 **below-resolution** when every pair it was planned came (``complete``) and it is within
 ``NOISE_LIMIT_Z`` standard errors, else unchanged with its bound said.
 
-Evidence: ``tests/test_sequential.py`` (the rule's rates, simulated),
-``benchmarks/duet_false_alarms.py`` (sessions of equal cells simulated on the recorded regime
-traces through the product's end of a session) and ``tests/test_error_rates.py`` (recorded
-sessions replayed).
+Evidence: ``tests/test_sequential.py`` (the rule's rates, simulated), ``tests/test_duet_stats.py``
+and ``tests/test_error_rates.py`` (sessions simulated and replayed through the product's end of a
+session), described in docs/upgrade-gate.md, "Gating an MXNet upgrade", *The verdict*.
 """
 
 from __future__ import annotations

@@ -18,9 +18,9 @@ measures the machine, not the worker:
   a session under a setup that halved MXNet's parallelism, AlexNet b8 -48%, its GEMM probe
   at 82 GFLOP/s against 153, "unresolved: 67% of the processes ran in a slow spell"): one
   thread's GEMM, as the probe of a session under ``taskset -c 0`` inherited its one-CPU mask
-  and threads for it, and one under a quota it saw got one thread (x0.51 of two on a 2-vCPU
-  Xeon: ``benchmarks/results/probe-setups-2026-11-26.txt``). So the probe drops every
-  threading, affinity and BLAS variable (``probe_env``); it runs on the machine's CPUs
+  and threads for it, and one under a quota it saw got one thread (about half of two threads'
+  GEMM: docs/how-it-measures.md, "What a run does", *The machine is measured too*). So the
+  probe drops every threading, affinity and BLAS variable (``probe_env``); it runs on the machine's CPUs
   (``topology.machine_cpus``: the cpuset's, not the affinity mask ``taskset`` narrowed,
   which a child inherits and OpenBLAS sizes its threads by) with threads for their physical
   cores (``probe_threads``); and what it cannot escape, a cgroup CPU quota (read from this

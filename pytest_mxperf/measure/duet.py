@@ -23,7 +23,8 @@ is one epoch of the loader alone, or one fed training step) and ``convergence`` 
 accuracy: both sides train one seed to the target, a round a quarter epoch, the parent
 alternating them until each has reached it; nothing untimed, no sizing: ``TO_THE_END``.
 Run one after the other, two such runs of 2.5-3.5 s land in different spells of a shared
-VM: their process pairs spread about 20%, ``benchmarks/results/tta-spread-2026-11-29.txt``)
+VM: docs/how-it-measures.md, "What is measured, and how each figure is judged", the
+time-to-accuracy figure)
 and the ps-lite cluster launcher (``measure/cluster.py``: a distributed cell; the "worker" of
 a side is the launcher, which relays each round to every worker of its cluster and answers
 with the slowest one's seconds, so a side's whole cluster is started once a pair).

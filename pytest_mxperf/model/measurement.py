@@ -45,16 +45,17 @@ STATUSES = ("ok", "error", "crash", "timeout", "oom", "unavailable", "unsupporte
 #: 2: the input-pipeline ndarray loaders' worker keeps freed memory in glibc's heap
 #: (``workers/pipeline.keep_heap``), so that its batches no longer fault in again at random.
 #: 3: the throughput worker's untimed warm-up is half a second, not a second
-#: (``workers/throughput.WARMUP_SECONDS``; the same figures within one process:
-#: ``benchmarks/results/warmup-same-figures-*.txt``)
+#: (``workers/throughput.WARMUP_SECONDS``), which reads the same figures within one process
+#: (docs/how-it-measures.md, "What a run does", *Isolated measurement*)
 MEASURING_METHOD = 3
 #: how the memory figure is read: 2 = the peak resident set less the resident pages that map
 #: files (``rss_file_bytes``: libraries, whose resident share follows the page cache: the same
 #: install read 279 and 202 MiB in one A/A pair); 1 (or none recorded) = the whole resident set.
 #: 3 = as 2, in a worker whose ``import mxnet`` leaves the modules it does not use unloaded
-#: until used (``workers/deferred_imports.py``: scipy.stats, requests, setuptools; the figure
-#: 46-59 MiB lower on MXNet 1.9.1, ``benchmarks/results/deferred-imports-same-figures-*``). A
-#: baseline's memory figure is compared only when it was read the same way.
+#: until used (``workers/deferred_imports.py``: scipy.stats, requests, setuptools), which
+#: lowers the figure by what they held (docs/how-it-measures.md, "What is measured, and how
+#: each figure is judged", the deferred imports). A baseline's memory figure is compared only
+#: when it was read the same way.
 MEMORY_METHOD = 3
 #: 4 = as 3, in a worker that keeps freed memory in glibc's heap (the input-pipeline ndarray
 #: loaders': ``workers/pipeline.keep_heap``): it holds a few of its batches' freed buffers
@@ -77,9 +78,8 @@ MEMORY_METHOD_SHARED = 6
 #: 7 = as 3, for a CPU cell reached by converting the float32 network (int8, bfloat16:
 #: ``workers/precision.CONVERTED_DTYPES``): its high-water mark starts again after the
 #: conversion, so its figure is what the converted network holds running. Read as 3 it held
-#: the float32 network and the int8 calibration's transient (ResNet-50 v2 b8: 815-923 MiB over
-#: the conversion with MXNet's reductions, 878-974 with numpy's, which give the same
-#: thresholds in half the time: ``benchmarks/results/int8-calibration-2026-11-29.txt``);
+#: the float32 network and the int8 calibration's transient (docs/how-it-measures.md, "What is
+#: measured, and how each figure is judged": a converted cell's memory, and the calibration);
 #: 8 = as 7, for such a cell among other cells in worker processes (as 6)
 MEMORY_METHOD_CONVERTED = 7
 MEMORY_METHOD_CONVERTED_SHARED = 8

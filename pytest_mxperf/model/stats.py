@@ -226,10 +226,10 @@ def min_signed_rank_p(n: int) -> float:
     return 2.0 ** -n if n > 0 else 1.0
 
 
-#: pairs beyond the fewest that could reach significance at all. On the A/A pairs recorded
-#: on a 2-vCPU VM switching between two speed regimes (benchmarks/data/vm-regimes-*.json,
-#: tests/test_regimes.py), a 10% slower candidate passed unflagged in 17% of 500 resampled
-#: one-cell sessions with one extra pair (6 + 6 pairs) and in 8% of 300 with three (8 + 8).
+#: pairs beyond the fewest that could reach significance at all, so that a few pairs measured
+#: across a change of the machine's speed regime do not block a call: with one extra pair a 10%
+#: slower candidate passed unflagged twice as often as with three (docs/upgrade-gate.md,
+#: "Gating an MXNet upgrade", the process pairs' count).
 AB_EXTRA_PAIRS = 3
 
 

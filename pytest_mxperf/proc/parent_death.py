@@ -9,10 +9,9 @@ Two places arm it (``spawn.start`` chooses):
   own pid in ``PARENT_PID_VAR`` and the package's ``__init__``, the first code of the package
   the child runs, calls ``arm_from_environment`` (the variable is removed there, so the
   child's own children never inherit it). The child is then started without a ``preexec_fn``,
-  which lets ``subprocess`` use vfork: a start held the parent 1.8 ms instead of 18-38 ms (a
-  full fork of a parent of 120-420 MiB; 1.7 ms of its CPU instead of 8-18), medians on a
-  2-vCPU Zen 3 (``benchmarks/results/spawn-vfork-zen3-2026-11-30.txt``); a session or a test
-  run starts hundreds;
+  which lets ``subprocess`` use vfork instead of a full fork of the parent, a tenth or less of
+  the parent's time a start (docs/how-it-measures.md, "What a run does", *Failures are cells
+  too*); a session or a test run starts hundreds;
 * **between fork and exec** (``preexec``) for any other command, as before.
 
 A worker interpreter may be a wrapper that runs Python without ``exec`` (a shell script that

@@ -5,7 +5,8 @@ MXNet 1.x imports, at import time, modules it only calls in a few functions: ``s
 (``mxnet.test_utils``'s and ``gluon.utils``' downloads); and ``mxnet.numpy_dispatch_protocol``
 imports ``distutils.version``, which setuptools' ``distutils`` shim answers by importing
 setuptools and ``pkg_resources``. Together about a third of the import's CPU time in every
-worker process (``benchmarks/results/worker-start-*.txt``).
+worker process (docs/how-it-measures.md, "What is measured, and how each figure is judged":
+what a worker's import costs).
 
 ``deferred()`` is the import with those modules deferred: while it is open, importing one of
 ``DEFERRED`` gives a stand-in module whose first attribute read (anything but what the import

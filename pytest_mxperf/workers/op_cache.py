@@ -3,10 +3,10 @@
 ``import mxnet`` writes one Python function per operator as source text and compiles it with
 ``exec`` (``mxnet/ndarray/register.py``, ``mxnet/symbol/register.py``, the numpy front ends):
 2,831 sources in MXNet 1.9.1, in every worker process a session starts. From the cache the
-import took 2.02 CPU-s instead of 2.84 (medians of ten processes each, 2-vCPU Zen 3,
-``benchmarks/results/worker-start-zen3-2026-11-27.txt``; resident memory +0.6 MiB). The
-sources differ between processes only by the operator's handle, an address that
-``_imperative_invoke(...)`` and ``_symbol_creator(...)`` receive as a literal.
+import costs a worker most of a CPU-second less (docs/how-it-measures.md, "What is measured,
+and how each figure is judged", the operator wrappers' cache). The sources differ between
+processes only by the operator's handle, an address that ``_imperative_invoke(...)`` and
+``_symbol_creator(...)`` receive as a literal.
 
 ``import_mxnet`` imports MXNet with ``exec`` answering those sources from a cache: each source
 with its handle replaced by a placeholder is compiled once, kept as marshalled bytecode in a

@@ -15,9 +15,9 @@ in rounds:
 - ``dot``: ``mx.nd.dot`` of the FC's shapes, which MXNet 1.x sends to its BLAS (OpenBLAS in
   the PyPI wheels), not to oneDNN: measured beside them for comparison and never taken as
   the peak, since the networks' Convolution / FullyConnected layers run oneDNN, not BLAS
-  (whichever of the two libraries is faster on a machine: on this repository's 2-core AVX2
-  machine OpenBLAS's dot measured a few percent above oneDNN's FullyConnected,
-  ``benchmarks/results/cpu-precision-2026-11-23.txt``).
+  (whichever of the two libraries is faster on a machine; docs/how-it-measures.md, "What is
+  measured, and how each figure is judged", *Reduced precision on CPU, and the distance to the
+  hardware limit*).
 
 Each kernel: one untimed warm-up call (primitive creation, weight reorder), then rounds of
 k calls, each ``mx.nd.waitall(); t0; k x call; mx.nd.waitall(); t1``; its figure is the

@@ -40,10 +40,10 @@ Loaders (``loader``):
 
 An ndarray loader's batch is a new output of ``slice_axis`` (3x224x224 b32: 19.3 MB, 4704
 pages), freed when the batch is dropped. glibc gives such a block back to the kernel
-(``mmap``'d, or trimmed off the heap's top) or keeps it, by the order of that process's frees:
-one process faulted its batches in again on 0 of 32, another on 11 of 32, and its rounds took
-0.12 against 0.50 s (``benchmarks/results/io-faults-2026-11-29.txt``), the whole run through,
-so that A/A duet pairs spread 18%. The ndarray loaders' worker keeps freed memory in the heap
+(``mmap``'d, or trimmed off the heap's top) or keeps it, by the order of that process's frees,
+so that one process of an A/A pair faulted its batches in again and the other did not, the whole
+run through (docs/how-it-measures.md, "What is measured, and how each figure is judged", the
+ndarray loaders' faults). The ndarray loaders' worker keeps freed memory in the heap
 (``keep_heap``: ``mallopt``, glibc only; ``meta["heap_kept"]``): it measures the copy, not
 the allocator's lottery. The freed buffers it keeps raise its peak memory (849 against 780
 MiB), so its memory figure is read another way (``measurement.memory_method``).
@@ -169,8 +169,8 @@ def check_spec(spec: dict) -> dict:
 
 #: glibc's mallopt parameters and the values ``keep_heap`` sets: blocks up to 32 MiB from the
 #: heap (the most glibc allows), never trimmed, grown 32 MiB at a time (without a pad the
-#: batches went on faulting: benchmarks/results/io-faults-2026-11-29.txt; 20, 32 and 64 MiB
-#: gave the same rounds and the same peak)
+#: batches went on faulting: docs/how-it-measures.md, "What is measured, and how each figure
+#: is judged", the ndarray loaders' faults)
 _M_TRIM_THRESHOLD, _M_TOP_PAD, _M_MMAP_THRESHOLD = -1, -2, -3
 KEEP_HEAP = ((_M_MMAP_THRESHOLD, 32 << 20), (_M_TRIM_THRESHOLD, 2**31 - 1), (_M_TOP_PAD, 32 << 20))
 

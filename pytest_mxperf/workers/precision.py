@@ -25,8 +25,9 @@ What MXNet 1.9.1 does on CPU (PyPI wheel, oneDNN 2.x, GNU libgomp):
   ``ndarray.min`` / ``ndarray.max`` (MXNet's reductions, one layer at a time: 4.2-4.4 of a
   ResNet-50 v2 b8 int8 process's 4.9-5.0 s of bind on the Intel Xeon of family 6 model 207);
   :func:`_to_int8` has numpy read the same two numbers of the same array (``_NumpyMinMax``):
-  the thresholds, quantized parameters and graph are the same bytes, in 2.2-2.4 s instead of
-  5.0-5.4 (``benchmarks/int8_calibration.py``).
+  the thresholds, quantized parameters and graph are the same bytes, in about half the time
+  (docs/how-it-measures.md, "What is measured, and how each figure is judged", *Reduced
+  precision on CPU*).
 
 ``DNNL_MAX_CPU_ISA`` (oneDNN's cap on the instruction set it dispatches to) is honoured:
 a cap below AVX-512 makes bfloat16 unsupported, as it does for oneDNN itself.

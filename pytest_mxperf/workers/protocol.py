@@ -127,10 +127,10 @@ def import_mxnet(keep_compiled: bool = False, facts: Optional[dict] = None):
     """``import mxnet``, its operator wrappers from this install's cache (``op_cache``);
     ``keep_compiled``: write what had to be compiled to the cache (the probe, not a worker
     that measures). ``facts``, when given, gets ``import_cpu_s``: the CPU seconds the import
-    took (``time.process_time``, from before ``op_cache`` is imported, as
-    ``benchmarks/worker_start.py`` clocks a worker's), less what it spent compiling wrappers the
-    cache did not hold: what a worker's import from the cache costs on this CPU (None when
-    MXNet was imported already); and ``compiled``, how many it compiled."""
+    took (``time.process_time``, from before ``op_cache`` is imported, as a worker's is clocked),
+    less what it spent compiling wrappers the cache did not hold: what a worker's import from
+    the cache costs on this CPU (None when MXNet was imported already; docs/how-it-measures.md,
+    "What a run does", *MXNet's import*); and ``compiled``, how many it compiled."""
     t0 = time.process_time()
     from pytest_mxperf.workers.op_cache import import_mxnet as cached_import
     with warnings.catch_warnings():

@@ -10,10 +10,9 @@ run under another MXNet install. It never imports pytest.
 
 Method (MXNet's ``example/image-classification/benchmark_score.py``'s networks and random
 input; it waits for every batch's outputs over one 10-batch window, this worker waits once
-a round, ``waitall()``, over rounds of k batches after about a second of warm-up:
-benchmarks/results/score-window-*.txt measures the difference in one process, at AlexNet b1
-1.7% for the per-batch wait and 6.1% for the script's window after 5 batches, at b8 0.4% and
-0.3%):
+a round, ``waitall()``, over rounds of k batches after its warm-up: what that changes, a few
+percent at small, short batches and under half a percent at b8, is in docs/how-it-measures.md,
+"What a run does", *Scoring methodology*):
   bind -> init random weights (Xavier) -> first batch (timed separately, reported as
   "first batch") -> untimed warm-up -> rounds of k batches, each round
   ``waitall(); t0; k x step; waitall(); t1``. Throughput is computed from the median time
@@ -327,8 +326,7 @@ def _peak_rss():
 
 #: the untimed warm-up after the first batch (``protocol.warm_up``): at least WARMUP_BATCHES
 #: batches, until WARMUP_SECONDS have passed or WARMUP_MAX_BATCHES have run. Half a second reads the figures
-#: a second did, within one process (``benchmarks/results/warmup-same-figures-*.txt``: the
-#: median ratio 0.998-1.003 over 24 processes of each of the default selection's cells it shortens)
+#: a second did, within one process (docs/how-it-measures.md, "What a run does", *Isolated measurement*)
 WARMUP_BATCHES = 2
 WARMUP_SECONDS = 0.5
 WARMUP_MAX_BATCHES = 20
