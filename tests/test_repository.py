@@ -268,7 +268,10 @@ def test_every_kind_of_cell_is_declared_in_the_registry_alone():
 
 def test_the_results_index_names_what_each_claim_rests_on():
     """benchmarks/results/INDEX.md is what benchmarks/results_index.py writes from the docs as they
-    are (run it after a doc or a results file changes), and every results file a doc names exists."""
+    are (run it after a doc or a results file changes), every results file a doc names exists, and
+    something rests on every results file (a doc or a test names it) and every script of benchmarks/
+    (a named results file or a corpus it made, a doc or a test that names it, a replay, a kept
+    script that uses it): experiments nothing rests on go (git keeps them)."""
     import importlib.util
     spec = importlib.util.spec_from_file_location("results_index", ROOT / "benchmarks" / "results_index.py")
     index = importlib.util.module_from_spec(spec)
@@ -276,3 +279,15 @@ def test_the_results_index_names_what_each_claim_rests_on():
     assert index.missing(ROOT) == []
     assert (ROOT / "benchmarks" / "results" / "INDEX.md").read_text() == index.index_text(ROOT), \
         "benchmarks/results/INDEX.md is stale: run python benchmarks/results_index.py"
+    assert index.unrested(ROOT) == [], "nothing rests on these: remove them (git keeps them) or name them"
+
+
+def test_the_package_points_at_the_docs_not_at_benchmarks():
+    """docs/architecture.md, "Evidence": a comment or docstring of the package says what a
+    constant or a behaviour is and why, and points at the doc section that holds its evidence;
+    the docs name the results file and the script. No module of the package cites
+    ``benchmarks/`` (a script, a results file or a corpus) itself."""
+    found = [f"{path.relative_to(ROOT)}:{n}: {line.strip()[:80]}"
+             for path in sorted((ROOT / "pytest_mxperf").rglob("*.py"))
+             for n, line in enumerate(path.read_text().splitlines(), 1) if "benchmarks/" in line]
+    assert not found, "\n".join(found)
