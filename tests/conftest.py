@@ -134,7 +134,8 @@ REAL_MXNET_MODULES = frozenset({
     "test_ab_real", "test_answers", "test_commbench", "test_convergence", "test_digits_precision_worker",
     "test_dist", "test_duet", "test_duet_gpu", "test_duet_latency", "test_gpu_float16", "test_installs",
     "test_memory_rule", "test_multicell", "test_multidevice", "test_peak", "test_pipeline", "test_plugin",
-    "test_precision", "test_profiles", "test_runner", "test_usermodel", "test_utilisation", "test_wheel",
+    "test_precision", "test_profiles", "test_runner", "test_serving_worker", "test_usermodel", "test_utilisation",
+    "test_wheel",
     "test_zoo"})
 #: the tests marked ``spins`` (module stem, function): in the real-MXNet unit too. xdist's
 #: controller sees test ids, not marks: the workers check that the two agree

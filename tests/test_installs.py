@@ -406,9 +406,10 @@ def test_the_extras_of_pyproject_match_the_cuda_wheels_and_pin_numpy():
     assert not any(distributions.is_mxnet_distribution(r.split("=")[0].split("<")[0].split(">")[0].strip())
                    for r in project["dependencies"]), "MXNet must be an extra, not a dependency"
     assert "numpy<1.24" in project["dependencies"]
-    assert extras["cpu"] == ["mxnet==1.9.1", "numpy<1.24"]
+    # MLPerf's LoadGen beside MXNet: the serving cells (workers/serving.py)
+    assert extras["cpu"] == ["mxnet==1.9.1", "numpy<1.24", "mlcommons-loadgen>=6.0"]
     for cu in distributions.CUDA_EXTRAS_191:
-        assert extras[cu] == [f"mxnet-{cu}==1.9.1", "numpy<1.24", "nvidia-ml-py>=11"]
+        assert extras[cu] == [f"mxnet-{cu}==1.9.1", "numpy<1.24", "nvidia-ml-py>=11", "mlcommons-loadgen>=6.0"]
         assert distributions.extra_for(f"mxnet-{cu}") == cu
     # the history store on PostgreSQL (--perf-store postgresql://...) needs its driver, and the
     # tests start a real server, so both extras carry it; no MXNet in either

@@ -299,8 +299,10 @@ class Measurer:
         worker module runs ``spec``, the kind reads its figures (``Kind.read_figures``); as
         ``measure_module`` otherwise (duets in A/B mode when the kind is resident). A worker module
         outside the package is found where pytest runs (the current directory on its
-        ``PYTHONPATH``, as a user's own network is)."""
+        ``PYTHONPATH``, as a user's own network is). The worker's spec holds the cell's
+        ``workload`` (``Workload.to_dict``) unless ``spec`` gives its own."""
         k = kinds.kind(workload.mode)
+        spec = dict(spec, workload=spec.get("workload", workload.to_dict()))
         if not k.worker.startswith("pytest_mxperf."):  # a project's own worker: importable from where pytest runs
             paths = [os.getcwd(), (extra_env or {}).get("PYTHONPATH") or os.environ.get("PYTHONPATH")]
             extra_env = dict(extra_env or {}, PYTHONPATH=os.pathsep.join(p for p in paths if p))

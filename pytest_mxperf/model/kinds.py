@@ -76,6 +76,13 @@ class Metric:
 
 #: the throughput worker: score, train, latency and your own network
 THROUGHPUT_WORKER = "pytest_mxperf.workers.throughput"
+SERVING_WORKER = "pytest_mxperf.workers.serving"
+#: a serving process (import, bind, one LoadGen run of at least 460 queries and 2 s) and a peak
+#: search's (11 such runs), LeNet b4 on the plan's reference Zen 3 (AMD EPYC family 25 model 1,
+#: 2026-12-04: 3.1 s at 302 queries/s, 33.6 s to a peak of 604 within p99 20 ms); a ResNet-50 v2
+#: process takes longer (its runs are longer at its far lower rates), not measured yet
+SERVING_PROCESS_S = 3.1
+SERVING_PEAK_PROCESS_S = 33.6
 
 #: the workload's optional fields a kind's cell key may name (``Kind.key_fields``)
 KEY_FIELDS = ("optimizer", "kvstore")
@@ -395,6 +402,16 @@ for _m in (
     Metric("gflops", "GFLOP/s", True, "derived", "achieved GFLOP/s"),
     Metric("pct_of_peak", "%", True, "derived",
            "achieved GFLOP/s as % of the measured peak (oneDNN on CPU, cuBLAS/cuDNN on GPUs)"),
+    # a serving cell's latencies under LoadGen's Server scenario at its target rate, from each
+    # query's scheduled arrival to its completion (workers/serving.py): the percentile the cell
+    # names, and p50/p90/p99
+    Metric("serving_latency_ms", "ms", False, "processes", "serving latency at the named percentile", tail=True),
+    Metric("serving_p50_ms", "ms", False, "processes", "serving latency p50"),
+    Metric("serving_p90_ms", "ms", False, "processes", "serving latency p90", tail=True),
+    Metric("serving_p99_ms", "ms", False, "processes", "serving latency p99", tail=True),
+    Metric("serving_qps", "queries/s", True, "derived", "queries completed per second"),
+    # the highest rate whose named percentile stays within the bound (a bisection of LoadGen runs)
+    Metric("peak_qps", "queries/s", True, "processes", "highest rate within the latency bound"),
 ):
     add_figure(_m)
 
@@ -426,5 +443,12 @@ for _k in (
          shown=("loader_samples_per_s", "trainer_samples_per_s", "load_seconds_per_batch",
                 "compute_seconds_per_batch"), marker="io", resident=True, cost="input pipeline",
          process_seconds=5.9),
+    Kind("serving", SERVING_WORKER, "serving_latency_ms",
+         "serving under load: MLPerf LoadGen's Server scenario at a target rate, dynamic batching",
+         judged=("serving_p50_ms", "serving_p90_ms", "serving_p99_ms"), shown=("serving_qps",), marker="serving",
+         cost="serving runs", process_seconds=SERVING_PROCESS_S),
+    Kind("serving_peak", SERVING_WORKER, "peak_qps",
+         "serving under load: the highest rate whose named percentile stays within the latency bound",
+         marker="serving", cost="serving peak searches", process_seconds=SERVING_PEAK_PROCESS_S),
 ):
     register(_k)

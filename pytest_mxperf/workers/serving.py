@@ -1,0 +1,360 @@
+"""A serving cell: MLPerf LoadGen's Server scenario (``mlperf_loadgen``) against a zoo model.
+
+LoadGen sends single-sample queries at Poisson arrivals of ``target_qps`` from a seeded
+schedule (``schedule_seed``: the same arrivals under every install), and times each from its
+scheduled arrival to its completion. The system under test batches dynamically: a batch starts
+with the first query waiting and takes the ones that arrive within ``batch_timeout_ms`` of it,
+up to ``max_batch``; it runs on the smallest bound executor that holds it (sizes 1, 2, 4, ... up
+to ``max_batch``, sharing one set of weights: a short batch pads to it), each batch ending in
+``asnumpy()`` of its outputs after ``mx.nd.waitall()``. The queries' inputs come from a query
+sample library of synthetic images (``answers.input_batch``, seeded).
+
+The figures are read from LoadGen's own detail log (``mlperf_log_detail.txt``), written to
+``log_dir`` (default: ``loadgen/`` beside the result file, this process's own folder; never
+the working directory): p50, p90, p99 and the percentile the cell names
+(``server_target_latency_percentile``, one of those LoadGen reports), the completed queries
+per second, and early stopping's verdict. A run whose early stopping asks for more queries is
+run once more with as many as it asked for; asked again, the process ends in a one-line error:
+its tail is not established, so it is never passed.
+
+``peak``: instead, the highest rate whose named percentile stays within ``latency_bound_ms``
+with early stopping met, by bisection between a rate that held and one that did not, until
+they are within ``peak_step`` of each other (a fraction: at most a third of the minimum
+effect, the parent's to choose); each step a whole LoadGen run. Warm-up (bind, first batches)
+is never timed: LoadGen starts after it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import threading
+import time
+
+from pytest_mxperf.workers import answers
+from pytest_mxperf.workers.protocol import import_mxnet, mx_contexts, runtime_info, serve
+
+#: the percentiles LoadGen's detail log reports (``result_<p>_percentile_latency_ns``)
+PERCENTILES = {0.5: "50.00", 0.9: "90.00", 0.95: "95.00", 0.97: "97.00", 0.99: "99.00", 0.999: "99.90"}
+#: the figures of a run, by the percentile whose latency each is
+FIGURES = {0.5: "serving_p50_ms", 0.9: "serving_p90_ms", 0.99: "serving_p99_ms"}
+#: samples in the query sample library (each query one of them, LoadGen's choice)
+LIBRARY_SAMPLES = 64
+#: the most queries a run is extended to when early stopping asks for more
+MAX_QUERIES = 20000
+
+
+class ServingError(RuntimeError):
+    """A serving run that cannot be measured or judged (one line)."""
+
+
+def _check(spec: dict) -> dict:
+    """The serving settings of ``spec``, checked before MXNet is imported: one-line errors."""
+    s = dict(spec.get("serving") or {})
+    pct = float(s.get("percentile", 0.99))
+    if pct not in PERCENTILES:
+        raise ServingError(f"percentile {pct:g}: LoadGen reports {', '.join(f'{p:g}' for p in PERCENTILES)}; "
+                           "name one of them")
+    bound = float(s.get("latency_bound_ms", 0))
+    if bound <= 0:
+        raise ServingError(f"latency_bound_ms must be positive, got {s.get('latency_bound_ms')!r}")
+    if not s.get("peak") and float(s.get("target_qps", 0)) <= 0:
+        raise ServingError(f"target_qps must be positive, got {s.get('target_qps')!r}")
+    max_batch = int(s.get("max_batch", 1))
+    if max_batch < 1:
+        raise ServingError(f"max_batch must be at least 1, got {max_batch}")
+    return dict(s, percentile=pct, latency_bound_ms=bound, max_batch=max_batch,
+                batch_timeout_ms=float(s.get("batch_timeout_ms", 2.0)),
+                min_queries=int(s.get("min_queries", 460)), min_duration_ms=int(s.get("min_duration_ms", 2000)),
+                schedule_seed=int(s.get("schedule_seed", 20261203)))
+
+
+class _Model:
+    """A zoo model bound for scoring at batch sizes 1, 2, 4, ... up to ``max_batch`` (one
+    set of weights shared): ``run(inputs)`` scores up to ``max_batch`` samples, synchronised."""
+
+    def __init__(self, mx, name: str, max_batch: int, contexts, seed: int):
+        import numpy as np
+
+        from pytest_mxperf import zoo
+        spec = zoo.get_model(name)
+        self.mx, self.np, self.shape = mx, np, tuple(spec.input_shape)
+        ctx = mx_contexts(mx, contexts)[0]
+        sym = zoo.build_symbol(name)
+        sizes, n = [], 1
+        while n < max_batch:
+            sizes.append(n)
+            n *= 2
+        sizes.append(max_batch)
+        self.mods = {}
+        first = None
+        for b in sizes:
+            mod = mx.mod.Module(sym, data_names=["data"], label_names=["softmax_label"], context=ctx)
+            mod.bind(data_shapes=[mx.io.DataDesc("data", (b,) + self.shape, np.float32)], for_training=False,
+                     shared_module=first)
+            if first is None:
+                mod.init_params(initializer=answers.initializer(mx, seed))
+                first = mod
+            self.mods[b] = mod
+        self.sizes = sizes
+        self.ctx = ctx
+
+    def run(self, inputs) -> None:
+        n = len(inputs)
+        b = next(s for s in self.sizes if s >= n)
+        batch = self.np.zeros((b,) + self.shape, dtype=self.np.float32)
+        batch[:n] = inputs
+        mod = self.mods[b]
+        mod.forward(self.mx.io.DataBatch([self.mx.nd.array(batch, ctx=self.ctx)]), is_train=False)
+        mod.get_outputs()[0].asnumpy()
+        self.mx.nd.waitall()
+
+
+class _Server:
+    """The system under test: queries queue as LoadGen issues them; one thread batches them
+    (the first waiting and those within the batching timeout, up to the bound) and completes
+    each after its batch."""
+
+    def __init__(self, lg, model: _Model, library, max_batch: int, timeout_s: float):
+        self.lg, self.model, self.library = lg, model, library
+        self.max_batch, self.timeout_s = max_batch, timeout_s
+        self.q: "queue.Queue" = queue.Queue()
+        self.batches = 0
+        self.failure = None
+        self.thread = threading.Thread(target=self._loop, daemon=True)
+        self.thread.start()
+
+    def issue(self, samples) -> None:
+        for s in samples:
+            self.q.put((s.id, s.index))
+
+    def flush(self) -> None:
+        pass
+
+    def stop(self) -> None:
+        self.q.put(None)
+        self.thread.join()
+
+    def _loop(self) -> None:
+        while True:
+            first = self.q.get()
+            if first is None:
+                return
+            batch, ends = [first], time.monotonic() + self.timeout_s
+            while len(batch) < self.max_batch:
+                left = ends - time.monotonic()
+                try:
+                    item = self.q.get(timeout=left) if left > 0 else self.q.get_nowait()
+                except queue.Empty:
+                    break
+                if item is None:
+                    self.q.put(None)
+                    break
+                batch.append(item)
+            try:
+                self.model.run(self.library[[i for _, i in batch]])
+            except BaseException as exc:  # noqa: BLE001 - said by the run; its queries still completed
+                self.failure = self.failure or f"{type(exc).__name__}: {exc}"
+            self.batches += 1
+            self.lg.QuerySamplesComplete([self.lg.QuerySampleResponse(qid, 0, 0) for qid, _ in batch])
+
+
+def read_detail(path: str) -> dict:
+    """LoadGen's detail log (``:::MLLOG {json}`` lines) as key -> value (the last of each)."""
+    out = {}
+    with open(path) as fh:
+        for line in fh:
+            if line.startswith(":::MLLOG "):
+                try:
+                    rec = json.loads(line[len(":::MLLOG "):])
+                except ValueError:
+                    continue
+                out[rec.get("key")] = rec.get("value")
+    return out
+
+
+def run_figures(detail: dict, percentile: float) -> dict:
+    """A run's figures from its detail log: p50/p90/p99 and the named percentile in ms, the
+    completed queries per second, the query count and early stopping's verdict."""
+    def ms(p):
+        v = detail.get(f"result_{PERCENTILES[p]}_percentile_latency_ns")
+        if v is None:
+            raise ServingError(f"LoadGen's log holds no {PERCENTILES[p]} percentile latency")
+        return float(v) / 1e6
+    out = {name: ms(p) for p, name in FIGURES.items()}
+    out["serving_latency_ms"] = ms(percentile)
+    out["serving_qps"] = float(detail.get("result_completed_samples_per_sec") or 0.0)
+    out["queries"] = int(detail.get("result_query_count") or 0)
+    out["early_stopping_met"] = bool(detail.get("early_stopping_met"))
+    out["early_stopping"] = " ".join(str(detail.get("early_stopping_result") or "").split())
+    out["overlatency"] = int(detail.get("result_overlatency_query_count") or 0)
+    return out
+
+
+def _more_queries(text: str) -> int:
+    """How many more queries early stopping asks for, from its result line (0: none said)."""
+    import re
+    m = re.search(r"at least (\d+) more queries", text)
+    return int(m.group(1)) if m else 0
+
+
+def one_run(lg, model: _Model, library, s: dict, qps: float, log_dir: str, min_queries: int) -> dict:
+    """One whole LoadGen Server run at ``qps``: its figures (``run_figures``)."""
+    os.makedirs(log_dir, exist_ok=True)
+    server = _Server(lg, model, library, s["max_batch"], s["batch_timeout_ms"] / 1000.0)
+    sut = lg.ConstructSUT(server.issue, server.flush)
+    qsl = lg.ConstructQSL(len(library), len(library), lambda idx: None, lambda idx: None)
+    try:
+        ts = lg.TestSettings()
+        ts.scenario = lg.TestScenario.Server
+        ts.mode = lg.TestMode.PerformanceOnly
+        ts.server_target_qps = float(qps)
+        ts.server_target_latency_ns = int(s["latency_bound_ms"] * 1e6)
+        ts.server_target_latency_percentile = s["percentile"]
+        ts.min_query_count = int(min_queries)
+        ts.min_duration_ms = int(s["min_duration_ms"])
+        ts.schedule_rng_seed = s["schedule_seed"]
+        out = lg.LogOutputSettings()
+        out.outdir = log_dir
+        out.copy_summary_to_stdout = False
+        settings = lg.LogSettings()
+        settings.log_output = out
+        settings.enable_trace = False
+        started = time.perf_counter()
+        lg.StartTestWithLogSettings(sut, qsl, ts, settings)
+        seconds = time.perf_counter() - started
+    finally:
+        server.stop()
+        lg.DestroyQSL(qsl)
+        lg.DestroySUT(sut)
+    if server.failure:
+        raise ServingError(f"the model failed while serving: {server.failure}")
+    figures = run_figures(read_detail(os.path.join(log_dir, "mlperf_log_detail.txt")), s["percentile"])
+    return dict(figures, target_qps=float(qps), seconds=seconds, batches=server.batches)
+
+
+def settled_run(lg, model, library, s: dict, qps: float, log_dir: str) -> dict:
+    """A run at ``qps`` whose early stopping is met: extended once to the queries it asked
+    for; asked again (or beyond ``MAX_QUERIES``): ``ServingError``, never passed."""
+    run = one_run(lg, model, library, s, qps, log_dir, s["min_queries"])
+    if run["early_stopping_met"]:
+        return run
+    more = _more_queries(run["early_stopping"])
+    wanted = run["queries"] + max(more, s["min_queries"])
+    if wanted <= MAX_QUERIES:
+        run = one_run(lg, model, library, s, qps, log_dir, wanted)
+        if run["early_stopping_met"]:
+            return dict(run, extended=True)
+    raise ServingError(f"early stopping at {qps:g} queries/s is not met ({run['early_stopping']}): its "
+                       f"{s['percentile']:g} percentile is not established, so the cell is not passed")
+
+
+def within_bound(run: dict, s: dict) -> bool:
+    return run["early_stopping_met"] and run["serving_latency_ms"] <= s["latency_bound_ms"]
+
+
+def search_peak(holds, start: float, floor: float, step: float, limit: int):
+    """The highest rate ``holds(rate)`` (a whole run at it: its named percentile within the
+    bound, early stopping met) says yes to: from ``start`` doubling until a rate fails, or
+    halving until one holds (not below ``floor``), then bisection (geometric) until the
+    rate that held and the one that failed are within ``step`` (a fraction) of each other;
+    at most ``limit`` runs. Returns (the highest rate that held or None, the lowest that
+    failed or None, the rates tried with their answers). Pure but for ``holds``."""
+    tried, good, bad, rate = [], None, None, float(start)
+    while len(tried) < limit:
+        ok = bool(holds(rate))
+        tried.append((rate, ok))
+        if ok:
+            good = rate
+        else:
+            bad = rate
+        if good is None:
+            if rate / 2.0 < floor:
+                break
+            rate /= 2.0
+        elif bad is None:
+            rate *= 2.0
+        elif bad / good - 1.0 <= step:
+            break
+        else:
+            rate = (good * bad) ** 0.5
+    return good, bad, tried
+
+
+def peak(lg, model, library, s: dict, log_dir: str) -> dict:
+    """``search_peak`` with whole LoadGen runs (``peak_start``, ``peak_floor`` queries/s,
+    ``peak_step``, ``peak_runs``); a bound no rate meets, or a search the runs cannot bound:
+    ``ServingError`` (one line)."""
+    runs = []
+
+    def holds(qps):
+        r = one_run(lg, model, library, s, qps, os.path.join(log_dir, f"peak-{len(runs)}"), s["min_queries"])
+        runs.append({k: r[k] for k in ("target_qps", "serving_latency_ms", "serving_qps", "early_stopping_met")})
+        return within_bound(r, s)
+
+    step, limit = float(s.get("peak_step", 0.015)), int(s.get("peak_runs", 14))
+    floor = float(s.get("peak_floor", 1.0))
+    good, bad, _ = search_peak(holds, float(s.get("peak_start", 50.0)), floor, step, limit)
+    if good is None:
+        raise ServingError(f"no rate from {float(s.get('peak_start', 50.0)):g} down to {floor:g} queries/s keeps the "
+                           f"{s['percentile']:g} percentile within {s['latency_bound_ms']:g} ms")
+    if bad is None or bad / good - 1.0 > step:
+        raise ServingError(f"the peak search did not close within {limit} runs: {good:g} queries/s held"
+                           + (f", {bad:g} did not" if bad is not None else ", nothing above it failed"))
+    return {"peak_qps": good, "peak_runs": runs}
+
+
+def run(spec: dict) -> dict:
+    s = _check(spec)
+    try:
+        import mlperf_loadgen as lg
+    except ImportError:
+        return {"status": "unavailable", "meta": {},
+                "message": "mlperf_loadgen is not installed in this interpreter (pip install mlcommons-loadgen)"}
+    w = spec["workload"]
+    from pytest_mxperf import zoo
+    zoo.get_model(w["model"])  # an unknown model fails before MXNet's import
+    t0 = time.perf_counter()
+    mx = import_mxnet()
+    meta = runtime_info(mx)
+    meta["import_seconds"] = time.perf_counter() - t0
+    seed = int(spec.get("seed", 0))
+    model = _Model(mx, w["model"], s["max_batch"], w["contexts"], seed)
+    library = answers.input_batch((LIBRARY_SAMPLES,) + model.shape, 1000 + seed)
+    for _ in range(3):  # untimed: the first batches of every bound size (oneDNN makes its primitives)
+        for b in model.sizes:
+            model.run(library[:b])
+    log_dir = spec.get("log_dir") or os.path.join(os.path.dirname(os.path.abspath(spec["result_path"]))
+                                                  if spec.get("result_path") else os.getcwd(), "loadgen")
+    meta["loadgen_log_dir"] = log_dir
+    meta["serving"] = {k: s[k] for k in ("percentile", "latency_bound_ms", "max_batch", "batch_timeout_ms",
+                                         "schedule_seed")}
+    if s.get("peak"):
+        found = peak(lg, model, library, s, log_dir)
+        meta["peak_runs"] = found["peak_runs"]
+        return {"status": "ok", "message": "", "peak_qps": found["peak_qps"], "meta": meta}
+    r = settled_run(lg, model, library, s, float(s["target_qps"]), log_dir)
+    meta["serving_run"] = {k: r[k] for k in ("target_qps", "queries", "early_stopping", "overlatency", "seconds",
+                                             "batches")}
+    out = {"status": "ok", "message": "", "meta": meta}
+    out.update({k: r[k] for k in ("serving_latency_ms", "serving_p50_ms", "serving_p90_ms", "serving_p99_ms",
+                                  "serving_qps")})
+    return out
+
+
+def main(argv=None) -> int:
+    import sys
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if len(argv) == 2:  # the result file's folder is this process's own: LoadGen's logs go beside it
+        with open(argv[0]) as fh:
+            spec = json.load(fh)
+        if not spec.get("log_dir"):
+            spec["result_path"] = argv[1]
+            with open(argv[0], "w") as fh:
+                json.dump(spec, fh)
+    return serve(run, argv, "pytest_mxperf.workers.serving")
+
+
+if __name__ == "__main__":
+    main()

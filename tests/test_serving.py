@@ -1,0 +1,92 @@
+"""The serving cell's parts that need no MXNet: its settings checked in one line, LoadGen's
+detail log read into figures, early stopping's ask, the peak search (workers/serving.py), and
+its kinds in the registry."""
+
+import json
+
+import pytest
+
+from pytest_mxperf.model import kinds
+from pytest_mxperf.workers import serving
+
+
+def _detail(tmp_path, **values):
+    lines = [":::MLLOG " + json.dumps({"key": k, "value": v, "time_ms": 1.0}) for k, v in values.items()]
+    path = tmp_path / "mlperf_log_detail.txt"
+    path.write_text("\n".join(["not a log line"] + lines) + "\n")
+    return str(path)
+
+
+def _ns(ms):
+    return int(ms * 1e6)
+
+
+def test_a_runs_figures_are_read_from_loadgens_detail_log(tmp_path):
+    path = _detail(tmp_path, **{"result_50.00_percentile_latency_ns": _ns(2.5), "result_90.00_percentile_latency_ns":
+                                _ns(4.0), "result_95.00_percentile_latency_ns": _ns(4.5),
+                                "result_99.00_percentile_latency_ns": _ns(6.25),
+                                "result_completed_samples_per_sec": 99.5, "result_query_count": 512,
+                                "early_stopping_met": True, "result_overlatency_query_count": 1,
+                                "early_stopping_result": " * Run successful."})
+    figures = serving.run_figures(serving.read_detail(path), 0.95)
+    assert figures["serving_p50_ms"] == pytest.approx(2.5) and figures["serving_p90_ms"] == pytest.approx(4.0)
+    assert figures["serving_p99_ms"] == pytest.approx(6.25)
+    assert figures["serving_latency_ms"] == pytest.approx(4.5)  # the percentile the cell names
+    assert figures["serving_qps"] == 99.5 and figures["queries"] == 512 and figures["early_stopping_met"]
+    assert figures["early_stopping"] == "* Run successful."
+    with pytest.raises(serving.ServingError, match="no 90.00 percentile"):
+        serving.run_figures(serving.read_detail(_detail(tmp_path, **{"result_50.00_percentile_latency_ns": 1})), 0.5)
+
+
+def test_early_stoppings_ask_is_read_from_its_line():
+    text = ("* Run unsuccessful. * Processed 309 queries. * Would need to run at least 150 more queries, with the "
+            "run being successful if every additional query were under latency.")
+    assert serving._more_queries(text) == 150
+    assert serving._more_queries("* Run successful.") == 0
+
+
+@pytest.mark.parametrize("settings, said", [
+    ({"percentile": 0.98, "latency_bound_ms": 10, "target_qps": 5}, "percentile 0.98: LoadGen reports"),
+    ({"latency_bound_ms": 0, "target_qps": 5}, "latency_bound_ms must be positive"),
+    ({"latency_bound_ms": 10}, "target_qps must be positive"),
+    ({"latency_bound_ms": 10, "target_qps": 5, "max_batch": 0}, "max_batch must be at least 1"),
+])
+def test_bad_settings_are_one_line_before_mxnet_is_imported(settings, said):
+    with pytest.raises(serving.ServingError, match=said) as err:
+        serving._check({"serving": settings})
+    assert "\n" not in str(err.value)
+
+
+def test_a_peak_rate_needs_no_target_and_defaults_fill_the_rest():
+    s = serving._check({"serving": {"latency_bound_ms": 20, "peak": True}})
+    assert s["percentile"] == 0.99 and s["max_batch"] == 1 and s["min_queries"] == 460
+
+
+@pytest.mark.parametrize("true_peak", [3.7, 137.0, 2900.0])
+def test_the_peak_search_closes_within_its_step_around_the_true_peak(true_peak):
+    """A server that holds its bound up to ``true_peak`` queries/s: the search ends with the
+    highest rate that held within 1.5% below the lowest that failed, the true peak between."""
+    good, bad, tried = serving.search_peak(lambda r: r <= true_peak, start=50.0, floor=1.0, step=0.015, limit=30)
+    assert good <= true_peak < bad and bad / good - 1.0 <= 0.015
+    assert all(ok == (r <= true_peak) for r, ok in tried)
+    assert len(tried) <= 16
+
+
+def test_the_peak_search_stops_at_its_run_limit_and_at_its_floor():
+    good, bad, tried = serving.search_peak(lambda r: r <= 137.0, start=50.0, floor=1.0, step=0.015, limit=4)
+    assert len(tried) == 4 and good == 100.0 and bad == pytest.approx(141.42, abs=0.01)  # not closed: said in one line
+    good, bad, tried = serving.search_peak(lambda r: False, start=50.0, floor=1.0, step=0.015, limit=30)
+    assert good is None and bad == tried[-1][0] and tried[-1][0] / 2 < 1.0
+
+
+def test_the_serving_kinds_are_declared_with_their_figures():
+    k, p = kinds.kind("serving"), kinds.kind("serving_peak")
+    assert k.worker == p.worker == "pytest_mxperf.workers.serving" and k.marker == p.marker == "serving"
+    assert set(k.judged) == {"serving_p50_ms", "serving_p90_ms", "serving_p99_ms"}
+    assert k.primary == "serving_latency_ms" and p.primary == "peak_qps"
+    assert kinds.figure("serving_p99_ms").tail and not kinds.figure("serving_p50_ms").tail
+    assert kinds.figure("peak_qps").higher_is_better and not kinds.figure("serving_latency_ms").higher_is_better
+    # the figures a worker returns are its kind's (an undeclared one would be the process's error)
+    kinds.check_figures("serving", ["serving_latency_ms", "serving_p50_ms", "serving_p90_ms", "serving_p99_ms",
+                                    "serving_qps"])
+    kinds.check_figures("serving_peak", ["peak_qps"])
