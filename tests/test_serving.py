@@ -33,6 +33,7 @@ def test_a_runs_figures_are_read_from_loadgens_detail_log(tmp_path):
     assert figures["serving_p99_ms"] == pytest.approx(6.25)
     assert figures["serving_latency_ms"] == pytest.approx(4.5)  # the percentile the cell names
     assert figures["serving_qps"] == 99.5 and figures["queries"] == 512 and figures["early_stopping_met"]
+    assert figures["scheduled_qps"] == 0.0  # not in this log: read as none
     assert figures["early_stopping"] == "* Run successful."
     with pytest.raises(serving.ServingError, match="no 90.00 percentile"):
         serving.run_figures(serving.read_detail(_detail(tmp_path, **{"result_50.00_percentile_latency_ns": 1})), 0.5)
@@ -90,3 +91,23 @@ def test_the_serving_kinds_are_declared_with_their_figures():
     kinds.check_figures("serving", ["serving_latency_ms", "serving_p50_ms", "serving_p90_ms", "serving_p99_ms",
                                     "serving_qps"])
     kinds.check_figures("serving_peak", ["peak_qps"])
+
+
+def _record(mode, runs):
+    return {"workload": {"model": "lenet", "mode": mode, "batch_size": 4}, "runs": runs}
+
+
+def test_the_serving_plot_has_the_search_the_target_rate_and_the_bound(tmp_path):
+    from pytest_mxperf.output import plots
+    serving = {"percentile": 0.99, "latency_bound_ms": 20.0}
+    peak = _record("serving_peak", [{"meta": {"serving": serving, "peak_runs": [
+        {"target_qps": 400.0, "serving_latency_ms": 12.0, "early_stopping_met": True},
+        {"target_qps": 800.0, "serving_latency_ms": 43.0, "early_stopping_met": False}]}}])
+    target = _record("serving", [{"meta": {"serving": serving, "serving_run": {"target_qps": 300.0}},
+                                  "figures": {"serving_p50_ms": 6.0, "serving_p90_ms": 9.0, "serving_p99_ms": 11.0}}])
+    search, points, bound, pct = plots._serving_points(peak)
+    assert search == [(400.0, 12.0, True), (800.0, 43.0, False)] and bound == 20.0 and pct == 0.99 and not points
+    assert plots._serving_points(target)[1] == [(300.0, 6.0, 9.0, 11.0)]
+    paths = plots.plot_serving([peak, target, _record("score", [{"figures": {"throughput": 1.0}}])], tmp_path)
+    assert [p.name for p in paths] == ["serving-lenet.png"] and paths[0].stat().st_size > 10000
+    assert plots.plot_serving([_record("score", [{}])], tmp_path / "none") == []

@@ -85,3 +85,10 @@ def test_a_serving_cell_is_measured_through_the_fixture_and_reported(pytester):
     assert rec["status"] == "ok" and rec["metric"] == "serving_latency_ms" and rec["unit"] == "ms"
     assert {"serving_p50_ms", "serving_p90_ms", "serving_p99_ms", "serving_qps"} <= set(rec["figures"])
     assert "serving runs" in result.stdout.str()  # the first line prices it as its kind
+
+
+def test_a_rate_the_machine_cannot_serve_is_one_line(tmp_path):
+    result, _ = _worker(tmp_path, dict(_spec(target_qps=100000.0, min_duration_ms=200), log_dir=str(tmp_path / "l")))
+    assert result["status"] == "error" and "\n" not in result["message"]
+    assert "this machine cannot serve 100000 queries/s: it completed" in result["message"], result["message"]
+

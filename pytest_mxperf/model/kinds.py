@@ -362,6 +362,8 @@ PROCESS_PAIR_MARKERS = _kinds_where(lambda k: not k.resident and bool(k.marker) 
                                     lambda k: k.marker)
 #: kinds the throughput worker measures (score, train, latency: what the profile worker can profile)
 THROUGHPUT_MODES = _kinds_where(lambda k: k.worker == THROUGHPUT_WORKER)
+#: kinds the serving worker measures (LoadGen's Server scenario: a target rate, a peak rate)
+SERVING_MODES = _kinds_where(lambda k: k.worker == SERVING_WORKER)
 #: worker modules that serve duet rounds
 RESIDENT_MODULES = _kinds_where(lambda k: k.resident, lambda k: k.worker)
 #: worker modules whose rounds are the measured work itself

@@ -134,6 +134,7 @@ def write_report(report_dir: str, doc: Dict[str, Any], baseline=None, final: boo
     files.append(str(summary))
     if final:
         files += [str(p) for p in plots.plot_throughput(results.records, baseline, out_dir)]
+        files += [str(p) for p in plots.plot_serving(results.records, out_dir)]
     return files
 
 

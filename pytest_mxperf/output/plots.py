@@ -129,3 +129,75 @@ def plot_throughput(records: Sequence[Union[CellMeasurement, Mapping[str, Any]]]
         plt.close(fig)
         paths.append(path)
     return paths
+
+
+def _serving_points(r: Mapping[str, Any]):
+    """A serving record's points: (the peak search's runs: (rate, latency, held)), (the target-rate
+    runs: (rate, p50, p90, p99)), its bound and percentile; from each process's meta."""
+    search, target, bound, pct = [], [], None, None
+    for run in r.get("runs") or []:
+        meta = run.get("meta") or {}
+        s = meta.get("serving") or {}
+        bound, pct = s.get("latency_bound_ms", bound), s.get("percentile", pct)
+        for p in meta.get("peak_runs") or []:
+            held = bool(p.get("early_stopping_met")) and bound is not None and p["serving_latency_ms"] <= bound
+            search.append((float(p["target_qps"]), float(p["serving_latency_ms"]), held))
+        done = meta.get("serving_run") or {}
+        f = run.get("figures") or {}
+        if done.get("target_qps") and all(isinstance(f.get(k), (int, float)) for k in
+                                         ("serving_p50_ms", "serving_p90_ms", "serving_p99_ms")):
+            target.append((float(done["target_qps"]), f["serving_p50_ms"], f["serving_p90_ms"], f["serving_p99_ms"]))
+    return search, target, bound, pct
+
+
+def plot_serving(records: Sequence[Union[CellMeasurement, Mapping[str, Any]]], out_dir: Union[str, Path]) -> List[Path]:
+    """Write ``<out_dir>/serving-<model>.png`` per model a serving cell measured: latency against
+    the offered rate, the peak search's runs (held: filled, over the bound or early stopping not
+    met: open), the target-rate runs' p50/p90/p99, and the bound; return the paths."""
+    by_model: Dict[str, list] = defaultdict(list)
+    for r in map(_as_record, records):
+        w = r.get("workload") or {}
+        if w.get("mode") in kinds.SERVING_MODES and r.get("runs"):
+            by_model[w.get("model", "?")].append(_serving_points(r))
+    paths: List[Path] = []
+    if not any(s or t for pts in by_model.values() for s, t, _, _ in pts):
+        return paths
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    for model, parts in sorted(by_model.items()):
+        search = [p for s, _, _, _ in parts for p in s]
+        target = [p for _, t, _, _ in parts for p in t]
+        bound = next((b for _, _, b, _ in parts if b is not None), None)
+        pct = next((q for _, _, _, q in parts if q is not None), None)
+        if not search and not target:
+            continue
+        fig, ax = plt.subplots(figsize=(9, 5), dpi=100)
+        held = [(x, y) for x, y, ok in search if ok]
+        over = [(x, y) for x, y, ok in search if not ok]
+        if held:
+            ax.plot(*zip(*sorted(held)), "o", color="tab:blue", label=f"peak search: held (p{100 * pct:g})")
+        if over:
+            ax.plot(*zip(*sorted(over)), "o", mfc="none", color="tab:red", label="peak search: over the bound")
+        for i, name in enumerate(("p50", "p90", "p99")):
+            pts = sorted((p[0], p[1 + i]) for p in target)
+            if pts:
+                ax.plot(*zip(*pts), "s", alpha=0.8, label=f"target rate: {name}")
+        if bound is not None:
+            ax.axhline(bound, color="gray", linestyle="--", linewidth=1, label=f"bound {bound:g} ms")
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("offered rate (queries / s, Poisson arrivals)")
+        ax.set_ylabel("latency (ms, scheduled arrival to completion)")
+        ax.set_title(f"{model} — serving under load (MLPerf LoadGen, Server scenario)")
+        ax.grid(True, which="major", alpha=0.3)
+        ax.legend(fontsize=7)
+        fig.tight_layout()
+        path = out_dir / f"serving-{_safe(model)}.png"
+        fig.savefig(path)
+        plt.close(fig)
+        paths.append(path)
+    return paths

@@ -43,6 +43,9 @@ FIGURES = {0.5: "serving_p50_ms", 0.9: "serving_p90_ms", 0.99: "serving_p99_ms"}
 LIBRARY_SAMPLES = 64
 #: the most queries a run is extended to when early stopping asks for more
 MAX_QUERIES = 20000
+#: a target-rate run that completed fewer queries a second than this share of those LoadGen
+#: scheduled was not served: the queue grew through the run (its latencies are the queue's)
+SERVED_SHARE = 0.9
 
 
 class ServingError(RuntimeError):
@@ -185,6 +188,7 @@ def run_figures(detail: dict, percentile: float) -> dict:
     out = {name: ms(p) for p, name in FIGURES.items()}
     out["serving_latency_ms"] = ms(percentile)
     out["serving_qps"] = float(detail.get("result_completed_samples_per_sec") or 0.0)
+    out["scheduled_qps"] = float(detail.get("result_scheduled_samples_per_sec") or 0.0)
     out["queries"] = int(detail.get("result_query_count") or 0)
     out["early_stopping_met"] = bool(detail.get("early_stopping_met"))
     out["early_stopping"] = " ".join(str(detail.get("early_stopping_result") or "").split())
@@ -236,8 +240,13 @@ def one_run(lg, model: _Model, library, s: dict, qps: float, log_dir: str, min_q
 
 def settled_run(lg, model, library, s: dict, qps: float, log_dir: str) -> dict:
     """A run at ``qps`` whose early stopping is met: extended once to the queries it asked
-    for; asked again (or beyond ``MAX_QUERIES``): ``ServingError``, never passed."""
+    for; asked again (or beyond ``MAX_QUERIES``): ``ServingError``, never passed. A rate the
+    machine does not serve (``SERVED_SHARE``): ``ServingError`` at once."""
     run = one_run(lg, model, library, s, qps, log_dir, s["min_queries"])
+    if run["scheduled_qps"] and run["serving_qps"] < SERVED_SHARE * run["scheduled_qps"]:
+        raise ServingError(f"this machine cannot serve {qps:g} queries/s: it completed {run['serving_qps']:.4g} a "
+                           f"second of the {run['scheduled_qps']:.4g} scheduled (the queue grew through the run; "
+                           "a lower target rate, or the peak cell for the highest it serves)")
     if run["early_stopping_met"]:
         return run
     more = _more_queries(run["early_stopping"])
