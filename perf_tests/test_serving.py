@@ -21,11 +21,12 @@ MAX_BATCH = 4
 BATCH_TIMEOUT_MS = 2.0
 PERCENTILE = 0.99
 #: the latency bound of each model's named percentile, and the share of the peak rate its
-#: target-rate cell serves (a server run well below its peak, where queueing is light)
+#: target-rate cell serves: a low rate, where the server idles between queries (a slow wake
+#: after idle shows there and not at the peak, where it never idles) and queueing is light
 BOUNDS_MS = {"lenet": 20.0, "resnet50_v2": 2000.0}
 #: where each model's peak search starts (queries/s): near its peak on a 2-vCPU machine, fewer runs
 PEAK_START = {"lenet": 400.0, "resnet50_v2": 8.0}
-TARGET_SHARE = 0.5
+TARGET_SHARE = 0.1
 
 
 def _settings(model, **more):
@@ -38,10 +39,13 @@ def _settings(model, **more):
 @pytest.mark.slow
 @pytest.mark.parametrize("model", sorted(BOUNDS_MS))
 def test_serving_peak_and_target_rate(mxperf, model):
-    """The peak rate within the bound; then the percentiles at ``TARGET_SHARE`` of it."""
+    """The peak rate within the bound; then the percentiles at ``TARGET_SHARE`` of it: of the
+    reference install's peak in A/B mode, so that both installs serve the same rate and the
+    same seeded schedule (until a baseline records the rate, a session against one sets it
+    from its own peak)."""
     peak = mxperf.expect_ok(mxperf.measure_kind(Workload(model=model, mode="serving_peak", batch_size=MAX_BATCH),
                                                 _settings(model, peak=True, peak_start=PEAK_START[model]), processes=1))
-    rate = TARGET_SHARE * peak.figure("peak_qps")
+    rate = TARGET_SHARE * (peak.reference_figure("peak_qps") or peak.figure("peak_qps"))
     cell = mxperf.expect_ok(mxperf.measure_kind(Workload(model=model, mode="serving", batch_size=MAX_BATCH),
                                                 _settings(model, target_qps=rate)))
     if not mxperf.options.smoke:

@@ -92,7 +92,7 @@ class _Model:
         sizes.append(max_batch)
         self.mods = {}
         first = None
-        for b in sizes:
+        for b in sorted(sizes, reverse=True):  # the largest first: the others share its memory
             mod = mx.mod.Module(sym, data_names=["data"], label_names=["softmax_label"], context=ctx)
             mod.bind(data_shapes=[mx.io.DataDesc("data", (b,) + self.shape, np.float32)], for_training=False,
                      shared_module=first)
