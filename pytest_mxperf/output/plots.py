@@ -118,17 +118,24 @@ def plot_throughput(records: Sequence[Union[CellMeasurement, Mapping[str, Any]]]
             ax.xaxis.set_minor_formatter(NullFormatter())
             ax.set_xticklabels([str(t) for t in ticks])
         ax.set_yscale("log")
-        ax.set_xlabel("batch size (per device)")
-        ax.set_ylabel("images / s (higher is better)")
-        ax.set_title(f"{model} — {mode}")
-        ax.grid(True, which="major", alpha=0.3)
-        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
-        fig.tight_layout()
-        path = out_dir / f"throughput-{_safe(model)}-{_safe(mode)}.png"
-        fig.savefig(path)
-        plt.close(fig)
-        paths.append(path)
+        paths.append(_saved(fig, ax, out_dir / f"throughput-{_safe(model)}-{_safe(mode)}.png",
+                            "batch size (per device)", "images / s (higher is better)", f"{model} — {mode}",
+                            loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0))
     return paths
+
+
+def _saved(fig, ax, path: Path, xlabel: str, ylabel: str, title: str, **legend) -> Path:
+    """``fig`` labelled, gridded, with its legend (``legend``: where), written to ``path`` and closed."""
+    import matplotlib.pyplot as plt
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.grid(True, which="major", alpha=0.3)
+    ax.legend(fontsize=7, **legend)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return path
 
 
 def _serving_points(r: Mapping[str, Any]):
@@ -190,14 +197,8 @@ def plot_serving(records: Sequence[Union[CellMeasurement, Mapping[str, Any]]], o
             ax.axhline(bound, color="gray", linestyle="--", linewidth=1, label=f"bound {bound:g} ms")
         ax.set_xscale("log")
         ax.set_yscale("log")
-        ax.set_xlabel("offered rate (queries / s, Poisson arrivals)")
-        ax.set_ylabel("latency (ms, scheduled arrival to completion)")
-        ax.set_title(f"{model} — serving under load (MLPerf LoadGen, Server scenario)")
-        ax.grid(True, which="major", alpha=0.3)
-        ax.legend(fontsize=7)
-        fig.tight_layout()
-        path = out_dir / f"serving-{_safe(model)}.png"
-        fig.savefig(path)
-        plt.close(fig)
-        paths.append(path)
+        paths.append(_saved(fig, ax, out_dir / f"serving-{_safe(model)}.png",
+                            "offered rate (queries / s, Poisson arrivals)",
+                            "latency (ms, scheduled arrival to completion)",
+                            f"{model} — serving under load (MLPerf LoadGen, Server scenario)"))
     return paths
