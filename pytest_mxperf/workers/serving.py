@@ -70,7 +70,9 @@ def _check(spec: dict) -> dict:
     return dict(s, percentile=pct, latency_bound_ms=bound, max_batch=max_batch,
                 batch_timeout_ms=float(s.get("batch_timeout_ms", 2.0)),
                 min_queries=int(s.get("min_queries", 460)), min_duration_ms=int(s.get("min_duration_ms", 2000)),
-                schedule_seed=int(s.get("schedule_seed", 20261203)))
+                schedule_seed=int(s.get("schedule_seed", 20261203)),
+                peak_start=float(s.get("peak_start", 50.0)), peak_floor=float(s.get("peak_floor", 1.0)),
+                peak_step=float(s.get("peak_step", 0.015)), peak_runs=int(s.get("peak_runs", 14)))
 
 
 class _Model:
@@ -302,11 +304,10 @@ def peak(lg, model, library, s: dict, log_dir: str) -> dict:
         runs.append({k: r[k] for k in ("target_qps", "serving_latency_ms", "serving_qps", "early_stopping_met")})
         return within_bound(r, s)
 
-    step, limit = float(s.get("peak_step", 0.015)), int(s.get("peak_runs", 14))
-    floor = float(s.get("peak_floor", 1.0))
-    good, bad, _ = search_peak(holds, float(s.get("peak_start", 50.0)), floor, step, limit)
+    step, limit, floor = s["peak_step"], s["peak_runs"], s["peak_floor"]
+    good, bad, _ = search_peak(holds, s["peak_start"], floor, step, limit)
     if good is None:
-        raise ServingError(f"no rate from {float(s.get('peak_start', 50.0)):g} down to {floor:g} queries/s keeps the "
+        raise ServingError(f"no rate from {s['peak_start']:g} down to {floor:g} queries/s keeps the "
                            f"{s['percentile']:g} percentile within {s['latency_bound_ms']:g} ms")
     if bad is None or bad / good - 1.0 > step:
         raise ServingError(f"the peak search did not close within {limit} runs: {good:g} queries/s held"
@@ -334,8 +335,7 @@ def run(spec: dict) -> dict:
     for _ in range(3):  # untimed: the first batches of every bound size (oneDNN makes its primitives)
         for b in model.sizes:
             model.run(library[:b])
-    log_dir = spec.get("log_dir") or os.path.join(os.path.dirname(os.path.abspath(spec["result_path"]))
-                                                  if spec.get("result_path") else os.getcwd(), "loadgen")
+    log_dir = spec["log_dir"]
     meta["loadgen_log_dir"] = log_dir
     meta["serving"] = {k: s[k] for k in ("percentile", "latency_bound_ms", "max_batch", "batch_timeout_ms",
                                          "schedule_seed")}
@@ -355,14 +355,11 @@ def run(spec: dict) -> dict:
 def main(argv=None) -> int:
     import sys
     argv = list(sys.argv[1:] if argv is None else argv)
-    if len(argv) == 2:  # the result file's folder is this process's own: LoadGen's logs go beside it
-        with open(argv[0]) as fh:
-            spec = json.load(fh)
-        if not spec.get("log_dir"):
-            spec["result_path"] = argv[1]
-            with open(argv[0], "w") as fh:
-                json.dump(spec, fh)
-    return serve(run, argv, "pytest_mxperf.workers.serving")
+    # the result file's folder is this process's own: LoadGen's logs go beside it unless the
+    # spec names a folder (never the working directory)
+    own = os.path.join(os.path.dirname(os.path.abspath(argv[-1])), "loadgen") if argv else "loadgen"
+    return serve(lambda spec: run(dict(spec, log_dir=spec.get("log_dir") or own)), argv,
+                 "pytest_mxperf.workers.serving")
 
 
 if __name__ == "__main__":
