@@ -6,9 +6,11 @@ name, after ``-m``/``-k``, this shard's tests alone, under a deadline by priorit
 from __future__ import annotations
 
 import dataclasses
+import re
 
 import pytest
 
+from pytest_mxperf.model import kinds
 from pytest_mxperf.model import options as opts
 from pytest_mxperf.session_start import say
 
@@ -97,18 +99,23 @@ def asked_for(item, named: frozenset, options: opts.PerfOptions) -> bool:
 def select(config, items, options: opts.PerfOptions) -> Selection:
     """The selected tests in the order the session runs them (by priority under a deadline),
     slow CPU cells deselected unless asked for (--perf-slow, ``-m`` naming ``slow``, or the
-    cell named: ``asked_for``), this shard's alone. Runs after ``-m``/``-k`` (the plugin's
+    cell named: ``asked_for``), and so the tests of a kind run on request (``Kind.on_request``)
+    unless ``-m`` names its marker, this shard's alone. Runs after ``-m``/``-k`` (the plugin's
     hook is ``trylast``), so the slow tests counted are the ones the selection would keep."""
     from pytest_mxperf.measure import planning
     if options.deadline is not None:
         items[:] = [items[i] for i in planning.by_priority([planning.planned(it) for it in items])]
     slow = sharded = 0
-    if not (options.include_slow or "slow" in (config.getoption("markexpr", "") or "")):
-        # "slow" is about 2-core CPUs: on a GPU the whole grid runs by default
+    words = set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", config.getoption("markexpr", "") or ""))
+    if not options.include_slow:
+        # "slow" is about 2-core CPUs: on a GPU the whole grid runs by default; a kind run on
+        # request (``Kind.on_request``: serving under load) runs when -m names its marker
+        unasked = [m for m in kinds.ON_REQUEST_MARKERS if m not in words]
         named = named_on_the_command_line(config)
         keep, drop = [], []
         for it in items:
-            heavy = it.get_closest_marker("slow") and not it.get_closest_marker("gpu")
+            heavy = "slow" not in words and it.get_closest_marker("slow") and not it.get_closest_marker("gpu")
+            heavy = heavy or any(it.get_closest_marker(m) for m in unasked)
             (drop if heavy and not asked_for(it, named, options) else keep).append(it)
         if drop:
             config.hook.pytest_deselected(items=drop)

@@ -32,7 +32,7 @@ MARKERS = {
     "multi_device": "data parallel over several contexts",
     "slow": "heavy CPU cells; deselected unless --perf-slow, a -m expression that names 'slow', or the cell is named: "
             "its node id with its parameters, or its model and batch size in --perf-models and --perf-batch-sizes "
-            "(GPU cells run)",
+            "(GPU cells run); a kind's tests run on request (serving) are deselected so unless -m names its marker",
     "mxperf_priority(n)": "with --perf-deadline, tests of lower n run first (default 100)",
     "mxperf_threshold(min_effect, figure=None)": "the minimum effect of the cells this test measures (or of one "
         "figure of them, e.g. figure='latency_p99_ms'), instead of --perf-min-effect and of pyproject.toml's "

@@ -101,13 +101,15 @@ def test_resident_worker_kinds_are_declared_and_others_are_not():
     # the cluster launcher relays rounds to its workers (tests/test_dist.py runs a duet of two)
     for module in ("pytest_mxperf.workers.throughput", "pytest_mxperf.workers.commbench",
                    "pytest_mxperf.workers.pipeline", "pytest_mxperf.workers.convergence",
-                   "pytest_mxperf.measure.cluster"):
+                   "pytest_mxperf.measure.cluster", "pytest_mxperf.workers.serving"):
         assert duet.resident(module), module
     # one process of these is a peak probe / a kind the suite does not know
     for module in ("pytest_mxperf.workers.peak", "some.users.worker"):
         assert not duet.resident(module), module
-    # a training run to the target runs its rounds to the end, never untimed or sized
-    assert duet.TO_THE_END == {"pytest_mxperf.workers.convergence"}
+    # a training run to the target, and a serving peak search, run their rounds to the end,
+    # never untimed or sized; a serving cell's rounds are two whole LoadGen runs a side
+    assert set(duet.TO_THE_END) == {"convergence", "serving_peak"}
+    assert dict(duet.WHOLE_RUNS) == {"serving": 2}
 
 
 # ----------------------------------------------------------------------------- time to accuracy
@@ -180,7 +182,7 @@ def test_the_plan_says_which_cells_run_process_pairs():
     from pytest_mxperf.model.options import PerfOptions
     from pytest_mxperf.output import report
     line = report.plan_line(4, PerfOptions(reference="/x/python"), 8, 3, duet_tests=3, ab=True)
-    assert "score, train, latency, kvstore, dist, convergence, io, your own network" in line
+    assert "score, train, latency, kvstore, dist, convergence, io, serving, serving_peak, your own network" in line
     assert "a worker kind that cannot be resident runs 8 process pairs" in line
     options = PerfOptions(reference="/x/python")
     pair = planning.duet_pair_seconds(options)

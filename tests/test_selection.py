@@ -401,3 +401,41 @@ def test_the_reference_costs_hold_every_measuring_test_of_the_selections_they_st
     # the MXNet the cpu extra installs
     pyproject = (ROOT / "pyproject.toml").read_text()
     assert f'"mxnet=={ref["mxnet_version"]}"' in pyproject, ref["mxnet_version"]
+
+
+# ----------------------------------------------------------------------------- a kind run on request
+
+ON_REQUEST = """
+import pytest
+
+@pytest.mark.cpu
+def test_score(mxperf):
+    pass
+
+@pytest.mark.cpu
+@pytest.mark.serving
+def test_target(mxperf):
+    pass
+
+@pytest.mark.cpu
+@pytest.mark.serving
+@pytest.mark.slow
+def test_peak(mxperf):
+    pass
+"""
+
+
+@pytest.mark.parametrize("args, selected", [
+    (["-m", "cpu"], ["test_score"]),                                   # the default: serving is asked for, never assumed
+    (["-m", "cpu and serving"], ["test_target"]),                       # the peak search: --perf-slow or named
+    (["-m", "cpu and serving", "--perf-slow"], ["test_target", "test_peak"]),
+    (["-m", "cpu", "--perf-slow"], ["test_score", "test_target", "test_peak"]),
+    (["-m", "cpu", "test_on_request.py::test_peak"], ["test_peak"]),
+])
+def test_a_kind_run_on_request_runs_when_its_marker_is_named(pytester, args, selected):
+    """Serving cells (``Kind.on_request``) are deselected from a selection that does not name
+    their marker, and counted with the slow ones; ``-m serving`` runs the target-rate cells,
+    the peak search (also slow) only with --perf-slow or when named."""
+    pytester.makepyfile(test_on_request=ON_REQUEST)
+    r, ids = _collect(pytester, *args)
+    assert ids == selected, (args, ids)

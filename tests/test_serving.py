@@ -89,25 +89,65 @@ def test_the_serving_kinds_are_declared_with_their_figures():
     assert kinds.figure("peak_qps").higher_is_better and not kinds.figure("serving_latency_ms").higher_is_better
     # the figures a worker returns are its kind's (an undeclared one would be the process's error)
     kinds.check_figures("serving", ["serving_latency_ms", "serving_p50_ms", "serving_p90_ms", "serving_p99_ms",
-                                    "serving_qps"])
+                                    "serving_qps", "target_qps"])
     kinds.check_figures("serving_peak", ["peak_qps"])
+    # A/B: duets; a target-rate cell's rounds two whole runs a side, a peak's each side's search
+    # steps to its end; run only when asked for (-m serving)
+    assert k.resident and p.resident and k.whole_runs == 2 and p.to_the_end and not k.to_the_end
+    assert k.on_request and p.on_request and "serving" in kinds.ON_REQUEST_MARKERS
+    assert not kinds.figure("target_qps").judged  # the rate a cell served: shown, recorded, never judged
 
 
-def _record(mode, runs):
-    return {"workload": {"model": "lenet", "mode": mode, "batch_size": 4}, "runs": runs}
+def _record(mode, runs, reference=None):
+    out = {"workload": {"model": "lenet", "mode": mode, "batch_size": 4}, "runs": runs}
+    if reference is not None:
+        out["reference_runs"] = reference
+    return out
 
 
-def test_the_serving_plot_has_the_search_the_target_rate_and_the_bound(tmp_path):
+def _target_run(rate, p50, p90, p99):
+    return {"target_qps": rate, "serving_p50_ms": p50, "serving_p90_ms": p90, "serving_p99_ms": p99}
+
+
+def test_the_serving_plot_has_both_installs_the_search_the_target_rate_and_the_bound(tmp_path):
     from pytest_mxperf.output import plots
     serving = {"percentile": 0.99, "latency_bound_ms": 20.0}
-    peak = _record("serving_peak", [{"meta": {"serving": serving, "peak_runs": [
+    peak = _record("serving_peak", [{"meta": {"serving": serving, "mxnet_version": "1.9.1", "peak_runs": [
         {"target_qps": 400.0, "serving_latency_ms": 12.0, "early_stopping_met": True},
         {"target_qps": 800.0, "serving_latency_ms": 43.0, "early_stopping_met": False}]}}])
-    target = _record("serving", [{"meta": {"serving": serving, "serving_run": {"target_qps": 300.0}},
-                                  "figures": {"serving_p50_ms": 6.0, "serving_p90_ms": 9.0, "serving_p99_ms": 11.0}}])
-    search, points, bound, pct = plots._serving_points(peak)
+    target = _record("serving", [{"meta": {"serving": serving, "serving_runs": [_target_run(300.0, 6.0, 9.0, 11.0),
+                                                                                _target_run(300.0, 6.5, 9.5, 12.0)]}}],
+                     reference=[{"meta": {"serving": serving, "mxnet_version": "1.8.0",
+                                          "serving_runs": [_target_run(300.0, 7.0, 10.0, 14.0)]}}])
+    search, points, bound, pct, version = plots._serving_points(peak["runs"])
     assert search == [(400.0, 12.0, True), (800.0, 43.0, False)] and bound == 20.0 and pct == 0.99 and not points
-    assert plots._serving_points(target)[1] == [(300.0, 6.0, 9.0, 11.0)]
+    assert version == "1.9.1"
+    # every run of a side (a duet side's two), and the reference's apart
+    assert plots._serving_points(target["runs"])[1] == [(300.0, 6.0, 9.0, 11.0), (300.0, 6.5, 9.5, 12.0)]
+    assert plots._serving_points(target["reference_runs"])[1:] == ([(300.0, 7.0, 10.0, 14.0)], 20.0, 0.99, "1.8.0")
     paths = plots.plot_serving([peak, target, _record("score", [{"figures": {"throughput": 1.0}}])], tmp_path)
     assert [p.name for p in paths] == ["serving-lenet.png"] and paths[0].stat().st_size > 10000
     assert plots.plot_serving([_record("score", [{}])], tmp_path / "none") == []
+
+
+def test_the_peak_search_step_by_step_is_the_search_run_at_once():
+    """A duet side runs its search one step a turn (``PeakSearch``): the same rates, the same
+    answers, the same end as ``search_peak``, and nothing more to run once it closed."""
+    whole = serving.search_peak(lambda r: r <= 137.0, start=50.0, floor=1.0, step=0.015, limit=30)
+    steps = serving.PeakSearch(50.0, 1.0, 0.015, 30)
+    while not steps.done:
+        steps.record(steps.rate <= 137.0)
+    assert (steps.good, steps.bad, steps.tried) == whole and steps.rate is None
+
+
+def test_a_duet_sides_target_figures_are_the_medians_of_its_runs():
+    runs = [dict(_target_run(100.0, p, p + 1, p + 3), serving_latency_ms=p + 3, serving_qps=99.0 + p, queries=460,
+                 early_stopping="ok", overlatency=0, seconds=4.6, batches=300) for p in (5.0, 7.0, 6.0)]
+    out = serving._target_result(runs, {})
+    assert out["serving_p50_ms"] == 6.0 and out["serving_p99_ms"] == 9.0 and out["serving_qps"] == 105.0
+    assert out["target_qps"] == 100.0 and len(out["meta"]["serving_runs"]) == 3
+    assert out["meta"]["serving_run"]["queries"] == 460
+
+
+def test_a_probe_needs_no_target_rate():
+    assert serving._check({"serving": {"latency_bound_ms": 20, "probe": True}})["probe"]

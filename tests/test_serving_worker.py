@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from stand_ins import session
+from stand_ins import new_children as _children, session
 
 pytest.importorskip("mlperf_loadgen")
 
@@ -73,7 +73,7 @@ def test_lenet_serving(mxperf):
 
 def test_a_serving_cell_is_measured_through_the_fixture_and_reported(pytester):
     pytester.makepyfile(test_srv=SERVING_TEST)
-    result = session(pytester, "-p", "no:cacheprovider", "-m", "cpu", "--perf-machine", "box", "--perf-no-probe",
+    result = session(pytester, "-p", "no:cacheprovider", "-m", "cpu and serving", "--perf-machine", "box", "--perf-no-probe",
                      "--perf-processes", "1", "--perf-report", str(pytester.path / "rep"),
                      "--perf-baselines-dir", str(pytester.path / "bl"))
     assert result.ret == 0, result.stdout.str()[-3000:]
@@ -84,6 +84,7 @@ def test_a_serving_cell_is_measured_through_the_fixture_and_reported(pytester):
     rec = cells[key]
     assert rec["status"] == "ok" and rec["metric"] == "serving_latency_ms" and rec["unit"] == "ms"
     assert {"serving_p50_ms", "serving_p90_ms", "serving_p99_ms", "serving_qps"} <= set(rec["figures"])
+    assert rec["figures"]["target_qps"]["median"] == 100.0  # the rate served, what a baseline records
     assert "serving runs" in result.stdout.str()  # the first line prices it as its kind
 
 
@@ -92,3 +93,74 @@ def test_a_rate_the_machine_cannot_serve_is_one_line(tmp_path):
     assert result["status"] == "error" and "\n" not in result["message"]
     assert "this machine cannot serve 100000 queries/s: it completed" in result["message"], result["message"]
 
+
+
+# ----------------------------------------------------------------------------- A/B: duets of serving workers
+
+def _duet(tmp_path, mode, serving, candidate_env=None):
+    from pytest_mxperf.measure import duet
+    from pytest_mxperf.model import kinds
+    from pytest_mxperf.model.workload import Workload
+    w = Workload(model="lenet", mode=mode, batch_size=4)
+    return duet.run_pair(w, candidate=sys.executable, reference=sys.executable, module=kinds.SERVING_WORKER,
+                         spec={"workload": w.to_dict(), "serving": serving}, figures=kinds.kind(mode).read_figures,
+                         env=candidate_env)
+
+
+def test_a_target_rate_duet_alternates_whole_runs_at_one_rate(tmp_path):
+    """Two LeNet servers (the same install): each serves two whole LoadGen runs at the one
+    target rate, their turns A,B,B,A; each side's figures the medians of its own runs."""
+    c, r = _duet(tmp_path, "serving", SETTINGS)
+    assert c.ok and r.ok, (c.message, r.message)
+    for side in (c, r):
+        runs = side.meta["serving_runs"]
+        assert [run["target_qps"] for run in runs] == [100.0, 100.0] and len(side.round_seconds) == 2
+        assert side.value("serving_p90_ms") == pytest.approx(sum(run["serving_p90_ms"] for run in runs) / 2)
+        assert side.value("target_qps") == 100.0 and side.meta["duet"]["rounds"] == 2
+    assert c.meta["duet"]["ran_first"] and not r.meta["duet"]["ran_first"]
+    assert not _children()
+
+
+def test_a_peak_duet_runs_each_sides_search_to_its_end(tmp_path):
+    c, r = _duet(tmp_path, "serving_peak", dict(SETTINGS, peak=True, peak_start=100.0, peak_step=0.5,
+                                                 peak_floor=25.0, min_duration_ms=300))
+    assert c.ok and r.ok, (c.message, r.message)
+    for side in (c, r):
+        tried = side.meta["peak_runs"]
+        assert len(side.round_seconds) == len(tried) >= 2  # a round a step, each side its own search
+        assert side.value("peak_qps") == max(t["target_qps"] for t in tried
+                                             if t["early_stopping_met"] and t["serving_latency_ms"] <= 100.0)
+    assert not _children()
+
+
+DIES = """
+import os, signal, sys, threading, time
+
+def _arm():  # the worker runs as __main__ (python -m): patched once its module defined _Model
+    while not hasattr(sys.modules.get("__main__"), "_Server"):
+        time.sleep(0.005)
+    m = sys.modules["__main__"]
+    run, calls = m._Model.run, []
+    def dying(self, inputs):
+        calls.append(1)
+        if len(calls) == 40:  # after the warm-up's 9 batches: inside the first LoadGen run
+            os.kill(os.getpid(), signal.SIGKILL)
+        return run(self, inputs)
+    m._Model.run = dying
+
+threading.Thread(target=_arm, daemon=True).start()
+"""
+
+
+def test_a_server_that_dies_mid_run_fails_its_pair_in_one_line_and_leaves_no_process(tmp_path):
+    """The candidate's server is killed (SIGKILL) in its first LoadGen run: its side is a
+    crash said in one line, the reference's an error naming its partner; no worker is left."""
+    import os
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(DIES)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (str(site), os.environ.get("PYTHONPATH")) if p))
+    c, r = _duet(tmp_path, "serving", SETTINGS, candidate_env=env)
+    assert not c.ok and "\n" not in c.message and c.status in ("crash", "error"), (c.status, c.message)
+    assert r.status == "error" and "its duet partner (the candidate) failed" in r.message
+    assert not _children()

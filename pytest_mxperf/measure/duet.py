@@ -103,11 +103,16 @@ FINISH_TIMEOUT = 60.0
 #: is given (a user's worker module may import MXNet at its top).
 RESIDENT_MODULES = kinds.RESIDENT_MODULES
 #: the resident kinds whose rounds are the measured work itself, not repetitions of it: a
-#: training run to a target accuracy, whose seconds to accuracy are the sum of its rounds.
+#: training run to a target accuracy, whose seconds to accuracy are the sum of its rounds; a
+#: serving peak search, a round one whole LoadGen run at the side's next rate.
 #: No untimed round (it would train untimed) and no sizing (the worker cuts its epochs into
 #: rounds, ``convergence.DUET_EPOCH_ROUNDS``): rounds of one unit alternate, A,B,B,A,..., until
 #: each side says it is finished; a side that finishes first waits, its partner runs on alone
 TO_THE_END = kinds.TO_THE_END
+#: the resident kinds whose round is one whole run that cannot be cut shorter (a serving
+#: cell's LoadGen run at its target rate): kind -> timed rounds a side, A,B,B,A; no untimed
+#: round, no sizing (a whole run is seconds to minutes: warm-up happens before "ready")
+WHOLE_RUNS = kinds.WHOLE_RUNS
 #: bound on the rounds of a run to the end (the worker stops at its own max_epochs first)
 MAX_TO_THE_END_ROUNDS = 10_000
 
@@ -497,8 +502,12 @@ def run_pair(workload: Workload, *, candidate: Optional[str], reference: Optiona
                 for side in sides:
                     side.ready = side.receive(warmup_timeout or timeout, "warmup-timeout")
             if not no_room:
-                if module in TO_THE_END:
+                if workload.mode in TO_THE_END:
                     rounds = run_to_the_end(order, timeout)
+                elif workload.mode in WHOLE_RUNS:
+                    rounds = 1 if smoke else WHOLE_RUNS[workload.mode]
+                    for j in range(rounds):
+                        _timed_round(order if j % 2 == 0 else order[::-1], 1, timeout)
                 else:
                     if not smoke:
                         k, slower = _round_size(order, timeout)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import statistics
 import sys
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
 
@@ -395,16 +396,29 @@ class Measurer:
             self._fail(f"{cell.workload.key()}: {cell.status}: {cell.message}")
         return cell
 
+    def recorded(self, workload: Workload, figure: str) -> Optional[float]:
+        """The median of ``figure`` over the baseline's processes of ``workload``'s cell; None
+        without a baseline, or when it does not record the cell or the figure (a setting a
+        cell's first recording fixed, such as a serving cell's target rate, read back)."""
+        baseline = self.scheduler.context.baseline
+        values = baseline.values(workload.key(), figure) if baseline is not None else None
+        return statistics.median(values) if values else None
+
     def run_module(self, module: str, spec: Dict[str, Any], *, timeout: Optional[float] = None,
                    contexts: Sequence[str] = ("cpu:0",), threads: str = "auto",
                    extra_env: Optional[Mapping[str, str]] = None, mode: str = "score",
-                   model: str = "lenet") -> runner.ProcessOutcome:
-        """Run ``python -m <module> SPEC RESULT`` once, unjudged (checks, not figures)."""
+                   model: str = "lenet", paired: bool = False) -> runner.ProcessOutcome:
+        """Run ``python -m <module> SPEC RESULT`` once, unjudged (checks, not figures). With
+        ``paired``: under the install a cell's processes are paired with (A/B mode's
+        reference, a baseline's recorded setup) when there is one, e.g. to fix a setting both
+        sides then measure with."""
         contexts = tuple(contexts)
         self.require(contexts)
         w = Workload(model=model, mode=mode, contexts=contexts, threads=str(threads))
-        env, _ = runner.build_env(w, self.scheduler.environ, extra_env)
-        python = self.options.python or sys.executable
+        side = self.scheduler.paired_with(w) if paired else None
+        env, _ = runner.build_env(w, side.environ(self.scheduler.environ) if side else self.scheduler.environ,
+                                  extra_env)
+        python = (side.python if side else None) or self.options.python or sys.executable
         spec = dict(spec)
         as_cap, rss_cap = runner.memory_caps(w, runner.resolve_memory_limit(self.options.memory_limit))
         spec.setdefault("memory_limit", as_cap)

@@ -83,6 +83,8 @@ SERVING_WORKER = "pytest_mxperf.workers.serving"
 #: process takes longer (its runs are longer at its far lower rates), not measured yet
 SERVING_PROCESS_S = 3.1
 SERVING_PEAK_PROCESS_S = 33.6
+#: a serving duet's runs a side (A,B,B,A): each side's figures the median of its two runs
+SERVING_DUET_RUNS = 2
 
 #: the workload's optional fields a kind's cell key may name (``Kind.key_fields``)
 KEY_FIELDS = ("optimizer", "kvstore")
@@ -97,13 +99,17 @@ class Kind:
     a cell has them; ``shown``: figures its processes yield that are shown, never judged, or
     judged only where present (``COMMON_FIGURES`` are every kind's). ``resident``: its worker
     serves duet rounds (``workers/protocol.serve_duet``) when its spec has ``control``;
-    ``to_the_end``: its rounds are the measured work itself (a training run to a target: no
-    untimed round, no sizing); ``shares_process``: its CPU cells from the zoo may be measured
+    ``to_the_end``: its rounds are the measured work itself (a training run to a target, a
+    peak search's steps: no untimed round, no sizing; each side's until it says it is
+    finished); ``whole_runs``: its rounds are whole runs of the measured work (a LoadGen run:
+    ``StartTest`` runs a whole scenario), this many timed a side, no untimed round, no sizing; ``shares_process``: its CPU cells from the zoo may be measured
     several to a worker process and share one duet pair; ``seeded``: process i runs with seed
     i, so only the two sides of a pair compare like with like; ``floors``: the published tables
     hold its floors; ``flops``: its throughput counts network passes (achieved GFLOP/s);
     ``inference``: reduced precision (bfloat16, int8) applies; ``marker``: its tests' pytest
-    marker (None: the kind has none of its own); ``cost``: how the plan's first line names its
+    marker (None: the kind has none of its own); ``on_request``: its tests run only when asked
+    for (a ``-m`` expression that names its marker, --perf-slow, or the test named: a kind too
+    slow for the default session); ``cost``: how the plan's first line names its
     processes (its name by default); ``process_seconds``: what one process of a cell of it takes
     on the 2-vCPU Zen 3 the plan's constants were measured on, when its cells are not measured
     several to a process (``measure/planning`` scales it to this machine; required then: a kind
@@ -120,8 +126,10 @@ class Kind:
     judged: Tuple[str, ...] = ()
     shown: Tuple[str, ...] = ()
     marker: Optional[str] = None
+    on_request: bool = False
     resident: bool = False
     to_the_end: bool = False
+    whole_runs: int = 0
     shares_process: bool = False
     seeded: bool = False
     floors: bool = False
@@ -146,8 +154,12 @@ class Kind:
         if not self.shares_process and self.process_seconds is None:
             raise ValueError(f"kind {self.name!r}: declare process_seconds (what one of its processes takes on the "
                              "plan's reference Zen 3), or its cells' cost would be a guess")
-        if self.to_the_end and not self.resident:
-            raise ValueError(f"kind {self.name!r}: a run to the end is a duet's (resident) way")
+        if (self.to_the_end or self.whole_runs) and not self.resident:
+            raise ValueError(f"kind {self.name!r}: a run to the end, or rounds of whole runs, is a duet's (resident) way")
+        if self.on_request and not self.marker:
+            raise ValueError(f"kind {self.name!r}: a kind run on request needs a marker to be asked for by")
+        if self.to_the_end and self.whole_runs:
+            raise ValueError(f"kind {self.name!r}: its rounds run to the end or are whole runs, not both")
 
     def read_figures(self, payload: Dict) -> Dict[str, float]:
         """A worker's result as this kind's figures: ``read(payload)`` when declared, else the
@@ -358,6 +370,8 @@ FLOOR_MODES = _kinds_where(lambda k: k.floors)
 RESIDENT_KINDS = _kinds_where(lambda k: k.resident)
 #: the markers of the kinds whose workers serve duet rounds, and of those whose do not
 RESIDENT_MARKERS = _kinds_where(lambda k: k.resident and bool(k.marker), lambda k: k.marker)
+#: the markers of the kinds whose tests run only when asked for (``Kind.on_request``)
+ON_REQUEST_MARKERS = _kinds_where(lambda k: k.on_request, lambda k: k.marker)
 PROCESS_PAIR_MARKERS = _kinds_where(lambda k: not k.resident and bool(k.marker) and k.marker not in RESIDENT_MARKERS,
                                     lambda k: k.marker)
 #: kinds the throughput worker measures (score, train, latency: what the profile worker can profile)
@@ -366,8 +380,10 @@ THROUGHPUT_MODES = _kinds_where(lambda k: k.worker == THROUGHPUT_WORKER)
 SERVING_MODES = _kinds_where(lambda k: k.worker == SERVING_WORKER)
 #: worker modules that serve duet rounds
 RESIDENT_MODULES = _kinds_where(lambda k: k.resident, lambda k: k.worker)
-#: worker modules whose rounds are the measured work itself
-TO_THE_END = _kinds_where(lambda k: k.to_the_end, lambda k: k.worker)
+#: kinds whose duet rounds are the measured work itself, each side's until it is finished
+TO_THE_END = _kinds_where(lambda k: k.to_the_end)
+#: kind -> its duet's timed rounds a side, each a whole run (kinds with ``whole_runs``)
+WHOLE_RUNS: Mapping[str, int] = _Views(lambda k: k.whole_runs, lambda k: bool(k.whole_runs))
 #: figures a duet estimates from its rounds run back to back / each side's run to its end /
 #: measured after the rounds; tails
 ROUND_FIGURES = _figures_where(lambda m: m.paired == "rounds")
@@ -412,6 +428,9 @@ for _m in (
     Metric("serving_p90_ms", "ms", False, "processes", "serving latency p90", tail=True),
     Metric("serving_p99_ms", "ms", False, "processes", "serving latency p99", tail=True),
     Metric("serving_qps", "queries/s", True, "derived", "queries completed per second"),
+    # the rate a target-rate cell served (fixed before measuring: recorded in the baseline and
+    # read back, so that every later session serves it)
+    Metric("target_qps", "queries/s", True, "derived", "the target rate served"),
     # the highest rate whose named percentile stays within the bound (a bisection of LoadGen runs)
     Metric("peak_qps", "queries/s", True, "processes", "highest rate within the latency bound"),
 ):
@@ -447,10 +466,12 @@ for _k in (
          process_seconds=5.9),
     Kind("serving", SERVING_WORKER, "serving_latency_ms",
          "serving under load: MLPerf LoadGen's Server scenario at a target rate, dynamic batching",
-         judged=("serving_p50_ms", "serving_p90_ms", "serving_p99_ms"), shown=("serving_qps",), marker="serving",
-         cost="serving runs", process_seconds=SERVING_PROCESS_S),
+         judged=("serving_p50_ms", "serving_p90_ms", "serving_p99_ms"), shown=("serving_qps", "target_qps"),
+         marker="serving", on_request=True, resident=True, whole_runs=SERVING_DUET_RUNS, cost="serving runs",
+         process_seconds=SERVING_PROCESS_S),
     Kind("serving_peak", SERVING_WORKER, "peak_qps",
          "serving under load: the highest rate whose named percentile stays within the latency bound",
-         marker="serving", cost="serving peak searches", process_seconds=SERVING_PEAK_PROCESS_S),
+         marker="serving", on_request=True, resident=True, to_the_end=True, cost="serving peak searches",
+         process_seconds=SERVING_PEAK_PROCESS_S),
 ):
     register(_k)

@@ -138,37 +138,87 @@ def _saved(fig, ax, path: Path, xlabel: str, ylabel: str, title: str, **legend) 
     return path
 
 
-def _serving_points(r: Mapping[str, Any]):
-    """A serving record's points: (the peak search's runs: (rate, latency, held)), (the target-rate
-    runs: (rate, p50, p90, p99)), its bound and percentile; from each process's meta."""
-    search, target, bound, pct = [], [], None, None
-    for run in r.get("runs") or []:
+def _serving_points(runs: Sequence[Mapping[str, Any]]):
+    """One install's points of a serving record (its ``runs`` or ``reference_runs``): (the peak
+    search's runs: (rate, latency, held)), (the target-rate runs: (rate, p50, p90, p99)), its
+    bound, percentile and MXNet version; from each process's meta (a duet side's every run)."""
+    search, target, bound, pct, version = [], [], None, None, None
+    for run in runs or []:
         meta = run.get("meta") or {}
         s = meta.get("serving") or {}
         bound, pct = s.get("latency_bound_ms", bound), s.get("percentile", pct)
+        version = meta.get("mxnet_version") or version
         for p in meta.get("peak_runs") or []:
             held = bool(p.get("early_stopping_met")) and bound is not None and p["serving_latency_ms"] <= bound
             search.append((float(p["target_qps"]), float(p["serving_latency_ms"]), held))
-        done = meta.get("serving_run") or {}
-        f = run.get("figures") or {}
-        if done.get("target_qps") and all(isinstance(f.get(k), (int, float)) for k in
-                                         ("serving_p50_ms", "serving_p90_ms", "serving_p99_ms")):
-            target.append((float(done["target_qps"]), f["serving_p50_ms"], f["serving_p90_ms"], f["serving_p99_ms"]))
-    return search, target, bound, pct
+        for done in meta.get("serving_runs") or []:
+            if done.get("target_qps") and all(isinstance(done.get(k), (int, float)) for k in _TARGET_FIGURES):
+                target.append((float(done["target_qps"]),) + tuple(float(done[k]) for k in _TARGET_FIGURES))
+    return search, target, bound, pct, version
+
+
+#: a target-rate run's percentiles, as the plot shows them
+_TARGET_FIGURES = ("serving_p50_ms", "serving_p90_ms", "serving_p99_ms")
+#: each install's colour: the candidate (this session's), the reference (A/B mode)
+_SIDE_COLOURS = {"candidate": ("tab:blue", "tab:cyan"), "reference": ("tab:orange", "tab:red")}
 
 
 def plot_serving(records: Sequence[Union[CellMeasurement, Mapping[str, Any]]], out_dir: Union[str, Path]) -> List[Path]:
     """Write ``<out_dir>/serving-<model>.png`` per model a serving cell measured: latency against
-    the offered rate, the peak search's runs (held: filled, over the bound or early stopping not
-    met: open), the target-rate runs' p50/p90/p99, and the bound; return the paths."""
-    by_model: Dict[str, list] = defaultdict(list)
+    the offered rate for each install (A/B mode: the candidate and the reference), the peak
+    search's runs (held: filled, over the bound or early stopping not met: open), every
+    target-rate run's p50/p90/p99, and the bound; return the paths."""
+    by_model: Dict[str, Dict[str, list]] = defaultdict(lambda: defaultdict(list))
     for r in map(_as_record, records):
         w = r.get("workload") or {}
-        if w.get("mode") in kinds.SERVING_MODES and r.get("runs"):
-            by_model[w.get("model", "?")].append(_serving_points(r))
+        if w.get("mode") in kinds.SERVING_MODES:
+            for side, runs in (("candidate", r.get("runs")), ("reference", r.get("reference_runs"))):
+                if runs:
+                    by_model[w.get("model", "?")][side].append(_serving_points(runs))
     paths: List[Path] = []
-    if not any(s or t for pts in by_model.values() for s, t, _, _ in pts):
+    if not any(s or t for sides in by_model.values() for pts in sides.values() for s, t, *_ in pts):
         return paths
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    markers = dict(zip(_TARGET_FIGURES, ("s", "^", "D")))
+    for model, sides in sorted(by_model.items()):
+        parts = [p for pts in sides.values() for p in pts]
+        if not any(s or t for s, t, *_ in parts):
+            continue
+        bound = next((b for _, _, b, _, _ in parts if b is not None), None)
+        pct = next((q for _, _, _, q, _ in parts if q is not None), None)
+        fig, ax = plt.subplots(figsize=(9, 5), dpi=100)
+        for side, pts in sides.items():
+            version = next((v for *_, v in pts if v), None)
+            who = f"{side} (mxnet {version})" if version else side
+            held_c, over_c = _SIDE_COLOURS[side]
+            search = [p for s, *_ in pts for p in s]
+            target = [p for _, t, *_ in pts for p in t]
+            held = [(x, y) for x, y, ok in search if ok]
+            over = [(x, y) for x, y, ok in search if not ok]
+            if held:
+                ax.plot(*zip(*sorted(held)), "o", color=held_c, label=f"{who}: peak search, held (p{100 * pct:g})")
+            if over:
+                ax.plot(*zip(*sorted(over)), "o", mfc="none", color=over_c, label=f"{who}: peak search, over")
+            for i, name in enumerate(_TARGET_FIGURES):
+                pts_i = sorted((p[0], p[1 + i]) for p in target)
+                if pts_i:
+                    ax.plot(*zip(*pts_i), markers[name], color=held_c, alpha=0.4 + 0.2 * i,
+                            label=f"{who}: target rate, {name.split('_')[1]}")
+        if bound is not None:
+            ax.axhline(bound, color="gray", linestyle="--", linewidth=1, label=f"bound {bound:g} ms")
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        paths.append(_saved(fig, ax, out_dir / f"serving-{_safe(model)}.png",
+                            "offered rate (queries / s, Poisson arrivals)",
+                            "latency (ms, scheduled arrival to completion)",
+                            f"{model} — serving under load (MLPerf LoadGen, Server scenario)",
+                            loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0))
+    return paths
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     import matplotlib

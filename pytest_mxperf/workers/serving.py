@@ -33,7 +33,7 @@ import threading
 import time
 
 from pytest_mxperf.workers import answers
-from pytest_mxperf.workers.protocol import import_mxnet, mx_contexts, runtime_info, serve
+from pytest_mxperf.workers.protocol import import_mxnet, mx_contexts, runtime_info, serve, serve_duet
 
 #: the percentiles LoadGen's detail log reports (``result_<p>_percentile_latency_ns``)
 PERCENTILES = {0.5: "50.00", 0.9: "90.00", 0.95: "95.00", 0.97: "97.00", 0.99: "99.00", 0.999: "99.90"}
@@ -46,6 +46,8 @@ MAX_QUERIES = 20000
 #: a target-rate run that completed fewer queries a second than this share of those LoadGen
 #: scheduled was not served: the queue grew through the run (its latencies are the queue's)
 SERVED_SHARE = 0.9
+#: single-sample batches timed for a probe's service rate (``service_rate``)
+SERVICE_TRIES = 30
 
 
 class ServingError(RuntimeError):
@@ -62,7 +64,7 @@ def _check(spec: dict) -> dict:
     bound = float(s.get("latency_bound_ms", 0))
     if bound <= 0:
         raise ServingError(f"latency_bound_ms must be positive, got {s.get('latency_bound_ms')!r}")
-    if not s.get("peak") and float(s.get("target_qps", 0)) <= 0:
+    if not (s.get("peak") or s.get("probe")) and float(s.get("target_qps", 0)) <= 0:
         raise ServingError(f"target_qps must be positive, got {s.get('target_qps')!r}")
     max_batch = int(s.get("max_batch", 1))
     if max_batch < 1:
@@ -265,54 +267,156 @@ def within_bound(run: dict, s: dict) -> bool:
     return run["early_stopping_met"] and run["serving_latency_ms"] <= s["latency_bound_ms"]
 
 
-def search_peak(holds, start: float, floor: float, step: float, limit: int):
-    """The highest rate ``holds(rate)`` (a whole run at it: its named percentile within the
-    bound, early stopping met) says yes to: from ``start`` doubling until a rate fails, or
-    halving until one holds (not below ``floor``), then bisection (geometric) until the
-    rate that held and the one that failed are within ``step`` (a fraction) of each other;
-    at most ``limit`` runs. Returns (the highest rate that held or None, the lowest that
-    failed or None, the rates tried with their answers). Pure but for ``holds``."""
-    tried, good, bad, rate = [], None, None, float(start)
-    while len(tried) < limit:
-        ok = bool(holds(rate))
-        tried.append((rate, ok))
+class PeakSearch:
+    """The highest rate that holds (a whole run at it: its named percentile within the bound,
+    early stopping met), one run at a time: from ``start`` doubling until a rate fails, or
+    halving until one holds (not below ``floor``), then bisection (geometric) until the rate
+    that held and the one that failed are within ``step`` (a fraction) of each other; at most
+    ``limit`` runs. ``rate`` is the next rate to run (None once ``done``), ``record(ok)`` its
+    answer; ``good``/``bad`` the highest rate that held and the lowest that failed so far,
+    ``tried`` the rates with their answers. Pure: a process's search calls ``record`` after
+    each run (``search_peak``), a duet side after each of its turns (``_PeakSteps``)."""
+
+    def __init__(self, start: float, floor: float, step: float, limit: int):
+        self.floor, self.step, self.limit = float(floor), float(step), int(limit)
+        self.good = self.bad = None
+        self.tried = []
+        self.rate = float(start)
+
+    @property
+    def done(self) -> bool:
+        return self.rate is None
+
+    def record(self, ok: bool) -> None:
+        rate = self.rate
+        self.tried.append((rate, bool(ok)))
         if ok:
-            good = rate
+            self.good = rate
         else:
-            bad = rate
-        if good is None:
-            if rate / 2.0 < floor:
-                break
-            rate /= 2.0
-        elif bad is None:
-            rate *= 2.0
-        elif bad / good - 1.0 <= step:
-            break
+            self.bad = rate
+        if len(self.tried) >= self.limit:
+            nxt = None
+        elif self.good is None:
+            nxt = rate / 2.0 if rate / 2.0 >= self.floor else None
+        elif self.bad is None:
+            nxt = rate * 2.0
+        elif self.bad / self.good - 1.0 <= self.step:
+            nxt = None
         else:
-            rate = (good * bad) ** 0.5
-    return good, bad, tried
+            nxt = (self.good * self.bad) ** 0.5
+        self.rate = nxt
+
+
+def search_peak(holds, start: float, floor: float, step: float, limit: int):
+    """``PeakSearch`` run to its end with ``holds(rate)`` answering each run. Returns (the
+    highest rate that held or None, the lowest that failed or None, the rates tried with
+    their answers). Pure but for ``holds``."""
+    search = PeakSearch(start, floor, step, limit)
+    while not search.done:
+        search.record(holds(search.rate))
+    return search.good, search.bad, search.tried
+
+
+def _peak_run(lg, model, library, s: dict, qps: float, log_dir: str, runs: list) -> bool:
+    """One step of a peak search: a whole run at ``qps`` (its logs in ``peak-<n>``), kept in
+    ``runs``; whether it held."""
+    r = one_run(lg, model, library, s, qps, os.path.join(log_dir, f"peak-{len(runs)}"), s["min_queries"])
+    runs.append({k: r[k] for k in ("target_qps", "serving_latency_ms", "serving_qps", "early_stopping_met",
+                                   "seconds")})
+    return within_bound(r, s)
+
+
+def peak_found(search: PeakSearch, s: dict, runs: list) -> dict:
+    """A closed search's peak rate and its runs; a bound no rate meets, or a search the runs
+    could not close: ``ServingError`` (one line)."""
+    good, bad, step = search.good, search.bad, s["peak_step"]
+    if good is None:
+        raise ServingError(f"no rate from {s['peak_start']:g} down to {s['peak_floor']:g} queries/s keeps the "
+                           f"{s['percentile']:g} percentile within {s['latency_bound_ms']:g} ms")
+    if bad is None or bad / good - 1.0 > step:
+        raise ServingError(f"the peak search did not close within {s['peak_runs']} runs: {good:g} queries/s held"
+                           + (f", {bad:g} did not" if bad is not None else ", nothing above it failed"))
+    return {"peak_qps": good, "peak_runs": runs}
+
+
+def _search(s: dict) -> PeakSearch:
+    return PeakSearch(s["peak_start"], s["peak_floor"], s["peak_step"], s["peak_runs"])
 
 
 def peak(lg, model, library, s: dict, log_dir: str) -> dict:
-    """``search_peak`` with whole LoadGen runs (``peak_start``, ``peak_floor`` queries/s,
-    ``peak_step``, ``peak_runs``); a bound no rate meets, or a search the runs cannot bound:
-    ``ServingError`` (one line)."""
-    runs = []
+    """A peak search of whole LoadGen runs (``PeakSearch`` from ``peak_start``, not below
+    ``peak_floor`` queries/s, to ``peak_step``, at most ``peak_runs`` runs): ``peak_found``."""
+    runs, search = [], _search(s)
+    while not search.done:
+        search.record(_peak_run(lg, model, library, s, search.rate, log_dir, runs))
+    return peak_found(search, s, runs)
 
-    def holds(qps):
-        r = one_run(lg, model, library, s, qps, os.path.join(log_dir, f"peak-{len(runs)}"), s["min_queries"])
-        runs.append({k: r[k] for k in ("target_qps", "serving_latency_ms", "serving_qps", "early_stopping_met")})
-        return within_bound(r, s)
 
-    step, limit, floor = s["peak_step"], s["peak_runs"], s["peak_floor"]
-    good, bad, _ = search_peak(holds, s["peak_start"], floor, step, limit)
-    if good is None:
-        raise ServingError(f"no rate from {s['peak_start']:g} down to {floor:g} queries/s keeps the "
-                           f"{s['percentile']:g} percentile within {s['latency_bound_ms']:g} ms")
-    if bad is None or bad / good - 1.0 > step:
-        raise ServingError(f"the peak search did not close within {limit} runs: {good:g} queries/s held"
-                           + (f", {bad:g} did not" if bad is not None else ", nothing above it failed"))
-    return {"peak_qps": good, "peak_runs": runs}
+class _TargetRuns:
+    """A duet side of a target-rate cell: each round ``timed(k)`` is k whole settled runs at
+    the target rate (``settled_run``; ``StartTest`` runs a whole scenario, so a round cannot
+    be shorter), its seconds returned; ``runs`` keeps every run's figures in order."""
+
+    def __init__(self, lg, model, library, s: dict, log_dir: str):
+        self.args, self.s, self.log_dir = (lg, model, library), s, log_dir
+        self.runs = []
+
+    def timed(self, k: int) -> float:
+        t0 = time.perf_counter()
+        for _ in range(k):
+            where = os.path.join(self.log_dir, f"run-{len(self.runs)}")
+            self.runs.append(settled_run(*self.args, self.s, float(self.s["target_qps"]), where))
+        return time.perf_counter() - t0
+
+
+class _PeakSteps:
+    """A duet side of a peak cell: each round one step of its own search (``PeakSearch``),
+    the parent alternating the two sides' steps until each says it is ``finished``."""
+
+    def __init__(self, lg, model, library, s: dict, log_dir: str):
+        self.args, self.s, self.log_dir = (lg, model, library), s, log_dir
+        self.search, self.runs = _search(s), []
+
+    @property
+    def finished(self) -> bool:
+        return self.search.done
+
+    def timed(self, k: int) -> float:
+        t0 = time.perf_counter()
+        for _ in range(k):
+            if not self.search.done:
+                self.search.record(_peak_run(*self.args, self.s, self.search.rate, self.log_dir, self.runs))
+        return time.perf_counter() - t0
+
+
+def service_rate(model, library, tries: int = SERVICE_TRIES) -> float:
+    """The queries a second this process serves one at a time, nothing queued: 1 / the
+    median of ``tries`` single-sample batches (each to ``asnumpy()`` after ``waitall()``),
+    after the warm-up. A target rate set as a share of it is a share of this machine's own
+    speed at this model (``probe``)."""
+    import statistics
+    took = []
+    for i in range(tries):
+        t0 = time.perf_counter()
+        model.run(library[i % len(library):i % len(library) + 1])
+        took.append(time.perf_counter() - t0)
+    return 1.0 / statistics.median(took)
+
+
+#: the figures of a target-rate cell, each side's the median over its runs
+_RUN_FIGURES = ("serving_latency_ms", "serving_p50_ms", "serving_p90_ms", "serving_p99_ms", "serving_qps")
+_RUN_FACTS = ("target_qps", "queries", "early_stopping", "overlatency", "seconds", "batches")
+
+
+def _target_result(runs: list, meta: dict) -> dict:
+    """A target-rate cell's result from its settled runs (one in a process; a duet side's
+    every timed run): each figure the median over the runs, every run's facts in meta."""
+    import statistics
+    meta["serving_runs"] = [{k: r[k] for k in _RUN_FACTS + _RUN_FIGURES} for r in runs]
+    meta["serving_run"] = {k: runs[-1][k] for k in _RUN_FACTS}
+    out = {"status": "ok", "message": "", "meta": meta, "target_qps": float(runs[0]["target_qps"])}
+    out.update({k: statistics.median(r[k] for r in runs) for k in _RUN_FIGURES})
+    return out
 
 
 def run(spec: dict) -> dict:
@@ -325,7 +429,7 @@ def run(spec: dict) -> dict:
     w = spec["workload"]
     from pytest_mxperf import zoo
     zoo.get_model(w["model"])  # an unknown model fails before MXNet's import
-    t0 = time.perf_counter()
+    t0, started = time.perf_counter(), time.monotonic()
     mx = import_mxnet()
     meta = runtime_info(mx)
     meta["import_seconds"] = time.perf_counter() - t0
@@ -335,21 +439,33 @@ def run(spec: dict) -> dict:
     for _ in range(3):  # untimed: the first batches of every bound size (oneDNN makes its primitives)
         for b in model.sizes:
             model.run(library[:b])
+    if s.get("probe"):
+        return {"status": "ok", "message": "", "meta": meta, "service_qps": service_rate(model, library)}
     log_dir = spec["log_dir"]
     meta["loadgen_log_dir"] = log_dir
     meta["serving"] = {k: s[k] for k in ("percentile", "latency_bound_ms", "max_batch", "batch_timeout_ms",
                                          "schedule_seed")}
+    if spec.get("control"):
+        # a duet: the parent alternates whole runs (a target-rate cell: A,B,B,A) or search
+        # steps (a peak cell, each side's own search, until both closed) with the partner's;
+        # between its turns this side blocks on its pipe and serves nothing
+        window = {"alone": False, "started": started, "ended": time.monotonic()}
+        cell = (_PeakSteps if s.get("peak") else _TargetRuns)(lg, model, library, s, log_dir)
+        served = serve_duet(cell, spec["control"], {"units": "peak search steps" if s.get("peak") else "LoadGen runs",
+                                                    "warmup_window": window})
+        extra = {"round_seconds": list(served.seconds), "batches_per_round": 1}
+        if s.get("peak"):
+            found = peak_found(cell.search, s, cell.runs)
+            meta["peak_runs"] = found["peak_runs"]
+            return dict(extra, status="ok", message="", peak_qps=found["peak_qps"], meta=meta)
+        if not cell.runs:
+            raise ServingError("the duet ended before this side served a run")
+        return dict(_target_result(cell.runs, meta), **extra)
     if s.get("peak"):
         found = peak(lg, model, library, s, log_dir)
         meta["peak_runs"] = found["peak_runs"]
         return {"status": "ok", "message": "", "peak_qps": found["peak_qps"], "meta": meta}
-    r = settled_run(lg, model, library, s, float(s["target_qps"]), log_dir)
-    meta["serving_run"] = {k: r[k] for k in ("target_qps", "queries", "early_stopping", "overlatency", "seconds",
-                                             "batches")}
-    out = {"status": "ok", "message": "", "meta": meta}
-    out.update({k: r[k] for k in ("serving_latency_ms", "serving_p50_ms", "serving_p90_ms", "serving_p99_ms",
-                                  "serving_qps")})
-    return out
+    return _target_result([settled_run(lg, model, library, s, float(s["target_qps"]), log_dir)], meta)
 
 
 def main(argv=None) -> int:
