@@ -441,6 +441,10 @@ def test_companions_are_the_candidates_versions_of_what_a_worker_loads(tmp_path)
     # what the candidate lacks, the reference does not get; a numpy MXNet 1.x cannot run with is not copied
     bare = _fake_python(tmp_path, "bare", [("mxnet", "1.9.1"), ("numpy", "1.26.4"), ("opencv-python", "4.8.0.76")])
     assert distributions.companion_requirements(bare) == ["numpy<1.24", "opencv-python==4.8.0.76"]
+    # the serving worker's LoadGen: both installs serve under the same one
+    served = _fake_python(tmp_path, "served", [("mxnet", "1.9.1"), ("numpy", "1.23.5"),
+                                               ("mlcommons_loadgen", "6.0.17")])
+    assert distributions.companion_requirements(served) == ["numpy==1.23.5", "mlcommons-loadgen==6.0.17"]
     # this interpreter (the default candidate) reads its own metadata
     from importlib.metadata import version
     assert f"numpy=={version('numpy')}" in distributions.companion_requirements()

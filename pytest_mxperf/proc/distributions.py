@@ -44,9 +44,11 @@ _MXNET_NAME = re.compile(r"mxnet(-mkl|-native|-cu\d+(mkl)?)?")
 # the A/A difference (+63 MiB: 51 at import, its thread and allocations 12 more later). The
 # input-pipeline worker encodes its synthetic JPEGs with Pillow (workers/synthetic_images.py):
 # a reference venv without it could not measure an io cell (seen: mxnet-mkl 1.5.1 in a venv
-# of mxnet and numpy, "building the synthetic RecordIO data set needs Pillow").
+# of mxnet and numpy, "building the synthetic RecordIO data set needs Pillow"). The serving
+# worker drives MLPerf's LoadGen (``mlperf_loadgen``, workers/serving.py): both installs serve
+# under the same LoadGen, or a serving cell's A/B would compare two load generators.
 WORKER_COMPANIONS = ("numpy", "threadpoolctl", "scipy", "pillow", "opencv-python", "opencv-python-headless",
-                     "opencv-contrib-python", "opencv-contrib-python-headless")
+                     "opencv-contrib-python", "opencv-contrib-python-headless", "mlcommons-loadgen")
 
 
 class InstallError(ValueError):
