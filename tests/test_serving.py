@@ -61,6 +61,9 @@ def test_bad_settings_are_one_line_before_mxnet_is_imported(settings, said):
 def test_a_peak_rate_needs_no_target_and_defaults_fill_the_rest():
     s = serving._check({"serving": {"latency_bound_ms": 20, "peak": True}})
     assert s["percentile"] == 0.99 and s["max_batch"] == 1 and s["min_queries"] == 460
+    # a run's queries by default: what early stopping needs to establish the named percentile
+    assert serving._check({"serving": {"latency_bound_ms": 20, "peak": True, "percentile": 0.9}})["min_queries"] == 45
+    assert [serving.early_stopping_queries(p) for p in (0.5, 0.9, 0.99, 0.999)] == [8, 45, 460, 4604]
 
 
 @pytest.mark.parametrize("true_peak", [3.7, 137.0, 2900.0])
