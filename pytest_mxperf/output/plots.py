@@ -219,36 +219,3 @@ def plot_serving(records: Sequence[Union[CellMeasurement, Mapping[str, Any]]], o
                             f"{model} — serving under load (MLPerf LoadGen, Server scenario)",
                             loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0))
     return paths
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    for model, parts in sorted(by_model.items()):
-        search = [p for s, _, _, _ in parts for p in s]
-        target = [p for _, t, _, _ in parts for p in t]
-        bound = next((b for _, _, b, _ in parts if b is not None), None)
-        pct = next((q for _, _, _, q in parts if q is not None), None)
-        if not search and not target:
-            continue
-        fig, ax = plt.subplots(figsize=(9, 5), dpi=100)
-        held = [(x, y) for x, y, ok in search if ok]
-        over = [(x, y) for x, y, ok in search if not ok]
-        if held:
-            ax.plot(*zip(*sorted(held)), "o", color="tab:blue", label=f"peak search: held (p{100 * pct:g})")
-        if over:
-            ax.plot(*zip(*sorted(over)), "o", mfc="none", color="tab:red", label="peak search: over the bound")
-        for i, name in enumerate(("p50", "p90", "p99")):
-            pts = sorted((p[0], p[1 + i]) for p in target)
-            if pts:
-                ax.plot(*zip(*pts), "s", alpha=0.8, label=f"target rate: {name}")
-        if bound is not None:
-            ax.axhline(bound, color="gray", linestyle="--", linewidth=1, label=f"bound {bound:g} ms")
-        ax.set_xscale("log")
-        ax.set_yscale("log")
-        paths.append(_saved(fig, ax, out_dir / f"serving-{_safe(model)}.png",
-                            "offered rate (queries / s, Poisson arrivals)",
-                            "latency (ms, scheduled arrival to completion)",
-                            f"{model} — serving under load (MLPerf LoadGen, Server scenario)"))
-    return paths
