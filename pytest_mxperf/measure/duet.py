@@ -504,12 +504,10 @@ def run_pair(workload: Workload, *, candidate: Optional[str], reference: Optiona
             if not no_room:
                 if workload.mode in TO_THE_END:
                     rounds = run_to_the_end(order, timeout)
-                elif workload.mode in WHOLE_RUNS:
-                    rounds = 1 if smoke else WHOLE_RUNS[workload.mode]
-                    for j in range(rounds):
-                        _timed_round(order if j % 2 == 0 else order[::-1], 1, timeout)
                 else:
-                    if not smoke:
+                    if workload.mode in WHOLE_RUNS:  # rounds of one whole run: none untimed, no sizing
+                        rounds = 1 if smoke else WHOLE_RUNS[workload.mode]
+                    elif not smoke:
                         k, slower = _round_size(order, timeout)
                         rounds = rounds_for(time_budget, slower)
                     for j in range(rounds):

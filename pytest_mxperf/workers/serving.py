@@ -315,14 +315,18 @@ class PeakSearch:
             nxt = (self.good * self.bad) ** 0.5
         self.rate = nxt
 
+    def run(self, holds) -> "PeakSearch":
+        """This search to its end, ``holds(rate)`` answering each run; returns itself."""
+        while not self.done:
+            self.record(holds(self.rate))
+        return self
+
 
 def search_peak(holds, start: float, floor: float, step: float, limit: int):
     """``PeakSearch`` run to its end with ``holds(rate)`` answering each run. Returns (the
     highest rate that held or None, the lowest that failed or None, the rates tried with
     their answers). Pure but for ``holds``."""
-    search = PeakSearch(start, floor, step, limit)
-    while not search.done:
-        search.record(holds(search.rate))
+    search = PeakSearch(start, floor, step, limit).run(holds)
     return search.good, search.bad, search.tried
 
 
@@ -335,9 +339,9 @@ def _peak_run(lg, model, library, s: dict, qps: float, log_dir: str, runs: list)
     return within_bound(r, s)
 
 
-def peak_found(search: PeakSearch, s: dict, runs: list) -> dict:
-    """A closed search's peak rate and its runs; a bound no rate meets, or a search the runs
-    could not close: ``ServingError`` (one line)."""
+def peak_found(search: PeakSearch, s: dict, runs: list, meta: dict) -> dict:
+    """A closed search's result: its peak rate, and its runs in ``meta``; a bound no rate
+    meets, or a search the runs could not close: ``ServingError`` (one line)."""
     good, bad, step = search.good, search.bad, s["peak_step"]
     if good is None:
         raise ServingError(f"no rate from {s['peak_start']:g} down to {s['peak_floor']:g} queries/s keeps the "
@@ -345,20 +349,20 @@ def peak_found(search: PeakSearch, s: dict, runs: list) -> dict:
     if bad is None or bad / good - 1.0 > step:
         raise ServingError(f"the peak search did not close within {s['peak_runs']} runs: {good:g} queries/s held"
                            + (f", {bad:g} did not" if bad is not None else ", nothing above it failed"))
-    return {"peak_qps": good, "peak_runs": runs}
+    meta["peak_runs"] = runs
+    return {"status": "ok", "message": "", "peak_qps": good, "meta": meta}
 
 
 def _search(s: dict) -> PeakSearch:
     return PeakSearch(s["peak_start"], s["peak_floor"], s["peak_step"], s["peak_runs"])
 
 
-def peak(lg, model, library, s: dict, log_dir: str) -> dict:
+def peak(lg, model, library, s: dict, log_dir: str, meta: dict) -> dict:
     """A peak search of whole LoadGen runs (``PeakSearch`` from ``peak_start``, not below
     ``peak_floor`` queries/s, to ``peak_step``, at most ``peak_runs`` runs): ``peak_found``."""
-    runs, search = [], _search(s)
-    while not search.done:
-        search.record(_peak_run(lg, model, library, s, search.rate, log_dir, runs))
-    return peak_found(search, s, runs)
+    runs = []
+    search = _search(s).run(lambda qps: _peak_run(lg, model, library, s, qps, log_dir, runs))
+    return peak_found(search, s, runs, meta)
 
 
 class _TargetRuns:
@@ -464,16 +468,12 @@ def run(spec: dict) -> dict:
                                                     "warmup_window": window})
         extra = {"round_seconds": list(served.seconds), "batches_per_round": 1}
         if s.get("peak"):
-            found = peak_found(cell.search, s, cell.runs)
-            meta["peak_runs"] = found["peak_runs"]
-            return dict(extra, status="ok", message="", peak_qps=found["peak_qps"], meta=meta)
+            return dict(peak_found(cell.search, s, cell.runs, meta), **extra)
         if not cell.runs:
             raise ServingError("the duet ended before this side served a run")
         return dict(_target_result(cell.runs, meta), **extra)
     if s.get("peak"):
-        found = peak(lg, model, library, s, log_dir)
-        meta["peak_runs"] = found["peak_runs"]
-        return {"status": "ok", "message": "", "peak_qps": found["peak_qps"], "meta": meta}
+        return peak(lg, model, library, s, log_dir, meta)
     return _target_result([settled_run(lg, model, library, s, float(s["target_qps"]), log_dir)], meta)
 
 
