@@ -148,6 +148,15 @@ def test_a_kind_whose_cost_the_plan_would_guess_is_refused():
         kinds.Kind("toy3", "toy_worker", "throughput", "toys")
 
 
+def test_a_pair_cap_is_a_duets_and_at_least_one():
+    for bad in (dict(max_pairs=6), dict(max_pairs=0, resident=True)):
+        with pytest.raises(ValueError, match="max_pairs"):
+            kinds.Kind("toy4", "toy_worker", "throughput", "toys", process_seconds=1.0, **bad)
+    k = kinds.Kind("toy4", "toy_worker", "throughput", "toys", process_seconds=1.0, resident=True, max_pairs=2)
+    assert k.max_pairs == 2 and "toy4" not in kinds.MAX_PAIRS          # not registered: no view holds it
+    assert dict(kinds.MAX_PAIRS) == {"serving": kinds.SERVING_MAX_PAIRS, "serving_peak": kinds.SERVING_MAX_PAIRS}
+
+
 def test_a_figure_a_worker_yields_that_its_kind_does_not_declare_is_the_processs_error():
     out = ProcessOutcome(status="ok", message="", payload={"status": "ok", "comm_seconds": 0.05, "toy_rate": 3.0},
                          stderr_tail=[], returncode=0, wall_seconds=1.0)

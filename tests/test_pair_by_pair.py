@@ -357,3 +357,58 @@ def test_the_expected_pairs_step_and_call_as_next_look_and_decide_do():
                     assert step == D.next_look(signed, sd, df, **RULE), (df, n, m)
                 assert call == sequential.decide(signed, sd, df, min_effect=eff, alpha_regression=RULE["q"],
                                                  alpha_pass=D.ALPHA_PASS, max_pairs=max_pairs).decided, (df, n, m)
+
+
+SERVING = "serving/resnet50_v2/b4/cpu:0/float32/threads=auto"
+
+
+def test_a_kind_with_a_pair_cap_is_judged_as_it_stands_at_its_last_look():
+    """A serving cell's pairs are whole LoadGen runs (a minute each for ResNet-50 v2 on 2 vCPUs):
+    its kind caps them (``Kind.max_pairs``). The same noisy pairs leave a zoo cell a suspect
+    with looks to come and the serving figure final at its cap, judged as it stands: unchanged
+    with its bound said when within its minimum effect, unresolved when worse."""
+    latency = METRICS["serving_latency_ms"]
+    cap = D.max_pairs_for(SERVING)
+    assert cap == 6 < D.max_pairs_for(KEY) == D.SEQUENTIAL_MAX_PAIRS
+    assert D.max_pairs_for(SERVING + "#serving_p50_ms") == cap and D.max_pairs_for(SERVING, 4) == 4
+    noisy = [1.25, 0.8, 1.2, 0.85, 1.15, 0.9]                  # a queue's tail: +-20% a pair
+    v = _judge({SERVING: _pairing(noisy, latency)}, sd=0.2)[SERVING]
+    assert v.kind == "unchanged" and "after every pair it was planned" in v.reason and "at most" not in v.reason
+    assert _judge({KEY: _pairing(noisy)}, sd=0.2)[KEY].kind == "suspect"
+    worse = [r * 1.3 for r in noisy]                           # 30% slower, beyond the tail's 20%: not passed
+    assert _judge({SERVING: _pairing(worse, latency)}, sd=0.2, min_effect=0.2)[SERVING].kind in ("unresolved",
+                                                                                               "regression")
+    # at its first look the rule's boundaries are its own cap's (fewer looks: lower boundaries)
+    three = _judge({SERVING: _pairing(noisy[:3], latency)}, sd=0.2)[SERVING]
+    assert three.kind == "suspect" and "of at most 6 pairs" in three.reason
+    c_serving = sequential.boundaries(0.05, D.ALPHA_PASS, cap, 200)[0]
+    c_zoo = sequential.boundaries(0.05, D.ALPHA_PASS, D.SEQUENTIAL_MAX_PAIRS, 200)[0]
+    assert c_serving < c_zoo
+
+
+def test_a_capped_kinds_next_look_is_its_last():
+    """``next_looks`` gives a suspect serving cell the pairs to its cap and calls that look
+    final; a zoo cell with the same pairs gets its look and more after it."""
+    from pytest_mxperf.measure.ledger import CellRecord
+    from pytest_mxperf.model.measurement import CellMeasurement, RunResult
+    from pytest_mxperf.model.workload import Workload
+
+    def run(w, s):
+        figures = {"serving_latency_ms": 1000 * s} if w.mode == "serving" else {}
+        return RunResult(w, "ok", batches_per_round=1, round_seconds=[s] * 6, figures=figures, meta={"duet": {}})
+    cells, known = {}, {}
+    # each a suspect at its first look: the zoo cell 3% slower at a 5% spread, the serving cell's
+    # tail (minimum effect 20%) 5% slower at a 25% spread
+    for w, f, sd in ((Workload("alexnet", mode="score", batch_size=1), (1.0, 1.05, 0.95), 0.05),
+                     (Workload("resnet50_v2", mode="serving", batch_size=4), (1.0, 1.3, 0.8), 0.25)):
+        cells[w.key()] = CellRecord(w.mode, CellMeasurement(w, [run(w, 0.103 * x) for x in f],
+                                                           [run(w, 0.100) for _ in range(3)]))
+        known[w.key()] = sequential.Spread(sd ** 2 * 20, 20)
+    score, serving = (Workload("alexnet", mode="score", batch_size=1).key(),
+                      Workload("resnet50_v2", mode="serving", batch_size=4).key())
+    assert serving == SERVING
+    verdicts = ab_judging.judge_ab_once(cells, set(), 0.05, known=known)
+    assert verdicts[score].kind == "suspect" and verdicts[serving].kind == "suspect"
+    looks = ab_judging.next_looks(cells, verdicts, 0.05, known=known)
+    assert looks(score) == (3, False) and looks(serving) == (3, True)
+    assert looks.after(serving) == 0 < looks.after(score)

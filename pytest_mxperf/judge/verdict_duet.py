@@ -95,6 +95,13 @@ SEQUENTIAL_MAX_PAIRS = MAX_PAIRS
 ALPHA_PASS = 0.05
 
 
+def max_pairs_for(key: str, most: int = SEQUENTIAL_MAX_PAIRS) -> int:
+    """The most duet pairs the cell or figure ``key`` gets: ``most``, or its kind's own cap
+    where lower (``Kind.max_pairs``: a kind whose pairs are long)."""
+    cap = kinds.MAX_PAIRS.get(split_metric_key(key)[0].split("/", 1)[0])
+    return most if cap is None else min(most, cap)
+
+
 def judge_duet_sequential(cells: Mapping[str, DuetPairing], spreads: Mapping[str, Spread], *,
                           min_effect: float = MIN_EFFECT, q: float = FDR_Q,
                           max_pairs: int = SEQUENTIAL_MAX_PAIRS) -> Dict[str, Verdict]:
@@ -123,9 +130,10 @@ def judge_duet_sequential(cells: Mapping[str, DuetPairing], spreads: Mapping[str
                                + ("could not judge: re-run" if p.final else "adding pairs"), **base)
             continue
         sd = max(spread.sd, MIN_SD)
+        most = max_pairs_for(key, max_pairs)
         call = sequential.decide(g, sd, spread.df, min_effect=log_effect(m, effect), alpha_regression=alpha_r,
-                                 alpha_pass=ALPHA_PASS, max_pairs=max_pairs, last=p.final)
-        out[key] = _sequential_verdict(p, g, call, sd, spread.df, effect, len(cells), max_pairs, base)
+                                 alpha_pass=ALPHA_PASS, max_pairs=most, last=p.final)
+        out[key] = _sequential_verdict(p, g, call, sd, spread.df, effect, len(cells), most, base)
     return out
 
 

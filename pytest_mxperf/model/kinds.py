@@ -85,6 +85,11 @@ SERVING_PROCESS_S = 3.1
 SERVING_PEAK_PROCESS_S = 33.6
 #: a serving duet's runs a side (A,B,B,A): each side's figures the median of its two runs
 SERVING_DUET_RUNS = 2
+#: the most duet pairs a serving cell gets: a ResNet-50 v2 pair at its target rate is four
+#: LoadGen runs of about a minute on 2 vCPUs, a peak pair two searches of about as long; at the
+#: rule's general 40 a cell whose p99 (a queue's tail) spreads wide could take hours. Six is
+#: the first look's 3 and as many again (docs/how-it-measures.md, "Serving under load")
+SERVING_MAX_PAIRS = 6
 
 #: the workload's optional fields a kind's cell key may name (``Kind.key_fields``)
 KEY_FIELDS = ("optimizer", "kvstore")
@@ -102,7 +107,11 @@ class Kind:
     ``to_the_end``: its rounds are the measured work itself (a training run to a target, a
     peak search's steps: no untimed round, no sizing; each side's until it says it is
     finished); ``whole_runs``: its rounds are whole runs of the measured work (a LoadGen run:
-    ``StartTest`` runs a whole scenario), this many timed a side, no untimed round, no sizing; ``shares_process``: its CPU cells from the zoo may be measured
+    ``StartTest`` runs a whole scenario), this many timed a side, no untimed round, no sizing;
+    ``max_pairs``: the most duet pairs a cell of it gets in all, where its pairs are too long for
+    the rule's general most (``judge/verdict_duet.MAX_PAIRS``); the rule's boundaries are then
+    spread over its fewer looks, and a figure not called by its last is judged as it stands
+    (unchanged with its bound said, or unresolved when worse than its minimum effect); ``shares_process``: its CPU cells from the zoo may be measured
     several to a worker process and share one duet pair; ``seeded``: process i runs with seed
     i, so only the two sides of a pair compare like with like; ``floors``: the published tables
     hold its floors; ``flops``: its throughput counts network passes (achieved GFLOP/s);
@@ -130,6 +139,7 @@ class Kind:
     resident: bool = False
     to_the_end: bool = False
     whole_runs: int = 0
+    max_pairs: Optional[int] = None
     shares_process: bool = False
     seeded: bool = False
     floors: bool = False
@@ -158,6 +168,8 @@ class Kind:
             raise ValueError(f"kind {self.name!r}: a run to the end, or rounds of whole runs, is a duet's (resident) way")
         if self.on_request and not self.marker:
             raise ValueError(f"kind {self.name!r}: a kind run on request needs a marker to be asked for by")
+        if self.max_pairs is not None and not (self.resident and self.max_pairs >= 1):
+            raise ValueError(f"kind {self.name!r}: max_pairs {self.max_pairs!r}: a duet's (resident) cap of at least 1")
         if self.to_the_end and self.whole_runs:
             raise ValueError(f"kind {self.name!r}: its rounds run to the end or are whole runs, not both")
 
@@ -384,6 +396,8 @@ RESIDENT_MODULES = _kinds_where(lambda k: k.resident, lambda k: k.worker)
 TO_THE_END = _kinds_where(lambda k: k.to_the_end)
 #: kind -> its duet's timed rounds a side, each a whole run (kinds with ``whole_runs``)
 WHOLE_RUNS: Mapping[str, int] = _Views(lambda k: k.whole_runs, lambda k: bool(k.whole_runs))
+#: kind -> the most duet pairs a cell of it gets (kinds with ``max_pairs``)
+MAX_PAIRS: Mapping[str, int] = _Views(lambda k: k.max_pairs, lambda k: k.max_pairs is not None)
 #: figures a duet estimates from its rounds run back to back / each side's run to its end /
 #: measured after the rounds; tails
 ROUND_FIGURES = _figures_where(lambda m: m.paired == "rounds")
@@ -467,11 +481,13 @@ for _k in (
     Kind("serving", SERVING_WORKER, "serving_latency_ms",
          "serving under load: MLPerf LoadGen's Server scenario at a target rate, dynamic batching",
          judged=("serving_p50_ms", "serving_p90_ms", "serving_p99_ms"), shown=("serving_qps", "target_qps"),
-         marker="serving", on_request=True, resident=True, whole_runs=SERVING_DUET_RUNS, cost="serving runs",
+         marker="serving", on_request=True, resident=True, whole_runs=SERVING_DUET_RUNS,
+         max_pairs=SERVING_MAX_PAIRS, cost="serving runs",
          process_seconds=SERVING_PROCESS_S),
     Kind("serving_peak", SERVING_WORKER, "peak_qps",
          "serving under load: the highest rate whose named percentile stays within the latency bound",
-         marker="serving", on_request=True, resident=True, to_the_end=True, cost="serving peak searches",
+         marker="serving", on_request=True, resident=True, to_the_end=True,
+         max_pairs=SERVING_MAX_PAIRS, cost="serving peak searches",
          process_seconds=SERVING_PEAK_PROCESS_S),
 ):
     register(_k)

@@ -246,7 +246,7 @@ def next_looks(cells: Dict[str, CellRecord], verdicts: Mapping[str, vd.Verdict],
     process pairs (``AFTER_ROUNDS``) gets at least ``process_pairs`` in all while one of them
     is a suspect, the count a cell of process pairs gets in a stage (``planning.ab_pairs``):
     with 3, the fast-end test cannot reject (its smallest p is 1/8). A cell is final once it
-    reaches ``max_pairs`` (its rule's last look) or when only those figures asked for pairs
+    reaches ``max_pairs``, or its kind's own cap where lower (``verdict_duet.max_pairs_for``: its rule's last look) or when only those figures asked for pairs
     (their second stage); (0, True): nothing more to measure, final as it stands. None for a
     cell of process pairs (its second stage is the plan's ``ab_pairs`` again). Its ``after``:
     the pairs a cell is expected to get after that look (``pairs_after`` below)."""
@@ -263,7 +263,7 @@ def next_looks(cells: Dict[str, CellRecord], verdicts: Mapping[str, vd.Verdict],
         d = duets[mk]
         return dict(signed=d.signed(), sd=spreads[mk].sd, df=spreads[mk].df,
                     min_effect=verdict_duet.log_effect(d.metric, effect_for(d.metric.name, min_effect, mk)),
-                    q=q_duets, n_figures=len(duets), max_pairs=max_pairs)
+                    q=q_duets, n_figures=len(duets), max_pairs=verdict_duet.max_pairs_for(mk, max_pairs))
 
     def looks(key: str) -> Optional[Tuple[int, bool]]:
         figures = [mk for mk in duets if cell_of(mk) == key]
@@ -278,7 +278,7 @@ def next_looks(cells: Dict[str, CellRecord], verdicts: Mapping[str, vd.Verdict],
         # for more whatever its pairs read
         reach = [verdict_duet.STAGE1_PAIRS - have] if after and have < verdict_duet.STAGE1_PAIRS else []
         n = max(wanted + (reach or after) + [0])
-        return n, have + n >= max_pairs or not (any(w > 0 for w in wanted) or reach)
+        return n, have + n >= verdict_duet.max_pairs_for(key, max_pairs) or not (any(w > 0 for w in wanted) or reach)
 
     @functools.lru_cache(maxsize=None)
     def truths() -> Dict[str, float]:
