@@ -16,7 +16,7 @@ at, nothing queued (the serving worker's probe), under the reference install in 
 
 Serving cells are slow on 2 vCPUs (early stopping at p99 needs about 460 queries: a ResNet-50
 v2 run is over a minute): they run with ``-m serving``, --perf-slow, or when named; the peak
-search only with --perf-slow or when named.
+search (marked ``serving`` and ``serving_peak``, its kind's own) only with --perf-slow or when named.
 """
 
 import pytest
@@ -78,6 +78,7 @@ def test_serving_at_a_target_rate(mxperf, model):
 
 @pytest.mark.cpu
 @pytest.mark.serving
+@pytest.mark.serving_peak
 @pytest.mark.slow
 @pytest.mark.parametrize("model", sorted(BOUNDS_MS))
 def test_serving_peak_rate(mxperf, model):

@@ -115,7 +115,9 @@ def select(config, items, options: opts.PerfOptions) -> Selection:
         keep, drop = [], []
         for it in items:
             heavy = "slow" not in words and it.get_closest_marker("slow") and not it.get_closest_marker("gpu")
-            heavy = heavy or any(it.get_closest_marker(m) for m in unasked)
+            # on request: it carries such a marker and -m names none of those it carries
+            own = [m for m in kinds.ON_REQUEST_MARKERS if it.get_closest_marker(m)]
+            heavy = heavy or bool(own) and all(m in unasked for m in own)
             (drop if heavy and not asked_for(it, named, options) else keep).append(it)
         if drop:
             config.hook.pytest_deselected(items=drop)

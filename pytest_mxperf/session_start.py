@@ -154,7 +154,8 @@ def plan(pytest_session, session, deselected_slow: int, project_thresholds: Tupl
         say(pytest_session.config, report.plan_line(made.plan.tests, ctx.options, made.plan.ab_pairs,
                                                     made.plan.duet_pairs, made.duet_tests, made.estimate,
                                                     deselected_slow, ab=ab, speed=made.plan.speed,
-                                                    settling=settling, paired=kind == "paired", first_why=first.why))
+                                                    settling=settling, paired=kind == "paired", first_why=first.why,
+                                                    constants=made.constants))
     elif deselected_slow:  # the measuring tests left will skip: the slow ones are said all the same
         say(pytest_session.config, f"mxperf: {report.slow_note(deselected_slow)}")
     if setup is not None and made.plan.tests:

@@ -182,7 +182,7 @@ def test_the_plan_says_which_cells_run_process_pairs():
     from pytest_mxperf.model.options import PerfOptions
     from pytest_mxperf.output import report
     line = report.plan_line(4, PerfOptions(reference="/x/python"), 8, 3, duet_tests=3, ab=True)
-    assert "score, train, latency, kvstore, dist, convergence, io, serving, serving_peak, your own network" in line
+    assert "score, train, latency, kvstore, dist, convergence, io, serving_peak, serving, your own network" in line
     assert "a worker kind that cannot be resident runs 8 process pairs" in line
     options = PerfOptions(reference="/x/python")
     pair = planning.duet_pair_seconds(options)

@@ -117,7 +117,7 @@ def test_a_toy_kind_duets_in_ab_mode(toy_project, make_stub_python):
     r = _run(toy_project, "--perf-python", cand, "--perf-reference", ref, "--perf-report", "rep")
     out = r.stdout.str()
     assert r.ret == pytest.ExitCode.TESTS_FAILED, out
-    assert "timed rounds: score, train, latency, kvstore, dist, convergence, io, serving, serving_peak, toy, your own network" in out, out
+    assert "timed rounds: score, train, latency, kvstore, dist, convergence, io, serving_peak, serving, toy, your own network" in out, out
     line = next(x for x in out.splitlines() if x.startswith(f"mxperf: REGRESSION {KEY}"))
     assert "candidate/reference 0.800 [" in line and "duet pair(s)" in line, line
     record = next(c for c in json.loads((toy_project.path / "rep" / "results.json").read_text())["records"]

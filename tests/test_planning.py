@@ -4,6 +4,7 @@ which tests run as duets in A/B mode."""
 import pytest
 
 from pytest_mxperf.measure.planning import DEFAULT_PRIORITY, Planned, ab_pairs, by_priority, duet_tests
+from pytest_mxperf.model import kinds, options
 
 
 def test_priority_first_then_breadth_first_then_collection_order():
@@ -338,7 +339,8 @@ def test_an_ab_session_is_estimated_from_this_machine_s_own_ab_sessions():
     second stage" (the constants' 17 s a duet pair) and its first stage took 20.5 min (an
     AlexNet b64 training pair 2 minutes). Its next session takes its tests' own times, its
     second stage and end with them; a test it has not run, the constants' first stage."""
-    from pytest_mxperf.measure.planning import Known, Planned, SESSION_S, ab_estimate, plan_for, planned_test_seconds
+    from pytest_mxperf.measure.planning import (Known, Planned, SESSION_S, ab_constants, ab_estimate, plan_for,
+                                                planned_test_seconds)
     from pytest_mxperf.model.options import PerfOptions
     from pytest_mxperf.output import report
     options = PerfOptions(reference="/x/python", deadline=1800.0)
@@ -371,8 +373,11 @@ def test_an_ab_session_is_estimated_from_this_machine_s_own_ab_sessions():
     assert "when no cell needs a second stage" in line and "own once an A/B session is in its history" in line
     # no time outside the tests recorded: the constant start and end
     e = ab_estimate(tests, options, 8, Known((("t.py::test_score[b1]", 40.0),), None, 1))
-    assert e.known_tests == 1 and abs(e.seconds - (40.0 + SESSION_S + planned_test_seconds(
-        options, True, options.duet_pairs, 8) + planned_test_seconds(options, True, options.duet_pairs, 8))) < 1e-6
+    # (a test of time to accuracy: its kind's pairs run each side to its end, ``ab_constants``)
+    assert e.known_tests == 1 and abs(e.seconds - (40.0 + SESSION_S + ab_constants(
+        [tests[0]], options, options.duet_pairs, 8)[0] + planned_test_seconds(options, True, options.duet_pairs, 8))) < 1e-6
+    assert ab_constants([tests[0]], options, options.duet_pairs, 8)[0] > planned_test_seconds(
+        options, True, options.duet_pairs, 8)
 
 
 def test_an_ab_session_without_history_starts_from_the_reference_machine_s_ab_session():
@@ -427,3 +432,49 @@ def test_an_ab_session_without_history_starts_from_the_reference_machine_s_ab_se
                              + 120.0)) < 1e-6
     # neither holds any of the tests: no estimate (the constants' line)
     assert ab_estimate([tests[2]], gate, 8, None, speed, ref) is None
+
+
+def _serving_tests():
+    from pytest_mxperf.measure.planning import Planned
+    target = frozenset({"cpu", "serving"})
+    peak = frozenset({"cpu", "serving", "serving_peak", "slow"})
+    return [Planned(True, group=(f, m), markers=marks, function=f"t.py::{f}", nodeid=f"t.py::{f}[{m}]")
+            for f, marks in (("test_target", target), ("test_peak", peak)) for m in ("lenet", "resnet50_v2")]
+
+
+def test_a_serving_test_is_priced_at_its_kind_and_model():
+    """A peak test carries ``serving`` (``-m serving`` selects it) and its kind's own marker,
+    and is priced as a peak search; a ResNet-50 v2 serving process at its model's own cost
+    (``Kind.model_seconds``: its runs last many LeNet ones), not LeNet's."""
+    from pytest_mxperf.measure.planning import ZEN3_SECOND, estimate
+    tests = _serving_tests()
+    assert [kinds.of_test(t.markers, False).name for t in tests] == ["serving", "serving", "serving_peak",
+                                                                     "serving_peak"]
+    e = dict(estimate(tests, processes=5).per_test)
+    for t in tests:
+        k = kinds.of_test(t.markers, False)
+        assert e[t.nodeid] == pytest.approx(5 * k.seconds_for(t.group[1]) * ZEN3_SECOND), t.nodeid
+    assert e["t.py::test_target[resnet50_v2]"] > 10 * e["t.py::test_target[lenet]"]
+    assert e["t.py::test_peak[lenet]"] > e["t.py::test_target[lenet]"]
+
+
+def test_an_ab_session_of_whole_runs_is_priced_at_its_kinds_pairs_and_cap():
+    """In A/B mode at the constants a serving cell's duet pair is its kind's whole runs, both
+    sides one at a time (a peak pair each side's search), and its second stage stops at the
+    kind's cap (``Kind.max_pairs``); a zoo cell's pair stays the constants' short rounds."""
+    from pytest_mxperf.measure.planning import (DUET_STARTUP_S, SECOND_STAGE_PAIRS, ZEN3_SECOND, ab_constants,
+                                                duet_pair_seconds, kind_pair_seconds)
+    opts = options.PerfOptions()
+    target, _, peak, _ = _serving_tests()
+    resnet = _serving_tests()[1]
+    s = kinds.kind("serving").seconds_for("resnet50_v2") * ZEN3_SECOND
+    assert kind_pair_seconds(resnet, opts) == pytest.approx(DUET_STARTUP_S + 2 * kinds.SERVING_DUET_RUNS * s)
+    assert kind_pair_seconds(peak, opts) == pytest.approx(
+        DUET_STARTUP_S + 2 * kinds.kind("serving_peak").seconds_for("lenet") * ZEN3_SECOND)
+    first, most = ab_constants([resnet], opts, 3, 8)
+    assert first == pytest.approx(3 * kind_pair_seconds(resnet, opts))
+    assert most == pytest.approx(kinds.SERVING_MAX_PAIRS * kind_pair_seconds(resnet, opts))
+    zoo = Planned(True, markers=frozenset({"scoring", "cpu"}), cell=("alexnet", 1, "cpu"))
+    assert kind_pair_seconds(zoo, opts) is None
+    assert ab_constants([zoo], opts, 3, 8) == pytest.approx(
+        (3 * duet_pair_seconds(opts), (3 + SECOND_STAGE_PAIRS) * duet_pair_seconds(opts)))

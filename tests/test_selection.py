@@ -419,6 +419,7 @@ def test_target(mxperf):
 
 @pytest.mark.cpu
 @pytest.mark.serving
+@pytest.mark.serving_peak
 @pytest.mark.slow
 def test_peak(mxperf):
     pass
@@ -431,6 +432,11 @@ def test_peak(mxperf):
     (["-m", "cpu and serving", "--perf-slow"], ["test_target", "test_peak"]),
     (["-m", "cpu", "--perf-slow"], ["test_score", "test_target", "test_peak"]),
     (["-m", "cpu", "test_on_request.py::test_peak"], ["test_peak"]),
+    # -m naming one of its markers asks for it: the peak's own, or serving, with what makes it slow
+    (["-m", "serving_peak", "--perf-slow"], ["test_peak"]),
+    (["-m", "serving_peak and slow"], ["test_peak"]),
+    (["-m", "serving and slow"], ["test_peak"]),
+    (["-m", "serving_peak"], []),                                       # slow, and not asked for as slow
 ])
 def test_a_kind_run_on_request_runs_when_its_marker_is_named(pytester, args, selected):
     """Serving cells (``Kind.on_request``) are deselected from a selection that does not name

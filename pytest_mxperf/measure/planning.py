@@ -334,7 +334,7 @@ def estimate(tests: Sequence[Planned], processes: int, can_share: bool = True,
     for t in fresh:
         k = kinds.of_test(t.markers, t.cell is not None)  # its kind's cost, else "other"'s
         kind = k.marker if k is not None and k.process_seconds is not None else ""
-        test_s = processes * dict(FRESH_PROCESS_S).get(kind, FRESH_OTHER_S) * factor
+        test_s = processes * (kind_process_seconds(k, t) or dict(FRESH_PROCESS_S).get(kind, FRESH_OTHER_S)) * factor
         fresh_s += test_s
         per[t.nodeid] = test_s
         names.append(FRESH_NAMES[kind])
@@ -374,9 +374,8 @@ def ab_estimate(tests: Sequence[Planned], options, pairs: int, known: Optional[K
     factor = speed.factor if speed else 1.0
     per = {}
     for t in measuring:
-        duet = not t.markers & set(PROCESS_PAIR_MARKERS)
         per[t.nodeid] = (took[t.nodeid] if t.nodeid in took else ref[t.nodeid] * factor if t.nodeid in ref else
-                         planned_test_seconds(options, True, options.duet_pairs, pairs, duet=duet) * factor)
+                         ab_constants([t], options, options.duet_pairs, pairs)[0] * factor)
     settles = False
     if mine and known is not None and known.overhead is not None:
         start_end = known.overhead
@@ -542,6 +541,50 @@ def duet_pair_seconds(options) -> float:
     from pytest_mxperf.measure import duet
     rounds = 1 if options.smoke else duet.rounds_for(options.time_budget)
     return DUET_STARTUP_S + 2 * (rounds + duet.SETTLE_ROUNDS + 1) * DUET_ROUND_S
+
+
+def kind_process_seconds(k: Optional[kinds.Kind], t: Planned) -> Optional[float]:
+    """What one process of test ``t`` (of kind ``k``) takes at the constants, in the reference's
+    seconds, where its kind declares its model's own (``Kind.model_seconds``: a ResNet-50 v2
+    serving run lasts many LeNet ones); None otherwise (the kind's marker's cost stands)."""
+    if k is None or t.group[1] not in dict(k.model_seconds):
+        return None
+    return k.seconds_for(t.group[1]) * ZEN3_SECOND
+
+
+def kind_pair_seconds(t: Planned, options) -> Optional[float]:
+    """A duet pair of test ``t`` at the constants when its kind's rounds are its measured work
+    (``Kind.whole_runs``: that many whole runs a side, one side at a time; ``Kind.to_the_end``:
+    each side's whole run, steps taking turns), from what one of its processes takes (its
+    model's where the kind declares it), both workers' start beside; None for a kind of short
+    timed rounds (``duet_pair_seconds``), or one without a process cost."""
+    k = kinds.of_test(t.markers, t.cell is not None)
+    if k is None or not (k.whole_runs or k.to_the_end) or k.process_seconds is None:
+        return None
+    runs = 1 if options.smoke or k.to_the_end else k.whole_runs
+    return DUET_STARTUP_S + 2 * runs * (kind_process_seconds(k, t) or k.process_seconds * ZEN3_SECOND)
+
+
+def ab_constants(tests: Sequence[Planned], options, duet_pairs: int, ab_pairs: int) -> Tuple[float, float]:
+    """An A/B session's tests at the constants, in the reference's seconds: (their first
+    stage, and that with a second stage of ``SECOND_STAGE_PAIRS`` duet pairs a cell, at most
+    its kind's cap, ``Kind.max_pairs``). A duet test's pair is its kind's (``kind_pair_seconds``)
+    where its rounds are whole runs, else ``duet_pair_seconds``; a test of a kind that cannot
+    be resident runs ``ab_pairs`` process pairs."""
+    first = most = 0.0
+    for t in tests:
+        if not t.measuring:
+            continue
+        if t.markers & set(PROCESS_PAIR_MARKERS):
+            first += planned_test_seconds(options, True, duet_pairs, ab_pairs, duet=False)
+            most += planned_test_seconds(options, True, duet_pairs, ab_pairs, duet=False)
+            continue
+        pair = kind_pair_seconds(t, options) or duet_pair_seconds(options)
+        k = kinds.of_test(t.markers, t.cell is not None)
+        cap = k.max_pairs if k is not None and k.max_pairs is not None else SECOND_STAGE_PAIRS + duet_pairs
+        first += min(duet_pairs, cap) * pair
+        most += min(duet_pairs + SECOND_STAGE_PAIRS, max(cap, duet_pairs)) * pair
+    return first, most
 
 
 def planned_test_seconds(options, ab: bool, duet_pairs: int = 3, ab_pairs: int = 8, duet: bool = True) -> float:
@@ -808,11 +851,14 @@ def first_stage_late(plan: "Plan", deadline: Optional[float]) -> str:
 
 @dataclasses.dataclass(frozen=True)
 class Made:
-    """The plan for the session (``session.Plan``), with the estimate and the duet tests said first."""
+    """The plan for the session (``session.Plan``), with the estimate and the duet tests said
+    first; in A/B mode ``constants``: its tests' first stage and most at the constants
+    (``ab_constants``), times this machine's speed."""
 
     plan: Any
     estimate: Optional[Estimate]
     duet_tests: int
+    constants: Optional[Tuple[float, float]] = None
 
 
 def plan_for(tests: Sequence[Planned], options, ab: bool, explicit_pairs: bool = False,
@@ -840,7 +886,9 @@ def plan_for(tests: Sequence[Planned], options, ab: bool, explicit_pairs: bool =
     return Made(Plan(tests=n, cells=n, estimate_seconds=estimate_.seconds if estimate_ else None, test_seconds=test_s,
                      ab_pairs=pairs, duet_pairs=options.duet_pairs, deselected_slow=deselected_slow,
                      test_estimates=estimate_.per_test if estimate_ else (), speed=speed),
-                estimate_, duets)
+                estimate_, duets,
+                tuple(x * (speed.factor if speed else 1.0) for x in ab_constants(tests, options, options.duet_pairs,
+                                                                                    pairs)) if ab else None)
 
 
 #: seconds of the plan's own estimate the progress line weighs against the tests measured so

@@ -77,12 +77,13 @@ class Metric:
 #: the throughput worker: score, train, latency and your own network
 THROUGHPUT_WORKER = "pytest_mxperf.workers.throughput"
 SERVING_WORKER = "pytest_mxperf.workers.serving"
-#: a serving process (import, bind, one LoadGen run of at least 460 queries and 2 s) and a peak
-#: search's (11 such runs), LeNet b4 on the plan's reference Zen 3 (AMD EPYC family 25 model 1,
-#: 2026-12-04: 3.1 s at 302 queries/s, 33.6 s to a peak of 604 within p99 20 ms); a ResNet-50 v2
-#: process takes longer (its runs are longer at its far lower rates), not measured yet
-SERVING_PROCESS_S = 3.1
-SERVING_PEAK_PROCESS_S = 33.6
+#: what a serving process takes (import, bind, one LoadGen run of at least 460 queries and 2 s)
+#: and a peak search's (whole runs from its start until it closes), LeNet b4 by default and by
+#: model where far longer (``Kind.model_seconds``), on the plan's reference Zen 3 (AMD EPYC
+#: family 25 model 1, 2026-12-04, a baseline's five processes a cell: LeNet 3.8-4.0 s at 150
+#: queries/s, ResNet-50 v2 55.3-55.7 s at 8.9; peak searches 19.0 s and 57.8 s)
+SERVING_PROCESS_S = (3.9, (("resnet50_v2", 55.5),))
+SERVING_PEAK_PROCESS_S = (19.0, (("resnet50_v2", 57.8),))
 #: a serving duet's runs a side (A,B,B,A): each side's figures the median of its two runs
 SERVING_DUET_RUNS = 2
 #: the most duet pairs a serving cell gets: a ResNet-50 v2 pair at its target rate is four
@@ -122,7 +123,9 @@ class Kind:
     processes (its name by default); ``process_seconds``: what one process of a cell of it takes
     on the 2-vCPU Zen 3 the plan's constants were measured on, when its cells are not measured
     several to a process (``measure/planning`` scales it to this machine; required then: a kind
-    the plan would have to guess is an error where declared); ``read``: a worker's result as
+    the plan would have to guess is an error where declared); ``model_seconds``: (model, seconds)
+    for the models whose processes take far other than that (a serving run's length follows the
+    rate the model is served at); ``read``: a worker's result as
     the cell's figures (default ``read_figures``: the result's numbers named as the kind's
     figures); ``key_fields``: which of the
     workload's optional fields (``KEY_FIELDS``: its optimizer, its kvstore when set) its cell
@@ -148,6 +151,7 @@ class Kind:
     cost: str = ""
     key_fields: Tuple[str, ...] = ()
     process_seconds: Optional[float] = None
+    model_seconds: Tuple[Tuple[str, float], ...] = ()
     read: Optional[Callable[[Dict], Dict[str, float]]] = dataclasses.field(default=None, compare=False)
 
     def __post_init__(self):
@@ -172,6 +176,11 @@ class Kind:
             raise ValueError(f"kind {self.name!r}: max_pairs {self.max_pairs!r}: a duet's (resident) cap of at least 1")
         if self.to_the_end and self.whole_runs:
             raise ValueError(f"kind {self.name!r}: its rounds run to the end or are whole runs, not both")
+
+    def seconds_for(self, model: str) -> Optional[float]:
+        """What one process of a cell of ``model`` takes on the plan's reference Zen 3: its
+        ``model_seconds`` where declared, else ``process_seconds``."""
+        return dict(self.model_seconds).get(model, self.process_seconds)
 
     def read_figures(self, payload: Dict) -> Dict[str, float]:
         """A worker's result as this kind's figures: ``read(payload)`` when declared, else the
@@ -478,16 +487,18 @@ for _k in (
          shown=("loader_samples_per_s", "trainer_samples_per_s", "load_seconds_per_batch",
                 "compute_seconds_per_batch"), marker="io", resident=True, cost="input pipeline",
          process_seconds=5.9),
+    # before serving: a peak test carries both markers (``-m serving`` selects it too), and a test's
+    # kind is the first whose marker it carries (``of_test``)
+    Kind("serving_peak", SERVING_WORKER, "peak_qps",
+         "serving under load: the highest rate whose named percentile stays within the latency bound",
+         marker="serving_peak", on_request=True, resident=True, to_the_end=True,
+         max_pairs=SERVING_MAX_PAIRS, cost="serving peak searches",
+         process_seconds=SERVING_PEAK_PROCESS_S[0], model_seconds=SERVING_PEAK_PROCESS_S[1]),
     Kind("serving", SERVING_WORKER, "serving_latency_ms",
          "serving under load: MLPerf LoadGen's Server scenario at a target rate, dynamic batching",
          judged=("serving_p50_ms", "serving_p90_ms", "serving_p99_ms"), shown=("serving_qps", "target_qps"),
          marker="serving", on_request=True, resident=True, whole_runs=SERVING_DUET_RUNS,
          max_pairs=SERVING_MAX_PAIRS, cost="serving runs",
-         process_seconds=SERVING_PROCESS_S),
-    Kind("serving_peak", SERVING_WORKER, "peak_qps",
-         "serving under load: the highest rate whose named percentile stays within the latency bound",
-         marker="serving", on_request=True, resident=True, to_the_end=True,
-         max_pairs=SERVING_MAX_PAIRS, cost="serving peak searches",
-         process_seconds=SERVING_PEAK_PROCESS_S),
+         process_seconds=SERVING_PROCESS_S[0], model_seconds=SERVING_PROCESS_S[1]),
 ):
     register(_k)

@@ -5,7 +5,7 @@ not judged, the details). Plain functions of values."""
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from pytest_mxperf.judge import answers as answers_rule
 from pytest_mxperf.judge.verdict import NOT_COMPARED_UNLIKE
@@ -187,7 +187,7 @@ def settling_words(ready: bool, duet_tests: int, tests: int, path=None) -> str:
 
 def plan_line(tests: int, options, ab_pairs: int, duet_pairs: int = 3, duet_tests: Optional[int] = None,
               plan=None, deselected_slow: int = 0, ab: bool = False, speed=None, settling: str = "",
-              paired: bool = False, first_why: str = "") -> str:
+              paired: bool = False, first_why: str = "", constants: Optional[Tuple[float, float]] = None) -> str:
     """The expected duration, said before anything is measured. ``ab``: an A/B session, or
     (``paired``) one against a baseline whose cells are paired with its recorded setup from the
     first process, priced as an A/B session is;
@@ -196,13 +196,17 @@ def plan_line(tests: int, options, ab_pairs: int, duet_pairs: int = 3, duet_test
     have their own); ``speed``: this machine's MXNet speed against the reference machine's
     (``planning.Speed``), which scales the costs; ``settling``: baseline mode's
     ``settling_words``; ``first_why``: which cells get one duet pair before their first look
-    instead of ``duet_pairs`` and why (``planning.first_pairs``), when any do."""
+    instead of ``duet_pairs`` and why (``planning.first_pairs``), when any do; ``constants``: an
+    A/B session's tests at the constants, their first stage and most (``planning.ab_constants``,
+    at this machine's speed: each test's kind's own pair), else priced from the counts."""
     duet_tests = tests if duet_tests is None else duet_tests
     slow = f"; {slow_note(deselected_slow)}" if deselected_slow else ""
     factor = speed.factor if speed else 1.0
     seconds = factor * (duet_tests * planning.planned_test_seconds(options, ab, duet_pairs, ab_pairs)
                         + (tests - duet_tests) * planning.planned_test_seconds(options, ab, duet_pairs, ab_pairs,
                                                                                duet=False))
+    if ab and constants is not None:
+        seconds = constants[0]
     own_ab = ab and plan is not None and bool(plan.known_tests or plan.scaled_tests)
     # the tests, not an A/B session's second stage (which the deadline cuts) or its end, are
     # what a deadline leaves not reached
@@ -238,7 +242,8 @@ def plan_line(tests: int, options, ab_pairs: int, duet_pairs: int = 3, duet_test
             more = ("" if plan.known_tests or plan.reference_settles else
                     "; more when a cell needs a second stage (a real slowdown always does)")
             return f"{what}expected about {duration_text(plan.seconds)}: {', '.join(parts)}{more}{cut}{slow}"
-        most = seconds + factor * duet_tests * planning.SECOND_STAGE_PAIRS * planning.duet_pair_seconds(options)
+        most = (constants[1] if constants is not None else
+                seconds + factor * duet_tests * planning.SECOND_STAGE_PAIRS * planning.duet_pair_seconds(options))
         return (f"{what}expected about "
                 f"{duration_text(seconds)} when no cell needs a second stage, about {duration_text(most)} when "
                 f"every cell does (a real slowdown always does"

@@ -256,7 +256,7 @@ def settled_run(lg, model, library, s: dict, qps: float, log_dir: str) -> dict:
     for; asked again (or beyond ``MAX_QUERIES``): ``ServingError``, never passed. A rate the
     machine does not serve (``SERVED_SHARE``): ``ServingError`` at once."""
     run = one_run(lg, model, library, s, qps, log_dir, s["min_queries"])
-    if run["scheduled_qps"] and run["serving_qps"] < SERVED_SHARE * run["scheduled_qps"]:
+    if not served(run):
         raise ServingError(f"this machine cannot serve {qps:g} queries/s: it completed {run['serving_qps']:.4g} a "
                            f"second of the {run['scheduled_qps']:.4g} scheduled (the queue grew through the run; "
                            "a lower target rate, or the peak cell for the highest it serves)")
@@ -272,8 +272,17 @@ def settled_run(lg, model, library, s: dict, qps: float, log_dir: str) -> dict:
                        f"{s['percentile']:g} percentile is not established, so the cell is not passed")
 
 
+def served(run: dict) -> bool:
+    """Whether a run's server kept up with its schedule: completed at least ``SERVED_SHARE`` of
+    the queries a second LoadGen scheduled (a run too short for the queue to fill can keep its
+    percentile within a bound at a rate its server cannot serve: ResNet-50 v2 on a 2-vCPU Zen 3
+    held p90 within 2 s at 32 queries/s over 45 queries, completing 16.4 a second)."""
+    return not run.get("scheduled_qps") or run["serving_qps"] >= SERVED_SHARE * run["scheduled_qps"]
+
+
 def within_bound(run: dict, s: dict) -> bool:
-    return run["early_stopping_met"] and run["serving_latency_ms"] <= s["latency_bound_ms"]
+    """A peak step holds: early stopping met, the named percentile within the bound, served."""
+    return run["early_stopping_met"] and run["serving_latency_ms"] <= s["latency_bound_ms"] and served(run)
 
 
 class PeakSearch:
@@ -334,8 +343,8 @@ def _peak_run(lg, model, library, s: dict, qps: float, log_dir: str, runs: list)
     """One step of a peak search: a whole run at ``qps`` (its logs in ``peak-<n>``), kept in
     ``runs``; whether it held."""
     r = one_run(lg, model, library, s, qps, os.path.join(log_dir, f"peak-{len(runs)}"), s["min_queries"])
-    runs.append({k: r[k] for k in ("target_qps", "serving_latency_ms", "serving_qps", "early_stopping_met",
-                                   "seconds")})
+    runs.append({k: r[k] for k in ("target_qps", "serving_latency_ms", "serving_qps", "scheduled_qps",
+                                   "early_stopping_met", "seconds")})
     return within_bound(r, s)
 
 
