@@ -18,7 +18,7 @@ import json
 import os
 import sqlite3
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from pytest_mxperf.history import ingest, location
 from pytest_mxperf.history.schema import MIGRATIONS, SCHEMA_VERSION
