@@ -132,7 +132,12 @@ def test_the_serving_plot_has_both_installs_the_search_the_target_rate_and_the_b
     assert version == "1.9.1"
     # every run of a side (a duet side's two), and the reference's apart
     assert plots._serving_points(target["runs"])[1] == [(300.0, 6.0, 9.0, 11.0), (300.0, 6.5, 9.5, 12.0)]
-    assert plots._serving_points(target["reference_runs"])[1:] == ([(300.0, 7.0, 10.0, 14.0)], 20.0, 0.99, "1.8.0")
+    # a target cell has no search: no percentile of one (a peak's percentile may be another: ResNet-50 v2's p90)
+    assert plots._serving_points(target["reference_runs"])[1:] == ([(300.0, 7.0, 10.0, 14.0)], 20.0, None, "1.8.0")
+    # a step the worker judged (``held``: within the bound and served) is drawn as it judged it: a
+    # step within the bound that its server did not keep up with is not held
+    unserved = {"target_qps": 32.0, "serving_latency_ms": 12.0, "early_stopping_met": True, "held": False}
+    assert plots._serving_points([{"meta": {"serving": serving, "peak_runs": [unserved]}}])[0] == [(32.0, 12.0, False)]
     paths = plots.plot_serving([peak, target, _record("score", [{"figures": {"throughput": 1.0}}])], tmp_path)
     assert [p.name for p in paths] == ["serving-lenet.png"] and paths[0].stat().st_size > 10000
     assert plots.plot_serving([_record("score", [{}])], tmp_path / "none") == []

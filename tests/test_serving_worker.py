@@ -40,7 +40,7 @@ def test_lenet_served_at_a_target_rate_gives_its_percentiles_from_loadgens_log(t
     assert result["serving_latency_ms"] == p90  # the percentile the cell names
     run = result["meta"]["serving_run"]
     assert run["queries"] >= 100 and run["target_qps"] == 100.0 and "successful" in run["early_stopping"]
-    assert (tmp_path / "logs" / "mlperf_log_detail.txt").is_file()
+    assert (tmp_path / "logs" / "run-0" / "mlperf_log_detail.txt").is_file()  # a duet side's layout: run-<n>
     assert not list(work.iterdir()), "LoadGen wrote into the working directory"
 
 
@@ -132,7 +132,7 @@ def test_a_peak_duet_runs_each_sides_search_to_its_end(tmp_path):
         # held: early stopping met, p99 within the bound, and the server kept up with the schedule
         held = [t["target_qps"] for t in tried if t["early_stopping_met"] and t["serving_latency_ms"] <= 100.0
                 and t["serving_qps"] >= serving.SERVED_SHARE * t["scheduled_qps"]]
-        assert side.value("peak_qps") == max(held)
+        assert side.value("peak_qps") == max(held) and held == [t["target_qps"] for t in tried if t["held"]]
     assert not _children()
 
 

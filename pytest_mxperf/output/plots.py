@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Sequence, 
 
 from pytest_mxperf.model import kinds
 from pytest_mxperf.model.measurement import CellMeasurement
+from pytest_mxperf.workers.serving import within_bound
 
 if TYPE_CHECKING:
     from pytest_mxperf.store.baselines import Baseline
@@ -133,15 +134,16 @@ def _saved(fig, ax, path: Path, xlabel: str, ylabel: str, title: str, **legend) 
     ax.grid(True, which="major", alpha=0.3)
     ax.legend(fontsize=7, **legend)
     fig.tight_layout()
-    fig.savefig(path)
+    fig.savefig(path, bbox_inches="tight")  # a legend outside the axes, and a title wider than them, kept whole
     plt.close(fig)
     return path
 
 
 def _serving_points(runs: Sequence[Mapping[str, Any]]):
     """One install's points of a serving record (its ``runs`` or ``reference_runs``): (the peak
-    search's runs: (rate, latency, held)), (the target-rate runs: (rate, p50, p90, p99)), its
-    bound, percentile and MXNet version; from each process's meta (a duet side's every run)."""
+    search's runs: (rate, latency, held as the worker judged it)), (the target-rate runs: (rate,
+    p50, p90, p99)), its bound, the peak search's percentile (None without one) and MXNet
+    version; from each process's meta (a duet side's every run)."""
     search, target, bound, pct, version = [], [], None, None, None
     for run in runs or []:
         meta = run.get("meta") or {}
@@ -149,12 +151,14 @@ def _serving_points(runs: Sequence[Mapping[str, Any]]):
         bound, pct = s.get("latency_bound_ms", bound), s.get("percentile", pct)
         version = meta.get("mxnet_version") or version
         for p in meta.get("peak_runs") or []:
-            held = bool(p.get("early_stopping_met")) and bound is not None and p["serving_latency_ms"] <= bound
-            search.append((float(p["target_qps"]), float(p["serving_latency_ms"]), held))
+            # the worker's own answer, else (a result written before steps carried it) the same
+            # rule on the step's figures (``serving.within_bound``: early stopping, bound, served)
+            held = p["held"] if "held" in p else bound is not None and within_bound(p, {"latency_bound_ms": bound})
+            search.append((float(p["target_qps"]), float(p["serving_latency_ms"]), bool(held)))
         for done in meta.get("serving_runs") or []:
             if done.get("target_qps") and all(isinstance(done.get(k), (int, float)) for k in _TARGET_FIGURES):
                 target.append((float(done["target_qps"]),) + tuple(float(done[k]) for k in _TARGET_FIGURES))
-    return search, target, bound, pct, version
+    return search, target, bound, pct if search else None, version
 
 
 #: a target-rate run's percentiles, as the plot shows them
@@ -190,7 +194,7 @@ def plot_serving(records: Sequence[Union[CellMeasurement, Mapping[str, Any]]], o
         if not any(s or t for s, t, *_ in parts):
             continue
         bound = next((b for _, _, b, _, _ in parts if b is not None), None)
-        pct = next((q for _, _, _, q, _ in parts if q is not None), None)
+        pct = next((q for _, _, _, q, _ in parts if q is not None), None)  # the peak search's own
         fig, ax = plt.subplots(figsize=(9, 5), dpi=100)
         for side, pts in sides.items():
             version = next((v for *_, v in pts if v), None)
@@ -201,9 +205,11 @@ def plot_serving(records: Sequence[Union[CellMeasurement, Mapping[str, Any]]], o
             held = [(x, y) for x, y, ok in search if ok]
             over = [(x, y) for x, y, ok in search if not ok]
             if held:
-                ax.plot(*zip(*sorted(held)), "o", color=held_c, label=f"{who}: peak search, held (p{100 * pct:g})")
+                ax.plot(*zip(*sorted(held)), "o", color=held_c,
+                        label=f"{who}: peak search, held" + (f" (p{100 * pct:g})" if pct is not None else ""))
             if over:
-                ax.plot(*zip(*sorted(over)), "o", mfc="none", color=over_c, label=f"{who}: peak search, over")
+                ax.plot(*zip(*sorted(over)), "o", mfc="none", color=over_c,
+                        label=f"{who}: peak search, not held (over, unserved or unsettled)")
             for i, name in enumerate(_TARGET_FIGURES):
                 pts_i = sorted((p[0], p[1 + i]) for p in target)
                 if pts_i:

@@ -343,9 +343,10 @@ def _peak_run(lg, model, library, s: dict, qps: float, log_dir: str, runs: list)
     """One step of a peak search: a whole run at ``qps`` (its logs in ``peak-<n>``), kept in
     ``runs``; whether it held."""
     r = one_run(lg, model, library, s, qps, os.path.join(log_dir, f"peak-{len(runs)}"), s["min_queries"])
-    runs.append({k: r[k] for k in ("target_qps", "serving_latency_ms", "serving_qps", "scheduled_qps",
-                                   "early_stopping_met", "seconds")})
-    return within_bound(r, s)
+    held = within_bound(r, s)
+    runs.append(dict({k: r[k] for k in ("target_qps", "serving_latency_ms", "serving_qps", "scheduled_qps",
+                                        "early_stopping_met", "seconds")}, held=held))
+    return held
 
 
 def peak_found(search: PeakSearch, s: dict, runs: list, meta: dict) -> dict:
@@ -483,7 +484,9 @@ def run(spec: dict) -> dict:
         return dict(_target_result(cell.runs, meta), **extra)
     if s.get("peak"):
         return peak(lg, model, library, s, log_dir, meta)
-    return _target_result([settled_run(lg, model, library, s, float(s["target_qps"]), log_dir)], meta)
+    # one layout of the folder whatever the mode: a target run's logs in run-<n>, a peak step's in peak-<n>
+    return _target_result([settled_run(lg, model, library, s, float(s["target_qps"]), os.path.join(log_dir, "run-0"))],
+                          meta)
 
 
 def main(argv=None) -> int:
