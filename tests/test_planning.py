@@ -467,14 +467,17 @@ def test_an_ab_session_of_whole_runs_is_priced_at_its_kinds_pairs_and_cap():
     opts = options.PerfOptions()
     target, _, peak, _ = _serving_tests()
     resnet = _serving_tests()[1]
+
+    def pair_s(t):
+        return kind_pair_seconds(kinds.of_test(t.markers, t.cell is not None), t, opts)
     s = kinds.kind("serving").seconds_for("resnet50_v2") * ZEN3_SECOND
-    assert kind_pair_seconds(resnet, opts) == pytest.approx(DUET_STARTUP_S + 2 * kinds.SERVING_DUET_RUNS * s)
-    assert kind_pair_seconds(peak, opts) == pytest.approx(
+    assert pair_s(resnet) == pytest.approx(DUET_STARTUP_S + 2 * kinds.SERVING_DUET_RUNS * s)
+    assert pair_s(peak) == pytest.approx(
         DUET_STARTUP_S + 2 * kinds.kind("serving_peak").seconds_for("lenet") * ZEN3_SECOND)
     first, most = ab_constants([resnet], opts, 3, 8)
-    assert first == pytest.approx(3 * kind_pair_seconds(resnet, opts))
-    assert most == pytest.approx(kinds.SERVING_MAX_PAIRS * kind_pair_seconds(resnet, opts))
+    assert first == pytest.approx(3 * pair_s(resnet))
+    assert most == pytest.approx(kinds.SERVING_MAX_PAIRS * pair_s(resnet))
     zoo = Planned(True, markers=frozenset({"scoring", "cpu"}), cell=("alexnet", 1, "cpu"))
-    assert kind_pair_seconds(zoo, opts) is None
+    assert pair_s(zoo) is None
     assert ab_constants([zoo], opts, 3, 8) == pytest.approx(
         (3 * duet_pair_seconds(opts), (3 + SECOND_STAGE_PAIRS) * duet_pair_seconds(opts)))

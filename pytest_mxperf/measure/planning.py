@@ -547,22 +547,20 @@ def kind_process_seconds(k: Optional[kinds.Kind], t: Planned) -> Optional[float]
     """What one process of test ``t`` (of kind ``k``) takes at the constants, in the reference's
     seconds, where its kind declares its model's own (``Kind.model_seconds``: a ResNet-50 v2
     serving run lasts many LeNet ones); None otherwise (the kind's marker's cost stands)."""
-    if k is None or t.group[1] not in dict(k.model_seconds):
-        return None
-    return k.seconds_for(t.group[1]) * ZEN3_SECOND
+    s = dict(k.model_seconds).get(t.group[1]) if k is not None else None
+    return None if s is None else s * ZEN3_SECOND
 
 
-def kind_pair_seconds(t: Planned, options) -> Optional[float]:
-    """A duet pair of test ``t`` at the constants when its kind's rounds are its measured work
-    (``Kind.whole_runs``: that many whole runs a side, one side at a time; ``Kind.to_the_end``:
-    each side's whole run, steps taking turns), from what one of its processes takes (its
-    model's where the kind declares it), both workers' start beside; None for a kind of short
-    timed rounds (``duet_pair_seconds``), or one without a process cost."""
-    k = kinds.of_test(t.markers, t.cell is not None)
+def kind_pair_seconds(k: Optional[kinds.Kind], t: Planned, options) -> Optional[float]:
+    """A duet pair of test ``t`` (of kind ``k``) at the constants when its kind's rounds are its
+    measured work (``Kind.whole_runs``: that many whole runs a side, one side at a time;
+    ``Kind.to_the_end``: each side's whole run, steps taking turns), from what one of its
+    processes takes (``Kind.seconds_for`` its model), both workers' start beside; None for a
+    kind of short timed rounds (``duet_pair_seconds``), or one without a process cost."""
     if k is None or not (k.whole_runs or k.to_the_end) or k.process_seconds is None:
         return None
     runs = 1 if options.smoke or k.to_the_end else k.whole_runs
-    return DUET_STARTUP_S + 2 * runs * (kind_process_seconds(k, t) or k.process_seconds * ZEN3_SECOND)
+    return DUET_STARTUP_S + 2 * runs * k.seconds_for(t.group[1]) * ZEN3_SECOND
 
 
 def ab_constants(tests: Sequence[Planned], options, duet_pairs: int, ab_pairs: int) -> Tuple[float, float]:
@@ -576,14 +574,14 @@ def ab_constants(tests: Sequence[Planned], options, duet_pairs: int, ab_pairs: i
         if not t.measuring:
             continue
         if t.markers & set(PROCESS_PAIR_MARKERS):
-            first += planned_test_seconds(options, True, duet_pairs, ab_pairs, duet=False)
-            most += planned_test_seconds(options, True, duet_pairs, ab_pairs, duet=False)
+            test_s = planned_test_seconds(options, True, duet_pairs, ab_pairs, duet=False)
+            first, most = first + test_s, most + test_s
             continue
-        pair = kind_pair_seconds(t, options) or duet_pair_seconds(options)
         k = kinds.of_test(t.markers, t.cell is not None)
-        cap = k.max_pairs if k is not None and k.max_pairs is not None else SECOND_STAGE_PAIRS + duet_pairs
+        pair = kind_pair_seconds(k, t, options) or duet_pair_seconds(options)
+        cap = k.max_pairs if k is not None and k.max_pairs is not None else duet_pairs + SECOND_STAGE_PAIRS
         first += min(duet_pairs, cap) * pair
-        most += min(duet_pairs + SECOND_STAGE_PAIRS, max(cap, duet_pairs)) * pair
+        most += min(duet_pairs + SECOND_STAGE_PAIRS, cap) * pair
     return first, most
 
 

@@ -246,8 +246,8 @@ def next_looks(cells: Dict[str, CellRecord], verdicts: Mapping[str, vd.Verdict],
     process pairs (``AFTER_ROUNDS``) gets at least ``process_pairs`` in all while one of them
     is a suspect, the count a cell of process pairs gets in a stage (``planning.ab_pairs``):
     with 3, the fast-end test cannot reject (its smallest p is 1/8). A cell is final once it
-    reaches ``max_pairs``, or its kind's own cap where lower (``verdict_duet.max_pairs_for``: its rule's last look) or when only those figures asked for pairs
-    (their second stage); (0, True): nothing more to measure, final as it stands. None for a
+    reaches ``max_pairs``, or its kind's own cap where lower (``verdict_duet.max_pairs_for``: its
+    rule's last look), or when only those figures asked for pairs (their second stage); (0, True): nothing more to measure, final as it stands. None for a
     cell of process pairs (its second stage is the plan's ``ab_pairs`` again). Its ``after``:
     the pairs a cell is expected to get after that look (``pairs_after`` below)."""
     pairings, _, duets = _ab_inputs(cells, set())

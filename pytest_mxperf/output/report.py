@@ -202,11 +202,12 @@ def plan_line(tests: int, options, ab_pairs: int, duet_pairs: int = 3, duet_test
     duet_tests = tests if duet_tests is None else duet_tests
     slow = f"; {slow_note(deselected_slow)}" if deselected_slow else ""
     factor = speed.factor if speed else 1.0
-    seconds = factor * (duet_tests * planning.planned_test_seconds(options, ab, duet_pairs, ab_pairs)
-                        + (tests - duet_tests) * planning.planned_test_seconds(options, ab, duet_pairs, ab_pairs,
-                                                                               duet=False))
     if ab and constants is not None:
         seconds = constants[0]
+    else:
+        seconds = factor * (duet_tests * planning.planned_test_seconds(options, ab, duet_pairs, ab_pairs)
+                            + (tests - duet_tests) * planning.planned_test_seconds(options, ab, duet_pairs, ab_pairs,
+                                                                                   duet=False))
     own_ab = ab and plan is not None and bool(plan.known_tests or plan.scaled_tests)
     # the tests, not an A/B session's second stage (which the deadline cuts) or its end, are
     # what a deadline leaves not reached
