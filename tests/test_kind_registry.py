@@ -148,13 +148,24 @@ def test_a_kind_whose_cost_the_plan_would_guess_is_refused():
         kinds.Kind("toy3", "toy_worker", "throughput", "toys")
 
 
-def test_a_pair_cap_is_a_duets_and_at_least_one():
-    for bad in (dict(max_pairs=6), dict(max_pairs=0, resident=True)):
-        with pytest.raises(ValueError, match="max_pairs"):
-            kinds.Kind("toy4", "toy_worker", "throughput", "toys", process_seconds=1.0, **bad)
-    k = kinds.Kind("toy4", "toy_worker", "throughput", "toys", process_seconds=1.0, resident=True, max_pairs=2)
-    assert k.max_pairs == 2 and "toy4" not in kinds.MAX_PAIRS          # not registered: no view holds it
-    assert dict(kinds.MAX_PAIRS) == {"serving": kinds.SERVING_MAX_PAIRS, "serving_peak": kinds.SERVING_MAX_PAIRS}
+def test_a_pair_budget_is_a_duets_and_caps_by_the_pairs_cost():
+    with pytest.raises(ValueError, match="pair budget"):
+        kinds.Kind("toy4", "toy_worker", "throughput", "toys", process_seconds=1.0, pair_budget=kinds.PairBudget(60, 2))
+    for seconds, least in ((0, 2), (60, 0)):
+        with pytest.raises(ValueError, match="pair budget"):
+            kinds.PairBudget(seconds, least)
+    budget = kinds.PairBudget(720.0, 6)
+    k = kinds.Kind("toy4", "toy_worker", "throughput", "toys", process_seconds=1.0, resident=True, pair_budget=budget)
+    assert "toy4" not in kinds.PAIR_BUDGETS                              # not registered: no view holds it
+    # as many pairs as 12 min holds, at least 6, at most the rule's most
+    assert [k.most_pairs(s, 40) for s in (40.0, 70.0, 240.0, 5.0)] == [18, 10, 6, 40]
+    assert k.most_pairs(None, 40) == 6 and k.most_pairs(0.0, 40) == 6     # its cost not known yet: its least
+    assert k.most_pairs(40.0, 4) == 4                                     # never above the most asked
+    assert kinds.kind("score").most_pairs(240.0, 40) == 40               # no budget: the rule's most
+    assert dict(kinds.PAIR_BUDGETS) == {"serving": kinds.kind("serving").pair_budget,
+                                        "serving_peak": kinds.kind("serving").pair_budget}
+    assert kinds.kind("serving").pair_budget == kinds.PairBudget(kinds.SERVING_PAIRS_BUDGET_S,
+                                                                 kinds.SERVING_LEAST_PAIRS)
 
 
 def test_a_figure_a_worker_yields_that_its_kind_does_not_declare_is_the_processs_error():

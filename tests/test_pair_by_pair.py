@@ -364,13 +364,16 @@ SERVING = "serving/resnet50_v2/b4/cpu:0/float32/threads=auto"
 
 def test_a_kind_with_a_pair_cap_is_judged_as_it_stands_at_its_last_look():
     """A serving cell's pairs are whole LoadGen runs (a minute each for ResNet-50 v2 on 2 vCPUs):
-    its kind caps them (``Kind.max_pairs``). The same noisy pairs leave a zoo cell a suspect
-    with looks to come and the serving figure final at its cap, judged as it stands: unchanged
-    with its bound said when within its minimum effect, unresolved when worse."""
+    its kind caps them at what its pair budget holds (``Kind.pair_budget``), at least six. The
+    same noisy pairs leave a zoo cell a suspect with looks to come and the serving figure final
+    at its cap, judged as it stands: unchanged with its bound said when within its minimum
+    effect, unresolved when worse."""
     latency = METRICS["serving_latency_ms"]
-    cap = D.max_pairs_for(SERVING)
+    cap = D.max_pairs_for(SERVING)                 # its pairs' cost not known: the least
     assert cap == 6 < D.max_pairs_for(KEY) == D.SEQUENTIAL_MAX_PAIRS
     assert D.max_pairs_for(SERVING + "#serving_p50_ms") == cap and D.max_pairs_for(SERVING, 4) == 4
+    assert D.max_pairs_for(SERVING, pair_seconds=240.0) == 6 and D.max_pairs_for(SERVING, pair_seconds=40.0) == 18
+    assert D.max_pairs_for(KEY, pair_seconds=240.0) == D.SEQUENTIAL_MAX_PAIRS
     noisy = [1.25, 0.8, 1.2, 0.85, 1.15, 0.9]                  # a queue's tail: +-20% a pair
     v = _judge({SERVING: _pairing(noisy, latency)}, sd=0.2)[SERVING]
     assert v.kind == "unchanged" and "after every pair it was planned" in v.reason and "at most" not in v.reason
@@ -380,7 +383,11 @@ def test_a_kind_with_a_pair_cap_is_judged_as_it_stands_at_its_last_look():
                                                                                                "regression")
     # at its first look the rule's boundaries are its own cap's (fewer looks: lower boundaries)
     three = _judge({SERVING: _pairing(noisy[:3], latency)}, sd=0.2)[SERVING]
-    assert three.kind == "suspect" and "of at most 6 pairs" in three.reason
+    assert three.kind == "suspect" and "of at most 6 pairs: its kind's least" in three.reason
+    # pairs of 40 s: 12 min holds 18 of them, and six noisy pairs are a suspect with looks to come
+    short = D.DuetPairing(latency, [math.log(r) for r in noisy], pair_seconds=40.0)
+    v = _judge({SERVING: short}, sd=0.2)[SERVING]
+    assert v.kind == "suspect" and "of at most 18 pairs: what 12 min holds of 40-s pairs" in v.reason
     c_serving = sequential.boundaries(0.05, D.ALPHA_PASS, cap, 200)[0]
     c_zoo = sequential.boundaries(0.05, D.ALPHA_PASS, D.SEQUENTIAL_MAX_PAIRS, 200)[0]
     assert c_serving < c_zoo
@@ -412,3 +419,39 @@ def test_a_capped_kinds_next_look_is_its_last():
     looks = ab_judging.next_looks(cells, verdicts, 0.05, known=known)
     assert looks(score) == (3, False) and looks(serving) == (3, True)
     assert looks.after(serving) == 0 < looks.after(score)
+
+
+def test_a_serving_cells_cap_follows_its_first_pairs_cost_and_stays():
+    """``next_looks`` caps a serving cell at what its pair budget holds of its first stage's
+    pairs (their median wall): short pairs get looks past six; the cap is read from the first
+    stage only, so slower pairs after it leave the cell's looks (and the rule's boundaries) where
+    its first look put them."""
+    from pytest_mxperf.measure import planning
+    from pytest_mxperf.measure.ledger import CellRecord
+    from pytest_mxperf.model.measurement import CellMeasurement, RunResult
+    from pytest_mxperf.model.workload import Workload
+
+    w = Workload("lenet", mode="serving", batch_size=4)
+
+    def run(s, wall):
+        return RunResult(w, "ok", batches_per_round=1, round_seconds=[s] * 2, figures={"serving_latency_ms": 1000 * s},
+                         meta={"duet": {}}, wall_seconds=wall)
+
+    def record(factors, walls):
+        return {w.key(): CellRecord(w.mode, CellMeasurement(w, [run(0.010 * f, t) for f, t in zip(factors, walls)],
+                                                            [run(0.010, t) for t in walls]))}
+    known = {w.key(): sequential.Spread(0.25 ** 2 * 20, 20)}
+    factors = (1.0, 1.3, 0.8, 1.25, 0.85, 1.2)
+    for walls, cap in (((40.0, 41.0, 39.0), 18), ((240.0, 250.0, 230.0), 6)):
+        cells = record(factors[:3], walls)
+        assert planning.cap_seconds(cells[w.key()].cell, 3) == sorted(walls)[1]         # their median
+        verdicts = ab_judging.judge_ab_once(cells, set(), 0.05, known=known)
+        assert verdicts[w.key()].kind == "suspect" and f"of at most {cap} pairs" in verdicts[w.key()].reason
+        n, final = ab_judging.next_looks(cells, verdicts, 0.05, known=known)(w.key())
+        assert final == (cap == 6) and 3 + n <= cap
+    # six pairs of 40 s then three of 400 s: the cap is still the first stage's (18), not 6
+    cells = record(factors + (1.1, 0.9, 1.0), (40.0, 41.0, 39.0) + (400.0,) * 6)
+    assert planning.cap_seconds(cells[w.key()].cell, 3) == 40.0
+    assert planning.pair_seconds(cells[w.key()].cell) > 200.0           # what the deadline prices pairs at
+    verdicts = ab_judging.judge_ab_once(cells, set(), 0.05, known=known)
+    assert "of at most 18 pairs" in verdicts[w.key()].reason

@@ -461,7 +461,8 @@ def test_a_serving_test_is_priced_at_its_kind_and_model():
 def test_an_ab_session_of_whole_runs_is_priced_at_its_kinds_pairs_and_cap():
     """In A/B mode at the constants a serving cell's duet pair is its kind's whole runs, both
     sides one at a time (a peak pair each side's search), and its second stage stops at the
-    kind's cap (``Kind.max_pairs``); a zoo cell's pair stays the constants' short rounds."""
+    kind's cap at that pair (``Kind.pair_budget``: ResNet-50 v2's long pairs at its least, LeNet's
+    peak pairs a whole second stage); a zoo cell's pair stays the constants' short rounds."""
     from pytest_mxperf.measure.planning import (DUET_STARTUP_S, SECOND_STAGE_PAIRS, ZEN3_SECOND, ab_constants,
                                                 duet_pair_seconds, kind_pair_seconds)
     opts = options.PerfOptions()
@@ -476,7 +477,10 @@ def test_an_ab_session_of_whole_runs_is_priced_at_its_kinds_pairs_and_cap():
         DUET_STARTUP_S + 2 * kinds.kind("serving_peak").seconds_for("lenet") * ZEN3_SECOND)
     first, most = ab_constants([resnet], opts, 3, 8)
     assert first == pytest.approx(3 * pair_s(resnet))
-    assert most == pytest.approx(kinds.SERVING_MAX_PAIRS * pair_s(resnet))
+    assert kinds.SERVING_PAIRS_BUDGET_S < (3 + SECOND_STAGE_PAIRS) * pair_s(resnet)
+    assert most == pytest.approx(kinds.SERVING_LEAST_PAIRS * pair_s(resnet))
+    assert kinds.SERVING_PAIRS_BUDGET_S > (3 + SECOND_STAGE_PAIRS) * pair_s(peak)
+    assert ab_constants([peak], opts, 3, 8) == pytest.approx((3 * pair_s(peak), (3 + SECOND_STAGE_PAIRS) * pair_s(peak)))
     zoo = Planned(True, markers=frozenset({"scoring", "cpu"}), cell=("alexnet", 1, "cpu"))
     assert pair_s(zoo) is None
     assert ab_constants([zoo], opts, 3, 8) == pytest.approx(

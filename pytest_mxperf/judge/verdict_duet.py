@@ -58,6 +58,7 @@ class DuetPairing:
     final: bool = False                    # no more pairs will come (its last look, or the deadline)
     complete: bool = False                 # ... with every pair it was planned (none cut by the deadline)
     rounds: Optional[int] = None           # rounds per side in each pair (shown in the reason)
+    pair_seconds: Optional[float] = None   # what its first stage's pairs took: its kind's cap, if any
 
     def signed(self) -> List[float]:
         """The finite log ratios, signed so that > 0 means the candidate is better."""
@@ -95,11 +96,12 @@ SEQUENTIAL_MAX_PAIRS = MAX_PAIRS
 ALPHA_PASS = 0.05
 
 
-def max_pairs_for(key: str, most: int = SEQUENTIAL_MAX_PAIRS) -> int:
-    """The most duet pairs the cell or figure ``key`` gets: ``most``, or its kind's own cap
-    where lower (``Kind.max_pairs``: a kind whose pairs are long)."""
-    cap = kinds.MAX_PAIRS.get(split_metric_key(key)[0].split("/", 1)[0])
-    return most if cap is None else min(most, cap)
+def max_pairs_for(key: str, most: int = SEQUENTIAL_MAX_PAIRS, pair_seconds: Optional[float] = None) -> int:
+    """The most duet pairs the cell or figure ``key`` gets, whose pair takes ``pair_seconds``:
+    ``most``, or its kind's cap where it has a pair budget (``Kind.pair_budget``: a kind whose
+    pairs are long gets as many as the budget holds, at least its least)."""
+    budget = kinds.PAIR_BUDGETS.get(split_metric_key(key)[0].split("/", 1)[0])
+    return most if budget is None else budget.cap(pair_seconds, most)
 
 
 def judge_duet_sequential(cells: Mapping[str, DuetPairing], spreads: Mapping[str, Spread], *,
@@ -130,10 +132,11 @@ def judge_duet_sequential(cells: Mapping[str, DuetPairing], spreads: Mapping[str
                                + ("could not judge: re-run" if p.final else "adding pairs"), **base)
             continue
         sd = max(spread.sd, MIN_SD)
-        most = max_pairs_for(key, max_pairs)
+        most = max_pairs_for(key, max_pairs, p.pair_seconds)
         call = sequential.decide(g, sd, spread.df, min_effect=log_effect(m, effect), alpha_regression=alpha_r,
                                  alpha_pass=ALPHA_PASS, max_pairs=most, last=p.final)
-        out[key] = _sequential_verdict(p, g, call, sd, spread.df, effect, len(cells), most, base)
+        out[key] = _sequential_verdict(p, g, call, sd, spread.df, effect, len(cells), most, base,
+                                       _cap_said(key, p.pair_seconds) if most < max_pairs else "")
     return out
 
 
@@ -143,8 +146,18 @@ def log_effect(metric: Metric, effect: float) -> float:
     return -math.log1p(-effect) if metric.higher_is_better else math.log1p(effect)
 
 
+def _cap_said(key: str, pair_seconds: Optional[float]) -> str:
+    """Why a cell's pairs are capped below the rule's most: its kind's pair budget at its pairs' cost."""
+    budget = kinds.PAIR_BUDGETS.get(split_metric_key(key)[0].split("/", 1)[0])
+    if budget is None:
+        return ""
+    if not pair_seconds:
+        return ": its kind's least, its pairs' cost not known"
+    return f": what {budget.seconds / 60:.0f} min holds of {pair_seconds:.0f}-s pairs, at least {budget.least}"
+
+
 def _sequential_verdict(p: DuetPairing, g: List[float], call, sd: float, df: int, effect: float,
-                        n_figures: int, max_pairs: int, base: Dict) -> Verdict:
+                        n_figures: int, max_pairs: int, base: Dict, cap_said: str = "") -> Verdict:
     from scipy.stats import t as student_t
     sign = 1.0 if p.metric.higher_is_better else -1.0
     est, se = call.mean, call.se
@@ -161,7 +174,7 @@ def _sequential_verdict(p: DuetPairing, g: List[float], call, sd: float, df: int
     txt = (f"candidate/reference {ratio:.3f} [{interval[0]:.3f}, {interval[1]:.3f}] over {len(g)} duet pair(s) "
            f"({', '.join(extra)})")
     bound = (f"|z| {abs(z):.2f} against the boundary {call.c_regression:.2f} after {len(g)} of at most "
-             f"{max_pairs} pairs")
+             f"{max_pairs} pairs{cap_said}")
     worst = math.exp(sign * (est - call.c_pass * se)) - 1.0
     worst_txt = f"its bound reaches {100 * p.metric.oriented(worst):+.1f}%"
     if call.kind == "regression":

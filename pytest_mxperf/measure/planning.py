@@ -566,7 +566,7 @@ def kind_pair_seconds(k: Optional[kinds.Kind], t: Planned, options) -> Optional[
 def ab_constants(tests: Sequence[Planned], options, duet_pairs: int, ab_pairs: int) -> Tuple[float, float]:
     """An A/B session's tests at the constants, in the reference's seconds: (their first
     stage, and that with a second stage of ``SECOND_STAGE_PAIRS`` duet pairs a cell, at most
-    its kind's cap, ``Kind.max_pairs``). A duet test's pair is its kind's (``kind_pair_seconds``)
+    its kind's cap at that pair, ``Kind.pair_budget``). A duet test's pair is its kind's (``kind_pair_seconds``)
     where its rounds are whole runs, else ``duet_pair_seconds``; a test of a kind that cannot
     be resident runs ``ab_pairs`` process pairs."""
     first = most = 0.0
@@ -579,9 +579,9 @@ def ab_constants(tests: Sequence[Planned], options, duet_pairs: int, ab_pairs: i
             continue
         k = kinds.of_test(t.markers, t.cell is not None)
         pair = kind_pair_seconds(k, t, options) or duet_pair_seconds(options)
-        cap = k.max_pairs if k is not None and k.max_pairs is not None else duet_pairs + SECOND_STAGE_PAIRS
+        cap = duet_pairs + SECOND_STAGE_PAIRS if k is None else k.most_pairs(pair, duet_pairs + SECOND_STAGE_PAIRS)
         first += min(duet_pairs, cap) * pair
-        most += min(duet_pairs + SECOND_STAGE_PAIRS, cap) * pair
+        most += cap * pair
     return first, most
 
 
@@ -611,6 +611,15 @@ def pair_seconds(cell: Any) -> Optional[float]:
     """What one pair of this cell took so far (the median over its pairs; a duet pair's two
     workers run side by side, so the longer of the two)."""
     walls = [max(c.wall_seconds, r.wall_seconds) for c, r in cell.pairs()]
+    walls = [w for w in walls if w > 0]
+    return statistics.median(walls) if walls else None
+
+
+def cap_seconds(cell: Any, first: int) -> Optional[float]:
+    """What a pair of this cell's first ``first`` pairs took (their median, as ``pair_seconds``):
+    the cost its kind's pair budget is reckoned at (``kinds.PairBudget``), the same at every
+    look once its first stage is in, so the rule's boundaries stay where its first look put them."""
+    walls = [max(c.wall_seconds, r.wall_seconds) for c, r in cell.pairs()[:first]]
     walls = [w for w in walls if w > 0]
     return statistics.median(walls) if walls else None
 

@@ -86,11 +86,40 @@ SERVING_PROCESS_S = (3.9, (("resnet50_v2", 55.5),))
 SERVING_PEAK_PROCESS_S = (19.0, (("resnet50_v2", 57.8),))
 #: a serving duet's runs a side (A,B,B,A): each side's figures the median of its two runs
 SERVING_DUET_RUNS = 2
-#: the most duet pairs a serving cell gets: a ResNet-50 v2 pair at its target rate is four
-#: LoadGen runs of about a minute on 2 vCPUs, a peak pair two searches of about as long; at the
-#: rule's general 40 a cell whose p99 (a queue's tail) spreads wide could take hours. Six is
-#: the first look's 3 and as many again (docs/how-it-measures.md, "Serving under load")
-SERVING_MAX_PAIRS = 6
+#: what a serving cell's duet pairs may take in all on the machine at hand: its cap is that many
+#: of its first stage's pairs (``PairBudget``), so a cell of short pairs gets the pairs its spread
+#: needs and one of long pairs stops at its least. A ResNet-50 v2 pair at its target rate is four
+#: LoadGen runs of about a minute on 2 vCPUs (6 pairs), a peak pair two searches (about 10); LeNet's
+#: peak pairs take about 40 s (18 pairs): a fixed cap of six left an idle-slow candidate's peak,
+#: lower in its first pair only, unresolved where 17 pairs read it unchanged (docs/how-it-measures.md,
+#: "Serving under load")
+SERVING_PAIRS_BUDGET_S = 12 * 60.0
+#: ... and the pairs it gets at least: the first look's 3 and as many again
+SERVING_LEAST_PAIRS = 6
+
+
+@dataclasses.dataclass(frozen=True)
+class PairBudget:
+    """The duet pairs a cell of a kind whose pairs are long gets in all: as many as ``seconds``
+    holds of its pairs, at least ``least``; the pairs' cost is what its first stage's pairs took
+    (``planning.cap_seconds``: fixed before its first look, so the rule's boundaries, spread over
+    its looks, stay fixed)."""
+
+    seconds: float
+    least: int
+
+    def __post_init__(self):
+        if not (self.seconds > 0 and self.least >= 1):
+            raise ValueError(f"a pair budget of {self.seconds!r} s and at least {self.least!r} pairs: "
+                             "seconds > 0 and at least 1 pair")
+
+    def cap(self, pair_seconds: Optional[float], most: int) -> int:
+        """The most pairs a cell whose pair takes ``pair_seconds`` gets, never above ``most``
+        (the rule's general most); its least where the cost is not known yet."""
+        least = min(self.least, most)
+        if pair_seconds is None or not pair_seconds > 0:
+            return least
+        return max(least, min(most, int(self.seconds // pair_seconds)))
 
 #: the workload's optional fields a kind's cell key may name (``Kind.key_fields``)
 KEY_FIELDS = ("optimizer", "kvstore")
@@ -109,9 +138,10 @@ class Kind:
     peak search's steps: no untimed round, no sizing; each side's until it says it is
     finished); ``whole_runs``: its rounds are whole runs of the measured work (a LoadGen run:
     ``StartTest`` runs a whole scenario), this many timed a side, no untimed round, no sizing;
-    ``max_pairs``: the most duet pairs a cell of it gets in all, where its pairs are too long for
-    the rule's general most (``judge/verdict_duet.MAX_PAIRS``); the rule's boundaries are then
-    spread over its fewer looks, and a figure not called by its last is judged as it stands
+    ``pair_budget``: the most duet pairs a cell of it gets in all, where its pairs are too long for
+    the rule's general most (``judge/verdict_duet.MAX_PAIRS``): as many as the budget's seconds
+    hold of the cell's first pairs (``PairBudget``); the rule's boundaries are then spread over
+    its fewer looks, and a figure not called by its last is judged as it stands
     (unchanged with its bound said, or unresolved when worse than its minimum effect); ``shares_process``: its CPU cells from the zoo may be measured
     several to a worker process and share one duet pair; ``seeded``: process i runs with seed
     i, so only the two sides of a pair compare like with like; ``floors``: the published tables
@@ -142,7 +172,7 @@ class Kind:
     resident: bool = False
     to_the_end: bool = False
     whole_runs: int = 0
-    max_pairs: Optional[int] = None
+    pair_budget: Optional[PairBudget] = None
     shares_process: bool = False
     seeded: bool = False
     floors: bool = False
@@ -172,8 +202,8 @@ class Kind:
             raise ValueError(f"kind {self.name!r}: a run to the end, or rounds of whole runs, is a duet's (resident) way")
         if self.on_request and not self.marker:
             raise ValueError(f"kind {self.name!r}: a kind run on request needs a marker to be asked for by")
-        if self.max_pairs is not None and not (self.resident and self.max_pairs >= 1):
-            raise ValueError(f"kind {self.name!r}: max_pairs {self.max_pairs!r}: a duet's (resident) cap of at least 1")
+        if self.pair_budget is not None and not self.resident:
+            raise ValueError(f"kind {self.name!r}: a pair budget is a duet's (resident) cap")
         if self.to_the_end and self.whole_runs:
             raise ValueError(f"kind {self.name!r}: its rounds run to the end or are whole runs, not both")
 
@@ -181,6 +211,11 @@ class Kind:
         """What one process of a cell of ``model`` takes on the plan's reference Zen 3: its
         ``model_seconds`` where declared, else ``process_seconds``."""
         return dict(self.model_seconds).get(model, self.process_seconds)
+
+    def most_pairs(self, pair_seconds: Optional[float], most: int) -> int:
+        """The most duet pairs a cell of this kind whose pair takes ``pair_seconds`` gets:
+        ``most``, or its ``pair_budget``'s cap."""
+        return most if self.pair_budget is None else self.pair_budget.cap(pair_seconds, most)
 
     def read_figures(self, payload: Dict) -> Dict[str, float]:
         """A worker's result as this kind's figures: ``read(payload)`` when declared, else the
@@ -405,8 +440,8 @@ RESIDENT_MODULES = _kinds_where(lambda k: k.resident, lambda k: k.worker)
 TO_THE_END = _kinds_where(lambda k: k.to_the_end)
 #: kind -> its duet's timed rounds a side, each a whole run (kinds with ``whole_runs``)
 WHOLE_RUNS: Mapping[str, int] = _Views(lambda k: k.whole_runs, lambda k: bool(k.whole_runs))
-#: kind -> the most duet pairs a cell of it gets (kinds with ``max_pairs``)
-MAX_PAIRS: Mapping[str, int] = _Views(lambda k: k.max_pairs, lambda k: k.max_pairs is not None)
+#: kind -> what its cells' duet pairs may take in all (kinds with a ``pair_budget``)
+PAIR_BUDGETS: Mapping[str, PairBudget] = _Views(lambda k: k.pair_budget, lambda k: k.pair_budget is not None)
 #: figures a duet estimates from its rounds run back to back / each side's run to its end /
 #: measured after the rounds; tails
 ROUND_FIGURES = _figures_where(lambda m: m.paired == "rounds")
@@ -461,6 +496,8 @@ for _m in (
 
 _FLOP_FIGURES = ("gflops", "pct_of_peak")
 _MEMORY = ("peak_rss_mib", "gpu_memory_mib")
+_SERVING_BUDGET = PairBudget(SERVING_PAIRS_BUDGET_S, SERVING_LEAST_PAIRS)
+
 for _k in (
     Kind("score", THROUGHPUT_WORKER, "throughput", "forward-only throughput, as MXNet's benchmark_score.py",
          marker="scoring", judged=_MEMORY, shown=_FLOP_FIGURES, resident=True, shares_process=True, floors=True, flops=True,
@@ -492,13 +529,13 @@ for _k in (
     Kind("serving_peak", SERVING_WORKER, "peak_qps",
          "serving under load: the highest rate whose named percentile stays within the latency bound",
          marker="serving_peak", on_request=True, resident=True, to_the_end=True,
-         max_pairs=SERVING_MAX_PAIRS, cost="serving peak searches",
+         pair_budget=_SERVING_BUDGET, cost="serving peak searches",
          process_seconds=SERVING_PEAK_PROCESS_S[0], model_seconds=SERVING_PEAK_PROCESS_S[1]),
     Kind("serving", SERVING_WORKER, "serving_latency_ms",
          "serving under load: MLPerf LoadGen's Server scenario at a target rate, dynamic batching",
          judged=("serving_p50_ms", "serving_p90_ms", "serving_p99_ms"), shown=("serving_qps", "target_qps"),
          marker="serving", on_request=True, resident=True, whole_runs=SERVING_DUET_RUNS,
-         max_pairs=SERVING_MAX_PAIRS, cost="serving runs",
+         pair_budget=_SERVING_BUDGET, cost="serving runs",
          process_seconds=SERVING_PROCESS_S[0], model_seconds=SERVING_PROCESS_S[1]),
 ):
     register(_k)

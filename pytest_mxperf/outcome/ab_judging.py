@@ -20,6 +20,7 @@ from pytest_mxperf.output import reasons
 from pytest_mxperf.judge.sequential import Spread
 from pytest_mxperf.judge.verdict_duet import history_by_kind, spread_family
 from pytest_mxperf.judge.thresholds import FDR_Q, effect_for
+from pytest_mxperf.measure import planning
 from pytest_mxperf.measure.ledger import CellRecord
 from pytest_mxperf.model import kinds, stats
 from pytest_mxperf.model.measurement import SEEDED_MODES, cell_of, metric_key
@@ -82,6 +83,9 @@ def _ab_inputs(cells: Dict[str, CellRecord], final: set, complete: frozenset = f
     workers' rounds), process pairings (other worker kinds, and what a duet's workers measure
     after their rounds: ``AFTER_ROUNDS``) and comparisons (figures with another rule)."""
     pairings, comparisons, duets = {}, {}, {}
+    # what the first stage's pairs of a cell whose kind has a pair budget took: its cap's cost
+    capping = {key: planning.cap_seconds(rec.cell, verdict_duet.STAGE1_PAIRS) for key, rec in cells.items()
+               if rec.cell.workload.mode in kinds.PAIR_BUDGETS}
     for key, rec in cells.items():
         cell = rec.cell
         screened = cell.workload.device != "gpu"
@@ -95,7 +99,8 @@ def _ab_inputs(cells: Dict[str, CellRecord], final: set, complete: frozenset = f
                                                      final=key in final, complete=key in complete,
                                                      # a run's rounds vary with its seed's epochs
                                                      rounds=len(pairs[0][0].round_seconds)
-                                                     if pairs and m.name not in _RUN_FIGURES else None)
+                                                     if pairs and m.name not in _RUN_FIGURES else None,
+                                                     pair_seconds=capping.get(key))
             elif m.rule == "processes":
                 states = ["slowed" if "slowed" in (a, b) else (a or b) for a, b in
                           zip(machine_states.states(c for c, _ in pairs), machine_states.states(r for _, r in pairs))]
@@ -246,8 +251,8 @@ def next_looks(cells: Dict[str, CellRecord], verdicts: Mapping[str, vd.Verdict],
     process pairs (``AFTER_ROUNDS``) gets at least ``process_pairs`` in all while one of them
     is a suspect, the count a cell of process pairs gets in a stage (``planning.ab_pairs``):
     with 3, the fast-end test cannot reject (its smallest p is 1/8). A cell is final once it
-    reaches ``max_pairs``, or its kind's own cap where lower (``verdict_duet.max_pairs_for``: its
-    rule's last look), or when only those figures asked for pairs (their second stage); (0, True): nothing more to measure, final as it stands. None for a
+    reaches ``max_pairs``, or its kind's own cap where lower (``verdict_duet.max_pairs_for``: what
+    its pair budget holds of its first pairs, its rule's last look), or when only those figures asked for pairs (their second stage); (0, True): nothing more to measure, final as it stands. None for a
     cell of process pairs (its second stage is the plan's ``ab_pairs`` again). Its ``after``:
     the pairs a cell is expected to get after that look (``pairs_after`` below)."""
     pairings, _, duets = _ab_inputs(cells, set())
@@ -263,7 +268,8 @@ def next_looks(cells: Dict[str, CellRecord], verdicts: Mapping[str, vd.Verdict],
         d = duets[mk]
         return dict(signed=d.signed(), sd=spreads[mk].sd, df=spreads[mk].df,
                     min_effect=verdict_duet.log_effect(d.metric, effect_for(d.metric.name, min_effect, mk)),
-                    q=q_duets, n_figures=len(duets), max_pairs=verdict_duet.max_pairs_for(mk, max_pairs))
+                    q=q_duets, n_figures=len(duets),
+                    max_pairs=verdict_duet.max_pairs_for(mk, max_pairs, d.pair_seconds))
 
     def looks(key: str) -> Optional[Tuple[int, bool]]:
         figures = [mk for mk in duets if cell_of(mk) == key]
@@ -278,7 +284,8 @@ def next_looks(cells: Dict[str, CellRecord], verdicts: Mapping[str, vd.Verdict],
         # for more whatever its pairs read
         reach = [verdict_duet.STAGE1_PAIRS - have] if after and have < verdict_duet.STAGE1_PAIRS else []
         n = max(wanted + (reach or after) + [0])
-        return n, have + n >= verdict_duet.max_pairs_for(key, max_pairs) or not (any(w > 0 for w in wanted) or reach)
+        most = verdict_duet.max_pairs_for(key, max_pairs, duets[figures[0]].pair_seconds)
+        return n, have + n >= most or not (any(w > 0 for w in wanted) or reach)
 
     @functools.lru_cache(maxsize=None)
     def truths() -> Dict[str, float]:
