@@ -618,7 +618,9 @@ def pair_seconds(cell: Any) -> Optional[float]:
 def cap_seconds(cell: Any, first: int) -> Optional[float]:
     """What a pair of this cell's first ``first`` pairs took (their median, as ``pair_seconds``):
     the cost its kind's pair budget is reckoned at (``kinds.PairBudget``), the same at every
-    look once its first stage is in, so the rule's boundaries stay where its first look put them."""
+    look once its first stage is in, so the rule's boundaries stay where its first look put them.
+    A cell whose first look comes after one pair (``Plan.one_pair_cells``) has it read again at
+    its second and third: its first two looks' boundaries are for the caps their pairs gave."""
     walls = [max(c.wall_seconds, r.wall_seconds) for c, r in cell.pairs()[:first]]
     walls = [w for w in walls if w > 0]
     return statistics.median(walls) if walls else None
