@@ -444,14 +444,14 @@ def test_a_serving_cells_cap_follows_its_first_pairs_cost_and_stays():
     factors = (1.0, 1.3, 0.8, 1.25, 0.85, 1.2)
     for walls, cap in (((40.0, 41.0, 39.0), 18), ((240.0, 250.0, 230.0), 6)):
         cells = record(factors[:3], walls)
-        assert planning.cap_seconds(cells[w.key()].cell, 3) == sorted(walls)[1]         # their median
+        assert planning.pair_seconds(cells[w.key()].cell, 3) == sorted(walls)[1]         # their median
         verdicts = ab_judging.judge_ab_once(cells, set(), 0.05, known=known)
         assert verdicts[w.key()].kind == "suspect" and f"of at most {cap} pairs" in verdicts[w.key()].reason
         n, final = ab_judging.next_looks(cells, verdicts, 0.05, known=known)(w.key())
         assert final == (cap == 6) and 3 + n <= cap
     # six pairs of 40 s then three of 400 s: the cap is still the first stage's (18), not 6
     cells = record(factors + (1.1, 0.9, 1.0), (40.0, 41.0, 39.0) + (400.0,) * 6)
-    assert planning.cap_seconds(cells[w.key()].cell, 3) == 40.0
+    assert planning.pair_seconds(cells[w.key()].cell, 3) == 40.0
     assert planning.pair_seconds(cells[w.key()].cell) > 200.0           # what the deadline prices pairs at
     verdicts = ab_judging.judge_ab_once(cells, set(), 0.05, known=known)
     assert "of at most 18 pairs" in verdicts[w.key()].reason

@@ -100,8 +100,13 @@ def max_pairs_for(key: str, most: int = SEQUENTIAL_MAX_PAIRS, pair_seconds: Opti
     """The most duet pairs the cell or figure ``key`` gets, whose pair takes ``pair_seconds``:
     ``most``, or its kind's cap where it has a pair budget (``Kind.pair_budget``: a kind whose
     pairs are long gets as many as the budget holds, at least its least)."""
-    budget = kinds.PAIR_BUDGETS.get(split_metric_key(key)[0].split("/", 1)[0])
+    budget = _budget_of(key)
     return most if budget is None else budget.cap(pair_seconds, most)
+
+
+def _budget_of(key: str) -> Optional[kinds.PairBudget]:
+    """The pair budget of the kind of the cell or figure ``key``, if it has one."""
+    return kinds.PAIR_BUDGETS.get(split_metric_key(key)[0].split("/", 1)[0])
 
 
 def judge_duet_sequential(cells: Mapping[str, DuetPairing], spreads: Mapping[str, Spread], *,
@@ -148,7 +153,7 @@ def log_effect(metric: Metric, effect: float) -> float:
 
 def _cap_said(key: str, pair_seconds: Optional[float]) -> str:
     """Why a cell's pairs are capped below the rule's most: its kind's pair budget at its pairs' cost."""
-    budget = kinds.PAIR_BUDGETS.get(split_metric_key(key)[0].split("/", 1)[0])
+    budget = _budget_of(key)
     if budget is None:
         return ""
     if not pair_seconds:

@@ -607,20 +607,14 @@ def process_seconds(runs: Sequence[Any], options) -> float:
     return per + (PROBE_OVERHEAD_S if options.machine_probe else 0.0)
 
 
-def pair_seconds(cell: Any) -> Optional[float]:
+def pair_seconds(cell: Any, first: Optional[int] = None) -> Optional[float]:
     """What one pair of this cell took so far (the median over its pairs; a duet pair's two
-    workers run side by side, so the longer of the two)."""
-    walls = [max(c.wall_seconds, r.wall_seconds) for c, r in cell.pairs()]
-    walls = [w for w in walls if w > 0]
-    return statistics.median(walls) if walls else None
-
-
-def cap_seconds(cell: Any, first: int) -> Optional[float]:
-    """What a pair of this cell's first ``first`` pairs took (their median, as ``pair_seconds``):
-    the cost its kind's pair budget is reckoned at (``kinds.PairBudget``), the same at every
-    look once its first stage is in, so the rule's boundaries stay where its first look put them.
-    A cell whose first look comes after one pair (``Plan.one_pair_cells``) has it read again at
-    its second and third: its first two looks' boundaries are for the caps their pairs gave."""
+    workers run side by side, so the longer of the two); over its ``first`` pairs only where
+    given: the cost its kind's pair budget is reckoned at (``kinds.PairBudget``), the same at
+    every look once its first stage is in, so the rule's boundaries stay where its first look
+    put them. A cell whose first look comes after one pair (``Plan.one_pair_cells``) has that
+    read again at its second and third: its first two looks' boundaries are for the caps their
+    pairs gave."""
     walls = [max(c.wall_seconds, r.wall_seconds) for c, r in cell.pairs()[:first]]
     walls = [w for w in walls if w > 0]
     return statistics.median(walls) if walls else None

@@ -102,8 +102,8 @@ SERVING_LEAST_PAIRS = 6
 class PairBudget:
     """The duet pairs a cell of a kind whose pairs are long gets in all: as many as ``seconds``
     holds of its pairs, at least ``least``; the pairs' cost is what its first stage's pairs took
-    (``planning.cap_seconds``: fixed before its first look, so the rule's boundaries, spread over
-    its looks, stay fixed)."""
+    (``planning.pair_seconds`` of its first three: fixed once they are in, so the rule's
+    boundaries, spread over its looks, stay fixed from then on)."""
 
     seconds: float
     least: int

@@ -84,7 +84,7 @@ def _ab_inputs(cells: Dict[str, CellRecord], final: set, complete: frozenset = f
     after their rounds: ``AFTER_ROUNDS``) and comparisons (figures with another rule)."""
     pairings, comparisons, duets = {}, {}, {}
     # what the first stage's pairs of a cell whose kind has a pair budget took: its cap's cost
-    capping = {key: planning.cap_seconds(rec.cell, verdict_duet.STAGE1_PAIRS) for key, rec in cells.items()
+    capping = {key: planning.pair_seconds(rec.cell, verdict_duet.STAGE1_PAIRS) for key, rec in cells.items()
                if rec.cell.workload.mode in kinds.PAIR_BUDGETS}
     for key, rec in cells.items():
         cell = rec.cell
